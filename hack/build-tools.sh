@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds the local cluster's binaries (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, kwok; kubelet on request) from the pinned Go modules under
+# hack/tools/, into a cache outside the repository keyed by version. A binary that is already
+# in the cache is not rebuilt.
+#
+#   hack/build-tools.sh            build what the control plane needs
+#   hack/build-tools.sh kubelet    also build the kubelet
+#   hack/build-tools.sh --print-dir k8s|etcd|kwok   print the cache dir of a tool set
+#
+# Each build's log is kept next to the binaries (build-<name>.log) with its peak memory; a
+# failed build names the binary and the step and prints the tail of its log.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tools="$root/hack/tools"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/telo-operator"
+
+# The pinned versions live in the wrapper modules' go.mod files; read them from there so that a
+# version bump is one edit.
+mod_version() { # module-dir module-path
+	awk -v m="$2" '{ if ($1 == "require") $0 = substr($0, 9) } $1 == m && $2 ~ /^v/ { print $2; exit }' \
+		"$tools/$1/go.mod"
+}
+k8s_version=$(mod_version k8s k8s.io/kubernetes)
+etcd_version=$(mod_version etcd go.etcd.io/etcd/server/v3)
+kwok_version=$(mod_version kwok sigs.k8s.io/kwok)
+if [ -z "$k8s_version" ] || [ -z "$etcd_version" ] || [ -z "$kwok_version" ]; then
+	echo "build-tools: cannot read the pinned versions from hack/tools/*/go.mod" >&2
+	exit 1
+fi
+go_version=$(go env GOVERSION)
+
+bin_dir() { # set -> directory
+	case "$1" in
+	k8s) echo "$cache/bin/k8s-$k8s_version-$go_version" ;;
+	etcd) echo "$cache/bin/etcd-$etcd_version-$go_version" ;;
+	kwok) echo "$cache/bin/kwok-$kwok_version-$go_version" ;;
+	*) echo "unknown tool set '$1' (want k8s, etcd or kwok)" >&2; return 2 ;;
+	esac
+}
+
+if [ "${1:-}" = "--print-dir" ]; then
+	bin_dir "${2:?--print-dir needs k8s, etcd or kwok}"
+	exit 0
+fi
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
+# A shared Go build cache keyed by nothing but content: warm builds of a new checkout reuse it.
+export GOCACHE="${GOCACHE:-$(go env GOCACHE)}"
+
+# build <set> <name> <package> [ldflags]
+build() {
+	local set=$1 name=$2 pkg=$3 ldflags=${4:-}
+	local dir out log
+	dir=$(bin_dir "$set")
+	out="$dir/$name"
+	[ -x "$out" ] && return 0
+	mkdir -p "$dir"
+	log="$dir/build-$name.log"
+	echo "build-tools: building $name ($set) into $dir ..." >&2
+	local start=$SECONDS
+	if ! (cd "$tools/$set" && /usr/bin/time -f "peak_rss_kb=%M wall_s=%e" \
+		go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg") >"$log" 2>&1; then
+		echo "build-tools: FAILED to build $name ($pkg in hack/tools/$set, step: go build); last lines of $log:" >&2
+		tail -n 25 "$log" >&2
+		rm -f "$out.tmp"
+		exit 1
+	fi
+	mv "$out.tmp" "$out"
+	echo "build-tools: built $name in $((SECONDS - start))s ($(tail -n 1 "$log"))" >&2
+}
+
+k8s_ldflags() {
+	local v=$k8s_version minor
+	minor=$(echo "$v" | cut -d. -f2)
+	local p=k8s.io/component-base/version c=k8s.io/client-go/pkg/version f
+	for f in $p $c; do
+		printf -- '-X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s -X %s.gitTreeState=clean ' \
+			"$f" "$v" "$f" "$f" "$minor" "$f"
+	done
+}
+
+if ! command -v go >/dev/null; then
+	echo "build-tools: Go is not installed; install Go >= 1.25 (Debian: golang-go from backports) and retry" >&2
+	exit 1
+fi
+
+build etcd etcd go.etcd.io/etcd/server/v3
+build etcd etcdctl go.etcd.io/etcd/etcdctl/v3
+lf=$(k8s_ldflags)
+build k8s kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$lf"
+build k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$lf"
+build k8s kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$lf"
+build k8s kubectl k8s.io/kubernetes/cmd/kubectl "$lf"
+build kwok kwok sigs.k8s.io/kwok/cmd/kwok
+for extra in "$@"; do
+	case "$extra" in
+	kubelet) build k8s kubelet k8s.io/kubernetes/cmd/kubelet "$lf" ;;
+	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet)" >&2; exit 2 ;;
+	esac
+done
