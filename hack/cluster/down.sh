@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Stops the local cluster's processes started by up.sh, by PID, in reverse start order, and throws
+# away etcd's data so the next up.sh starts a fresh cluster.
+#
+#   hack/cluster/down.sh                 stop everything
+#   hack/cluster/down.sh kube-apiserver  stop only the named components (up.sh restarts them,
+#                                        keeping the cluster's data)
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
+stop() { # name
+	local pid i
+	pid=$(component_pid "$1")
+	if [ -n "$pid" ]; then
+		kill -TERM "$pid" 2>/dev/null || true
+		# Graceful first: the apiserver and etcd finish in-flight requests within a few seconds.
+		for i in $(seq 1 100); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "down: $1 (pid $pid) ignored SIGTERM for 10s; killing it" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+		echo "down: stopped $1 (pid $pid)" >&2
+	fi
+	rm -f "$pid_dir/$1.pid"
+}
+
+if [ $# -gt 0 ]; then
+	for name in "$@"; do
+		case " ${components[*]} " in
+		*" $name "*) stop "$name" ;;
+		*) echo "down: unknown component '$name' (known: ${components[*]})" >&2; exit 2 ;;
+		esac
+	done
+	exit 0
+fi
+
+for ((i = ${#components[@]} - 1; i >= 0; i--)); do
+	stop "${components[$i]}"
+done
+rm -rf "$etcd_data"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# make test: unit tests (plain, under valgrind, and under ASan+UBSan), then the e2e suite against
+# the local cluster. A cluster this script had to start is stopped again at the end; one that was
+# already running is left as it was.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build}
+asan=${2:-build-asan}
+cd "$root"
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "unit tests"
+ctest --test-dir "$build" --output-on-failure
+step "unit tests under valgrind"
+hack/valgrind-unit.sh "$build"
+step "unit tests under ASan+UBSan"
+ctest --test-dir "$asan" --output-on-failure
+
+step "cluster binaries"
+hack/build-tools.sh
+source hack/cluster/lib.sh
+started_here=0
+if [ -z "$(component_pid kube-apiserver)" ]; then
+	started_here=1
+fi
+cleanup() {
+	if [ $started_here -eq 1 ] && [ -z "${TELO_KEEP_CLUSTER:-}" ]; then
+		step "stopping the cluster this run started (TELO_KEEP_CLUSTER=1 keeps it)"
+		hack/cluster/down.sh
+	fi
+}
+trap cleanup EXIT
+step "local cluster"
+hack/cluster/up.sh >/dev/null
+step "e2e tests"
+hack/e2e.sh

@@ -1,0 +1,98 @@
+"""E2E harness: one real local control plane per test session (hack/cluster/up.sh), reused
+when already running, and a fresh namespace per test. Tests talk to it with kubectl and the
+official Python client, the tools users use."""
+
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+from kubernetes import client as kclient
+from kubernetes import config as kconfig
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def _cluster_dir():
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("TELO_CLUSTER_DIR") or os.path.join(cache, "telo-operator", "cluster")
+
+
+def _tool_dir(kind):
+    return subprocess.run([os.path.join(ROOT, "hack", "build-tools.sh"), "--print-dir", kind],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+class Cluster:
+    """What a test needs to reach the cluster: paths, and a kubectl that raises with its stderr."""
+
+    def __init__(self):
+        self.dir = _cluster_dir()
+        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
+        self.kubectl_path = os.path.join(_tool_dir("k8s"), "kubectl")
+        self.etcdctl_path = os.path.join(_tool_dir("etcd"), "etcdctl")
+        self.etcd_endpoint = "http://127.0.0.1:%s" % os.environ.get("TELO_ETCD_PORT", "23790")
+        self.log_dir = os.path.join(self.dir, "logs")
+
+    def kubectl(self, *args, input=None, check=True, timeout=120):
+        proc = subprocess.run([self.kubectl_path, "--kubeconfig", self.kubeconfig, *args],
+                              input=input, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError("kubectl %s failed (exit %d): %s" %
+                                 (" ".join(args), proc.returncode, proc.stderr.strip()))
+        return proc
+
+    def kubectl_json(self, *args):
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def script(self, name, *args, check=True, timeout=600):
+        proc = subprocess.run([os.path.join(ROOT, "hack", "cluster", name), *args],
+                              capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError("hack/cluster/%s %s failed (exit %d): %s" %
+                                 (name, " ".join(args), proc.returncode, proc.stderr[-3000:]))
+        return proc
+
+
+def wait_until(predicate, timeout=60, interval=0.25, what="condition"):
+    """Polls predicate until it returns a truthy value, which is returned; fails after timeout
+    with the last value seen, so a failure says what the cluster looked like."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    c = Cluster()
+    c.script("up.sh")
+    return c
+
+
+@pytest.fixture(scope="session")
+def api(cluster):
+    """The official Python client configured from the cluster's admin kubeconfig."""
+    cfg = kclient.Configuration()
+    kconfig.load_kube_config(config_file=cluster.kubeconfig, client_configuration=cfg)
+    return kclient.ApiClient(cfg)
+
+
+@pytest.fixture
+def namespace(cluster, request):
+    """A fresh namespace for one test, deleted afterwards (without waiting for it to go)."""
+    name = "e2e-%s-%s" % (request.node.name.replace("_", "-")[:30].strip("-").lower(),
+                          uuid.uuid4().hex[:6])
+    cluster.kubectl("create", "namespace", name)
+    # Pods need the namespace's default ServiceAccount, made asynchronously by the controller.
+    wait_until(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name,
+                                       check=False).returncode == 0,
+               timeout=30, what="the default ServiceAccount in %s" % name)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
