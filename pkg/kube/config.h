@@ -45,11 +45,12 @@ struct kube_config_options {
  * every file of opts->env_kubeconfig merged (the first file to define a cluster, user or context
  * name wins; current-context comes from the first file that sets it; missing files are skipped),
  * else $HOME/.kube/config, else the in-cluster service account when host, port and token file
- * exist. Certificate and key -data fields are decoded; tokenFile and exec plugins are checked but
- * not run. On success returns 0 and stores a new config in *out, which the caller frees with
- * kube_config_free. On failure returns -TELO_EINVAL (bad or missing configuration), -TELO_EIO (a
- * file could not be read) or -TELO_ENOMEM, fills err with a message naming the file, entry and
- * field, and leaves *out untouched. */
+ * exist. Certificate and key -data fields are decoded and token files read once (so a broken
+ * mount fails here); exec plugins are parsed but not run until kube_config_token. On success
+ * returns 0 and stores a new config in *out, which the caller frees with kube_config_free. On
+ * failure returns -TELO_EINVAL (bad or missing configuration), -TELO_EIO (a file could not be read)
+ * or -TELO_ENOMEM, fills err with a message naming the file, entry and field, and leaves *out
+ * untouched. */
 int kube_config_load(const struct kube_config_options *opts, struct kube_config **out,
                      struct telo_err *err);
 
