@@ -949,6 +949,23 @@ static void exec_timeout_kills_the_plugin(void **state)
     kube_config_free(cfg);
 }
 
+static void exec_output_is_bounded(void **state)
+{
+    struct fixture *fx = *state;
+    write_exec_config(fx, "client.authentication.k8s.io/v1", "");
+    write_script(fx, "plugin", "#!/bin/sh\nhead -c 2000000 /dev/zero | tr '\\0' x\n");
+    struct kube_config *cfg = load_explicit(fx, "config");
+    const char *token = "x";
+    struct telo_err err = {0};
+    assert_int_equal(kube_config_token(cfg, &token, &err), -TELO_ETOOBIG);
+    char want[400];
+    snprintf(want, sizeof(want),
+             "kubeconfig %s: user \"admin\": exec plugin ./plugin wrote more than 1048576 bytes",
+             path_in(fx, "config"));
+    assert_string_equal(err.msg, want);
+    kube_config_free(cfg);
+}
+
 static void exec_config_validation(void **state)
 {
     struct fixture *fx = *state;
@@ -1019,6 +1036,7 @@ int main(void)
         T(exec_command_not_found_shows_install_hint),
         T(exec_wrong_api_version_and_bad_json),
         T(exec_timeout_kills_the_plugin),
+        T(exec_output_is_bounded),
         T(exec_config_validation),
         T(free_null_is_a_noop),
 #undef T
