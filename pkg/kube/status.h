@@ -64,8 +64,9 @@ struct kube_status {
  * proxy, plain text, empty, JSON that is not a Status) yields a Status built from the code as
  * client-go's NewGenericServerResponse does (401 Unauthorized, 403 Forbidden, 404 NotFound,
  * 409 Conflict, 410 Gone, 422 Invalid, 429 TooManyRequests, 503 ServiceUnavailable, 504 Timeout,
- * any other 5xx InternalError, ...) whose message quotes the body, cleaned of control characters
- * and truncated, and which carries it as a cause of type "UnexpectedServerResponse".
+ * any other 5xx InternalError, ...; 409 is never AlreadyExists, as client-go only says for a POST
+ * and we are not told the verb) whose message quotes the body, cleaned of control characters and
+ * truncated, and which carries it as a cause of type "UnexpectedServerResponse".
  * retry_after_seconds only comes from the body: the caller may set it from the Retry-After header
  * (kube_retry_after_parse) when it is 0.
  * Returns 0 and fills *out (caller-owned storage, released with kube_status_release), or
