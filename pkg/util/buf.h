@@ -7,10 +7,10 @@
 
 /* Always NUL-terminated when len > 0 or after any append, so text can be read as a C string. */
 struct buf {
-    char *data;  /* owned; NULL until the first append */
-    size_t len;  /* bytes in use, excluding the terminating NUL */
-    size_t cap;  /* bytes allocated */
-    size_t max;  /* len never exceeds this */
+    char *data; /* owned; NULL until the first append */
+    size_t len; /* bytes in use, excluding the terminating NUL */
+    size_t cap; /* bytes allocated */
+    size_t max; /* len never exceeds this */
 };
 
 /* Initialises b (caller-owned storage) with a maximum length of max bytes. Cannot fail. */

@@ -7,22 +7,22 @@
 /* Codes returned (negated) by library functions. */
 enum telo_errcode {
     TELO_OK = 0,
-    TELO_EINVAL = 1,   /* bad input: the message names the field and the fix */
-    TELO_ENOMEM = 2,   /* allocation failed */
-    TELO_EIO = 3,      /* reading or writing a file or socket failed */
+    TELO_EINVAL = 1, /* bad input: the message names the field and the fix */
+    TELO_ENOMEM = 2, /* allocation failed */
+    TELO_EIO = 3,    /* reading or writing a file or socket failed */
     TELO_ENOTFOUND = 4,
-    TELO_ETOOBIG = 5,  /* a bounded buffer or input limit was reached */
-    TELO_EPROTO = 6,   /* a peer sent something we cannot parse */
+    TELO_ETOOBIG = 5, /* a bounded buffer or input limit was reached */
+    TELO_EPROTO = 6,  /* a peer sent something we cannot parse */
     TELO_ETIMEDOUT = 7,
-    TELO_EAPI = 8,     /* the API server answered with an error Status */
+    TELO_EAPI = 8, /* the API server answered with an error Status */
 };
 
 #define TELO_ERR_MSG_MAX 512
 
 /* Filled by a failing function; the caller owns it (usually on its stack). */
 struct telo_err {
-    int code;                    /* a telo_errcode, positive */
-    char msg[TELO_ERR_MSG_MAX];  /* NUL-terminated, truncated to fit */
+    int code;                   /* a telo_errcode, positive */
+    char msg[TELO_ERR_MSG_MAX]; /* NUL-terminated, truncated to fit */
 };
 
 /* Sets err (if not NULL) to code and the formatted message; returns -code so callers can write

@@ -36,9 +36,8 @@ void telo_log(enum telo_log_level level, const char *msg, const char *kv_fmt, ..
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
-    int n = snprintf(line, sizeof(line),
-                     "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s msg=\"", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+    int n = snprintf(line, sizeof(line), "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s msg=\"",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                      now.tv_nsec / 1000000, level_names[level]);
     /* Quotes and newlines in the message would break logfmt parsers. */
     for (const char *p = msg; *p && n < (int)sizeof(line) - 2; p++) {

@@ -72,7 +72,10 @@ def wait_until(predicate, timeout=60, interval=0.25, what="condition"):
 @pytest.fixture(scope="session")
 def cluster():
     c = Cluster()
-    c.script("up.sh")
+    # TELO_E2E_AS_IS=1 runs against the cluster exactly as it is, without starting what is
+    # missing: that is how we check a test fails when its component is stopped.
+    if not os.environ.get("TELO_E2E_AS_IS"):
+        c.script("up.sh")
     return c
 
 
@@ -84,15 +87,26 @@ def api(cluster):
     return kclient.ApiClient(cfg)
 
 
+def wait_for_default_service_account(cluster, namespace):
+    """Pods can only be created once the serviceaccount controller made the namespace's default
+    ServiceAccount (the ServiceAccount admission plugin rejects them before that)."""
+    wait_until(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace,
+                                       check=False).returncode == 0,
+               timeout=30, what="the default ServiceAccount in %s" % namespace)
+
+
 @pytest.fixture
 def namespace(cluster, request):
     """A fresh namespace for one test, deleted afterwards (without waiting for it to go)."""
     name = "e2e-%s-%s" % (request.node.name.replace("_", "-")[:30].strip("-").lower(),
                           uuid.uuid4().hex[:6])
     cluster.kubectl("create", "namespace", name)
-    # Pods need the namespace's default ServiceAccount, made asynchronously by the controller.
-    wait_until(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name,
-                                       check=False).returncode == 0,
-               timeout=30, what="the default ServiceAccount in %s" % name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def pod_namespace(cluster, namespace):
+    """A fresh namespace in which pods can be created right away."""
+    wait_for_default_service_account(cluster, namespace)
+    return namespace

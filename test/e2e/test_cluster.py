@@ -34,19 +34,19 @@ def test_two_kwok_nodes_ready(api):
         assert not any(t.key == "node.kubernetes.io/not-ready" for t in (n.spec.taints or []))
 
 
-def test_job_pod_runs_to_completion(cluster, api, namespace):
+def test_job_pod_runs_to_completion(cluster, api, pod_namespace):
     # Needs the job controller (pod creation), the scheduler (binding) and kwok (pod phases).
     batch = kclient.BatchV1Api(api)
-    batch.create_namespaced_job(namespace, {
+    batch.create_namespaced_job(pod_namespace, {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "hello"},
         "spec": {"backoffLimit": 0, "template": {"spec": {
             "restartPolicy": "Never",
             "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]}}},
     })
     job = wait_until(lambda: (lambda j: j if j.status.succeeded == 1 else None)(
-        batch.read_namespaced_job("hello", namespace)), timeout=90, what="Job hello to succeed")
+        batch.read_namespaced_job("hello", pod_namespace)), timeout=90, what="Job hello to succeed")
     assert any(c.type == "Complete" and c.status == "True" for c in job.status.conditions)
-    pods = kclient.CoreV1Api(api).list_namespaced_pod(namespace, label_selector="job-name=hello")
+    pods = kclient.CoreV1Api(api).list_namespaced_pod(pod_namespace, label_selector="job-name=hello")
     assert [p.status.phase for p in pods.items] == ["Succeeded"]
     assert pods.items[0].spec.node_name.startswith("kwok-node-")
 
@@ -76,16 +76,16 @@ PRIVILEGED_POD = {
 }
 
 
-def test_restricted_namespace_rejects_privileged_pod(cluster, api, namespace):
+def test_restricted_namespace_rejects_privileged_pod(cluster, api, pod_namespace):
     core = kclient.CoreV1Api(api)
     # Without the label the same pod is admitted, so the rejection below is Pod Security's doing.
-    core.create_namespaced_pod(namespace, PRIVILEGED_POD)
-    core.delete_namespaced_pod("privileged", namespace, grace_period_seconds=0)
+    core.create_namespaced_pod(pod_namespace, PRIVILEGED_POD)
+    core.delete_namespaced_pod("privileged", pod_namespace, grace_period_seconds=0)
 
-    cluster.kubectl("label", "namespace", namespace,
+    cluster.kubectl("label", "namespace", pod_namespace,
                     "pod-security.kubernetes.io/enforce=restricted")
     with pytest.raises(ApiException) as rejected:
-        core.create_namespaced_pod(namespace, dict(PRIVILEGED_POD, metadata={"name": "again"}))
+        core.create_namespaced_pod(pod_namespace, dict(PRIVILEGED_POD, metadata={"name": "again"}))
     assert rejected.value.status == 403
     message = json.loads(rejected.value.body)["message"]
     assert 'violates PodSecurity "restricted:latest"' in message
@@ -107,37 +107,37 @@ def _wait_phase(core, namespace, name, phase, timeout=60):
         what="pod %s to reach %s" % (name, phase))
 
 
-def test_chaos_pod_fails_with_chosen_exit_code(api, namespace):
+def test_chaos_pod_fails_with_chosen_exit_code(api, pod_namespace):
     core = kclient.CoreV1Api(api)
     prefix = "pod-container-running-failed.stage.kwok.x-k8s.io"
-    core.create_namespaced_pod(namespace, _pod(
+    core.create_namespaced_pod(pod_namespace, _pod(
         "crash", labels={prefix: "true"},
         annotations={prefix + "/exit-code": "42", prefix + "/reason": "Error",
                      prefix + "/delay": "200ms", prefix + "/jitter-delay": "100ms"}))
-    pod = _wait_phase(core, namespace, "crash", "Failed")
+    pod = _wait_phase(core, pod_namespace, "crash", "Failed")
     term = pod.status.container_statuses[0].state.terminated
     assert (term.exit_code, term.reason) == (42, "Error")
 
 
-def test_init_container_failure(api, namespace):
+def test_init_container_failure(api, pod_namespace):
     core = kclient.CoreV1Api(api)
     prefix = "pod-init-container-running-failed.stage.kwok.x-k8s.io"
-    core.create_namespaced_pod(namespace, _pod(
+    core.create_namespaced_pod(pod_namespace, _pod(
         "init-fails", init=True, labels={prefix: "true"},
         annotations={prefix + "/exit-code": "3", prefix + "/delay": "200ms",
                      prefix + "/jitter-delay": "100ms"}))
-    pod = _wait_phase(core, namespace, "init-fails", "Failed")
+    pod = _wait_phase(core, pod_namespace, "init-fails", "Failed")
     assert pod.status.init_container_statuses[0].state.terminated.exit_code == 3
 
 
-def test_image_pull_backoff_stage(api, namespace):
+def test_image_pull_backoff_stage(api, pod_namespace):
     core = kclient.CoreV1Api(api)
-    core.create_namespaced_pod(namespace, _pod(
+    core.create_namespaced_pod(pod_namespace, _pod(
         "no-image", labels={"sim.telo.run/image-pull": "backoff"},
         annotations={"sim.telo.run/image-pull-message": "failed to pull"}))
 
     def waiting():
-        p = core.read_namespaced_pod("no-image", namespace)
+        p = core.read_namespaced_pod("no-image", pod_namespace)
         statuses = p.status.container_statuses or []
         return p if statuses and statuses[0].state.waiting else None
     pod = wait_until(waiting, timeout=60, what="pod no-image to wait on its image")

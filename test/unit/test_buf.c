@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
 #include "util/buf.h"

@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
 #include "util/err.h"
@@ -32,7 +34,8 @@ static void wrap_prefixes_context(void **state)
     struct telo_err err;
     telo_err_set(&err, TELO_EINVAL, "client-key-data is not valid base64");
     assert_int_equal(telo_err_wrap(&err, "kubeconfig %s: user '%s'", "/k", "admin"), -TELO_EINVAL);
-    assert_string_equal(err.msg, "kubeconfig /k: user 'admin': client-key-data is not valid base64");
+    assert_string_equal(err.msg,
+                        "kubeconfig /k: user 'admin': client-key-data is not valid base64");
 }
 
 static void long_messages_are_truncated_not_overflowed(void **state)
