@@ -203,6 +203,38 @@ static void on_done(struct kube_call *call, const struct kube_response *resp, vo
     free(ctx);
 }
 
+static struct kube_call *submit_path(struct kube_transport *t, const char *method, const char *verb,
+                                     const char *path, const char *what, const char *content_type,
+                                     const char *body, size_t len, kube_result_fn *cb, void *ud,
+                                     struct telo_err *err)
+{
+    struct rest_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL) {
+        telo_err_set(err, TELO_ENOMEM, "out of memory");
+        return NULL;
+    }
+    ctx->cb = cb;
+    ctx->ud = ud;
+    snprintf(ctx->what, sizeof(ctx->what), "%s", what);
+    char label[12];
+    size_t i;
+    for (i = 0; verb[i] != '\0' && i < sizeof(label) - 1; i++)
+        label[i] = (char)(verb[i] >= 'a' && verb[i] <= 'z' ? verb[i] - 32 : verb[i]);
+    label[i] = '\0';
+    struct kube_request req = {
+        .method = method,
+        .path = path,
+        .content_type = content_type,
+        .body = body,
+        .body_len = len,
+        .verb = label,
+    };
+    struct kube_call *call = kube_transport_submit(t, &req, on_done, NULL, ctx, err);
+    if (call == NULL)
+        free(ctx);
+    return call;
+}
+
 struct kube_call *kube_rest_request(struct kube_transport *t, const char *method, const char *verb,
                                     const struct kube_ref *ref, const char *query,
                                     const char *content_type, const char *body, size_t len,
@@ -217,33 +249,20 @@ struct kube_call *kube_rest_request(struct kube_transport *t, const char *method
         telo_err_set(err, TELO_ETOOBIG, "query of %s is too long", ref->resource);
         return NULL;
     }
-    struct rest_ctx *ctx = calloc(1, sizeof(*ctx));
-    if (ctx == NULL) {
-        buf_release(&path);
-        telo_err_set(err, TELO_ENOMEM, "out of memory");
-        return NULL;
-    }
-    ctx->cb = cb;
-    ctx->ud = ud;
-    kube_ref_describe(verb, ref, ctx->what, sizeof(ctx->what));
-    char label[12];
-    size_t i;
-    for (i = 0; verb[i] != '\0' && i < sizeof(label) - 1; i++)
-        label[i] = (char)(verb[i] >= 'a' && verb[i] <= 'z' ? verb[i] - 32 : verb[i]);
-    label[i] = '\0';
-    struct kube_request req = {
-        .method = method,
-        .path = path.data,
-        .content_type = content_type,
-        .body = body,
-        .body_len = len,
-        .verb = label,
-    };
-    struct kube_call *call = kube_transport_submit(t, &req, on_done, NULL, ctx, err);
+    char what[256];
+    kube_ref_describe(verb, ref, what, sizeof(what));
+    struct kube_call *call =
+        submit_path(t, method, verb, path.data, what, content_type, body, len, cb, ud, err);
     buf_release(&path);
-    if (call == NULL)
-        free(ctx);
     return call;
+}
+
+struct kube_call *kube_rest_get_path(struct kube_transport *t, const char *path, kube_result_fn *cb,
+                                     void *ud, struct telo_err *err)
+{
+    char what[300];
+    snprintf(what, sizeof(what), "get %s", path);
+    return submit_path(t, "GET", "get", path, what, NULL, NULL, 0, cb, ud, err);
 }
 
 struct kube_call *kube_rest_get(struct kube_transport *t, const struct kube_ref *ref,
@@ -471,6 +490,8 @@ static void list_all_page(const struct kube_result *res, void *ud)
     struct json_object *mmeta = NULL;
     if (json_object_object_get_ex(la->merged, "metadata", &mmeta))
         json_object_object_del(mmeta, "continue");
+    if (mmeta != NULL)
+        json_object_object_del(mmeta, "remainingItemCount");
     struct kube_result done = {.rc = 0, .code = res->code, .object = la->merged, .body = NULL};
     la->cb(&done, la->ud);
     list_all_free(la);
