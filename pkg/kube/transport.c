@@ -344,6 +344,10 @@ static void call_unlink(struct kube_call *c)
 static void call_release_easy(struct kube_call *c)
 {
     if (c->easy != NULL) {
+        /* Counted here rather than on completion so cancelled calls (watches) count too. */
+        long connects = 0;
+        curl_easy_getinfo(c->easy, CURLINFO_NUM_CONNECTS, &connects);
+        c->t->metrics.connects += (unsigned long)connects;
         curl_multi_remove_handle(c->t->multi, c->easy);
         curl_easy_cleanup(c->easy);
         c->easy = NULL;
@@ -529,13 +533,11 @@ static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void call_done(struct kube_call *c, CURLcode cc)
 {
     struct kube_transport *t = c->t;
-    long connects = 0, version = 0;
+    long version = 0;
     curl_off_t total_us = 0;
     curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &c->code);
-    curl_easy_getinfo(c->easy, CURLINFO_NUM_CONNECTS, &connects);
     curl_easy_getinfo(c->easy, CURLINFO_HTTP_VERSION, &version);
     curl_easy_getinfo(c->easy, CURLINFO_TOTAL_TIME_T, &total_us);
-    t->metrics.connects += (unsigned long)connects;
     if (version == CURL_HTTP_VERSION_2_0)
         c->header_http_version = 2;
     else if (version == CURL_HTTP_VERSION_1_1 || version == CURL_HTTP_VERSION_1_0)
