@@ -299,6 +299,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *userp)
         if (vlen >= sizeof(value))
             vlen = sizeof(value) - 1;
         memcpy(value, data + sizeof(name) - 1, vlen);
+        while (vlen > 0 && (value[vlen - 1] == '\r' || value[vlen - 1] == '\n'))
+            vlen--;
         value[vlen] = '\0';
         c->retry_after_s = kube_retry_after_parse(value);
     }

@@ -1,0 +1,437 @@
+/* Tests for pkg/kube/transport.c: retry policy, and the transport against a scripted HTTP server.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "kube/config.h"
+#include "kube/transport.h"
+#include "util/err.h"
+#include "util/log.h"
+
+#include "mock_http.h"
+
+#include <ev.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the pure retry policy ---- */
+
+static void retry_429_waits_retry_after_then_gives_up(void **state)
+{
+    (void)state;
+    assert_int_equal(kube_retry_delay_ms("POST", 429, KUBE_FAIL_NONE, 2, 1, 3, 30000), 2000);
+    assert_int_equal(kube_retry_delay_ms("POST", 429, KUBE_FAIL_NONE, -1, 1, 3, 30000), 1000);
+    assert_int_equal(kube_retry_delay_ms("GET", 429, KUBE_FAIL_NONE, 0, 3, 3, 30000), 0);
+    assert_int_equal(kube_retry_delay_ms("GET", 429, KUBE_FAIL_NONE, 1, 4, 3, 30000), -1);
+}
+
+static void retry_after_is_capped(void **state)
+{
+    (void)state;
+    assert_int_equal(kube_retry_delay_ms("GET", 429, KUBE_FAIL_NONE, 3600, 1, 3, 30000), 30000);
+    assert_int_equal(kube_retry_delay_ms("GET", 503, KUBE_FAIL_NONE, 100000000, 1, 3, 30000),
+                     30000);
+}
+
+static void retry_5xx_only_with_retry_after(void **state)
+{
+    (void)state;
+    assert_int_equal(kube_retry_delay_ms("PUT", 503, KUBE_FAIL_NONE, 1, 1, 3, 30000), 1000);
+    assert_int_equal(kube_retry_delay_ms("PUT", 503, KUBE_FAIL_NONE, -1, 1, 3, 30000), -1);
+    assert_int_equal(kube_retry_delay_ms("GET", 500, KUBE_FAIL_NONE, -1, 1, 3, 30000), -1);
+    assert_int_equal(kube_retry_delay_ms("GET", 404, KUBE_FAIL_NONE, 1, 1, 3, 30000), -1);
+    assert_int_equal(kube_retry_delay_ms("GET", 409, KUBE_FAIL_NONE, -1, 1, 3, 30000), -1);
+    assert_int_equal(kube_retry_delay_ms("GET", 200, KUBE_FAIL_NONE, -1, 1, 3, 30000), -1);
+}
+
+static void retry_connection_errors_only_when_safe(void **state)
+{
+    (void)state;
+    /* Never sent: any verb, with doubling backoff. */
+    assert_int_equal(kube_retry_delay_ms("POST", 0, KUBE_FAIL_CONNECT, -1, 1, 3, 30000), 200);
+    assert_int_equal(kube_retry_delay_ms("POST", 0, KUBE_FAIL_CONNECT, -1, 2, 3, 30000), 400);
+    assert_int_equal(kube_retry_delay_ms("POST", 0, KUBE_FAIL_CONNECT, -1, 3, 3, 30000), 800);
+    assert_int_equal(kube_retry_delay_ms("POST", 0, KUBE_FAIL_CONNECT, -1, 4, 3, 30000), -1);
+    /* Maybe sent: only idempotent GET. */
+    assert_int_equal(kube_retry_delay_ms("GET", 0, KUBE_FAIL_CONNECTION, -1, 1, 3, 30000), 200);
+    assert_int_equal(kube_retry_delay_ms("POST", 0, KUBE_FAIL_CONNECTION, -1, 1, 3, 30000), -1);
+    assert_int_equal(kube_retry_delay_ms("PATCH", 0, KUBE_FAIL_CONNECTION, -1, 1, 3, 30000), -1);
+    /* Timeouts and other failures are not retried. */
+    assert_int_equal(kube_retry_delay_ms("GET", 0, KUBE_FAIL_TIMEOUT, -1, 1, 3, 30000), -1);
+    assert_int_equal(kube_retry_delay_ms("GET", 0, KUBE_FAIL_OTHER, -1, 1, 3, 30000), -1);
+    /* The backoff is capped. */
+    assert_int_equal(kube_retry_delay_ms("GET", 0, KUBE_FAIL_CONNECT, -1, 20, 30, 1000), 1000);
+}
+
+/* ---- against the scripted server ---- */
+
+static char token_file[256];
+
+static void write_token(const char *token)
+{
+    FILE *f = fopen(token_file, "w");
+    fputs(token, f);
+    fclose(f);
+}
+
+static void route(int fd, const struct mock_req *r)
+{
+    if (strcmp(r->path, "/ok") == 0) {
+        char body[256];
+        snprintf(body, sizeof(body), "{\"method\":\"%s\",\"ua\":%d,\"ct\":\"%s\"}", r->method,
+                 strstr(r->headers, "User-Agent: telo-operator/") != NULL,
+                 strstr(r->headers, "Content-Type: application/merge-patch+json") != NULL ? "merge"
+                                                                                          : "");
+        mock_reply(fd, 200, NULL, body);
+    } else if (strcmp(r->path, "/echo") == 0) {
+        mock_reply(fd, 201, NULL, r->body);
+    } else if (strcmp(r->path, "/429") == 0) {
+        if (r->hit <= 2)
+            mock_reply(fd, 429, "Retry-After: 0\r\n", "{\"kind\":\"Status\",\"code\":429}");
+        else
+            mock_reply(fd, 200, NULL, "{}");
+    } else if (strcmp(r->path, "/503") == 0) {
+        mock_reply(fd, 503, "Retry-After: 0\r\n", "{}");
+    } else if (strcmp(r->path, "/auth") == 0) {
+        if (strstr(r->headers, "Authorization: Bearer new") != NULL) {
+            mock_reply(fd, 200, NULL, "{\"auth\":\"new\"}");
+        } else {
+            /* The credential rotates while the old one is being refused. */
+            write_token("new\n");
+            mock_reply(fd, 401, NULL, "{\"kind\":\"Status\",\"code\":401}");
+        }
+    } else if (strcmp(r->path, "/big") == 0) {
+        static char big[4096];
+        memset(big, 'x', sizeof(big) - 1);
+        mock_reply(fd, 200, NULL, big);
+    } else if (strcmp(r->path, "/hangup") == 0) {
+        /* Closes without answering: the request may or may not have been acted on. */
+        if (strcmp(r->method, "GET") == 0 && r->hit >= 2)
+            mock_reply(fd, 200, NULL, "{}");
+    } else if (strcmp(r->path, "/stream") == 0) {
+        mock_stream_start(fd, 200);
+        for (int i = 0; i < 5; i++) {
+            char line[64];
+            int n = snprintf(line, sizeof(line), "line %d\n", i);
+            mock_write_all(fd, line, (size_t)n);
+            nanosleep(&(struct timespec){0, 20000000}, NULL);
+        }
+    } else {
+        mock_reply(fd, 404, NULL, "{\"kind\":\"Status\",\"code\":404}");
+    }
+}
+
+struct fixture {
+    struct mock_server server;
+    struct kube_config *cfg;
+    struct ev_loop *loop;
+    struct kube_transport *t;
+    char dir[128];
+};
+
+struct outcome {
+    int done;
+    int rc;
+    long code;
+    int attempts;
+    int http_version;
+    char body[8192];
+    char err[TELO_ERR_MSG_MAX];
+    char streamed[1024];
+    size_t streamed_len;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "/tmp/telo-test-transport-XXXXXX");
+    if (mkdtemp(f->dir) == NULL)
+        return -1;
+    snprintf(token_file, sizeof(token_file), "%s/token", f->dir);
+    write_token("old\n");
+    if (mock_start(&f->server, route) != 0)
+        return -1;
+    char kc[256];
+    snprintf(kc, sizeof(kc), "%s/kubeconfig", f->dir);
+    mock_kubeconfig(kc, f->server.port, token_file);
+    struct kube_config_options o = {.kubeconfig = kc};
+    struct telo_err err;
+    if (kube_config_load(&o, &f->cfg, &err) != 0) {
+        fprintf(stderr, "config: %s\n", err.msg);
+        return -1;
+    }
+    f->loop = ev_loop_new(0);
+    struct kube_transport_opts to = {.max_body = 1024, .max_retries = 3};
+    f->t = kube_transport_new(f->loop, f->cfg, &to, &err);
+    if (f->t == NULL)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    kube_transport_free(f->t);
+    ev_loop_destroy(f->loop);
+    kube_config_free(f->cfg);
+    mock_stop(&f->server);
+    char path[256];
+    snprintf(path, sizeof(path), "%s/token", f->dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/kubeconfig", f->dir);
+    unlink(path);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static void on_done(struct kube_call *call, const struct kube_response *resp, void *ud)
+{
+    (void)call;
+    struct outcome *o = ud;
+    o->done++;
+    o->rc = resp->rc;
+    o->code = resp->code;
+    o->attempts = resp->attempts;
+    o->http_version = resp->http_version;
+    snprintf(o->body, sizeof(o->body), "%.*s", (int)resp->body->len,
+             resp->body->data != NULL ? resp->body->data : "");
+    if (resp->rc != 0)
+        snprintf(o->err, sizeof(o->err), "%s", resp->err->msg);
+}
+
+static int on_data(struct kube_call *call, const char *data, size_t len, void *ud)
+{
+    (void)call;
+    struct outcome *o = ud;
+    if (o->streamed_len + len < sizeof(o->streamed)) {
+        memcpy(o->streamed + o->streamed_len, data, len);
+        o->streamed_len += len;
+        o->streamed[o->streamed_len] = '\0';
+    }
+    return 0;
+}
+
+static void run(struct fixture *f, const char *method, const char *path, const char *body,
+                struct outcome *o)
+{
+    memset(o, 0, sizeof(*o));
+    struct kube_request req = {.method = method,
+                               .path = path,
+                               .body = body,
+                               .body_len = body != NULL ? strlen(body) : 0,
+                               .content_type =
+                                   body != NULL ? "application/merge-patch+json" : NULL};
+    struct telo_err err;
+    struct kube_call *c = kube_transport_submit(f->t, &req, on_done, NULL, o, &err);
+    assert_non_null(c);
+    ev_run(f->loop, 0);
+    assert_int_equal(o->done, 1);
+}
+
+static void plain_get_and_patch(void **state)
+{
+    struct fixture *f = *state;
+    struct outcome o;
+    run(f, "GET", "/ok", NULL, &o);
+    assert_int_equal(o.rc, 0);
+    assert_int_equal(o.code, 200);
+    assert_int_equal(o.attempts, 1);
+    assert_int_equal(o.http_version, 1);
+    assert_string_equal(o.body, "{\"method\":\"GET\",\"ua\":1,\"ct\":\"\"}");
+    run(f, "PATCH", "/ok", "{}", &o);
+    assert_string_equal(o.body, "{\"method\":\"PATCH\",\"ua\":1,\"ct\":\"merge\"}");
+    run(f, "POST", "/echo", "{\"a\":1}", &o);
+    assert_int_equal(o.code, 201);
+    assert_string_equal(o.body, "{\"a\":1}");
+}
+
+static void retries_429_with_retry_after(void **state)
+{
+    struct fixture *f = *state;
+    struct outcome o;
+    run(f, "POST", "/429", "{}", &o);
+    assert_int_equal(o.rc, 0);
+    assert_int_equal(o.code, 200);
+    assert_int_equal(o.attempts, 3);
+}
+
+static void gives_up_on_503_after_max_retries(void **state)
+{
+    struct fixture *f = *state;
+    struct outcome o;
+    run(f, "GET", "/503", NULL, &o);
+    assert_int_equal(o.rc, 0);
+    assert_int_equal(o.code, 503);
+    assert_int_equal(o.attempts, 4);
+}
+
+static void reauthenticates_once_after_401(void **state)
+{
+    struct fixture *f = *state;
+    struct outcome o;
+    run(f, "GET", "/auth", NULL, &o);
+    assert_int_equal(o.code, 200);
+    assert_int_equal(o.attempts, 2);
+    assert_string_equal(o.body, "{\"auth\":\"new\"}");
+}
+
+static void caps_the_body(void **state)
+{
+    struct fixture *f = *state;
+    struct outcome o;
+    run(f, "GET", "/big", NULL, &o);
+    assert_int_equal(o.rc, -TELO_ETOOBIG);
+    assert_non_null(strstr(o.err, "larger than 1024 bytes"));
+}
+
+static void hangup_retried_for_get_not_for_post(void **state)
+{
+    struct fixture *f = *state;
+    struct outcome o;
+    run(f, "POST", "/hangup", "{}", &o);
+    assert_int_equal(o.rc, -TELO_EIO);
+    assert_int_equal(o.attempts, 1);
+    run(f, "GET", "/hangup", NULL, &o);
+    assert_int_equal(o.rc, 0);
+    assert_int_equal(o.code, 200);
+    assert_int_equal(o.attempts, 2);
+}
+
+static void streams_body_to_on_data(void **state)
+{
+    struct fixture *f = *state;
+    struct outcome o;
+    memset(&o, 0, sizeof(o));
+    struct kube_request req = {.method = "GET", .path = "/stream", .streaming = 1};
+    struct telo_err err;
+    assert_non_null(kube_transport_submit(f->t, &req, on_done, on_data, &o, &err));
+    ev_run(f->loop, 0);
+    assert_int_equal(o.done, 1);
+    assert_int_equal(o.code, 200);
+    assert_string_equal(o.streamed, "line 0\nline 1\nline 2\nline 3\nline 4\n");
+    assert_string_equal(o.body, ""); /* a 2xx stream is never buffered */
+}
+
+static void cancel_means_no_callback(void **state)
+{
+    struct fixture *f = *state;
+    struct outcome o, o2;
+    memset(&o, 0, sizeof(o));
+    memset(&o2, 0, sizeof(o2));
+    struct kube_request req = {.method = "GET", .path = "/stream", .streaming = 1};
+    struct kube_request req2 = {.method = "GET", .path = "/ok"};
+    struct telo_err err;
+    struct kube_call *c = kube_transport_submit(f->t, &req, on_done, on_data, &o, &err);
+    assert_non_null(kube_transport_submit(f->t, &req2, on_done, NULL, &o2, &err));
+    kube_call_cancel(c);
+    ev_run(f->loop, 0);
+    assert_int_equal(o.done, 0);
+    assert_int_equal(o2.done, 1);
+}
+
+static void counts_requests_by_verb_and_code(void **state)
+{
+    struct fixture *f = *state;
+    struct outcome o;
+    run(f, "GET", "/ok", NULL, &o);
+    run(f, "GET", "/ok", NULL, &o);
+    run(f, "GET", "/nope", NULL, &o);
+    const struct kube_metrics *m = kube_transport_metrics(f->t);
+    unsigned long ok = 0, notfound = 0;
+    for (int i = 0; i < m->nseries; i++) {
+        if (strcmp(m->series[i].verb, "GET") == 0 && m->series[i].code == 200)
+            ok = m->series[i].count;
+        if (strcmp(m->series[i].verb, "GET") == 0 && m->series[i].code == 404)
+            notfound = m->series[i].count;
+    }
+    assert_int_equal(ok, 2);
+    assert_int_equal(notfound, 1);
+    /* Connection: close on every answer, so each request opened one. */
+    assert_int_equal(m->connects, 3);
+    assert_int_equal(m->in_flight, 0);
+}
+
+static void connection_refused_is_retried_then_reported(void **state)
+{
+    (void)state;
+    struct mock_server dead = {0};
+    /* Find a free port and leave it closed. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof(a);
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &alen);
+    close(fd);
+    dead.port = ntohs(a.sin_port);
+    char kc[] = "/tmp/telo-test-refused-kubeconfig";
+    mock_kubeconfig(kc, dead.port, token_file);
+    struct kube_config_options co = {.kubeconfig = kc};
+    struct kube_config *cfg = NULL;
+    struct telo_err err;
+    assert_int_equal(kube_config_load(&co, &cfg, &err), 0);
+    struct ev_loop *loop = ev_loop_new(0);
+    struct kube_transport_opts to = {.max_retries = 2};
+    struct kube_transport *t = kube_transport_new(loop, cfg, &to, &err);
+    struct outcome o;
+    memset(&o, 0, sizeof(o));
+    struct kube_request req = {.method = "POST", .path = "/x", .body = "{}", .body_len = 2};
+    assert_non_null(kube_transport_submit(t, &req, on_done, NULL, &o, &err));
+    ev_run(loop, 0);
+    assert_int_equal(o.done, 1);
+    assert_int_equal(o.rc, -TELO_EIO);
+    assert_int_equal(o.code, 0);
+    assert_int_equal(o.attempts, 3);
+    assert_non_null(strstr(o.err, "POST /x"));
+    kube_transport_free(t);
+    ev_loop_destroy(loop);
+    kube_config_free(cfg);
+    unlink(kc);
+}
+
+static void rejects_bad_requests(void **state)
+{
+    struct fixture *f = *state;
+    struct kube_request req = {.method = "GET", .path = "no-slash"};
+    struct telo_err err;
+    struct outcome o;
+    assert_null(kube_transport_submit(f->t, &req, on_done, NULL, &o, &err));
+    assert_int_equal(err.code, TELO_EINVAL);
+    struct kube_request stream = {.method = "GET", .path = "/s", .streaming = 1};
+    assert_null(kube_transport_submit(f->t, &stream, on_done, NULL, &o, &err));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(retry_429_waits_retry_after_then_gives_up),
+        cmocka_unit_test(retry_after_is_capped),
+        cmocka_unit_test(retry_5xx_only_with_retry_after),
+        cmocka_unit_test(retry_connection_errors_only_when_safe),
+        cmocka_unit_test_setup_teardown(plain_get_and_patch, setup, teardown),
+        cmocka_unit_test_setup_teardown(retries_429_with_retry_after, setup, teardown),
+        cmocka_unit_test_setup_teardown(gives_up_on_503_after_max_retries, setup, teardown),
+        cmocka_unit_test_setup_teardown(reauthenticates_once_after_401, setup, teardown),
+        cmocka_unit_test_setup_teardown(caps_the_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(hangup_retried_for_get_not_for_post, setup, teardown),
+        cmocka_unit_test_setup_teardown(streams_body_to_on_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_means_no_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(counts_requests_by_verb_and_code, setup, teardown),
+        cmocka_unit_test_setup_teardown(connection_refused_is_retried_then_reported, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(rejects_bad_requests, setup, teardown),
+    };
+    telo_log_set_level(TELO_LOG_WARN);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
