@@ -576,7 +576,8 @@ static void doc_resolved(struct app *app)
             json_object_object_add(meta, "namespace", json_object_new_string(ns));
         ref.namespace = meta_str(doc, "namespace");
     }
-    const char *body = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
+    const char *body = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN |
+                                                               JSON_C_TO_STRING_NOSLASHESCAPE);
     size_t len = strlen(body);
     struct kube_write_opts o = {.field_manager = app->a->field_manager, .force = app->a->force};
     struct kube_call *c = NULL;

@@ -27,6 +27,7 @@ struct gv_entry {
     char *gv; /* "v1" or "apps/v1" */
     char *group, *version;
     enum fetch_state state;
+    long fail_code; /* HTTP code of a failed fetch (404: the group-version does not exist) */
     struct res_entry *res;
     size_t nres;
     struct telo_err err; /* when FAILED */
@@ -247,6 +248,7 @@ static void on_fetched(const struct kube_result *res, void *ud)
         else if (rc == 0)
             rc = -TELO_EPROTO;
         g->state = rc == 0 ? FETCH_READY : FETCH_FAILED;
+        g->fail_code = res->code;
         if (rc != 0 && res->err != NULL)
             g->err = *res->err;
         else if (rc != 0)
@@ -400,6 +402,11 @@ static int evaluate(struct kube_discovery *d, struct lookup *l)
         }
         if (g->state == FETCH_RUNNING)
             waiting = 1;
+        if (g->state == FETCH_FAILED && g->fail_code != 404) {
+            /* Unauthorized, unreachable, ...: searching further would only hide the cause. */
+            l->cb(NULL, -g->err.code, &g->err, l->ud);
+            return 1;
+        }
         if (g->state == FETCH_READY)
             for (size_t j = 0; j < g->nres; j++)
                 if (matches(l, &g->res[j])) {
@@ -457,7 +464,7 @@ static int evaluate(struct kube_discovery *d, struct lookup *l)
     /* Not found: a failed fetch of a candidate explains it better than "not found". */
     for (size_t i = 0; i < ncand; i++) {
         struct gv_entry *g = gv_find_or_add(d, cands[i]);
-        if (g != NULL && g->state == FETCH_FAILED && g->err.code != TELO_EAPI) {
+        if (g != NULL && g->state == FETCH_FAILED && g->fail_code != 404) {
             l->cb(NULL, -g->err.code, &g->err, l->ud);
             return 1;
         }
