@@ -99,8 +99,9 @@ int strmap_put(struct strmap *m, const char *key, void *value)
     }
     /* Keep the load (used + tombstones) under 3/4 so probes stay short. */
     if ((m->len + m->dead + 1) * 4 > m->cap * 3) {
-        /* Rehashing also clears tombstones, so the size only doubles when live entries need it. */
-        size_t cap = m->cap ? m->cap : 16;
+        /* Rehashing also clears tombstones, so the size only doubles when live entries need it.
+         * Small first: an index bucket often holds a single object. */
+        size_t cap = m->cap ? m->cap : 4;
         while ((m->len + 1) * 2 > cap)
             cap *= 2;
         int rc = resize(m, cap);
@@ -147,4 +148,9 @@ int strmap_next(const struct strmap *m, struct strmap_iter *it, const char **key
         }
     }
     return 0;
+}
+
+size_t strmap_bytes(const struct strmap *m)
+{
+    return sizeof(*m) + m->cap * sizeof(struct slot);
 }

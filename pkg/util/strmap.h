@@ -37,6 +37,9 @@ size_t strmap_len(const struct strmap *m);
  * just yielded is allowed during an iteration; inserting is not. */
 int strmap_next(const struct strmap *m, struct strmap_iter *it, const char **key, void **value);
 
+/* Bytes the map itself holds (its table), excluding keys and values. */
+size_t strmap_bytes(const struct strmap *m);
+
 /* The map's hash of a string (FNV-1a, 64 bit), for callers that shard by key. */
 unsigned long long strmap_hash(const char *key);
 

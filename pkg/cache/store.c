@@ -1,0 +1,460 @@
+/* The informer cache's store: trimmed objects by key, with secondary indexes. */
+#include "cache/store.h"
+
+#include "util/strmap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The objects indexed under one value. Most values index one object or a few (an owner's
+ * children), so members start as a small array; a bucket that grows past SMALL_BUCKET (a
+ * namespace) switches to a map from object key to object so removal stays O(1). */
+#define SMALL_BUCKET 16
+
+struct bucket {
+    struct cache_object **small; /* while map is NULL */
+    size_t n, cap;
+    struct strmap *map;
+    char value[];
+};
+
+struct index {
+    struct cache_index_def def;
+    struct strmap *buckets; /* value -> struct bucket */
+};
+
+struct cache_store {
+    struct strmap *objects; /* key -> struct cache_object */
+    struct index *indexes;
+    size_t nindexes;
+    size_t bytes; /* object payload bytes */
+};
+
+static const char *json_str(struct json_object *obj, const char *a, const char *b)
+{
+    struct json_object *v = NULL;
+    if (!json_object_object_get_ex(obj, a, &v))
+        return NULL;
+    if (b && !json_object_object_get_ex(v, b, &v))
+        return NULL;
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+void cache_index_namespace(struct json_object *obj, const void *arg,
+                           void (*emit)(void *ctx, const char *value), void *ctx)
+{
+    (void)arg;
+    const char *ns = json_str(obj, "metadata", "namespace");
+    emit(ctx, ns ? ns : "");
+}
+
+void cache_index_owner_uid(struct json_object *obj, const void *arg,
+                           void (*emit)(void *ctx, const char *value), void *ctx)
+{
+    (void)arg;
+    struct json_object *meta, *refs;
+    if (!json_object_object_get_ex(obj, "metadata", &meta) ||
+        !json_object_object_get_ex(meta, "ownerReferences", &refs) ||
+        !json_object_is_type(refs, json_type_array))
+        return;
+    for (size_t i = 0; i < json_object_array_length(refs); i++) {
+        const char *uid = json_str(json_object_array_get_idx(refs, i), "uid", NULL);
+        if (uid)
+            emit(ctx, uid);
+    }
+}
+
+void cache_index_label(struct json_object *obj, const void *arg,
+                       void (*emit)(void *ctx, const char *value), void *ctx)
+{
+    struct json_object *meta, *labels, *v;
+    if (json_object_object_get_ex(obj, "metadata", &meta) &&
+        json_object_object_get_ex(meta, "labels", &labels) &&
+        json_object_object_get_ex(labels, (const char *)arg, &v) &&
+        json_object_is_type(v, json_type_string))
+        emit(ctx, json_object_get_string(v));
+}
+
+int cache_object_key(struct json_object *obj, char *out, size_t outlen, struct telo_err *err)
+{
+    const char *name = json_str(obj, "metadata", "name");
+    const char *ns = json_str(obj, "metadata", "namespace");
+    if (!name || !*name)
+        return telo_err_set(err, TELO_EINVAL, "object has no metadata.name");
+    int n =
+        (ns && *ns) ? snprintf(out, outlen, "%s/%s", ns, name) : snprintf(out, outlen, "%s", name);
+    if (n < 0 || (size_t)n >= outlen)
+        return telo_err_set(err, TELO_EINVAL, "object key '%s/%s' is longer than %zu bytes",
+                            ns ? ns : "", name, outlen - 1);
+    return 0;
+}
+
+struct cache_store *cache_store_new(const struct cache_index_def *indexes, size_t nindexes)
+{
+    struct cache_store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->objects = strmap_new();
+    s->indexes = calloc(nindexes ? nindexes : 1, sizeof(*s->indexes));
+    if (!s->objects || !s->indexes) {
+        cache_store_free(s);
+        return NULL;
+    }
+    for (size_t i = 0; i < nindexes; i++) {
+        s->indexes[i].def = indexes[i];
+        s->indexes[i].buckets = strmap_new();
+        s->nindexes = i + 1;
+        if (!s->indexes[i].buckets) {
+            cache_store_free(s);
+            return NULL;
+        }
+    }
+    return s;
+}
+
+void cache_object_free(struct cache_object *o)
+{
+    free(o);
+}
+
+/* What malloc adds to every allocation on glibc x86-64, counted so the estimate tracks RSS. */
+#define MALLOC_OVERHEAD 16
+
+static size_t object_bytes(const struct cache_object *o)
+{
+    return sizeof(*o) + strlen(o->key) + strlen(o->uid) + strlen(o->resource_version) +
+           o->json_len + 4 + MALLOC_OVERHEAD;
+}
+
+static void bucket_free(struct bucket *b)
+{
+    free(b->small);
+    strmap_free(b->map);
+    free(b);
+}
+
+static size_t bucket_len(const struct bucket *b)
+{
+    return b->map ? strmap_len(b->map) : b->n;
+}
+
+static int bucket_add(struct bucket *b, struct cache_object *o)
+{
+    if (b->map)
+        return strmap_put(b->map, o->key, o);
+    for (size_t i = 0; i < b->n; i++) {
+        if (strcmp(b->small[i]->key, o->key) == 0) {
+            b->small[i] = o;
+            return 0;
+        }
+    }
+    if (b->n == SMALL_BUCKET) {
+        struct strmap *map = strmap_new();
+        if (!map)
+            return -TELO_ENOMEM;
+        for (size_t i = 0; i < b->n; i++) {
+            if (strmap_put(map, b->small[i]->key, b->small[i]) < 0) {
+                strmap_free(map);
+                return -TELO_ENOMEM;
+            }
+        }
+        if (strmap_put(map, o->key, o) < 0) {
+            strmap_free(map);
+            return -TELO_ENOMEM;
+        }
+        free(b->small);
+        b->small = NULL;
+        b->n = b->cap = 0;
+        b->map = map;
+        return 0;
+    }
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 1;
+        struct cache_object **small = realloc(b->small, cap * sizeof(*small));
+        if (!small)
+            return -TELO_ENOMEM;
+        b->small = small;
+        b->cap = cap;
+    }
+    b->small[b->n++] = o;
+    return 0;
+}
+
+/* Removes o itself (not another object under the same key, which a replacement may be). */
+static void bucket_remove(struct bucket *b, const struct cache_object *o)
+{
+    if (b->map) {
+        if (strmap_get(b->map, o->key) == o)
+            strmap_remove(b->map, o->key);
+        return;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->small[i] == o) {
+            b->small[i] = b->small[--b->n];
+            return;
+        }
+    }
+}
+
+static void bucket_each(const struct bucket *b,
+                        void (*fn)(void *ctx, const struct cache_object *obj), void *ctx)
+{
+    if (!b->map) {
+        for (size_t i = 0; i < b->n; i++)
+            fn(ctx, b->small[i]);
+        return;
+    }
+    struct strmap_iter it = {0};
+    const char *key;
+    void *obj;
+    while (strmap_next(b->map, &it, &key, &obj))
+        fn(ctx, obj);
+}
+
+static size_t bucket_bytes(const struct bucket *b)
+{
+    return sizeof(*b) + strlen(b->value) + 1 + MALLOC_OVERHEAD +
+           (b->map ? strmap_bytes(b->map) + 2 * MALLOC_OVERHEAD
+                   : b->cap * sizeof(*b->small) + (b->cap ? MALLOC_OVERHEAD : 0));
+}
+
+void cache_store_free(struct cache_store *s)
+{
+    if (!s)
+        return;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    for (size_t i = 0; i < s->nindexes; i++) {
+        struct strmap_iter bit = {0};
+        while (strmap_next(s->indexes[i].buckets, &bit, &key, &value))
+            bucket_free(value);
+        strmap_free(s->indexes[i].buckets);
+    }
+    free(s->indexes);
+    if (s->objects) {
+        while (strmap_next(s->objects, &it, &key, &value))
+            cache_object_free(value);
+        strmap_free(s->objects);
+    }
+    free(s);
+}
+
+/* --- index maintenance ------------------------------------------------------------------- */
+
+struct index_op {
+    struct index *index;
+    struct cache_object *obj;
+    int failed;
+};
+
+static void index_insert(void *ctx, const char *value)
+{
+    struct index_op *op = ctx;
+    struct bucket *b = strmap_get(op->index->buckets, value);
+    if (!b) {
+        size_t len = strlen(value);
+        b = calloc(1, sizeof(*b) + len + 1);
+        if (!b) {
+            op->failed = 1;
+            return;
+        }
+        memcpy(b->value, value, len + 1);
+        if (strmap_put(op->index->buckets, b->value, b) < 0) {
+            free(b);
+            op->failed = 1;
+            return;
+        }
+    }
+    if (bucket_add(b, op->obj) < 0)
+        op->failed = 1;
+}
+
+static void index_remove(void *ctx, const char *value)
+{
+    struct index_op *op = ctx;
+    struct bucket *b = strmap_get(op->index->buckets, value);
+    if (!b)
+        return;
+    bucket_remove(b, op->obj);
+    if (bucket_len(b) == 0) {
+        strmap_remove(op->index->buckets, b->value);
+        bucket_free(b);
+    }
+}
+
+/* Applies fn for every index value of o, whose parsed form is parsed (or o->json parsed here). */
+static int index_apply(struct cache_store *s, struct cache_object *o, struct json_object *parsed,
+                       void (*fn)(void *ctx, const char *value))
+{
+    if (s->nindexes == 0)
+        return 0;
+    struct json_object *obj = parsed ? parsed : json_tokener_parse(o->json);
+    if (!obj)
+        return -TELO_ENOMEM;
+    int failed = 0;
+    for (size_t i = 0; i < s->nindexes; i++) {
+        struct index_op op = {.index = &s->indexes[i], .obj = o};
+        s->indexes[i].def.fn(obj, s->indexes[i].def.arg, fn, &op);
+        failed |= op.failed;
+    }
+    if (!parsed)
+        json_object_put(obj);
+    return failed ? -TELO_ENOMEM : 0;
+}
+
+/* Copies s (NULL as "") to *cursor and advances it; returns the copy. */
+static const char *pack(char **cursor, const char *s, size_t len)
+{
+    char *out = *cursor;
+    if (len)
+        memcpy(out, s, len);
+    out[len] = '\0';
+    *cursor += len + 1;
+    return out;
+}
+
+int cache_store_put(struct cache_store *s, struct json_object *obj, struct cache_object **replaced,
+                    const struct cache_object **stored, struct telo_err *err)
+{
+    char key[512];
+    *replaced = NULL;
+    int rc = cache_object_key(obj, key, sizeof(key), err);
+    if (rc < 0)
+        return rc;
+    size_t len = 0;
+    const char *text = json_object_to_json_string_length(
+        obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    const char *uid = json_str(obj, "metadata", "uid");
+    const char *rv = json_str(obj, "metadata", "resourceVersion");
+    size_t key_len = strlen(key), uid_len = uid ? strlen(uid) : 0, rv_len = rv ? strlen(rv) : 0;
+    struct cache_object *o =
+        text ? malloc(sizeof(*o) + key_len + uid_len + rv_len + len + 4) : NULL;
+    if (!o)
+        goto nomem;
+    char *cursor = o->data;
+    o->key = pack(&cursor, key, key_len);
+    o->uid = pack(&cursor, uid, uid_len);
+    o->resource_version = pack(&cursor, rv, rv_len);
+    o->json = pack(&cursor, text, len);
+    o->json_len = len;
+    o->stale = 0;
+
+    struct cache_object *old = strmap_get(s->objects, key);
+    if (strmap_put(s->objects, o->key, o) < 0)
+        goto nomem;
+    if (old) {
+        (void)index_apply(s, old, NULL, index_remove);
+        s->bytes -= object_bytes(old);
+    }
+    if (index_apply(s, o, obj, index_insert) < 0) {
+        /* Roll back to the old object so the store stays as it was. */
+        (void)index_apply(s, o, obj, index_remove);
+        if (old) {
+            (void)strmap_put(s->objects, old->key, old);
+            (void)index_apply(s, old, NULL, index_insert);
+            s->bytes += object_bytes(old);
+        } else {
+            strmap_remove(s->objects, o->key);
+        }
+        cache_object_free(o);
+        return telo_err_set(err, TELO_ENOMEM, "out of memory indexing %s", key);
+    }
+    s->bytes += object_bytes(o);
+    *replaced = old;
+    if (stored)
+        *stored = o;
+    return 0;
+nomem:
+    cache_object_free(o);
+    return telo_err_set(err, TELO_ENOMEM, "out of memory caching %s", key);
+}
+
+struct cache_object *cache_store_delete(struct cache_store *s, const char *key)
+{
+    struct cache_object *o = strmap_remove(s->objects, key);
+    if (!o)
+        return NULL;
+    (void)index_apply(s, o, NULL, index_remove);
+    s->bytes -= object_bytes(o);
+    return o;
+}
+
+const struct cache_object *cache_store_get(const struct cache_store *s, const char *key)
+{
+    return strmap_get(s->objects, key);
+}
+
+size_t cache_store_len(const struct cache_store *s)
+{
+    return strmap_len(s->objects);
+}
+
+int cache_store_by_index(const struct cache_store *s, const char *index, const char *value,
+                         void (*fn)(void *ctx, const struct cache_object *obj), void *ctx,
+                         struct telo_err *err)
+{
+    for (size_t i = 0; i < s->nindexes; i++) {
+        if (strcmp(s->indexes[i].def.name, index) != 0)
+            continue;
+        struct bucket *b = strmap_get(s->indexes[i].buckets, value);
+        if (!b)
+            return 0;
+        bucket_each(b, fn, ctx);
+        return (int)bucket_len(b);
+    }
+    return telo_err_set(err, TELO_EINVAL, "the store has no index named '%s'", index);
+}
+
+void cache_store_each(const struct cache_store *s,
+                      void (*fn)(void *ctx, const struct cache_object *obj), void *ctx)
+{
+    struct strmap_iter it = {0};
+    const char *key;
+    void *obj;
+    while (strmap_next(s->objects, &it, &key, &obj))
+        fn(ctx, obj);
+}
+
+void cache_store_mark_stale(struct cache_store *s)
+{
+    struct strmap_iter it = {0};
+    const char *key;
+    void *obj;
+    while (strmap_next(s->objects, &it, &key, &obj))
+        ((struct cache_object *)obj)->stale = 1;
+}
+
+size_t cache_store_sweep_stale(struct cache_store *s,
+                               void (*fn)(void *ctx, struct cache_object *obj), void *ctx)
+{
+    size_t n = 0;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *obj;
+    while (strmap_next(s->objects, &it, &key, &obj)) {
+        if (!((struct cache_object *)obj)->stale)
+            continue;
+        /* Removing the entry just yielded is allowed during iteration. */
+        struct cache_object *o = cache_store_delete(s, key);
+        n++;
+        fn(ctx, o);
+    }
+    return n;
+}
+
+size_t cache_store_bytes(const struct cache_store *s)
+{
+    size_t bytes = s->bytes + strmap_bytes(s->objects) + MALLOC_OVERHEAD;
+    for (size_t i = 0; i < s->nindexes; i++) {
+        bytes += strmap_bytes(s->indexes[i].buckets);
+        struct strmap_iter it = {0};
+        const char *key;
+        void *value;
+        while (strmap_next(s->indexes[i].buckets, &it, &key, &value)) {
+            bytes += bucket_bytes(value);
+        }
+    }
+    return bytes;
+}

@@ -1,0 +1,97 @@
+/* The informer cache's store: trimmed objects by key, with secondary indexes. */
+#ifndef TELO_CACHE_STORE_H
+#define TELO_CACHE_STORE_H
+
+#include "util/err.h"
+
+#include <json.h>
+#include <stddef.h>
+
+/* One cached object. The store keeps a compact JSON text of the (already trimmed) object rather
+ * than a parsed tree: a json-c tree costs several times its text in memory, and a reconciler
+ * parses only the few objects it reads. */
+struct cache_object {
+    const char *key;              /* "namespace/name", or "name" for cluster-scoped objects */
+    const char *uid;              /* metadata.uid, or "" */
+    const char *resource_version; /* metadata.resourceVersion, or "" */
+    const char *json;             /* the object as compact JSON text */
+    size_t json_len;
+    int stale;   /* set while a relist runs, cleared when the list contains the object again */
+    char data[]; /* one allocation holds the strings above: malloc overhead counts per object */
+};
+
+/* An index function calls emit(ctx, value) once for every value obj is indexed under. */
+struct cache_index_def {
+    const char *name;
+    void (*fn)(struct json_object *obj, const void *arg, void (*emit)(void *ctx, const char *value),
+               void *ctx);
+    const void *arg;
+};
+
+/* Built-in index functions. */
+/* metadata.namespace ("" for cluster-scoped objects). */
+void cache_index_namespace(struct json_object *obj, const void *arg,
+                           void (*emit)(void *ctx, const char *value), void *ctx);
+/* Every metadata.ownerReferences[].uid. */
+void cache_index_owner_uid(struct json_object *obj, const void *arg,
+                           void (*emit)(void *ctx, const char *value), void *ctx);
+/* The value of the label named by arg (a const char *); objects without it are not indexed. */
+void cache_index_label(struct json_object *obj, const void *arg,
+                       void (*emit)(void *ctx, const char *value), void *ctx);
+
+/* Returns an empty store with the given indexes (copied; names must be unique), or NULL when out
+ * of memory. Free it with cache_store_free. */
+struct cache_store *cache_store_new(const struct cache_index_def *indexes, size_t nindexes);
+
+/* Frees the store and every object in it. Accepts NULL. */
+void cache_store_free(struct cache_store *s);
+
+/* Frees an object handed out by cache_store_put or cache_store_delete. Accepts NULL. */
+void cache_object_free(struct cache_object *o);
+
+/* Stores obj (the caller keeps its reference; the store serializes it) under its key, replacing
+ * any object there, and clears its stale mark. *replaced receives the object it replaced (the
+ * caller frees it with cache_object_free) or NULL when the key is new; *stored (may be NULL)
+ * points at the stored object, valid until the next change of that key. Returns 0, -TELO_EINVAL
+ * when obj lacks metadata.name, or -TELO_ENOMEM; on failure the store is unchanged. */
+int cache_store_put(struct cache_store *s, struct json_object *obj, struct cache_object **replaced,
+                    const struct cache_object **stored, struct telo_err *err);
+
+/* Removes the object under key and hands it to the caller (free with cache_object_free); returns
+ * NULL when there was none. Cannot fail. */
+struct cache_object *cache_store_delete(struct cache_store *s, const char *key);
+
+/* The object under key, or NULL. Valid until the next change of that key. */
+const struct cache_object *cache_store_get(const struct cache_store *s, const char *key);
+
+/* Number of objects. */
+size_t cache_store_len(const struct cache_store *s);
+
+/* Calls fn(ctx, obj) for every object indexed under value in the named index (in no particular
+ * order). fn must not change the store. Returns the number of objects visited, or -TELO_EINVAL
+ * naming an unknown index. */
+int cache_store_by_index(const struct cache_store *s, const char *index, const char *value,
+                         void (*fn)(void *ctx, const struct cache_object *obj), void *ctx,
+                         struct telo_err *err);
+
+/* Calls fn(ctx, obj) for every object. fn must not change the store. */
+void cache_store_each(const struct cache_store *s,
+                      void (*fn)(void *ctx, const struct cache_object *obj), void *ctx);
+
+/* Relist support: marks every object stale. A following cache_store_put of an object clears its
+ * mark; cache_store_sweep_stale then removes the objects still marked, those that vanished while
+ * the watch was down, handing each to fn(ctx, obj) which takes ownership (frees it with
+ * cache_object_free). Returns the number removed. */
+void cache_store_mark_stale(struct cache_store *s);
+size_t cache_store_sweep_stale(struct cache_store *s,
+                               void (*fn)(void *ctx, struct cache_object *obj), void *ctx);
+
+/* Bytes held for objects and indexes, for the memory benchmark and metrics. An estimate: malloc's
+ * own overhead is not included. */
+size_t cache_store_bytes(const struct cache_store *s);
+
+/* The store key of obj ("namespace/name" or "name") into out (size outlen). Returns 0, or
+ * -TELO_EINVAL when obj has no metadata.name or the key does not fit. */
+int cache_object_key(struct json_object *obj, char *out, size_t outlen, struct telo_err *err);
+
+#endif
