@@ -4,7 +4,9 @@ official Python client, the tools users use."""
 
 import json
 import os
+import queue
 import subprocess
+import threading
 import time
 import uuid
 
@@ -110,3 +112,50 @@ def pod_namespace(cluster, namespace):
     """A fresh namespace in which pods can be created right away."""
     wait_for_default_service_account(cluster, namespace)
     return namespace
+
+
+class LineReader:
+    """A command running in the background whose stdout lines are collected by a thread;
+    expect() waits for a line matching a predicate and remembers every line seen."""
+
+    def __init__(self, argv, env=None):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+        self.lines = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def expect(self, predicate, timeout=30, what="a line"):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.05, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.seen.append(line)
+            if predicate(line):
+                return line
+        raise AssertionError("timed out after %ss waiting for %s; seen: %s; stderr: %s" %
+                             (timeout, what, self.seen[-20:], self.stderr_tail()))
+
+    def stderr_tail(self):
+        if self.proc.poll() is None:
+            return "(still running)"
+        return self.proc.stderr.read()[-2000:]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
