@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds the local cluster's binaries (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kwok; kubelet on request) from the pinned Go modules under
+# kube-scheduler, kubectl, kwok; kubelet and crictl on request) from the pinned Go modules under
 # hack/tools/, into a cache outside the repository keyed by version. A binary that is already
 # in the cache is not rebuilt.
 #
 #   hack/build-tools.sh            build what the control plane needs
 #   hack/build-tools.sh kubelet    also build the kubelet
-#   hack/build-tools.sh --print-dir k8s|etcd|kwok   print the cache dir of a tool set
+#   hack/build-tools.sh crictl     also build crictl (cri-tools; the real node's down.sh uses it)
+#   hack/build-tools.sh --print-dir k8s|etcd|kwok|cri-tools   print the cache dir of a tool set
 #
 # Each build's log is kept next to the binaries (build-<name>.log) with its peak memory; a
 # failed build names the binary and the step and prints the tail of its log.
@@ -25,7 +26,8 @@ mod_version() { # module-dir module-path
 k8s_version=$(mod_version k8s k8s.io/kubernetes)
 etcd_version=$(mod_version etcd go.etcd.io/etcd/server/v3)
 kwok_version=$(mod_version kwok sigs.k8s.io/kwok)
-if [ -z "$k8s_version" ] || [ -z "$etcd_version" ] || [ -z "$kwok_version" ]; then
+cri_tools_version=$(mod_version cri-tools sigs.k8s.io/cri-tools)
+if [ -z "$k8s_version" ] || [ -z "$etcd_version" ] || [ -z "$kwok_version" ] || [ -z "$cri_tools_version" ]; then
 	echo "build-tools: cannot read the pinned versions from hack/tools/*/go.mod" >&2
 	exit 1
 fi
@@ -36,12 +38,13 @@ bin_dir() { # set -> directory
 	k8s) echo "$cache/bin/k8s-$k8s_version-$go_version" ;;
 	etcd) echo "$cache/bin/etcd-$etcd_version-$go_version" ;;
 	kwok) echo "$cache/bin/kwok-$kwok_version-$go_version" ;;
-	*) echo "unknown tool set '$1' (want k8s, etcd or kwok)" >&2; return 2 ;;
+	cri-tools) echo "$cache/bin/cri-tools-$cri_tools_version-$go_version" ;;
+	*) echo "unknown tool set '$1' (want k8s, etcd, kwok or cri-tools)" >&2; return 2 ;;
 	esac
 }
 
 if [ "${1:-}" = "--print-dir" ]; then
-	bin_dir "${2:?--print-dir needs k8s, etcd or kwok}"
+	bin_dir "${2:?--print-dir needs k8s, etcd, kwok or cri-tools}"
 	exit 0
 fi
 
@@ -97,6 +100,8 @@ build kwok kwok sigs.k8s.io/kwok/cmd/kwok
 for extra in "$@"; do
 	case "$extra" in
 	kubelet) build k8s kubelet k8s.io/kubernetes/cmd/kubelet "$lf" ;;
-	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet)" >&2; exit 2 ;;
+	crictl) build cri-tools crictl sigs.k8s.io/cri-tools/cmd/crictl \
+		"-X sigs.k8s.io/cri-tools/pkg/version.Version=$cri_tools_version" ;;
+	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet, crictl)" >&2; exit 2 ;;
 	esac
 done

@@ -37,6 +37,21 @@ debs=(
 	procps             # ps, pkill
 	python3-venv       # e2e virtualenv
 )
+# The real node (TELO_REAL_NODE=1, hack/cluster/real-node.sh, hack/images/): only installed when
+# asked for, so the kwok-only path stays lean.
+if [ "${TELO_REAL_NODE:-0}" = 1 ]; then
+	debs+=(
+		containerd         # the real node's container runtime (CRI plugin, overlayfs)
+		runc               # containerd's OCI runtime
+		containernetworking-plugins # CNI bridge, host-local, loopback, portmap
+		iptables           # the portmap CNI plugin (hostPort)
+		docker-registry    # the local image registry on 127.0.0.1:5000
+		umoci              # hack/images: builds OCI images without a daemon
+		skopeo             # hack/images: pushes them to the local registry
+		busybox-static     # hack/images: the rootfs of the test images
+		libc6-dev          # hack/images: the static pause binary (cc -static)
+	)
+fi
 
 missing=()
 for entry in "${debs[@]}"; do

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Stops the local cluster's processes started by up.sh, by PID, in reverse start order, and throws
-# away etcd's data so the next up.sh starts a fresh cluster.
+# away etcd's data so the next up.sh starts a fresh cluster. With the real node (real-node.sh): the
+# kubelet stops first, every pod sandbox and container is removed through the CRI while containerd
+# still runs, then containerd and the registry stop and every mount, network interface and cgroup
+# the node made is removed (its image caches are kept).
 #
 #   hack/cluster/down.sh                 stop everything
 #   hack/cluster/down.sh kube-apiserver  stop only the named components (up.sh restarts them,
@@ -8,6 +11,8 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=real-node.sh
+source "$(dirname "$0")/real-node.sh"
 
 stop() { # name
 	local pid i
@@ -39,6 +44,12 @@ if [ $# -gt 0 ]; then
 fi
 
 for ((i = ${#components[@]} - 1; i >= 0; i--)); do
+	if [ "${components[$i]}" = containerd ]; then
+		real_node_drain
+	fi
 	stop "${components[$i]}"
 done
+if [ -d "$real_dir" ]; then
+	real_node_cleanup
+fi
 rm -rf "$etcd_data"

@@ -35,6 +35,38 @@ kwok_bin=$("$cluster_root/hack/build-tools.sh" --print-dir kwok)
 # Components in start order; down.sh stops them in reverse.
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
+# --- the real node (TELO_REAL_NODE=1): containerd + runc + CNI bridge + kubelet -----------------
+# Everything it owns lives under $real_dir; see hack/cluster/README.md ("The real node").
+real_dir="$cluster_dir/real-node"
+real_node_name="${TELO_REAL_NODE_NAME:-telo-real-0}"
+real_node_ip="${TELO_REAL_NODE_IP:-10.88.0.1}"     # on the dummy interface $real_dummy_if
+real_pod_cidr="${TELO_REAL_POD_CIDR:-10.85.0.0/24}" # kwok's pods use 10.244.0.0/16
+real_bridge_if="${TELO_REAL_BRIDGE:-telo-br0}"
+real_dummy_if="${TELO_REAL_DUMMY:-telo0}"
+real_cgroup="${TELO_REAL_CGROUP:-telo-real}" # cgroup (v1, every hierarchy) holding the pods
+kubelet_port="${TELO_KUBELET_PORT:-10250}"
+kubelet_healthz_port="${TELO_KUBELET_HEALTHZ_PORT:-10248}"
+registry_port="${TELO_REGISTRY_PORT:-5000}"
+containerd_sock="$real_dir/containerd/containerd.sock"
+real_components=(registry containerd kubelet)
+# The real node's components are managed when asked for, or when a previous up.sh started them
+# (so that down.sh and status.sh see them without the variable).
+real_node_enabled() {
+	[ "${TELO_REAL_NODE:-0}" = 1 ] || [ -f "$pid_dir/containerd.pid" ] || [ -f "$pid_dir/kubelet.pid" ] ||
+		[ -f "$pid_dir/registry.pid" ]
+}
+if real_node_enabled; then
+	components+=("${real_components[@]}")
+fi
+crictl_cmd() {
+	"$("$cluster_root/hack/build-tools.sh" --print-dir cri-tools)/crictl" \
+		--runtime-endpoint "unix://$containerd_sock" --image-endpoint "unix://$containerd_sock" \
+		--timeout 20s "$@"
+}
+ctr_cmd() {
+	ctr --address "$containerd_sock" --namespace k8s.io "$@"
+}
+
 component_pid() { # name -> pid of a live process we started, or nothing
 	local f="$pid_dir/$1.pid" pid
 	[ -f "$f" ] || return 0

@@ -4,9 +4,12 @@
 # controllers, kube-scheduler, and kwok managing fake nodes. Idempotent: components already running
 # are reused, missing ones are started, so `down.sh kube-apiserver && up.sh` restarts one piece.
 # Builds the binaries first if the cache lacks them (hack/build-tools.sh).
+# TELO_REAL_NODE=1 adds a real node (registry, containerd, kubelet): see real-node.sh.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=real-node.sh
+source "$(dirname "$0")/real-node.sh"
 
 "$cluster_root/hack/build-tools.sh"
 
@@ -44,7 +47,8 @@ launch() {
 	if [ -n "$(component_pid "$name")" ]; then
 		return 1
 	fi
-	if ss -Htln 2>/dev/null | awk '{print $4}' | grep -qE ":$(port_of "$name")\$"; then
+	if [ -n "$(port_of "$name")" ] &&
+		ss -Htln 2>/dev/null | awk '{print $4}' | grep -qE ":$(port_of "$name")\$"; then
 		fail "$name" "port $(port_of "$name") is taken by another process (set TELO_*_PORT to move it)"
 	fi
 	echo "--- $(date -u +%FT%TZ) starting: $*" >>"$log_dir/$name.log"
@@ -60,10 +64,20 @@ port_of() {
 	kube-controller-manager) echo "$kcm_port" ;;
 	kube-scheduler) echo "$scheduler_port" ;;
 	kwok) echo "$kwok_port" ;;
+	registry) echo "$registry_port" ;;
+	kubelet) echo "$kubelet_port" ;;
 	esac
 }
 
 # --- PKI: one CA signs the serving certificate and every client certificate. -------------------
+sign() { # name subject [extensions]
+	openssl req -new -newkey rsa:2048 -nodes -subj "$2" -keyout "$pki/$1.key" \
+		-out "$pki/$1.csr" 2>/dev/null
+	openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+		-CAcreateserial -days 3650 -out "$pki/$1.crt" ${3:+-extfile <(printf '%s' "$3")} 2>/dev/null
+	rm -f "$pki/$1.csr"
+}
+
 ensure_pki() {
 	[ -f "$pki/ca.crt" ] && [ -f "$pki/admin.crt" ] && return 0
 	local o="-loglevel error" # keep openssl quiet; errors still go to stderr
@@ -71,13 +85,6 @@ ensure_pki() {
 		-keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
 	openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
 	openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
-	sign() { # name subject [extensions]
-		openssl req -new -newkey rsa:2048 -nodes -subj "$2" -keyout "$pki/$1.key" \
-			-out "$pki/$1.csr" 2>/dev/null
-		openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
-			-CAcreateserial -days 3650 -out "$pki/$1.crt" ${3:+-extfile <(printf '%s' "$3")} 2>/dev/null
-		rm -f "$pki/$1.csr"
-	}
 	sign apiserver "/CN=kube-apiserver" \
 		"subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 	sign admin "/O=system:masters/CN=telo-admin"
@@ -204,11 +211,12 @@ start_apiserver() {
 		--client-ca-file="$pki/ca.crt" --token-auth-file="$pki/tokens.csv" \
 		--kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" \
 		--kubelet-client-key="$pki/apiserver-kubelet-client.key" \
+		--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP \
 		--service-cluster-ip-range=10.96.0.0/16 \
 		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 		--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
 		--authorization-mode=Node,RBAC --allow-privileged=true \
-		--enable-admission-plugins=OwnerReferencesPermissionEnforcement \
+		--enable-admission-plugins=OwnerReferencesPermissionEnforcement,NodeRestriction \
 		--audit-policy-file="$cluster_dir/audit-policy.yaml" \
 		--audit-log-path="$log_dir/audit.log" --audit-log-maxsize=100 --audit-log-maxbackup=2 \
 		--profiling=false || return 0
@@ -291,6 +299,9 @@ start_kwok
 ensure_nodes
 # Pods can only be created once the serviceaccount controller made the default ServiceAccount.
 wait_for kube-controller-manager 60 kubectl_cmd get serviceaccount default -n default
+if real_node_enabled; then
+	real_node_up
+fi
 
 echo "up: cluster ready in $((SECONDS - start_time))s; logs in $log_dir" >&2
 echo "export KUBECONFIG=$kubeconfig"

@@ -102,8 +102,8 @@ static void fail(struct cache_reflector *r, const char *what, const struct telo_
              err && err->msg[0] ? err->msg : "failed");
     char name[160];
     describe(r, name, sizeof(name));
-    telo_log(TELO_LOG_WARN, "reflector backing off", "resource=%s error=%s retry_in=%.2fs",
-             name, r->last_error, delay);
+    telo_log(TELO_LOG_WARN, "reflector backing off", "resource=%s error=%s retry_in=%.2fs", name,
+             r->last_error, delay);
     ev_timer_set(&r->retry, delay, 0);
     ev_timer_start(r->loop, &r->retry);
 }
@@ -213,8 +213,8 @@ static void on_list_page(const struct kube_result *res, void *ud)
         r->synced = 1;
         char name[160];
         describe(r, name, sizeof(name));
-        telo_log(TELO_LOG_INFO, "cache synced", "resource=%s objects=%zu resourceVersion=%s",
-                 name, cache_store_len(r->store), r->rv);
+        telo_log(TELO_LOG_INFO, "cache synced", "resource=%s objects=%zu resourceVersion=%s", name,
+                 cache_store_len(r->store), r->rv);
     }
     if (r->handlers.on_synced)
         r->handlers.on_synced(r->handlers.ud);
