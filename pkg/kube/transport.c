@@ -83,9 +83,10 @@ struct kube_transport {
     struct sock *socks;                /* every socket curl asked us to watch */
     CURLM *multi;
     ev_timer curl_timer;
-    ev_timer kick; /* adds pending calls outside of curl callbacks */
-    int in_curl;   /* > 0 while inside curl_multi_socket_action */
-    int http1;     /* the server answered HTTP/1.x: stop waiting for multiplexing */
+    ev_timer kick;     /* adds pending calls outside of curl callbacks */
+    int in_curl;       /* > 0 while inside curl_multi_socket_action */
+    int http1;         /* the server answered HTTP/1.x: stop waiting for multiplexing */
+    int http1_pending; /* http1 was just learnt; raise the connection cap */
     struct kube_call *calls;
     struct kube_call *pending, *pending_tail;
     struct kube_call *dead;
@@ -283,12 +284,10 @@ static size_t on_header(char *data, size_t size, size_t n, void *userp)
         c->retry_after_s = -1;
         c->header_http_version = (len >= 6 && data[5] == '2') ? 2 : 1;
         if (c->header_http_version == 1 && !c->t->http1) {
-            /* The server will not multiplex; open parallel keep-alive connections instead. */
+            /* The server will not multiplex: open parallel keep-alive connections instead.
+             * Applied in process_after_curl, outside curl's callbacks. */
             c->t->http1 = 1;
-            curl_multi_setopt(c->t->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
-                              c->t->opts.http1_max_connections);
-            telo_log(TELO_LOG_INFO, "API server speaks HTTP/1.1; using parallel connections",
-                     "max_connections=%ld", c->t->opts.http1_max_connections);
+            c->t->http1_pending = 1;
         }
         return len;
     }
@@ -627,6 +626,12 @@ static void process_after_curl(struct kube_transport *t)
 {
     if (t->in_curl > 0)
         return;
+    if (t->http1_pending) {
+        t->http1_pending = 0;
+        curl_multi_setopt(t->multi, CURLMOPT_MAX_HOST_CONNECTIONS, t->opts.http1_max_connections);
+        telo_log(TELO_LOG_INFO, "API server speaks HTTP/1.1; using parallel connections",
+                 "max_connections=%ld", t->opts.http1_max_connections);
+    }
     check_multi_info(t);
     reap_dead(t);
 }
