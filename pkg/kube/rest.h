@@ -142,7 +142,7 @@ struct kube_call *kube_rest_request(struct kube_transport *t, const char *method
 
 /* GET an absolute path that is not a resource (discovery "/apis", "/version"), as JSON. Same
  * contract as the verbs. */
-struct kube_call *kube_rest_get_path(struct kube_transport *t, const char *path,
-                                     kube_result_fn *cb, void *ud, struct telo_err *err);
+struct kube_call *kube_rest_get_path(struct kube_transport *t, const char *path, kube_result_fn *cb,
+                                     void *ud, struct telo_err *err);
 
 #endif
