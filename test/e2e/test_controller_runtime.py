@@ -1,0 +1,138 @@
+"""The controller runtime (pkg/controller, pkg/cache, pkg/workqueue) end to end, through the test
+controller build/bin/telo-mirror, which keeps <name>-mirror ConfigMaps in step with ConfigMaps
+labelled mirror.telo.run/source=true. Writes are counted from the API server's audit log, so
+"no duplicate writes" is the server's word, not the controller's."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, LineReader, wait_until
+
+BIN_DIR = os.environ.get("TELO_BIN_DIR") or os.path.join(ROOT, "build", "bin")
+SOURCE = "mirror.telo.run/source=true"
+
+
+def start_mirror(cluster, namespace):
+    return LineReader([os.path.join(BIN_DIR, "telo-mirror"), "--kubeconfig", cluster.kubeconfig,
+                       "-n", namespace])
+
+
+def make_sources(cluster, namespace, names):
+    for name in names:
+        cluster.kubectl("create", "configmap", name, "-n", namespace,
+                        "--from-literal=value=%s" % name)
+        cluster.kubectl("label", "configmap", name, "-n", namespace, SOURCE)
+
+
+def mirror_data(cluster, namespace, name):
+    proc = cluster.kubectl("get", "configmap", name + "-mirror", "-n", namespace, "-o", "json",
+                           check=False)
+    return json.loads(proc.stdout).get("data") if proc.returncode == 0 else None
+
+
+def wait_mirrored(cluster, namespace, name, value, timeout=60):
+    wait_until(lambda: mirror_data(cluster, namespace, name) == {"value": value},
+               timeout=timeout, what="%s-mirror to hold value=%s" % (name, value))
+
+
+def audited_writes(cluster, namespace):
+    """Writes our controller made in namespace, from the audit log (user agent telo-operator)."""
+    writes = 0
+    with open(os.path.join(cluster.log_dir, "audit.log")) as f:
+        for line in f:
+            if namespace not in line or "telo-operator/" not in line:
+                continue
+            event = json.loads(line)
+            ref = event.get("objectRef", {})
+            if (event.get("stage") == "ResponseComplete" and ref.get("namespace") == namespace
+                    and event.get("verb") in ("create", "update", "patch", "delete")
+                    and event.get("userAgent", "").startswith("telo-operator/")):
+                writes += 1
+    return writes
+
+
+def test_mirrors_follow_sources_and_steady_state_writes_nothing(cluster, namespace):
+    make_sources(cluster, namespace, ["a", "b", "c"])
+    ctl = start_mirror(cluster, namespace)
+    try:
+        for name in "abc":
+            wait_mirrored(cluster, namespace, name, name)
+        cluster.kubectl("patch", "configmap", "b", "-n", namespace, "-p",
+                        '{"data":{"value":"changed"}}')
+        wait_mirrored(cluster, namespace, "b", "changed")
+        # A deleted mirror comes back: the owner mapping requeues its source.
+        cluster.kubectl("delete", "configmap", "c-mirror", "-n", namespace)
+        wait_mirrored(cluster, namespace, "c", "c")
+        time.sleep(2)
+        writes = audited_writes(cluster, namespace)
+        assert writes == 5, "3 creates, 1 update, 1 re-create; audit log says %d" % writes
+        time.sleep(3)
+        assert audited_writes(cluster, namespace) == writes, "steady state must not write"
+    finally:
+        assert ctl.stop() == 0, ctl.stderr_tail()
+
+
+def test_sigkill_and_restart_converges_without_duplicate_writes(cluster, namespace):
+    make_sources(cluster, namespace, ["s%d" % i for i in range(5)])
+    ctl = start_mirror(cluster, namespace)
+    for i in range(5):
+        wait_mirrored(cluster, namespace, "s%d" % i, "s%d" % i)
+    ctl.proc.send_signal(signal.SIGKILL)
+    ctl.proc.wait()
+    time.sleep(1)
+    before = audited_writes(cluster, namespace)
+    assert before == 5
+    # One change while the controller is down: exactly one write is owed.
+    cluster.kubectl("patch", "configmap", "s3", "-n", namespace, "-p",
+                    '{"data":{"value":"while-down"}}')
+    ctl = start_mirror(cluster, namespace)
+    try:
+        wait_mirrored(cluster, namespace, "s3", "while-down")
+        time.sleep(3)
+        assert audited_writes(cluster, namespace) == before + 1
+    finally:
+        assert ctl.stop() == 0, ctl.stderr_tail()
+
+
+@pytest.mark.disruptive
+def test_converges_after_apiserver_restart(cluster, namespace):
+    make_sources(cluster, namespace, ["x"])
+    ctl = start_mirror(cluster, namespace)
+    try:
+        wait_mirrored(cluster, namespace, "x", "x")
+        cluster.script("down.sh", "kube-apiserver")
+        time.sleep(3)  # the controller sees the connection fail and backs off
+        assert ctl.proc.poll() is None, "the controller must survive the API server going away"
+        cluster.script("up.sh")
+        cluster.kubectl("patch", "configmap", "x", "-n", namespace, "-p",
+                        '{"data":{"value":"after-restart"}}')
+        wait_mirrored(cluster, namespace, "x", "after-restart", timeout=90)
+    finally:
+        assert ctl.stop() == 0, ctl.stderr_tail()
+
+
+@pytest.mark.disruptive
+def test_converges_after_forced_410(cluster, namespace):
+    make_sources(cluster, namespace, ["y"])
+    ctl = start_mirror(cluster, namespace)
+    try:
+        wait_mirrored(cluster, namespace, "y", "y")
+        cluster.script("down.sh", "kube-apiserver")
+        # The mirror vanishes behind the API server's back and history is compacted: the
+        # controller's watch cannot resume (410 Expired), and only its relist can notice.
+        etcd = [cluster.etcdctl_path, "--endpoints", cluster.etcd_endpoint]
+        subprocess.run(etcd + ["del", "/registry/configmaps/%s/y-mirror" % namespace],
+                       check=True, capture_output=True)
+        status = json.loads(subprocess.run(etcd + ["endpoint", "status", "-w", "json"],
+                                           check=True, capture_output=True, text=True).stdout)
+        subprocess.run(etcd + ["compact", str(status[0]["Status"]["header"]["revision"])],
+                       check=True, capture_output=True)
+        cluster.script("up.sh")
+        wait_mirrored(cluster, namespace, "y", "y", timeout=90)
+    finally:
+        assert ctl.stop() == 0, ctl.stderr_tail()
