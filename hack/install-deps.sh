@@ -26,6 +26,7 @@ debs=(
 	libyaml-dev        # kubeconfig, manifests
 	libssl-dev         # sha256, random, TLS
 	libev-dev          # the event loop
+	libwebsockets-dev  # pkg/httpd: HTTP/1.1 (later WebSocket) server on the libev loop
 	libcmocka-dev      # unit tests
 	valgrind           # memcheck in make test
 	clang-format       # make fmt

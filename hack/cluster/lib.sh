@@ -39,10 +39,9 @@ components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # Everything it owns lives under $real_dir; see hack/cluster/README.md ("The real node").
 real_dir="$cluster_dir/real-node"
 real_node_name="${TELO_REAL_NODE_NAME:-telo-real-0}"
-real_node_ip="${TELO_REAL_NODE_IP:-10.88.0.1}"     # on the dummy interface $real_dummy_if
+real_node_ip="${TELO_REAL_NODE_IP:-10.88.0.1}"     # a /32 on the bridge below
 real_pod_cidr="${TELO_REAL_POD_CIDR:-10.85.0.0/24}" # kwok's pods use 10.244.0.0/16
 real_bridge_if="${TELO_REAL_BRIDGE:-telo-br0}"
-real_dummy_if="${TELO_REAL_DUMMY:-telo0}"
 real_cgroup="${TELO_REAL_CGROUP:-telo-real}" # cgroup (v1, every hierarchy) holding the pods
 kubelet_port="${TELO_KUBELET_PORT:-10250}"
 kubelet_healthz_port="${TELO_KUBELET_HEALTHZ_PORT:-10248}"
@@ -60,7 +59,7 @@ if real_node_enabled; then
 fi
 crictl_cmd() {
 	"$("$cluster_root/hack/build-tools.sh" --print-dir cri-tools)/crictl" \
-		--runtime-endpoint "unix://$containerd_sock" --image-endpoint "unix://$containerd_sock" \
+		--config /dev/null --runtime-endpoint "unix://$containerd_sock" --image-endpoint "unix://$containerd_sock" \
 		--timeout 20s "$@"
 }
 ctr_cmd() {

@@ -299,7 +299,8 @@ start_kwok
 ensure_nodes
 # Pods can only be created once the serviceaccount controller made the default ServiceAccount.
 wait_for kube-controller-manager 60 kubectl_cmd get serviceaccount default -n default
-if real_node_enabled; then
+# The real node only when asked for: a kwok-only up.sh leaves a running one as it is.
+if [ "${TELO_REAL_NODE:-0}" = 1 ]; then
 	real_node_up
 fi
 
