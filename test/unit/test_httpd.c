@@ -1,0 +1,468 @@
+/* Tests for pkg/httpd/server.c: a server on port 0 of a fresh libev loop, driven by a raw
+ * non-blocking socket client on the same loop, so every byte sent and received is the test's. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "httpd/server.h"
+#include "util/buf.h"
+#include "util/err.h"
+
+#include <ev.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- a raw HTTP client on the loop ---- */
+
+struct client {
+    struct ev_io io;
+    struct ev_timer timer;
+    const char *request;
+    size_t request_len;
+    size_t sent;
+    struct buf response;
+    int done;
+    int timed_out;
+};
+
+static void client_finish(struct ev_loop *loop, struct client *c)
+{
+    c->done = 1;
+    ev_io_stop(loop, &c->io);
+    ev_timer_stop(loop, &c->timer);
+    ev_break(loop, EVBREAK_ONE);
+}
+
+static void client_io(struct ev_loop *loop, struct ev_io *w, int revents)
+{
+    struct client *c = w->data;
+    if ((revents & EV_WRITE) && c->sent < c->request_len) {
+        ssize_t n = send(w->fd, c->request + c->sent, c->request_len - c->sent, MSG_NOSIGNAL);
+        if (n > 0)
+            c->sent += (size_t)n;
+        else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            c->sent = c->request_len; /* the server hung up on us: read what it said */
+        if (c->sent == c->request_len) {
+            ev_io_stop(loop, w);
+            ev_io_set(w, w->fd, EV_READ);
+            ev_io_start(loop, w);
+        }
+    }
+    if (revents & EV_READ) {
+        char chunk[65536];
+        ssize_t n = recv(w->fd, chunk, sizeof(chunk), 0);
+        if (n > 0) {
+            assert_int_equal(buf_append(&c->response, chunk, (size_t)n), 0);
+        } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+            client_finish(loop, c);
+        }
+    }
+}
+
+static void client_timeout(struct ev_loop *loop, struct ev_timer *w, int revents)
+{
+    (void)revents;
+    struct client *c = w->data;
+    c->timed_out = 1;
+    client_finish(loop, c);
+}
+
+/* Sends request (all of it, then reads) and returns what came back until the server closed the
+ * connection; the caller releases *response. Fails the test on a 5 s timeout. */
+static void exchange(struct ev_loop *loop, int port, const char *request, size_t len,
+                     struct buf *response)
+{
+    struct client c = {.request = request, .request_len = len};
+    buf_init(&c.response, 64 * 1024 * 1024);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+    ev_io_init(&c.io, client_io, fd, EV_READ | EV_WRITE);
+    c.io.data = &c;
+    ev_io_start(loop, &c.io);
+    ev_timer_init(&c.timer, client_timeout, 5.0, 0.0);
+    c.timer.data = &c;
+    ev_timer_start(loop, &c.timer);
+    while (!c.done)
+        ev_run(loop, 0);
+    close(fd);
+    if (c.timed_out)
+        fprintf(stderr, "timed out; received so far: [%s]\n",
+                c.response.data ? c.response.data : "");
+    assert_false(c.timed_out);
+    *response = c.response;
+}
+
+static void exchange_str(struct ev_loop *loop, int port, const char *request, struct buf *response)
+{
+    exchange(loop, port, request, strlen(request), response);
+}
+
+/* The status code of the first response in text, or -1. */
+static int status_of(const char *text)
+{
+    int status = -1;
+    if (text == NULL || sscanf(text, "HTTP/1.1 %d", &status) != 1)
+        return -1;
+    return status;
+}
+
+/* The body of the first response: what follows the first blank line. */
+static const char *body_of(const char *text)
+{
+    const char *p = text ? strstr(text, "\r\n\r\n") : NULL;
+    return p ? p + 4 : "";
+}
+
+/* The value of a header of the first response (case-insensitive name), copied into out. */
+static int header_of(const char *text, const char *name, char *out, size_t cap)
+{
+    const char *end = strstr(text, "\r\n\r\n");
+    size_t nlen = strlen(name);
+    for (const char *line = strstr(text, "\r\n"); line != NULL && line < end;
+         line = strstr(line + 2, "\r\n")) {
+        const char *h = line + 2;
+        if (strncasecmp(h, name, nlen) == 0 && h[nlen] == ':') {
+            const char *v = h + nlen + 1;
+            while (*v == ' ')
+                v++;
+            size_t n = strcspn(v, "\r");
+            snprintf(out, cap, "%.*s", (int)n, v);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ---- fixtures ---- */
+
+struct fixture {
+    struct ev_loop *loop;
+    struct httpd_server *srv;
+    int port;
+};
+
+static int hello(const struct httpd_request *req, struct httpd_response *resp, void *user)
+{
+    (void)user;
+    if (req->query[0] != '\0')
+        return buf_printf(&resp->body, "hello %s\n", req->query);
+    return httpd_response_text(resp, 200, NULL, "hello\n");
+}
+
+static int big(const struct httpd_request *req, struct httpd_response *resp, void *user)
+{
+    (void)req;
+    size_t n = *(size_t *)user;
+    for (size_t i = 0; i < n; i++) {
+        int rc = buf_append(&resp->body, (i % 64 == 63) ? "\n" : "x", 1);
+        if (rc < 0)
+            return rc;
+    }
+    snprintf(resp->content_type, sizeof(resp->content_type), "application/octet-stream");
+    return 0;
+}
+
+static int failing(const struct httpd_request *req, struct httpd_response *resp, void *user)
+{
+    (void)req;
+    (void)user;
+    buf_append_str(&resp->body, "half written");
+    return -TELO_EIO;
+}
+
+static size_t big_size = 1000000;
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    f->loop = ev_loop_new(EVFLAG_AUTO);
+    struct telo_err err = {0};
+    struct httpd_config cfg = {.address = "127.0.0.1", .port = 0, .max_request_bytes = 1024};
+    f->srv = httpd_new(f->loop, &cfg, &err);
+    assert_non_null(f->srv);
+    assert_int_equal(httpd_route(f->srv, "/hello", hello, NULL, NULL, &err), 0);
+    assert_int_equal(httpd_route(f->srv, "/big", big, &big_size, NULL, &err), 0);
+    assert_int_equal(httpd_route(f->srv, "/fail", failing, NULL, NULL, &err), 0);
+    assert_int_equal(httpd_port(f->srv), -1);
+    assert_int_equal(httpd_start(f->srv, &err), 0);
+    f->port = httpd_port(f->srv);
+    assert_true(f->port > 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    httpd_free(f->srv);
+    ev_loop_destroy(f->loop);
+    free(f);
+    return 0;
+}
+
+/* ---- the server ---- */
+
+static void get_returns_the_handlers_body(void **state)
+{
+    struct fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 200);
+    assert_string_equal(body_of(r.data), "hello\n");
+    char v[128];
+    assert_int_equal(header_of(r.data, "content-type", v, sizeof(v)), 0);
+    assert_string_equal(v, "text/plain; charset=utf-8");
+    assert_int_equal(header_of(r.data, "content-length", v, sizeof(v)), 0);
+    assert_string_equal(v, "6");
+    buf_release(&r);
+}
+
+static void query_reaches_the_handler(void **state)
+{
+    struct fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port,
+                 "GET /hello?name=telo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &r);
+    assert_int_equal(status_of(r.data), 200);
+    assert_string_equal(body_of(r.data), "hello name=telo\n");
+    buf_release(&r);
+}
+
+static void unknown_path_is_404(void **state)
+{
+    struct fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 404);
+    assert_string_equal(body_of(r.data), "not found\n");
+    buf_release(&r);
+    /* Exact match only: no prefix or trailing-slash leniency. */
+    exchange_str(f->loop, f->port, "GET /hello/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 404);
+    buf_release(&r);
+}
+
+static void other_methods_are_405_with_allow(void **state)
+{
+    struct fixture *f = *state;
+    struct buf r;
+    /* The body is read and dropped, so the connection stays usable for the next request. */
+    exchange_str(f->loop, f->port,
+                 "POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nabcde"
+                 "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 405);
+    char v[64];
+    assert_int_equal(header_of(r.data, "allow", v, sizeof(v)), 0);
+    assert_string_equal(v, "GET, HEAD");
+    assert_memory_equal(body_of(r.data), "method not allowed\n", 19);
+    const char *second = strstr(body_of(r.data), "HTTP/1.1 ");
+    assert_non_null(second);
+    assert_int_equal(status_of(second), 200);
+    assert_string_equal(body_of(second), "hello\n");
+    buf_release(&r);
+    /* A body larger than a request may be is not read: the connection is closed unanswered. */
+    exchange_str(f->loop, f->port,
+                 "POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nabcde", &r);
+    assert_int_equal(r.len, 0);
+    buf_release(&r);
+    exchange_str(f->loop, f->port, "DELETE /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 405);
+    buf_release(&r);
+}
+
+static void head_sends_headers_only(void **state)
+{
+    struct fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port, "HEAD /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 200);
+    char v[64];
+    assert_int_equal(header_of(r.data, "content-length", v, sizeof(v)), 0);
+    assert_string_equal(v, "6");
+    assert_string_equal(body_of(r.data), "");
+    buf_release(&r);
+}
+
+static void oversize_request_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct buf req;
+    buf_init(&req, 1 << 20);
+    buf_append_str(&req, "GET /hello HTTP/1.1\r\nHost: x\r\nX-Filler: ");
+    for (int i = 0; i < 4000; i++)
+        buf_append_str(&req, "y");
+    buf_append_str(&req, "\r\nConnection: close\r\n\r\n");
+    struct buf r;
+    exchange(f->loop, f->port, req.data, req.len, &r);
+    /* Either an error status or a closed connection, never the handler's answer. */
+    int status = status_of(r.data);
+    assert_true(status == -1 || status >= 400);
+    assert_null(r.data ? strstr(r.data, "hello") : NULL);
+    buf_release(&r);
+    buf_release(&req);
+
+    /* The server is still serving. */
+    exchange_str(f->loop, f->port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 200);
+    buf_release(&r);
+}
+
+static void large_body_arrives_intact(void **state)
+{
+    struct fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port, "GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &r);
+    assert_int_equal(status_of(r.data), 200);
+    const char *body = body_of(r.data);
+    assert_int_equal(strlen(body), big_size);
+    assert_int_equal(body[63], '\n');
+    assert_int_equal(body[64], 'x');
+    buf_release(&r);
+}
+
+static void handler_error_is_500(void **state)
+{
+    struct fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port, "GET /fail HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 500);
+    assert_string_equal(body_of(r.data), "internal server error\n");
+    buf_release(&r);
+}
+
+static void keep_alive_serves_pipelined_requests(void **state)
+{
+    struct fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port,
+                 "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"
+                 "GET /hello?again HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 200);
+    const char *second = strstr(body_of(r.data), "HTTP/1.1 ");
+    assert_non_null(second);
+    assert_int_equal(status_of(second), 200);
+    assert_string_equal(body_of(second), "hello again\n");
+    buf_release(&r);
+}
+
+/* Freeing the server with a request half sent closes it without leaks or loop leftovers. */
+static void free_with_a_connection_open(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct telo_err err = {0};
+    struct httpd_server *srv = httpd_new(loop, NULL, &err);
+    assert_non_null(srv);
+    assert_int_equal(httpd_start(srv, &err), 0);
+    int port = httpd_port(srv);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(send(fd, "GET /he", 7, 0), 7);
+    for (int i = 0; i < 20; i++)
+        ev_run(loop, EVRUN_NOWAIT);
+    httpd_free(srv);
+    /* lws left nothing on the loop: it would otherwise keep this run from returning. */
+    assert_int_equal(ev_run(loop, EVRUN_NOWAIT), 0);
+    char c;
+    assert_true(recv(fd, &c, 1, 0) <= 0);
+    close(fd);
+    ev_loop_destroy(loop);
+}
+
+static void config_and_route_errors(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct telo_err err = {0};
+    struct httpd_config cfg = {.tls_cert_path = "/x.pem"};
+    assert_null(httpd_new(loop, &cfg, &err));
+    assert_int_equal(err.code, TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "only the certificate"));
+    cfg = (struct httpd_config){.port = 70000};
+    assert_null(httpd_new(loop, &cfg, &err));
+    assert_int_equal(err.code, TELO_EINVAL);
+    cfg = (struct httpd_config){.max_request_bytes = 100000};
+    assert_null(httpd_new(loop, &cfg, &err));
+    assert_int_equal(err.code, TELO_EINVAL);
+
+    struct httpd_server *srv = httpd_new(loop, NULL, &err);
+    assert_non_null(srv);
+    assert_int_equal(httpd_route(srv, "metrics", hello, NULL, NULL, &err), -TELO_EINVAL);
+    assert_int_equal(httpd_route(srv, "/a?b", hello, NULL, NULL, &err), -TELO_EINVAL);
+    assert_int_equal(httpd_route(srv, "/a", NULL, NULL, NULL, &err), -TELO_EINVAL);
+    assert_int_equal(httpd_route(srv, "/a", hello, NULL, NULL, &err), 0);
+    /* A failed registration still releases user: the caller never has to. */
+    char *user = strdup("owned");
+    assert_int_equal(httpd_route(srv, "/a", hello, user, free, &err), -TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "already registered"));
+    assert_int_equal(httpd_route(srv, "/b", hello, strdup("owned"), free, &err), 0);
+    httpd_free(srv);
+    httpd_free(NULL);
+    ev_loop_destroy(loop);
+}
+
+static void port_in_use_is_an_io_error(void **state)
+{
+    struct fixture *f = *state;
+    struct telo_err err = {0};
+    struct httpd_config cfg = {.address = "127.0.0.1", .port = f->port};
+    struct httpd_server *srv = httpd_new(f->loop, &cfg, &err);
+    assert_non_null(srv);
+    assert_int_equal(httpd_start(srv, &err), -TELO_EIO);
+    assert_non_null(strstr(err.msg, "127.0.0.1"));
+    assert_int_equal(httpd_port(srv), -1);
+    httpd_free(srv);
+    /* The first server is unharmed. */
+    struct buf r;
+    exchange_str(f->loop, f->port, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 200);
+    buf_release(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(get_returns_the_handlers_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(query_reaches_the_handler, setup, teardown),
+        cmocka_unit_test_setup_teardown(unknown_path_is_404, setup, teardown),
+        cmocka_unit_test_setup_teardown(other_methods_are_405_with_allow, setup, teardown),
+        cmocka_unit_test_setup_teardown(head_sends_headers_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(oversize_request_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(large_body_arrives_intact, setup, teardown),
+        cmocka_unit_test_setup_teardown(handler_error_is_500, setup, teardown),
+        cmocka_unit_test_setup_teardown(keep_alive_serves_pipelined_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(port_in_use_is_an_io_error, setup, teardown),
+        cmocka_unit_test(free_with_a_connection_open),
+        cmocka_unit_test(config_and_route_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
