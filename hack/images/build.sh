@@ -154,7 +154,7 @@ for name in "${images[@]}"; do
 		}
 		echo "images: pushed $ref" >&2
 	fi
-	if ! ctr_cmd images ls -q 2>/dev/null | grep -qxF "$ref"; then
+	if ! ctr_cmd images ls -q 2>/dev/null | grep -xF "$ref" >/dev/null; then
 		ctr_cmd images pull --plain-http "$ref" >"$out/pull-$name.log" 2>&1 || {
 			tail -n 20 "$out/pull-$name.log" >&2
 			fail "$name: ctr images pull $ref into containerd's k8s.io namespace failed"
