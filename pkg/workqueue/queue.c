@@ -229,7 +229,7 @@ static int add(struct wq *q, const char *key, enum priority priority, double now
         return -TELO_ENOMEM;
     if (it->dirty) {
         /* Already queued (or to be re-queued at done): only a priority upgrade matters. */
-        if (priority < it->priority) {
+        if (priority == PRIORITY_NORMAL && it->priority == PRIORITY_LOW) {
             if (it->queued) {
                 ready_unlink(q, it);
                 it->priority = priority;

@@ -159,3 +159,9 @@ class LineReader:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that stop or restart cluster components run after all the others (stable order
+    otherwise), so a restart cannot disturb a test that is not about it."""
+    items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)
