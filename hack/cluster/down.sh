@@ -8,6 +8,7 @@
 #   hack/cluster/down.sh                 stop everything
 #   hack/cluster/down.sh kube-apiserver  stop only the named components (up.sh restarts them,
 #                                        keeping the cluster's data)
+#   hack/cluster/down.sh --real-node     stop and clean up only the real node
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -32,6 +33,20 @@ stop() { # name
 	fi
 	rm -f "$pid_dir/$1.pid"
 }
+
+if [ "${1:-}" = "--real-node" ]; then
+	# Only the real node: its pods and containers, containerd, the registry and everything they
+	# left on the machine; the control plane and kwok keep running, the Node object is deleted.
+	stop kubelet
+	real_node_drain
+	stop containerd
+	stop registry
+	real_node_cleanup
+	if [ -n "$(component_pid kube-apiserver)" ]; then
+		kubectl_cmd delete node "$real_node_name" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+	fi
+	exit 0
+fi
 
 if [ $# -gt 0 ]; then
 	for name in "$@"; do

@@ -377,6 +377,7 @@ real_node_cleanup() {
 		[ -L "$p" ] && case "$(readlink "$p")" in "$real_dir"/*) rm -f "$p" ;; esac
 	done
 	rm -f /var/lib/cni/results/telo-real-* 2>/dev/null || true
+	rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null || true # only when empty
 	# Per-run state; images (containerd content, registry, OCI layouts) are kept as a cache.
 	rm -rf "$real_dir/kubelet" "$real_dir/containerd/state" "$real_dir/containerd/runc" \
 		"$real_dir/cni/ipam" "$real_dir/pod-logs"

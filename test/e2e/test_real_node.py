@@ -249,15 +249,15 @@ def bundle_server(real_node, tmp_path):
     src = tmp_path / "bundle"
     src.mkdir()
     (src / "main.telo").write_text("print fetched entry\nhttp 8080 hello from a fetched bundle\n")
-    tar = tmp_path / "bundle.tar"
-    subprocess.run(["tar", "-C", str(src), "-cf", str(tar), "main.telo"], check=True)
+    tar = tmp_path / "bundle.tar.gz"
+    subprocess.run(["tar", "-C", str(src), "-czf", str(tar), "main.telo"], check=True)
     _Bundles.payload = tar.read_bytes()
     cidr = os.environ.get("TELO_REAL_POD_CIDR", "10.85.0.0/24")
     gateway = cidr.rsplit(".", 1)[0] + ".1"
     server = ThreadingHTTPServer((gateway, 0), _Bundles)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield "http://%s:%d/bundle.tar" % (gateway, server.server_address[1]), \
+    yield "http://%s:%d/bundle.tar.gz" % (gateway, server.server_address[1]), \
         hashlib.sha256(_Bundles.payload).hexdigest()
     server.shutdown()
 
