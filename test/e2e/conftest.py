@@ -165,3 +165,20 @@ def pytest_collection_modifyitems(config, items):
     """Tests that stop or restart cluster components run after all the others (stable order
     otherwise), so a restart cannot disturb a test that is not about it."""
     items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)
+
+
+CRD_FILE = os.path.join(ROOT, "crds", "telo.run_telosessions.yaml")
+CRD_NAME = "telosessions.telo.run"
+
+
+@pytest.fixture(scope="session")
+def crd(cluster):
+    """The TeloSession CRD from crds/, installed once per test session (server-side apply, so it
+    also updates an older copy) and Established; returns the CRD's name."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", CRD_FILE)
+    cluster.kubectl("wait", "--for=condition=Established", "crd/" + CRD_NAME, "--timeout=60s")
+    # Established means the API serves the resource; discovery and the OpenAPI document that
+    # kubectl explain reads follow shortly after.
+    wait_until(lambda: cluster.kubectl("get", "telosessions", "-A", check=False).returncode == 0,
+               timeout=30, what="telosessions in discovery")
+    return CRD_NAME
