@@ -1,5 +1,6 @@
-/* Tests for pkg/httpd/server.c: a server on port 0 of a fresh libev loop, driven by a raw
- * non-blocking socket client on the same loop, so every byte sent and received is the test's. */
+/* Tests for pkg/httpd/server.c and pkg/controller/endpoints.c: a server on port 0 of a fresh
+ * libev loop, driven by a raw non-blocking socket client on the same loop, so every byte sent and
+ * received is the test's own. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,8 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
+#include "controller/endpoints.h"
+#include "controller/metrics.h"
 #include "httpd/server.h"
 #include "util/buf.h"
 #include "util/err.h"
@@ -448,6 +451,140 @@ static void port_in_use_is_an_io_error(void **state)
     buf_release(&r);
 }
 
+/* ---- /healthz, /readyz, /metrics ---- */
+
+struct ops_fixture {
+    struct ev_loop *loop;
+    struct httpd_server *srv;
+    struct metrics_registry *reg;
+    struct metrics_series *reconciles;
+    int synced;
+    int port;
+};
+
+static int caches_synced(void *user, struct buf *reason)
+{
+    struct ops_fixture *f = user;
+    if (f->synced)
+        return 1;
+    buf_append_str(reason, "informer telosessions: not synced");
+    return 0;
+}
+
+static int ops_setup_with(void **state, size_t max_response)
+{
+    struct ops_fixture *f = calloc(1, sizeof(*f));
+    struct telo_err err = {0};
+    f->loop = ev_loop_new(EVFLAG_AUTO);
+    f->reg = metrics_registry_new();
+    struct metrics_desc desc = {.type = METRICS_COUNTER,
+                                .name = "controller_runtime_reconcile_total",
+                                .help = "Total number of reconciliations per controller",
+                                .labels = (const char *const[]){"controller", "result", NULL}};
+    f->reconciles = metrics_series(metrics_register(f->reg, &desc, &err),
+                                   (const char *const[]){"telosession", "success"}, &err);
+    assert_non_null(f->reconciles);
+    struct httpd_config cfg = {.address = "127.0.0.1", .max_response_bytes = max_response};
+    f->srv = httpd_new(f->loop, &cfg, &err);
+    assert_int_equal(endpoints_register(f->srv, f->reg, caches_synced, f, &err), 0);
+    assert_int_equal(httpd_start(f->srv, &err), 0);
+    f->port = httpd_port(f->srv);
+    *state = f;
+    return 0;
+}
+
+static int ops_setup(void **state)
+{
+    return ops_setup_with(state, 0);
+}
+
+static int ops_teardown(void **state)
+{
+    struct ops_fixture *f = *state;
+    httpd_free(f->srv);
+    metrics_registry_free(f->reg);
+    ev_loop_destroy(f->loop);
+    free(f);
+    return 0;
+}
+
+static void healthz_is_ok(void **state)
+{
+    struct ops_fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 200);
+    assert_string_equal(body_of(r.data), "ok\n");
+    buf_release(&r);
+}
+
+static void readyz_follows_the_callback(void **state)
+{
+    struct ops_fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 503);
+    assert_string_equal(body_of(r.data), "informer telosessions: not synced\n");
+    buf_release(&r);
+    f->synced = 1;
+    exchange_str(f->loop, f->port, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 200);
+    assert_string_equal(body_of(r.data), "ok\n");
+    buf_release(&r);
+}
+
+static void metrics_serves_the_registry(void **state)
+{
+    struct ops_fixture *f = *state;
+    struct buf r;
+    metrics_counter_add(f->reconciles, 2);
+    exchange_str(f->loop, f->port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 200);
+    char v[128];
+    assert_int_equal(header_of(r.data, "content-type", v, sizeof(v)), 0);
+    assert_string_equal(v, "text/plain; version=0.0.4; charset=utf-8");
+    assert_string_equal(body_of(r.data),
+                        "# HELP controller_runtime_reconcile_total Total number of "
+                        "reconciliations per controller\n"
+                        "# TYPE controller_runtime_reconcile_total counter\n"
+                        "controller_runtime_reconcile_total{controller=\"telosession\","
+                        "result=\"success\"} 2\n");
+    buf_release(&r);
+    /* The counter moves between scrapes. */
+    metrics_counter_add(f->reconciles, 1);
+    exchange_str(f->loop, f->port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_non_null(strstr(body_of(r.data), "result=\"success\"} 3\n"));
+    buf_release(&r);
+    exchange_str(f->loop, f->port, "POST /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 405);
+    buf_release(&r);
+}
+
+static void metrics_larger_than_the_bound_is_500(void **state)
+{
+    struct ops_fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 500);
+    buf_release(&r);
+    exchange_str(f->loop, f->port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 200);
+    buf_release(&r);
+}
+
+static int ops_setup_small(void **state)
+{
+    return ops_setup_with(state, 64);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +600,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(port_in_use_is_an_io_error, setup, teardown),
         cmocka_unit_test(free_with_a_connection_open),
         cmocka_unit_test(config_and_route_errors),
+        cmocka_unit_test_setup_teardown(healthz_is_ok, ops_setup, ops_teardown),
+        cmocka_unit_test_setup_teardown(readyz_follows_the_callback, ops_setup, ops_teardown),
+        cmocka_unit_test_setup_teardown(metrics_serves_the_registry, ops_setup, ops_teardown),
+        cmocka_unit_test_setup_teardown(metrics_larger_than_the_bound_is_500, ops_setup_small,
+                                        ops_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
