@@ -2,8 +2,8 @@
 # Regenerates crds/samples/hello.yaml (the hello-bundle ConfigMap plus the TeloSession that runs
 # it) from crds/samples/hello-app/, packed as app/ so the session's entry is app/telo.yaml.
 # The tar is deterministic (sorted names, mtime 0, uid/gid 0, fixed modes, gzip without name or
-# time), so the same directory always gives the same bytes and the same sha256; the sha256 is
-# printed for url-bundle.yaml when the .tar.gz is hosted somewhere.
+# time), so the same directory always gives the same bytes and the same sha256, which is also
+# written into url-bundle.yaml (the same bundle, hosted at a URL).
 #   make-bundle.sh            rewrite hello.yaml
 #   make-bundle.sh --tgz OUT  also write the .tar.gz to OUT (to host it for url-bundle.yaml)
 set -euo pipefail
@@ -62,6 +62,8 @@ spec:
       name: http
 YAML
 } >"$here/hello.yaml"
+
+sed -i -E "s/^(      sha256: )[0-9a-f]{64}\$/\\1$sha/" "$here/url-bundle.yaml"
 
 if [[ -n "$tgz_out" ]]; then
   cp "$tmp/bundle.tgz" "$tgz_out"

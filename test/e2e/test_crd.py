@@ -5,6 +5,7 @@ filled in, `kubectl explain` teaches the API, and the printer columns show the s
 
 import base64
 import glob
+import hashlib
 import io
 import json
 import os
@@ -131,6 +132,11 @@ def test_hello_bundle_is_the_hello_app_directory():
             with open(full, "rb") as f:
                 on_disk["app/" + os.path.relpath(full, app_dir)] = f.read()
     assert packed == on_disk, "hello.yaml is stale: run crds/samples/make-bundle.sh"
+
+    # url-bundle.yaml names the same bundle by URL; its digest must be this bundle's.
+    with open(os.path.join(SAMPLES_DIR, "url-bundle.yaml")) as f:
+        url_session = yaml.safe_load(f)
+    assert url_session["spec"]["bundle"]["url"]["sha256"] == hashlib.sha256(tgz).hexdigest()
 
 
 def test_make_bundle_is_deterministic(tmp_path):
