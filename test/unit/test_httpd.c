@@ -16,6 +16,10 @@
 #include "util/err.h"
 
 #include <ev.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -585,6 +589,155 @@ static int ops_setup_small(void **state)
     return ops_setup_with(state, 64);
 }
 
+/* ---- TLS ---- */
+
+/* Writes a fresh self-signed P-256 certificate for 127.0.0.1 and its key as PEM files. */
+static void write_self_signed(const char *cert_path, const char *key_path)
+{
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    assert_non_null(key);
+    X509 *x = X509_new();
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), -60);
+    X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+    X509_set_pubkey(x, key);
+    X509_NAME *name = X509_get_subject_name(x);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"127.0.0.1", -1, -1,
+                               0);
+    X509_set_issuer_name(x, name);
+    assert_true(X509_sign(x, key, EVP_sha256()) > 0);
+    FILE *f = fopen(cert_path, "w");
+    assert_non_null(f);
+    assert_int_equal(PEM_write_X509(f, x), 1);
+    fclose(f);
+    f = fopen(key_path, "w");
+    assert_non_null(f);
+    assert_int_equal(PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL), 1);
+    fclose(f);
+    X509_free(x);
+    EVP_PKEY_free(key);
+}
+
+struct tls_client {
+    struct ev_io io;
+    struct ev_timer timer;
+    SSL *ssl;
+    const char *request;
+    size_t sent;
+    struct buf response;
+    int done;
+};
+
+static void tls_client_finish(struct ev_loop *loop, struct tls_client *c)
+{
+    c->done = 1;
+    ev_io_stop(loop, &c->io);
+    ev_timer_stop(loop, &c->timer);
+    ev_break(loop, EVBREAK_ONE);
+}
+
+/* One step of handshake, write or read; waits for whatever OpenSSL says it needs next. */
+static void tls_client_io(struct ev_loop *loop, struct ev_io *w, int revents)
+{
+    (void)revents;
+    struct tls_client *c = w->data;
+    int rc;
+    size_t len = strlen(c->request);
+    if (c->sent < len) {
+        rc = SSL_write(c->ssl, c->request + c->sent, (int)(len - c->sent));
+        if (rc > 0)
+            c->sent += (size_t)rc;
+    } else {
+        char chunk[16384];
+        rc = SSL_read(c->ssl, chunk, sizeof(chunk));
+        if (rc > 0)
+            assert_int_equal(buf_append(&c->response, chunk, (size_t)rc), 0);
+    }
+    int events = EV_READ;
+    if (rc <= 0) {
+        int e = SSL_get_error(c->ssl, rc);
+        if (e == SSL_ERROR_WANT_WRITE)
+            events = EV_WRITE;
+        else if (e != SSL_ERROR_WANT_READ) {
+            tls_client_finish(loop, c);
+            return;
+        }
+    } else if (c->sent < len) {
+        events = EV_WRITE;
+    }
+    ev_io_stop(loop, w);
+    ev_io_set(w, w->fd, events);
+    ev_io_start(loop, w);
+}
+
+static void tls_client_timeout(struct ev_loop *loop, struct ev_timer *w, int revents)
+{
+    (void)revents;
+    tls_client_finish(loop, w->data);
+    fail_msg("TLS exchange timed out");
+}
+
+static void tls_serves_https(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/telo-httpd-tls-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cert[64], key[64];
+    snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
+    snprintf(key, sizeof(key), "%s/tls.key", dir);
+    write_self_signed(cert, key);
+
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct telo_err err = {0};
+    struct httpd_config cfg = {.address = "127.0.0.1", .tls_cert_path = cert, .tls_key_path = key};
+    struct httpd_server *srv = httpd_new(loop, &cfg, &err);
+    assert_int_equal(httpd_route(srv, "/hello", hello, NULL, NULL, &err), 0);
+    assert_int_equal(httpd_start(srv, &err), 0);
+
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    assert_int_equal(SSL_CTX_load_verify_locations(ctx, cert, NULL), 1);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    struct tls_client c = {.request =
+                               "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"};
+    buf_init(&c.response, 1 << 20);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)httpd_port(srv))};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+    c.ssl = SSL_new(ctx);
+    SSL_set_fd(c.ssl, fd);
+    SSL_set_connect_state(c.ssl);
+    ev_io_init(&c.io, tls_client_io, fd, EV_WRITE);
+    c.io.data = &c;
+    ev_io_start(loop, &c.io);
+    ev_timer_init(&c.timer, tls_client_timeout, 5.0, 0.0);
+    c.timer.data = &c;
+    ev_timer_start(loop, &c.timer);
+    while (!c.done)
+        ev_run(loop, 0);
+
+    assert_int_equal(SSL_get_verify_result(c.ssl), X509_V_OK);
+    assert_int_equal(status_of(c.response.data), 200);
+    assert_string_equal(body_of(c.response.data), "hello\n");
+    buf_release(&c.response);
+    SSL_free(c.ssl);
+    SSL_CTX_free(ctx);
+    close(fd);
+    httpd_free(srv);
+
+    /* A key file that is not there fails at start, naming the files. */
+    cfg.tls_key_path = "/nonexistent/tls.key";
+    srv = httpd_new(loop, &cfg, &err);
+    assert_int_equal(httpd_start(srv, &err), -TELO_EIO);
+    assert_non_null(strstr(err.msg, "/nonexistent/tls.key"));
+    httpd_free(srv);
+    ev_loop_destroy(loop);
+    unlink(cert);
+    unlink(key);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -600,6 +753,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(port_in_use_is_an_io_error, setup, teardown),
         cmocka_unit_test(free_with_a_connection_open),
         cmocka_unit_test(config_and_route_errors),
+        cmocka_unit_test(tls_serves_https),
         cmocka_unit_test_setup_teardown(healthz_is_ok, ops_setup, ops_teardown),
         cmocka_unit_test_setup_teardown(readyz_follows_the_callback, ops_setup, ops_teardown),
         cmocka_unit_test_setup_teardown(metrics_serves_the_registry, ops_setup, ops_teardown),
