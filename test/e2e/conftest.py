@@ -5,6 +5,7 @@ official Python client, the tools users use."""
 import json
 import os
 import queue
+import re
 import subprocess
 import threading
 import time
@@ -100,8 +101,9 @@ def wait_for_default_service_account(cluster, namespace):
 @pytest.fixture
 def namespace(cluster, request):
     """A fresh namespace for one test, deleted afterwards (without waiting for it to go)."""
-    name = "e2e-%s-%s" % (request.node.name.replace("_", "-")[:30].strip("-").lower(),
-                          uuid.uuid4().hex[:6])
+    # Parametrized test names carry "[...]": keep only what a DNS label allows.
+    base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower())[:30].strip("-")
+    name = "e2e-%s-%s" % (base, uuid.uuid4().hex[:6])
     cluster.kubectl("create", "namespace", name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
