@@ -291,6 +291,9 @@ real_node_up() {
 	# Marks this cluster dir as the owner of the machine-wide state below (interfaces, cgroups,
 	# tunables): down.sh of another cluster dir leaves it alone.
 	echo "$real_bridge_if $real_cgroup" >"$real_dir/host-state"
+	# The kubelet makes /var/log/containers (a fixed path) when missing: remember to remove it.
+	[ -d /var/log/containers ] || [ -f "$real_dir/var-log-containers.made" ] ||
+		touch "$real_dir/var-log-containers.made"
 	ensure_real_pki
 	write_real_config
 	ensure_real_network
@@ -376,6 +379,10 @@ real_node_cleanup() {
 	for p in /var/log/containers/*.log; do
 		[ -L "$p" ] && case "$(readlink "$p")" in "$real_dir"/*) rm -f "$p" ;; esac
 	done
+	if [ -f "$real_dir/var-log-containers.made" ]; then
+		rmdir /var/log/containers 2>/dev/null || true # only when empty
+		rm -f "$real_dir/var-log-containers.made"
+	fi
 	rm -f /var/lib/cni/results/telo-real-* 2>/dev/null || true
 	rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null || true # only when empty
 	# Per-run state; images (containerd content, registry, OCI layouts) are kept as a cache.
