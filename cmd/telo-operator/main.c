@@ -1,38 +1,39 @@
-/* telo-operator: the controller manager that runs TeloSessions. */
+/* telo-operator: the controller manager that runs TeloSessions, and its development tools. */
 #include "kube_cmd.h"
-#include "util/log.h"
+#include "operator_cmd.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: telo-operator [--version] [--help]\n"
+    fprintf(out, "usage: telo-operator [run] [OPTIONS]   run the TeloSession controller\n"
                  "       telo-operator kube [--kubeconfig FILE] [--context NAME] COMMAND ...\n"
-                 "\n"
-                 "Runs Telo applications as Kubernetes sessions. The controller is not built yet;\n"
-                 "see README.md for what works today.\n");
+                 "       telo-operator --version | --help\n\n");
+    operator_cmd_usage(out);
+    fprintf(out, "\n");
+    kube_cmd_usage(out);
 }
 
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "kube") == 0)
         return kube_cmd_main(argc - 1, argv + 1);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--version") == 0) {
-            printf("telo-operator %s\n", TELO_VERSION);
-            return 0;
-        }
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            fprintf(stdout, "\n");
-            kube_cmd_usage(stdout);
-            return 0;
-        }
-        fprintf(stderr, "telo-operator: unknown argument '%s'\n", argv[i]);
+    if (argc > 1 && strcmp(argv[1], "run") == 0)
+        return operator_cmd_main(argc - 2, argv + 2);
+    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+        printf("telo-operator %s\n", TELO_VERSION);
+        return 0;
+    }
+    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc > 1 && argv[1][0] != '-') {
+        fprintf(stderr, "telo-operator: unknown command '%s'\n\n", argv[1]);
         usage(stderr);
         return 2;
     }
-    usage(stdout);
-    return 0;
+    /* No command: run, as a container's entrypoint would. */
+    return operator_cmd_main(argc - 1, argv + 1);
 }

@@ -626,6 +626,11 @@ void ctrl_manager_set_active(struct ctrl_manager *m, int active)
         schedule(m);
 }
 
+int ctrl_manager_max_concurrent(const struct ctrl_manager *m)
+{
+    return m->opts.max_concurrent_reconciles;
+}
+
 int ctrl_manager_synced(const struct ctrl_manager *m)
 {
     return m->synced;

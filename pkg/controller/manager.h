@@ -113,6 +113,9 @@ void ctrl_manager_set_active(struct ctrl_manager *m, int active);
  * (up to the shutdown timeout), informers stop, then the loop is broken. */
 void ctrl_manager_stop(struct ctrl_manager *m);
 
+/* The configured reconciles in flight per controller. */
+int ctrl_manager_max_concurrent(const struct ctrl_manager *m);
+
 /* 1 once every informer has synced. */
 int ctrl_manager_synced(const struct ctrl_manager *m);
 

@@ -1,0 +1,328 @@
+/* `telo-operator run`: the controller manager that runs TeloSessions. */
+#include "operator_cmd.h"
+
+#include "controller/endpoints.h"
+#include "controller/events.h"
+#include "controller/leader.h"
+#include "controller/manager.h"
+#include "controller/metrics.h"
+#include "controller/runtime_metrics.h"
+#include "httpd/server.h"
+#include "kube/config.h"
+#include "kube/transport.h"
+#include "session/config.h"
+#include "session/reconciler.h"
+#include "util/log.h"
+
+#include <ev.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_SETS 64
+
+struct options {
+    const char *kubeconfig, *context, *config;
+    const char *sets[MAX_SETS];
+    size_t nsets;
+    int leader_elect;
+    const char *lease_namespace, *lease_name;
+    const char *http_address; /* "host:port", or "0" for none */
+    const char *log_level;
+};
+
+struct operator
+{
+    struct options opt;
+    struct ev_loop *loop;
+    struct session_config *cfg;
+    struct kube_config *kcfg;
+    struct kube_transport *t;
+    struct ctrl_manager *m;
+    struct events_recorder *events;
+    struct session_reconciler *reconciler;
+    struct leader_elector *el;
+    struct metrics_registry *reg;
+    struct ctrl_metrics *runtime_metrics;
+    struct httpd_server *http;
+    char identity[128];
+    int shutting_down;
+    int lost_lease;
+    int pending_cleanups;
+};
+
+void operator_cmd_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: telo-operator [run] [--kubeconfig FILE] [--context NAME] [--config FILE]\n"
+            "                     [--set KEY=VALUE]... [--leader-elect]\n"
+            "                     [--leader-election-namespace NS] [--leader-election-id NAME]\n"
+            "                     [--http-bind-address HOST:PORT|0] [--log-level LEVEL]\n"
+            "\n"
+            "Runs the TeloSession controller. Serves /healthz, /readyz and /metrics on\n"
+            "--http-bind-address (default 0.0.0.0:8080; 0 turns it off). --config reads a YAML\n"
+            "file of the keys below; --set KEY=VALUE overrides one (lists comma-separated,\n"
+            "maps k=v,k2=v2). SIGTERM drains reconciles, releases the lease and exits 0.\n"
+            "\nConfiguration keys:\n");
+    session_config_describe(out);
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    o->http_address = "0.0.0.0:8080";
+    o->lease_name = "telo-operator.telo.run";
+    o->lease_namespace = getenv("POD_NAMESPACE") ? getenv("POD_NAMESPACE") : "telo-system";
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--leader-elect") == 0) {
+            o->leader_elect = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "telo-operator: unknown or incomplete argument '%s'\n", a);
+            return -1;
+        }
+        if (strcmp(a, "--kubeconfig") == 0)
+            o->kubeconfig = v;
+        else if (strcmp(a, "--context") == 0)
+            o->context = v;
+        else if (strcmp(a, "--config") == 0)
+            o->config = v;
+        else if (strcmp(a, "--set") == 0 && o->nsets < MAX_SETS)
+            o->sets[o->nsets++] = v;
+        else if (strcmp(a, "--leader-election-namespace") == 0)
+            o->lease_namespace = v;
+        else if (strcmp(a, "--leader-election-id") == 0)
+            o->lease_name = v;
+        else if (strcmp(a, "--http-bind-address") == 0)
+            o->http_address = v;
+        else if (strcmp(a, "--log-level") == 0)
+            o->log_level = v;
+        else {
+            fprintf(stderr, "telo-operator: unknown argument '%s'\n", a);
+            return -1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* --- readiness, leadership, shutdown ------------------------------------------------------ */
+
+static int ready(void *user, struct buf *reason)
+{
+    struct operator* op = user;
+    if (op->shutting_down) {
+        buf_append_str(reason, "shutting down");
+        return 0;
+    }
+    if (!ctrl_manager_synced(op->m)) {
+        buf_append_str(reason, "informer caches not synced yet");
+        return 0;
+    }
+    /* A follower with warm caches is ready: it can take over at once. */
+    return 1;
+}
+
+static void on_started_leading(void *ud)
+{
+    struct operator* op = ud;
+    telo_log(TELO_LOG_INFO, "became the leader", "identity=%s", op->identity);
+    ctrl_manager_set_active(op->m, 1);
+}
+
+static void on_stopped_leading(void *ud)
+{
+    struct operator* op = ud;
+    ctrl_manager_set_active(op->m, 0);
+    if (op->shutting_down)
+        return;
+    /* Another replica may already be writing: stop at once, as controller-runtime does, and let
+     * the restart rejoin as a follower. */
+    telo_log(TELO_LOG_ERROR, "lost the leader lease; exiting", "identity=%s", op->identity);
+    op->lost_lease = 1;
+    ev_break(op->loop, EVBREAK_ALL);
+}
+
+static void on_new_leader(const char *identity, void *ud)
+{
+    (void)ud;
+    telo_log(TELO_LOG_INFO, "leader observed", "identity=%s", identity);
+}
+
+static void cleanup_done(struct operator* op)
+{
+    if (--op->pending_cleanups == 0)
+        ev_break(op->loop, EVBREAK_ALL);
+}
+
+static void on_released(int rc, void *ud)
+{
+    struct operator* op = ud;
+    if (rc < 0)
+        telo_log(TELO_LOG_WARN, "could not release the lease; followers wait for it to expire",
+                 "rc=%d", rc);
+    cleanup_done(op);
+}
+
+static void on_flushed(int rc, void *ud)
+{
+    (void)rc;
+    cleanup_done(ud);
+}
+
+/* --- setup -------------------------------------------------------------------------------- */
+
+static int load_config(struct operator* op, struct telo_err *err)
+{
+    op->cfg = session_config_new();
+    if (!op->cfg)
+        return telo_err_set(err, TELO_ENOMEM, "out of memory");
+    if (op->opt.config && session_config_load_file(op->cfg, op->opt.config, err) < 0)
+        return -err->code;
+    for (size_t i = 0; i < op->opt.nsets; i++) {
+        if (session_config_set(op->cfg, op->opt.sets[i], err) < 0)
+            return -err->code;
+    }
+    struct kube_config_options copts = {
+        .kubeconfig = op->opt.kubeconfig,
+        .context = op->opt.context,
+        .env_kubeconfig = getenv("KUBECONFIG"),
+        .home = getenv("HOME"),
+        .in_cluster_host = getenv("KUBERNETES_SERVICE_HOST"),
+        .in_cluster_port = getenv("KUBERNETES_SERVICE_PORT"),
+    };
+    return kube_config_load(&copts, &op->kcfg, err);
+}
+
+static int start_http(struct operator* op, struct telo_err *err)
+{
+    if (strcmp(op->opt.http_address, "0") == 0)
+        return 0;
+    char host[128];
+    const char *colon = strrchr(op->opt.http_address, ':');
+    if (!colon)
+        return telo_err_set(err, TELO_EINVAL,
+                            "--http-bind-address %s: want HOST:PORT (e.g. 0.0.0.0:8080) or 0",
+                            op->opt.http_address);
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - op->opt.http_address), op->opt.http_address);
+    struct httpd_config hc = {.address = host, .port = atoi(colon + 1)};
+    op->http = httpd_new(op->loop, &hc, err);
+    if (!op->http || endpoints_register(op->http, op->reg, ready, op, err) < 0 ||
+        httpd_start(op->http, err) < 0)
+        return -err->code;
+    telo_log(TELO_LOG_INFO, "serving health and metrics", "address=%s port=%d", host,
+             httpd_port(op->http));
+    return 0;
+}
+
+static int setup(struct operator* op, struct telo_err *err)
+{
+    int rc = load_config(op, err);
+    if (rc < 0)
+        return rc;
+    op->loop = ev_default_loop(0);
+    if (!(op->t = kube_transport_new(op->loop, op->kcfg, NULL, err)))
+        return -err->code;
+    if (leader_default_identity(op->identity, sizeof(op->identity)) < 0)
+        snprintf(op->identity, sizeof(op->identity), "telo-operator-%d", (int)getpid());
+    const char *pod = getenv("POD_NAME");
+    struct events_recorder_config ecfg = {.reporting_instance = pod ? pod : op->identity};
+    if (!(op->events = events_recorder_new(op->t, &ecfg, err)))
+        return -err->code;
+    struct ctrl_manager_opts mopts = {.max_concurrent_reconciles = (int)op->cfg->workers,
+                                      .handle_signals = 1};
+    if (!(op->m = ctrl_manager_new(op->loop, op->t, &mopts)))
+        return telo_err_set(err, TELO_ENOMEM, "out of memory");
+    if (!(op->reconciler = session_reconciler_new(op->m, op->t, op->cfg, op->events, err)))
+        return -err->code;
+    if (op->opt.leader_elect) {
+        struct leader_config lc = {
+            .namespace = op->opt.lease_namespace,
+            .name = op->opt.lease_name,
+            .identity = op->identity,
+            .callbacks = {on_started_leading, on_stopped_leading, on_new_leader, op},
+        };
+        if (!(op->el = leader_new(op->t, &lc, err)))
+            return -err->code;
+        /* Followers fill their caches but do not reconcile. */
+        ctrl_manager_set_active(op->m, 0);
+    }
+    if (!(op->reg = metrics_registry_new()))
+        return telo_err_set(err, TELO_ENOMEM, "out of memory");
+    if (metrics_register_process(op->reg, NULL, err) < 0 ||
+        !(op->runtime_metrics = ctrl_metrics_register(op->reg, op->m, op->t, op->el, err)) ||
+        session_reconciler_register_metrics(op->reconciler, op->reg, err) < 0)
+        return -err->code;
+    if ((rc = start_http(op, err)) < 0)
+        return rc;
+    if ((rc = ctrl_manager_start(op->m, err)) < 0)
+        return rc;
+    if (op->el && (rc = leader_start(op->el, err)) < 0)
+        return rc;
+    return 0;
+}
+
+static void teardown(struct operator* op)
+{
+    httpd_free(op->http);
+    metrics_registry_free(op->reg);
+    ctrl_metrics_free(op->runtime_metrics);
+    leader_free(op->el);
+    ctrl_manager_free(op->m);
+    session_reconciler_free(op->reconciler);
+    events_recorder_free(op->events);
+    kube_transport_free(op->t);
+    kube_config_free(op->kcfg);
+    session_config_free(op->cfg);
+    if (op->loop)
+        ev_loop_destroy(op->loop);
+}
+
+int operator_cmd_main(int argc, char **argv)
+{
+    struct operator op;
+    memset(&op, 0, sizeof(op));
+    if (parse_args(argc, argv, &op.opt) < 0) {
+        operator_cmd_usage(stderr);
+        return 2;
+    }
+    if (op.opt.log_level) {
+        enum telo_log_level level;
+        if (telo_log_parse_level(op.opt.log_level, &level) < 0) {
+            fprintf(stderr, "telo-operator: --log-level %s: want debug, info, warn or error\n",
+                    op.opt.log_level);
+            return 2;
+        }
+        telo_log_set_level(level);
+    }
+    struct telo_err err;
+    telo_err_clear(&err);
+    int status = 0;
+    if (setup(&op, &err) < 0) {
+        fprintf(stderr, "telo-operator: %s\n", err.msg);
+        teardown(&op);
+        return 1;
+    }
+    telo_log(TELO_LOG_INFO, "telo-operator started", "version=%s identity=%s leader_elect=%d",
+             TELO_VERSION, op.identity, op.opt.leader_elect);
+    ev_run(op.loop, 0);
+    if (ctrl_manager_error(op.m)[0]) {
+        fprintf(stderr, "telo-operator: %s\n", ctrl_manager_error(op.m));
+        status = 1;
+    }
+    if (op.lost_lease)
+        status = 1;
+    /* Drained (or failed): hand the lease over and get the last Events out, briefly. */
+    op.shutting_down = 1;
+    op.pending_cleanups = 1;
+    events_recorder_flush(op.events, 5, on_flushed, &op);
+    if (op.el && !op.lost_lease && leader_release(op.el, on_released, &op) == 0)
+        op.pending_cleanups++;
+    ev_run(op.loop, 0);
+    teardown(&op);
+    return status;
+}

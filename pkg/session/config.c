@@ -1,0 +1,357 @@
+/* The operator's configuration: a YAML file, overridden by --set flags, validated at start. */
+#include "session/config.h"
+
+#include "session/quantity.h"
+#include "util/buf.h"
+#include "util/yamljson.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum kind { K_STRING, K_QUANTITY, K_POSINT, K_STRLIST, K_STRMAP, K_ARRAY, K_URL };
+
+/* One key: its dotted path, its kind, where it lives in the struct, and its help line. */
+struct key {
+    const char *path;
+    enum kind kind;
+    size_t offset;
+    const char *help;
+};
+
+#define AT(field) offsetof(struct session_config, field)
+
+static const struct key keys[] = {
+    {"namespaces", K_STRLIST, AT(namespaces), "namespaces to watch; empty: all"},
+    {"images.default", K_STRING, AT(default_image), "base image of sessions without spec.image"},
+    {"images.init", K_STRING, AT(init_image), "bundle delivery image: needs wget, sha256sum, tar"},
+    {"limits.cpu", K_QUANTITY, AT(max_cpu), "CPU ceiling; requests above it are clamped"},
+    {"limits.memory", K_QUANTITY, AT(max_memory), "memory ceiling"},
+    {"limits.ephemeralStorage", K_QUANTITY, AT(max_ephemeral_storage), "ephemeral storage ceiling"},
+    {"limits.ttlSeconds", K_POSINT, AT(max_ttl_seconds), "wall-clock ceiling of a session"},
+    {"ingress.baseDomain", K_STRING, AT(ingress_base_domain),
+     "session hosts are <port>-<id>.<baseDomain>; unset: no Ingress"},
+    {"ingress.className", K_STRING, AT(ingress_class), "ingressClassName of session Ingresses"},
+    {"ingress.tlsSecretName", K_STRING, AT(ingress_tls_secret), "TLS Secret for session hosts"},
+    {"runtimeClassName", K_STRING, AT(runtime_class), "runtime class of session pods"},
+    {"imagePullSecret", K_STRING, AT(image_pull_secret), "pull Secret in session namespaces"},
+    {"managedBy", K_STRING, AT(managed_by), "value of app.kubernetes.io/managed-by on children"},
+    {"startDeadlineSeconds", K_POSINT, AT(start_deadline_seconds),
+     "a pod not Running this long after creation fails the session"},
+    {"nodeSelector", K_STRMAP, AT(node_selector), "nodeSelector of session pods"},
+    {"tolerations", K_ARRAY, AT(tolerations), "tolerations of session pods (PodSpec form)"},
+    {"registryUrl", K_URL, AT(registry_url), "default TELO_REGISTRY_URL of sessions"},
+    {"gatewayUrl", K_URL, AT(gateway_url), "base URL of the terminal gateway, for status.attach"},
+    {"workers", K_POSINT, AT(workers), "reconciles in flight at once"},
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+struct session_config *session_config_new(void)
+{
+    struct session_config *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->default_image = strdup("telorun/node:latest-slim");
+    c->init_image = strdup("busybox:stable");
+    c->max_cpu = strdup("500m");
+    c->max_memory = strdup("512Mi");
+    c->max_ephemeral_storage = strdup("1Gi");
+    c->max_ttl_seconds = 21600;
+    c->managed_by = strdup("telo-operator");
+    c->start_deadline_seconds = 120;
+    c->registry_url = strdup("https://registry.telo.run");
+    c->workers = 16;
+    if (!c->default_image || !c->init_image || !c->max_cpu || !c->max_memory ||
+        !c->max_ephemeral_storage || !c->managed_by || !c->registry_url) {
+        session_config_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void free_list(char **list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(list[i]);
+    free(list);
+}
+
+void session_config_free(struct session_config *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < NKEYS; i++) {
+        void *field = (char *)c + keys[i].offset;
+        switch (keys[i].kind) {
+        case K_STRING:
+        case K_QUANTITY:
+        case K_URL:
+            free(*(char **)field);
+            break;
+        case K_STRMAP:
+        case K_ARRAY:
+            json_object_put(*(struct json_object **)field);
+            break;
+        default:
+            break;
+        }
+    }
+    free_list(c->namespaces, c->nnamespaces);
+    free(c);
+}
+
+static const struct key *find_key(const char *path)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (strcmp(keys[i].path, path) == 0)
+            return &keys[i];
+    }
+    return NULL;
+}
+
+static int unknown_key(const char *source, const char *path, struct telo_err *err)
+{
+    struct buf known;
+    buf_init(&known, 1024);
+    for (size_t i = 0; i < NKEYS; i++)
+        (void)buf_printf(&known, "%s%s", i ? ", " : "", keys[i].path);
+    int rc = telo_err_set(err, TELO_EINVAL, "%s: unknown key '%s' (known keys: %s)", source, path,
+                          known.data ? known.data : "");
+    buf_release(&known);
+    return rc;
+}
+
+static int replace_string(char **field, const char *value, const char *source, const char *path,
+                          struct telo_err *err)
+{
+    char *copy = strdup(value);
+    if (!copy)
+        return telo_err_set(err, TELO_ENOMEM, "%s: %s: out of memory", source, path);
+    free(*field);
+    *field = copy;
+    return 0;
+}
+
+/* Sets one key from a JSON value (from the file, or made from a --set string). */
+static int set_value(struct session_config *c, const struct key *k, struct json_object *v,
+                     const char *source, struct telo_err *err)
+{
+    void *field = (char *)c + k->offset;
+    const char *text = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    switch (k->kind) {
+    case K_STRING:
+    case K_QUANTITY:
+    case K_URL:
+        if (!text)
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a string", source, k->path);
+        if (k->kind == K_QUANTITY) {
+            long long milli;
+            if (session_quantity_milli(text, &milli) < 0 || milli <= 0)
+                return telo_err_set(err, TELO_EINVAL,
+                                    "%s: %s: \"%s\" is not a positive quantity (e.g. 500m, 1Gi)",
+                                    source, k->path, text);
+        }
+        if (k->kind == K_URL && *text && strncmp(text, "https://", 8) != 0 &&
+            strncmp(text, "http://", 7) != 0)
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: \"%s\" is not an http(s) URL", source,
+                                k->path, text);
+        /* An empty string unsets an optional key. */
+        if (!*text && k->kind != K_QUANTITY) {
+            free(*(char **)field);
+            *(char **)field = NULL;
+            return 0;
+        }
+        return replace_string(field, text, source, k->path, err);
+    case K_POSINT: {
+        long long n = -1;
+        if (json_object_is_type(v, json_type_int)) {
+            n = json_object_get_int64(v);
+        } else if (text) {
+            char *end;
+            errno = 0;
+            n = strtoll(text, &end, 10);
+            if (errno || end == text || *end)
+                n = -1;
+        }
+        if (n <= 0 || n > 100000000)
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a whole number above 0", source,
+                                k->path);
+        *(long *)field = (long)n;
+        return 0;
+    }
+    case K_STRLIST: {
+        if (!json_object_is_type(v, json_type_array))
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list of strings", source,
+                                k->path);
+        size_t n = json_object_array_length(v);
+        char **list = calloc(n ? n : 1, sizeof(*list));
+        if (!list)
+            return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
+        for (size_t i = 0; i < n; i++) {
+            struct json_object *e = json_object_array_get_idx(v, i);
+            if (!json_object_is_type(e, json_type_string) || !*json_object_get_string(e) ||
+                !(list[i] = strdup(json_object_get_string(e)))) {
+                free_list(list, i);
+                return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: want a non-empty string",
+                                    source, k->path, i);
+            }
+        }
+        free_list(c->namespaces, c->nnamespaces);
+        c->namespaces = list;
+        c->nnamespaces = n;
+        return 0;
+    }
+    case K_STRMAP:
+        if (!json_object_is_type(v, json_type_object))
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a map of strings", source, k->path);
+        json_object_object_foreach(v, mk, mv)
+        {
+            if (!json_object_is_type(mv, json_type_string))
+                return telo_err_set(err, TELO_EINVAL, "%s: %s.%s: want a string", source, k->path,
+                                    mk);
+        }
+        json_object_put(*(struct json_object **)field);
+        *(struct json_object **)field = json_object_get(v);
+        return 0;
+    case K_ARRAY:
+        if (!json_object_is_type(v, json_type_array))
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list", source, k->path);
+        json_object_put(*(struct json_object **)field);
+        *(struct json_object **)field = json_object_get(v);
+        return 0;
+    }
+    return 0;
+}
+
+/* Walks a parsed file: maps recurse until their path names a key. */
+static int walk(struct session_config *c, struct json_object *obj, const char *prefix,
+                const char *source, struct telo_err *err)
+{
+    json_object_object_foreach(obj, name, value)
+    {
+        char path[256];
+        snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", name);
+        const struct key *k = find_key(path);
+        if (k) {
+            int rc = set_value(c, k, value, source, err);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        /* An intermediate map ("limits") is fine if some key lives below it. */
+        size_t len = strlen(path);
+        int is_prefix = 0;
+        for (size_t i = 0; i < NKEYS && !is_prefix; i++)
+            is_prefix = strncmp(keys[i].path, path, len) == 0 && keys[i].path[len] == '.';
+        if (!is_prefix)
+            return unknown_key(source, path, err);
+        if (!json_object_is_type(value, json_type_object))
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a map", source, path);
+        int rc = walk(c, value, path, source, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int session_config_load_file(struct session_config *c, const char *path, struct telo_err *err)
+{
+    char source[300];
+    snprintf(source, sizeof(source), "config %s", path);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return telo_err_set(err, TELO_EIO, "%s: cannot open: %s", source, strerror(errno));
+    struct buf text;
+    buf_init(&text, 1 << 20);
+    char chunk[8192];
+    size_t n;
+    int rc = 0;
+    while (rc == 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        rc = buf_append(&text, chunk, n);
+    fclose(f);
+    if (rc < 0) {
+        buf_release(&text);
+        return telo_err_set(err, TELO_ETOOBIG, "%s: larger than 1 MiB", source);
+    }
+    struct json_object *doc = NULL;
+    rc = yamljson_parse(text.data ? text.data : "", text.len, source, &doc, err);
+    buf_release(&text);
+    if (rc < 0)
+        return rc;
+    if (!json_object_is_type(doc, json_type_object))
+        rc = telo_err_set(err, TELO_EINVAL, "%s: want a map of keys at the top level", source);
+    else
+        rc = walk(c, doc, "", source, err);
+    json_object_put(doc);
+    return rc;
+}
+
+/* Turns a --set value into the JSON value its key's kind expects. */
+static struct json_object *flag_value(const struct key *k, const char *value, struct telo_err *err)
+{
+    struct json_object *v = NULL;
+    switch (k->kind) {
+    case K_STRLIST: {
+        v = json_object_new_array();
+        char *copy = strdup(value);
+        char *save = NULL;
+        for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok;
+             tok = strtok_r(NULL, ",", &save))
+            json_object_array_add(v, json_object_new_string(tok));
+        free(copy);
+        return v;
+    }
+    case K_STRMAP: {
+        v = json_object_new_object();
+        char *copy = strdup(value);
+        char *save = NULL;
+        for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok;
+             tok = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(tok, '=');
+            if (!eq) {
+                telo_err_set(err, TELO_EINVAL, "--set %s: '%s' is not key=value", k->path, tok);
+                json_object_put(v);
+                free(copy);
+                return NULL;
+            }
+            *eq = '\0';
+            json_object_object_add(v, tok, json_object_new_string(eq + 1));
+        }
+        free(copy);
+        return v;
+    }
+    case K_ARRAY:
+        v = json_tokener_parse(value);
+        if (!v)
+            telo_err_set(err, TELO_EINVAL, "--set %s: want a JSON list", k->path);
+        return v;
+    default:
+        return json_object_new_string(value);
+    }
+}
+
+int session_config_set(struct session_config *c, const char *assignment, struct telo_err *err)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq)
+        return telo_err_set(err, TELO_EINVAL, "--set %s: want key.path=value", assignment);
+    char path[256];
+    snprintf(path, sizeof(path), "%.*s", (int)(eq - assignment), assignment);
+    const struct key *k = find_key(path);
+    if (!k)
+        return unknown_key("--set", path, err);
+    struct json_object *v = flag_value(k, eq + 1, err);
+    if (!v)
+        return -TELO_EINVAL;
+    int rc = set_value(c, k, v, "--set", err);
+    json_object_put(v);
+    return rc;
+}
+
+void session_config_describe(FILE *out)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        fprintf(out, "  %-24s %s\n", keys[i].path, keys[i].help);
+}

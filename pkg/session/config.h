@@ -1,0 +1,54 @@
+/* The operator's configuration: a YAML file, overridden by --set flags, validated at start. */
+#ifndef TELO_SESSION_CONFIG_H
+#define TELO_SESSION_CONFIG_H
+
+#include "util/err.h"
+
+#include <json.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Every knob, with the defaults of session_config_new in the comments. Strings are owned by the
+ * config; NULL means unset. */
+struct session_config {
+    char **namespaces; /* namespaces to watch; none: all */
+    size_t nnamespaces;
+    char *default_image;               /* images.default: "telorun/node:latest-slim" */
+    char *init_image;                  /* images.init: "busybox:stable" (wget, sha256sum, tar) */
+    char *max_cpu;                     /* limits.cpu: "500m" */
+    char *max_memory;                  /* limits.memory: "512Mi" */
+    char *max_ephemeral_storage;       /* limits.ephemeralStorage: "1Gi" */
+    long max_ttl_seconds;              /* limits.ttlSeconds: 21600 */
+    char *ingress_base_domain;         /* ingress.baseDomain: unset (no Service/Ingress URLs) */
+    char *ingress_class;               /* ingress.className */
+    char *ingress_tls_secret;          /* ingress.tlsSecretName */
+    char *runtime_class;               /* runtimeClassName */
+    char *image_pull_secret;           /* imagePullSecret */
+    char *managed_by;                  /* managedBy: "telo-operator" */
+    long start_deadline_seconds;       /* startDeadlineSeconds: 120 */
+    struct json_object *node_selector; /* nodeSelector: {} (string map) */
+    struct json_object *tolerations;   /* tolerations: [] (as in a PodSpec) */
+    char *registry_url;                /* registryUrl: "https://registry.telo.run" */
+    char *gateway_url;                 /* gatewayUrl: unset (no status.attach.url) */
+    long workers;                      /* workers: 16 concurrent reconciles */
+};
+
+/* Returns the defaults, or NULL when out of memory. Free with session_config_free. */
+struct session_config *session_config_new(void);
+
+/* Frees c. Accepts NULL. */
+void session_config_free(struct session_config *c);
+
+/* Reads a YAML config file over c. Returns 0, or -TELO_EINVAL with err naming the file and the
+ * key path ("config /etc/telo.yaml: limits.cpu: \"lots\" is not a quantity"); unknown keys are
+ * rejected with the list of known ones. On failure c may be partly updated: discard it. */
+int session_config_load_file(struct session_config *c, const char *path, struct telo_err *err);
+
+/* Applies one "key.path=value" override (the --set flag): scalars as text, lists
+ * comma-separated, maps as k=v pairs separated by commas, tolerations as JSON. Same errors. */
+int session_config_set(struct session_config *c, const char *assignment, struct telo_err *err);
+
+/* Writes the config's keys and defaults as commented YAML, for --help and the chart. */
+void session_config_describe(FILE *out);
+
+#endif

@@ -1,0 +1,658 @@
+/* The TeloSession reconciler: observed state in, writes out, registered on a manager. */
+#include "session/reconciler.h"
+
+#include "cache/transform.h"
+#include "controller/events.h"
+#include "controller/metrics.h"
+#include "kube/rest.h"
+#include "session/desired.h"
+#include "session/spec.h"
+#include "session/status.h"
+#include "util/log.h"
+#include "util/timefmt.h"
+
+#include <ev.h>
+#include <json.h>
+#include <openssl/rand.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How often a session blocked on something the user must fix (a missing bundle ConfigMap) is
+ * looked at again. Creating the ConfigMap does not trigger a reconcile: ConfigMaps are not
+ * watched, since caching every ConfigMap of a namespace would cost far more than polling. */
+#define BLOCKED_RECHECK_S 10.0
+
+/* telo_session_startup_seconds: 0.25 s doubling to 512 s. */
+#define STARTUP_BUCKET_START 0.25
+#define STARTUP_BUCKETS      12
+
+struct session_reconciler {
+    struct ctrl_manager *m;
+    struct kube_transport *t;
+    const struct session_config *cfg;
+    struct events_recorder *events;
+    struct ctrl_informer *sessions, *pods, *services, *ingresses, *secrets;
+    struct ctrl_controller *c;
+    struct session_stats stats;
+    struct metrics_family *phases, *starts, *failures, *startup;
+};
+
+/* One reconcile in flight: its writes run in parallel; the last to finish ends the reconcile. */
+struct pass {
+    struct session_reconciler *r;
+    struct ctrl_reconcile *rec;
+    struct session s;
+    struct json_object *pod;
+    int pending;
+    int failed;
+    char error[TELO_ERR_MSG_MAX];
+    double requeue_after;
+    enum ctrl_outcome outcome;
+};
+
+/* --- reading the caches ------------------------------------------------------------------ */
+
+static struct json_object *cached(const struct ctrl_informer *inf, const char *ns, const char *name)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    const struct cache_object *o = cache_store_get(ctrl_informer_store(inf), key);
+    return o ? json_tokener_parse(o->json) : NULL;
+}
+
+static struct json_object *get(struct json_object *o, const char *key)
+{
+    struct json_object *v = NULL;
+    return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+/* --- finishing ----------------------------------------------------------------------------- */
+
+static void pass_free(struct pass *p)
+{
+    session_spec_release(&p->s);
+    json_object_put(p->pod);
+    free(p);
+}
+
+static void pass_done(struct pass *p)
+{
+    if (--p->pending > 0)
+        return;
+    struct ctrl_result res = {.outcome = p->outcome};
+    if (p->failed) {
+        res.outcome = CTRL_ERROR;
+        res.message = p->error;
+    } else if (p->outcome == CTRL_SUCCESS && p->requeue_after > 0) {
+        res.outcome = CTRL_REQUEUE_AFTER;
+        res.requeue_after = p->requeue_after;
+    }
+    ctrl_reconcile_finish(p->rec, &res);
+    pass_free(p);
+}
+
+static void on_write(const struct kube_result *res, void *ud)
+{
+    struct pass *p = ud;
+    /* 404 on a delete: already gone, which is what we wanted. 409 on create: a previous pass
+     * made it and the cache has not caught up. Neither is an error. */
+    if (res->rc < 0 && !(res->code == 404) &&
+        !(res->code == 409 && res->status && res->status->reason == KUBE_REASON_ALREADY_EXISTS)) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "%s", res->err ? res->err->msg : "write failed");
+    }
+    pass_done(p);
+}
+
+/* Starts a server-side apply of obj (consumed) to ref; counts as a pending write. */
+static void apply(struct pass *p, const struct kube_ref *ref, struct json_object *obj)
+{
+    size_t len = 0;
+    const char *body = json_object_to_json_string_length(
+        obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER, .force = 1};
+    struct telo_err err;
+    p->pending++;
+    p->r->stats.writes++;
+    if (!kube_rest_apply(p->r->t, ref, body, len, &o, on_write, p, &err)) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "%s", err.msg);
+        p->pending--;
+    }
+    json_object_put(obj);
+}
+
+static void delete_object(struct pass *p, const struct kube_ref *ref, long grace)
+{
+    struct kube_delete_opts o = {.propagation_policy = "Background", .grace_period_seconds = grace};
+    struct telo_err err;
+    p->pending++;
+    p->r->stats.writes++;
+    if (!kube_rest_delete(p->r->t, ref, &o, on_write, p, &err)) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "%s", err.msg);
+        p->pending--;
+    }
+}
+
+/* --- the pass ------------------------------------------------------------------------------ */
+
+static void write_status(struct pass *p, struct json_object *status)
+{
+    struct json_object *body = json_object_new_object(), *meta = json_object_new_object();
+    json_object_object_add(body, "apiVersion", json_object_new_string("telo.run/v1alpha1"));
+    json_object_object_add(body, "kind", json_object_new_string("TeloSession"));
+    json_object_object_add(meta, "name", json_object_new_string(p->s.name));
+    json_object_object_add(meta, "namespace", json_object_new_string(p->s.namespace));
+    json_object_object_add(body, "metadata", meta);
+    json_object_object_add(body, "status", json_object_get(status));
+    struct kube_ref ref = {.group = "telo.run",
+                           .version = "v1alpha1",
+                           .resource = "telosessions",
+                           .namespace = p->s.namespace,
+                           .name = p->s.name,
+                           .subresource = "status"};
+    p->r->stats.status_writes++;
+    apply(p, &ref, body);
+}
+
+static void record_event(struct pass *p, const struct session_verdict *v)
+{
+    if (!v->event_type)
+        return;
+    telo_log(TELO_LOG_INFO, "session transition", "session=%s/%s reason=%s", p->s.namespace,
+             p->s.name, v->event_reason);
+    if (!p->r->events)
+        return;
+    struct events_object obj = {"telo.run/v1alpha1", "TeloSession", p->s.namespace, p->s.name,
+                                p->s.uid};
+    (void)events_record(p->r->events, &obj, v->event_type, v->event_reason, NULL, "%s",
+                        v->event_message);
+}
+
+static void random_token(char out[65])
+{
+    unsigned char bytes[32];
+    if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+        /* Never hand out a guessable token: an empty one fails the Secret's apply instead. */
+        out[0] = '\0';
+        return;
+    }
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+}
+
+/* Whether the cached child's spec already holds what we would apply. */
+static int same_field(struct json_object *cached_obj, struct json_object *desired,
+                      const char *section, const char *field)
+{
+    struct json_object *a = get(get(cached_obj, section), field);
+    struct json_object *b = get(get(desired, section), field);
+    return (a == NULL && b == NULL) || (a && b && json_object_equal(a, b));
+}
+
+static void sync_service(struct pass *p, const char *child)
+{
+    struct session_reconciler *r = p->r;
+    struct json_object *want = session_desired_service(&p->s, r->cfg);
+    struct json_object *have = cached(r->services, p->s.namespace, child);
+    struct kube_ref ref = {
+        .version = "v1", .resource = "services", .namespace = p->s.namespace, .name = child};
+    if (want && !(have && same_field(have, want, "spec", "ports")))
+        apply(p, &ref, json_object_get(want));
+    else if (!want && have)
+        delete_object(p, &ref, -1);
+    json_object_put(want);
+    json_object_put(have);
+}
+
+static void sync_ingress(struct pass *p, const char *child)
+{
+    struct session_reconciler *r = p->r;
+    struct json_object *want = session_desired_ingress(&p->s, r->cfg);
+    struct json_object *have = cached(r->ingresses, p->s.namespace, child);
+    struct kube_ref ref = {.group = "networking.k8s.io",
+                           .version = "v1",
+                           .resource = "ingresses",
+                           .namespace = p->s.namespace,
+                           .name = child};
+    if (want && !(have && same_field(have, want, "spec", "rules") &&
+                  same_field(have, want, "spec", "tls") &&
+                  same_field(have, want, "spec", "ingressClassName")))
+        apply(p, &ref, json_object_get(want));
+    else if (!want && have)
+        delete_object(p, &ref, -1);
+    json_object_put(want);
+    json_object_put(have);
+}
+
+/* Everything after the optional bundle check: status, children, writes. */
+static void converge(struct pass *p, const char *blocked_reason, const char *blocked_message)
+{
+    struct session_reconciler *r = p->r;
+    char child[64], secret[80];
+    session_child_name(&p->s, child, sizeof(child));
+    session_secret_name(&p->s, secret, sizeof(secret));
+    struct json_object *secret_obj = cached(r->secrets, p->s.namespace, secret);
+    const char *image = session_image(&p->s, r->cfg);
+
+    struct session_observation obs = {
+        .s = &p->s,
+        .cfg = r->cfg,
+        .pod = p->pod,
+        .image = image,
+        .attach_secret = secret_obj != NULL,
+        .now = ev_now(kube_transport_loop(r->t)),
+        .blocked_reason = blocked_reason,
+        .blocked_message = blocked_message,
+    };
+    struct session_verdict v;
+    if (session_status_compute(&obs, &v) < 0) {
+        json_object_put(secret_obj);
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "out of memory computing the status");
+        pass_done(p);
+        return;
+    }
+
+    if (v.delete_session) {
+        struct kube_ref ref = {.group = "telo.run",
+                               .version = "v1alpha1",
+                               .resource = "telosessions",
+                               .namespace = p->s.namespace,
+                               .name = p->s.name};
+        delete_object(p, &ref, -1);
+    } else {
+        const char *phase = json_object_get_string(get(v.status, "phase"));
+        int live = strcmp(phase, "Pending") == 0 || strcmp(phase, "Provisioning") == 0 ||
+                   strcmp(phase, "Running") == 0;
+        if (!p->pod && strcmp(phase, "Pending") == 0 && !blocked_reason) {
+            struct kube_ref ref = {
+                .version = "v1", .resource = "pods", .namespace = p->s.namespace, .name = child};
+            r->stats.starts++;
+            apply(p, &ref, session_desired_pod(&p->s, r->cfg, image));
+        }
+        if (v.delete_pod && p->pod) {
+            struct kube_ref ref = {
+                .version = "v1", .resource = "pods", .namespace = p->s.namespace, .name = child};
+            delete_object(p, &ref, -1);
+        }
+        if (live) {
+            sync_service(p, child);
+            sync_ingress(p, child);
+            if (!secret_obj) {
+                char token[65];
+                random_token(token);
+                struct kube_ref ref = {.version = "v1",
+                                       .resource = "secrets",
+                                       .namespace = p->s.namespace,
+                                       .name = secret};
+                apply(p, &ref, session_desired_secret(&p->s, r->cfg, token));
+            }
+        }
+        if (v.changed) {
+            const char *old_phase = json_object_get_string(get(p->s.status, "phase"));
+            if (strcmp(phase, "Failed") == 0 && (!old_phase || strcmp(old_phase, "Failed") != 0))
+                r->stats.failures++;
+            if (strcmp(phase, "Running") == 0 &&
+                (!old_phase || strcmp(old_phase, "Running") != 0)) {
+                const char *created =
+                    json_object_get_string(get(get(p->s.obj, "metadata"), "creationTimestamp"));
+                (void)created; /* startup time is measured by the benchmark from the outside */
+            }
+            write_status(p, v.status);
+            record_event(p, &v);
+        }
+    }
+    p->requeue_after = v.requeue_after;
+    if (blocked_reason && (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
+        p->requeue_after = BLOCKED_RECHECK_S;
+    session_verdict_release(&v);
+    json_object_put(secret_obj);
+    pass_done(p);
+}
+
+/* The bundle ConfigMap check before a pod is created: a missing bundle is the user's to fix,
+ * and a pod waiting on a missing volume would only say "ContainerCreating". */
+static void on_bundle(const struct kube_result *res, void *ud)
+{
+    struct pass *p = ud;
+    char message[600];
+    if (res->rc < 0 && res->code == 404) {
+        snprintf(message, sizeof(message),
+                 "ConfigMap %s (spec.bundle.configMap.name) does not exist in namespace %s; "
+                 "create it with: kubectl create configmap %s -n %s --from-file=%s=app.tgz",
+                 p->s.bundle_configmap, p->s.namespace, p->s.bundle_configmap, p->s.namespace,
+                 p->s.bundle_configmap_key);
+        converge(p, "BundleNotFound", message);
+        return;
+    }
+    if (res->rc < 0) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "%s", res->err ? res->err->msg : "get failed");
+        pass_done(p);
+        return;
+    }
+    if (!get(get(res->object, "binaryData"), p->s.bundle_configmap_key) &&
+        !get(get(res->object, "data"), p->s.bundle_configmap_key)) {
+        snprintf(message, sizeof(message),
+                 "ConfigMap %s has no key %s (spec.bundle.configMap.key): put the gzip tar of the "
+                 "app under binaryData.%s",
+                 p->s.bundle_configmap, p->s.bundle_configmap_key, p->s.bundle_configmap_key);
+        converge(p, "BundleNotFound", message);
+        return;
+    }
+    converge(p, NULL, NULL);
+}
+
+static void invalid_spec(struct pass *p, struct json_object *obj, const char *why)
+{
+    /* The schema should have refused it; say so on the object rather than retry forever. */
+    struct json_object *meta = get(obj, "metadata");
+    p->s.name = json_object_get_string(get(meta, "name"));
+    p->s.namespace = json_object_get_string(get(meta, "namespace"));
+    p->s.obj = json_object_get(obj);
+    struct json_object *status = json_object_new_object();
+    json_object_object_add(status, "phase", json_object_new_string("Failed"));
+    json_object_object_add(status, "reason", json_object_new_string("InvalidSpec"));
+    json_object_object_add(status, "message", json_object_new_string(why));
+    struct json_object *old = get(obj, "status");
+    p->outcome = CTRL_TERMINAL_ERROR;
+    snprintf(p->error, sizeof(p->error), "%s", why);
+    p->pending++;
+    if (!(old && json_object_equal(get(old, "message"), get(status, "message"))))
+        write_status(p, status);
+    json_object_put(status);
+    pass_done(p);
+}
+
+static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
+{
+    struct session_reconciler *r = ud;
+    struct pass *p = calloc(1, sizeof(*p));
+    struct ctrl_result ok = {.outcome = CTRL_SUCCESS};
+    if (!p) {
+        struct ctrl_result oom = {.outcome = CTRL_ERROR, .message = "out of memory"};
+        ctrl_reconcile_finish(rec, &oom);
+        return;
+    }
+    p->r = r;
+    p->rec = rec;
+    const struct cache_object *co = cache_store_get(ctrl_informer_store(r->sessions), key);
+    struct json_object *obj = co ? json_tokener_parse(co->json) : NULL;
+    if (!obj) {
+        /* Deleted: its children go with it through their owner references. */
+        free(p);
+        ctrl_reconcile_finish(rec, &ok);
+        return;
+    }
+    struct telo_err err;
+    if (session_spec_parse(obj, &p->s, &err) < 0) {
+        invalid_spec(p, obj, err.msg);
+        json_object_put(obj);
+        return;
+    }
+    json_object_put(obj);
+    if (p->s.deleting) {
+        pass_free(p);
+        ctrl_reconcile_finish(rec, &ok);
+        return;
+    }
+    char child[64];
+    session_child_name(&p->s, child, sizeof(child));
+    p->pod = cached(r->pods, p->s.namespace, child);
+    p->pending = 1; /* held until every write of the pass has started */
+    const char *phase = json_object_get_string(get(p->s.status, "phase"));
+    int may_create = !p->pod && !p->s.stopped &&
+                     !json_object_get_string(get(p->s.status, "podName")) &&
+                     (!phase || strcmp(phase, "Pending") == 0);
+    if (may_create && p->s.bundle_configmap) {
+        struct kube_ref ref = {.version = "v1",
+                               .resource = "configmaps",
+                               .namespace = p->s.namespace,
+                               .name = p->s.bundle_configmap};
+        if (kube_rest_get(r->t, &ref, on_bundle, p, &err))
+            return;
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "%s", err.msg);
+        pass_done(p);
+        return;
+    }
+    converge(p, NULL, NULL);
+}
+
+/* --- registration -------------------------------------------------------------------------- */
+
+static const char *const pod_paths[] = {
+    "metadata.labels",
+    "metadata.creationTimestamp",
+    "status.phase",
+    "status.reason",
+    "status.message",
+    "status.podIP",
+    "status.startTime",
+    "status.conditions[].type",
+    "status.conditions[].status",
+    "status.conditions[].reason",
+    "status.conditions[].message",
+    "status.initContainerStatuses[].name",
+    "status.initContainerStatuses[].state",
+    "status.initContainerStatuses[].lastState",
+    "status.containerStatuses[].name",
+    "status.containerStatuses[].state",
+    "status.containerStatuses[].lastState",
+};
+static const char *const service_paths[] = {"metadata.labels", "spec.ports"};
+static const char *const ingress_paths[] = {"metadata.labels", "spec"};
+static const char *const secret_paths[] = {"metadata.labels"};
+static const char *const session_paths[] = {"metadata.labels", "metadata.creationTimestamp", "spec",
+                                            "status"};
+
+struct projection {
+    const char *const *paths;
+    size_t n;
+};
+
+static struct json_object *project(struct json_object *obj, void *arg)
+{
+    const struct projection *pr = arg;
+    return cache_transform_project(obj, pr->paths, pr->n);
+}
+
+#define PROJECTION(list)                                                                           \
+    {                                                                                              \
+        list, sizeof(list) / sizeof(list[0])                                                       \
+    }
+static struct projection pod_projection = PROJECTION(pod_paths);
+static struct projection service_projection = PROJECTION(service_paths);
+static struct projection ingress_projection = PROJECTION(ingress_paths);
+static struct projection secret_projection = PROJECTION(secret_paths);
+static struct projection session_projection = PROJECTION(session_paths);
+
+static struct ctrl_informer *child_informer(struct session_reconciler *r, const char *name,
+                                            const char *group, const char *resource,
+                                            struct projection *pr, const char *selector,
+                                            struct telo_err *err)
+{
+    static const struct cache_index_def idx[] = {{"namespace", cache_index_namespace, NULL}};
+    struct cache_reflector_config cfg = {
+        .ref = {.group = group,
+                .version = "v1",
+                .resource = resource,
+                .namespace = r->cfg->nnamespaces == 1 ? r->cfg->namespaces[0] : NULL},
+        .label_selector = selector,
+        .transform = project,
+        .transform_arg = pr,
+        .indexes = idx,
+        .nindexes = 1,
+    };
+    struct ctrl_informer *inf = ctrl_manager_add_informer(r->m, name, &cfg, err);
+    if (inf && r->c && ctrl_controller_watch_owned(r->c, inf, "TeloSession", err) < 0)
+        return NULL;
+    return inf;
+}
+
+struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct kube_transport *t,
+                                                  const struct session_config *cfg,
+                                                  struct events_recorder *events,
+                                                  struct telo_err *err)
+{
+    struct session_reconciler *r = calloc(1, sizeof(*r));
+    if (!r) {
+        telo_err_set(err, TELO_ENOMEM, "session reconciler: out of memory");
+        return NULL;
+    }
+    r->m = m;
+    r->t = t;
+    r->cfg = cfg;
+    r->events = events;
+    histogram_init_exponential(&r->stats.startup_seconds, STARTUP_BUCKET_START, 2, STARTUP_BUCKETS);
+    static const struct cache_index_def idx[] = {{"namespace", cache_index_namespace, NULL}};
+    struct cache_reflector_config scfg = {
+        .ref = {.group = "telo.run",
+                .version = "v1alpha1",
+                .resource = "telosessions",
+                .namespace = cfg->nnamespaces == 1 ? cfg->namespaces[0] : NULL},
+        .transform = project,
+        .transform_arg = &session_projection,
+        .indexes = idx,
+        .nindexes = 1,
+    };
+    char selector[256];
+    snprintf(selector, sizeof(selector), SESSION_MANAGED_BY "=%s", cfg->managed_by);
+    if (!(r->sessions = ctrl_manager_add_informer(m, "telosessions", &scfg, err)) ||
+        !(r->c = ctrl_manager_add_controller(m, "telosession", r->sessions, reconcile, r, err)) ||
+        !(r->pods = child_informer(r, "pods", NULL, "pods", &pod_projection, selector, err)) ||
+        !(r->services = child_informer(r, "services", NULL, "services", &service_projection,
+                                       selector, err)) ||
+        !(r->ingresses = child_informer(r, "ingresses", "networking.k8s.io", "ingresses",
+                                        &ingress_projection, selector, err)) ||
+        !(r->secrets =
+              child_informer(r, "secrets", NULL, "secrets", &secret_projection, selector, err))) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void session_reconciler_free(struct session_reconciler *r)
+{
+    free(r);
+}
+
+struct phase_count {
+    const char *phase;
+    unsigned long n;
+};
+
+struct phase_tally {
+    struct phase_count counts[8];
+    size_t n;
+};
+
+static void tally(void *ud, const struct cache_object *obj)
+{
+    struct phase_tally *t = ud;
+    struct json_object *o = json_tokener_parse(obj->json);
+    const char *phase = json_object_get_string(get(get(o, "status"), "phase"));
+    static const char *const phases[] = {"Pending",   "Building", "Provisioning", "Running",
+                                         "Succeeded", "Failed",   "Stopped"};
+    const char *known = "Pending";
+    for (size_t i = 0; phase && i < sizeof(phases) / sizeof(phases[0]); i++) {
+        if (strcmp(phase, phases[i]) == 0)
+            known = phases[i];
+    }
+    json_object_put(o);
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->counts[i].phase == known) {
+            t->counts[i].n++;
+            return;
+        }
+    }
+    if (t->n < 8)
+        t->counts[t->n++] = (struct phase_count){known, 1};
+}
+
+void session_reconciler_count_phases(const struct session_reconciler *r,
+                                     void (*fn)(void *ud, const char *phase, unsigned long n),
+                                     void *ud)
+{
+    struct phase_tally t = {.n = 0};
+    cache_store_each(ctrl_informer_store(r->sessions), tally, &t);
+    for (size_t i = 0; i < t.n; i++)
+        fn(ud, t.counts[i].phase, t.counts[i].n);
+}
+
+const struct session_stats *session_reconciler_stats(const struct session_reconciler *r)
+{
+    return &r->stats;
+}
+
+struct phase_gauge {
+    struct metrics_family *fam;
+    int seen[8];
+};
+
+static const char *const all_phases[] = {"Pending",   "Building", "Provisioning", "Running",
+                                         "Succeeded", "Failed",   "Stopped"};
+
+static void set_phase(void *ud, const char *phase, unsigned long n)
+{
+    struct phase_gauge *g = ud;
+    const char *v[] = {phase};
+    metrics_gauge_set(metrics_series(g->fam, v, NULL), (double)n);
+    for (size_t i = 0; i < sizeof(all_phases) / sizeof(all_phases[0]); i++) {
+        if (strcmp(all_phases[i], phase) == 0)
+            g->seen[i] = 1;
+    }
+}
+
+static void collect(struct metrics_registry *reg, void *user)
+{
+    (void)reg;
+    struct session_reconciler *r = user;
+    struct phase_gauge g = {.fam = r->phases};
+    session_reconciler_count_phases(r, set_phase, &g);
+    /* Phases nobody is in read 0, not their last value. */
+    for (size_t i = 0; i < sizeof(all_phases) / sizeof(all_phases[0]); i++) {
+        if (!g.seen[i]) {
+            const char *v[] = {all_phases[i]};
+            metrics_gauge_set(metrics_series(r->phases, v, NULL), 0);
+        }
+    }
+    metrics_counter_set(metrics_series(r->starts, NULL, NULL), (double)r->stats.starts);
+    metrics_counter_set(metrics_series(r->failures, NULL, NULL), (double)r->stats.failures);
+    metrics_histogram_load(metrics_series(r->startup, NULL, NULL), &r->stats.startup_seconds);
+}
+
+int session_reconciler_register_metrics(struct session_reconciler *r, struct metrics_registry *reg,
+                                        struct telo_err *err)
+{
+    static const char *const phase_label[] = {"phase", NULL};
+    double buckets[STARTUP_BUCKETS];
+    for (int i = 0; i < STARTUP_BUCKETS; i++)
+        buckets[i] = r->stats.startup_seconds.bounds[i];
+    struct metrics_desc phases = {.type = METRICS_GAUGE,
+                                  .name = "telo_sessions",
+                                  .help = "TeloSessions by phase",
+                                  .labels = phase_label};
+    struct metrics_desc starts = {.type = METRICS_COUNTER,
+                                  .name = "telo_session_starts_total",
+                                  .help = "Session pods created"};
+    struct metrics_desc failures = {.type = METRICS_COUNTER,
+                                    .name = "telo_session_failures_total",
+                                    .help = "Sessions that ended Failed"};
+    struct metrics_desc startup = {.type = METRICS_HISTOGRAM,
+                                   .name = "telo_session_startup_seconds",
+                                   .help = "Seconds from a TeloSession's creation to Running",
+                                   .buckets = buckets,
+                                   .nbuckets = STARTUP_BUCKETS};
+    if (!(r->phases = metrics_register(reg, &phases, err)) ||
+        !(r->starts = metrics_register(reg, &starts, err)) ||
+        !(r->failures = metrics_register(reg, &failures, err)) ||
+        !(r->startup = metrics_register(reg, &startup, err)))
+        return -err->code;
+    return metrics_add_collector(reg, collect, r, err);
+}

@@ -1,0 +1,172 @@
+/* A TeloSession as the reconciler reads it: identity, spec and the status it last wrote. */
+#include "session/spec.h"
+
+#include <openssl/sha.h>
+
+#include <stdio.h>
+#include <string.h>
+
+static struct json_object *get(struct json_object *obj, const char *key)
+{
+    struct json_object *v = NULL;
+    return obj && json_object_object_get_ex(obj, key, &v) ? v : NULL;
+}
+
+static const char *str(struct json_object *obj, const char *key)
+{
+    struct json_object *v = get(obj, key);
+    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static int flag(struct json_object *obj, const char *key)
+{
+    struct json_object *v = get(obj, key);
+    return v && json_object_get_boolean(v);
+}
+
+static long long number(struct json_object *obj, const char *key, long long missing)
+{
+    struct json_object *v = get(obj, key);
+    return v && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : missing;
+}
+
+/* A relative path without empty, "." or ".." segments. */
+static int entry_ok(const char *entry)
+{
+    if (!entry || !*entry || entry[0] == '/')
+        return 0;
+    const char *p = entry;
+    while (*p) {
+        size_t len = strcspn(p, "/");
+        if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+            return 0;
+        p += len;
+        if (*p == '/')
+            p++;
+    }
+    return entry[strlen(entry) - 1] != '/';
+}
+
+int session_spec_parse(struct json_object *obj, struct session *s, struct telo_err *err)
+{
+    memset(s, 0, sizeof(*s));
+    struct json_object *meta = get(obj, "metadata"), *spec = get(obj, "spec");
+    s->name = str(meta, "name");
+    s->namespace = str(meta, "namespace");
+    s->uid = str(meta, "uid");
+    if (!s->name || !s->namespace || !s->uid)
+        return telo_err_set(err, TELO_EINVAL, "metadata: name, namespace and uid are required");
+    s->generation = number(meta, "generation", 0);
+    s->deleting = get(meta, "deletionTimestamp") != NULL;
+    s->status = get(obj, "status");
+    if (!spec)
+        return telo_err_set(err, TELO_EINVAL, "spec: required");
+
+    s->self_contained = flag(spec, "selfContained");
+    s->entry = str(spec, "entry");
+    struct json_object *bundle = get(spec, "bundle");
+    struct json_object *cm = get(bundle, "configMap"), *url = get(bundle, "url");
+    s->bundle_configmap = str(cm, "name");
+    s->bundle_configmap_key = str(cm, "key") ? str(cm, "key") : "bundle.tgz";
+    s->bundle_url = str(url, "url");
+    s->bundle_sha256 = str(url, "sha256");
+    if (!s->self_contained) {
+        if (!entry_ok(s->entry))
+            return telo_err_set(err, TELO_EINVAL,
+                                "spec.entry: \"%s\" must be a relative path inside the bundle "
+                                "without empty, '.' or '..' segments",
+                                s->entry ? s->entry : "");
+        if (!s->bundle_configmap == !s->bundle_url)
+            return telo_err_set(err, TELO_EINVAL,
+                                "spec.bundle: set exactly one of configMap.name and url.url");
+        if (s->bundle_url && (!s->bundle_sha256 || strlen(s->bundle_sha256) != 64 ||
+                              strspn(s->bundle_sha256, "0123456789abcdef") != 64))
+            return telo_err_set(err, TELO_EINVAL,
+                                "spec.bundle.url.sha256: want 64 lowercase hex characters");
+    }
+    s->image = str(spec, "image");
+    s->pull_policy = str(spec, "pullPolicy");
+    s->registry_url = str(spec, "registryUrl");
+    s->env = get(spec, "env");
+    s->inspect = flag(spec, "inspect");
+    struct json_object *res = get(spec, "resources");
+    s->cpu = str(res, "cpu");
+    s->memory = str(res, "memory");
+    s->ephemeral_storage = str(res, "ephemeralStorage");
+    s->ttl_seconds = number(spec, "ttlSeconds", 0);
+    s->stopped = flag(spec, "stopped");
+    s->ttl_after_finished = number(spec, "ttlSecondsAfterFinished", -1);
+
+    struct json_object *ports = get(spec, "ports");
+    size_t n =
+        ports && json_object_is_type(ports, json_type_array) ? json_object_array_length(ports) : 0;
+    if (n > SESSION_MAX_PORTS)
+        return telo_err_set(err, TELO_EINVAL, "spec.ports: at most %d ports", SESSION_MAX_PORTS);
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *p = json_object_array_get_idx(ports, i);
+        long long port = number(p, "port", 0);
+        const char *proto = str(p, "protocol") ? str(p, "protocol") : "TCP";
+        if (port < 1 || port > 65535)
+            return telo_err_set(err, TELO_EINVAL, "spec.ports[%zu].port: %lld is not in 1..65535",
+                                i, port);
+        if (strcmp(proto, "TCP") != 0 && strcmp(proto, "UDP") != 0)
+            return telo_err_set(err, TELO_EINVAL, "spec.ports[%zu].protocol: want TCP or UDP", i);
+        for (size_t j = 0; j < i; j++) {
+            if (s->ports[j].port == port && strcmp(s->ports[j].protocol, proto) == 0)
+                return telo_err_set(err, TELO_EINVAL, "spec.ports[%zu]: %lld/%s is listed twice", i,
+                                    port, proto);
+        }
+        s->ports[i] = (struct session_port){(int)port, proto, str(p, "name")};
+    }
+    s->nports = n;
+    s->obj = json_object_get(obj);
+    return 0;
+}
+
+void session_spec_release(struct session *s)
+{
+    json_object_put(s->obj);
+    s->obj = NULL;
+}
+
+/* The first 10 characters of the base32 (a-z2-7) SHA-256 of text: DNS-safe and stable. */
+static void short_hash(const char *text, char out[11])
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)text, strlen(text), digest);
+    for (int i = 0; i < 10; i++)
+        out[i] = alphabet[digest[i] & 31];
+    out[10] = '\0';
+}
+
+void session_child_name(const struct session *s, char *out, size_t len)
+{
+    /* TeloSession names are DNS subdomains (up to 253); children need a DNS label (63). */
+    if (strlen(s->name) + 9 <= 63 && !strchr(s->name, '.')) {
+        snprintf(out, len, "telo-run-%s", s->name);
+        return;
+    }
+    char hash[11];
+    short_hash(s->name, hash);
+    char prefix[64];
+    snprintf(prefix, sizeof(prefix), "telo-run-%.42s", s->name);
+    for (char *p = prefix; *p; p++) {
+        if (*p == '.')
+            *p = '-';
+    }
+    snprintf(out, len, "%s-%s", prefix, hash);
+}
+
+void session_host_id(const struct session *s, char *out, size_t len)
+{
+    /* "<port>-" takes up to 6 characters of the 63 of a DNS label. */
+    if (strlen(s->name) + strlen(s->namespace) + 1 <= 57 && !strchr(s->name, '.')) {
+        snprintf(out, len, "%s-%s", s->name, s->namespace);
+        return;
+    }
+    char key[512], hash[11];
+    snprintf(key, sizeof(key), "%s/%s", s->namespace, s->name);
+    short_hash(key, hash);
+    snprintf(out, len, "%s", hash);
+}

@@ -1,0 +1,610 @@
+/* A TeloSession's status, computed from observed state only, and what that state calls for. */
+#include "session/status.h"
+
+#include "session/desired.h"
+#include "util/timefmt.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MESSAGE_MAX 500
+
+/* --- small readers ----------------------------------------------------------------------- */
+
+static struct json_object *get(struct json_object *o, const char *key)
+{
+    struct json_object *v = NULL;
+    return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+static const char *str(struct json_object *o, const char *key)
+{
+    struct json_object *v = get(o, key);
+    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static const char *or_empty(const char *s)
+{
+    return s ? s : "";
+}
+
+/* --- failure messages (the reference runner's rules) ------------------------------------- */
+
+/* Reasons a container waits on that are not just a stage of starting. */
+static int blocking_waiting(const char *reason)
+{
+    return reason && strcmp(reason, "PodInitializing") != 0 &&
+           strcmp(reason, "ContainerCreating") != 0;
+}
+
+static void truncate_detail(char *text)
+{
+    if (strlen(text) > MESSAGE_MAX)
+        strcpy(text + MESSAGE_MAX, "\xe2\x80\xa6"); /* "…" */
+}
+
+/* One container status' complaint: a non-zero exit or a blocking wait, from state or lastState. */
+static int container_problem(struct json_object *cs, const char *label, char *out, size_t len,
+                             const char **why, long long *exit_code)
+{
+    const char *name = or_empty(str(cs, "name"));
+    const char *states[] = {"state", "lastState"};
+    for (int i = 0; i < 2; i++) {
+        struct json_object *st = get(cs, states[i]);
+        struct json_object *term = get(st, "terminated"), *wait = get(st, "waiting");
+        if (term) {
+            long long code = json_object_get_int64(get(term, "exitCode"));
+            if (code == 0)
+                continue;
+            const char *reason = str(term, "reason") ? str(term, "reason") : "Error";
+            const char *msg = str(term, "message");
+            snprintf(out, len, "%s \"%s\" failed: %s (exit code %lld)%s%s", label, name, reason,
+                     code, msg && *msg ? ": " : "", msg ? msg : "");
+            *why = reason;
+            *exit_code = code;
+            return 1;
+        }
+        if (wait && blocking_waiting(str(wait, "reason"))) {
+            const char *msg = str(wait, "message");
+            snprintf(out, len, "%s \"%s\" waiting: %s%s%s", label, name, str(wait, "reason"),
+                     msg && *msg ? ": " : "", msg ? msg : "");
+            *why = str(wait, "reason");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The session's CamelCase reason for a container complaint. */
+static const char *classify(int init, const char *container, const char *why)
+{
+    if (why && (strcmp(why, "ErrImagePull") == 0 || strcmp(why, "ImagePullBackOff") == 0 ||
+                strcmp(why, "InvalidImageName") == 0 || strcmp(why, "ErrImageNeverPull") == 0))
+        return "ImagePullFailed";
+    if (why && (strcmp(why, "CreateContainerConfigError") == 0 ||
+                strcmp(why, "CreateContainerError") == 0))
+        return "ConfigError";
+    if (init)
+        return strcmp(container, SESSION_INIT) == 0 ? "BundleFetchFailed" : "InitContainerFailed";
+    if (why && strcmp(why, "OOMKilled") == 0)
+        return "OOMKilled";
+    return "AppExited";
+}
+
+void session_failure_message(struct json_object *pod, const char *namespace, char *out, size_t len,
+                             char *reason, size_t reason_len, long long *exit_code)
+{
+    struct json_object *status = get(pod, "status");
+    const char *pod_name = or_empty(str(get(pod, "metadata"), "name"));
+    const char *lists[] = {"initContainerStatuses", "containerStatuses"};
+    char detail[1024] = "";
+    const char *container = NULL;
+    for (int l = 0; l < 2 && !container; l++) {
+        struct json_object *arr = get(status, lists[l]);
+        size_t n = arr ? json_object_array_length(arr) : 0;
+        for (size_t i = 0; i < n; i++) {
+            struct json_object *cs = json_object_array_get_idx(arr, i);
+            const char *why = NULL;
+            if (container_problem(cs, l == 0 ? "init container" : "container", detail,
+                                  sizeof(detail), &why, exit_code)) {
+                container = or_empty(str(cs, "name"));
+                snprintf(reason, reason_len, "%s", classify(l == 0, container, why));
+                break;
+            }
+        }
+    }
+    if (!container) {
+        const char *pod_reason = str(status, "reason");
+        if (pod_reason && strcmp(pod_reason, "DeadlineExceeded") == 0)
+            snprintf(reason, reason_len, "DeadlineExceeded");
+        else
+            snprintf(reason, reason_len, "PodFailed");
+        snprintf(detail, sizeof(detail), "%s",
+                 str(status, "message") ? str(status, "message")
+                 : pod_reason           ? pod_reason
+                                        : "pod failed");
+    }
+    truncate_detail(detail);
+    if (container)
+        snprintf(out, len, "%s. Run: kubectl logs -n %s %s -c %s", detail, namespace, pod_name,
+                 container);
+    else
+        snprintf(out, len, "%s. Run: kubectl describe pod -n %s %s", detail, namespace, pod_name);
+}
+
+/* --- progress ---------------------------------------------------------------------------- */
+
+/* The reference runner's provision texts, from the first waiting reason of init containers,
+ * then containers. */
+static const char *provision_progress(struct json_object *pod, const char **waiting_reason)
+{
+    struct json_object *status = get(pod, "status");
+    const char *lists[] = {"initContainerStatuses", "containerStatuses"};
+    for (int l = 0; l < 2; l++) {
+        struct json_object *arr = get(status, lists[l]);
+        size_t n = arr ? json_object_array_length(arr) : 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *reason =
+                str(get(get(json_object_array_get_idx(arr, i), "state"), "waiting"), "reason");
+            if (!reason)
+                continue;
+            *waiting_reason = reason;
+            if (strcmp(reason, "ContainerCreating") == 0)
+                return "Creating container";
+            if (strcmp(reason, "PodInitializing") == 0)
+                return "Delivering application";
+            if (strcmp(reason, "ErrImagePull") == 0 || strcmp(reason, "ImagePullBackOff") == 0)
+                return "Pulling image";
+            return reason;
+        }
+    }
+    /* Running init containers deliver the bundle. */
+    struct json_object *inits = get(status, "initContainerStatuses");
+    if (inits && json_object_array_length(inits) &&
+        get(get(json_object_array_get_idx(inits, 0), "state"), "running"))
+        return "Delivering application";
+    return "Scheduling";
+}
+
+/* The scheduler's complaint when the pod cannot be placed, or NULL. */
+static const char *unschedulable(struct json_object *pod)
+{
+    struct json_object *conds = get(get(pod, "status"), "conditions");
+    size_t n = conds ? json_object_array_length(conds) : 0;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *c = json_object_array_get_idx(conds, i);
+        if (strcmp(or_empty(str(c, "type")), "PodScheduled") == 0 &&
+            strcmp(or_empty(str(c, "status")), "False") == 0 &&
+            strcmp(or_empty(str(c, "reason")), "Unschedulable") == 0)
+            return str(c, "message") ? str(c, "message") : "no node fits the pod";
+    }
+    return NULL;
+}
+
+/* The first blocking wait of any container that retrying cannot fix. */
+static const char *permanent_wait(struct json_object *pod, const char **container)
+{
+    static const char *const permanent[] = {"InvalidImageName", "ErrImageNeverPull",
+                                            "CreateContainerConfigError"};
+    struct json_object *status = get(pod, "status");
+    const char *lists[] = {"initContainerStatuses", "containerStatuses"};
+    for (int l = 0; l < 2; l++) {
+        struct json_object *arr = get(status, lists[l]);
+        size_t n = arr ? json_object_array_length(arr) : 0;
+        for (size_t i = 0; i < n; i++) {
+            struct json_object *cs = json_object_array_get_idx(arr, i);
+            const char *reason = str(get(get(cs, "state"), "waiting"), "reason");
+            for (size_t p = 0; reason && p < sizeof(permanent) / sizeof(permanent[0]); p++) {
+                if (strcmp(reason, permanent[p]) == 0) {
+                    *container = or_empty(str(cs, "name"));
+                    return reason;
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+static long long session_exit_code(struct json_object *pod, int *found)
+{
+    struct json_object *arr = get(get(pod, "status"), "containerStatuses");
+    size_t n = arr ? json_object_array_length(arr) : 0;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *cs = json_object_array_get_idx(arr, i);
+        if (strcmp(or_empty(str(cs, "name")), SESSION_CONTAINER) != 0)
+            continue;
+        struct json_object *term = get(get(cs, "state"), "terminated");
+        if (term) {
+            *found = 1;
+            return json_object_get_int64(get(term, "exitCode"));
+        }
+    }
+    *found = 0;
+    return 0;
+}
+
+static const char *container_finished_at(struct json_object *pod)
+{
+    struct json_object *arr = get(get(pod, "status"), "containerStatuses");
+    size_t n = arr ? json_object_array_length(arr) : 0;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *term =
+            get(get(json_object_array_get_idx(arr, i), "state"), "terminated");
+        if (term && str(term, "finishedAt"))
+            return str(term, "finishedAt");
+    }
+    return NULL;
+}
+
+/* --- assembling the status --------------------------------------------------------------- */
+
+struct draft {
+    const char *phase;
+    char reason[64];
+    char message[1024];
+    const char *progress_phase, *progress_message;
+    int progress_done;
+    long long exit_code;
+    int has_exit_code;
+    const char *pod_name, *pod_ip;
+    int blocked; /* Pending until the user fixes something */
+};
+
+static int is_terminal(const char *phase)
+{
+    return phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0 ||
+                     strcmp(phase, "Stopped") == 0);
+}
+
+static void put_str(struct json_object *o, const char *key, const char *v)
+{
+    if (v)
+        json_object_object_add(o, key, json_object_new_string(v));
+}
+
+/* Keeps a timestamp once written, so recomputing never moves it (and never causes a write). */
+static void put_time_once(struct json_object *status, struct json_object *old, const char *key,
+                          double t)
+{
+    const char *kept = str(old, key);
+    if (kept) {
+        put_str(status, key, kept);
+        return;
+    }
+    char text[32];
+    timefmt_format(t, text, sizeof(text));
+    put_str(status, key, text);
+}
+
+static struct json_object *endpoints(const struct session *s, const struct session_config *cfg)
+{
+    struct json_object *list = json_object_new_array();
+    char id[64], svc[64];
+    session_host_id(s, id, sizeof(id));
+    session_child_name(s, svc, sizeof(svc));
+    for (size_t i = 0; i < s->nports; i++) {
+        const struct session_port *p = &s->ports[i];
+        struct json_object *e = json_object_new_object();
+        char name[16], host[320], url[340];
+        snprintf(name, sizeof(name), "p%d%s", p->port,
+                 strcmp(p->protocol, "UDP") == 0 ? "-udp" : "");
+        put_str(e, "name", p->name ? p->name : name);
+        json_object_object_add(e, "port", json_object_new_int(p->port));
+        put_str(e, "protocol", p->protocol);
+        if (cfg->ingress_base_domain && strcmp(p->protocol, "TCP") == 0) {
+            snprintf(host, sizeof(host), "%d-%s.%s", p->port, id, cfg->ingress_base_domain);
+            snprintf(url, sizeof(url), "%s://%s", cfg->ingress_tls_secret ? "https" : "http", host);
+            put_str(e, "host", host);
+            put_str(e, "url", url);
+        } else {
+            /* Reachable inside the cluster through the session's Service. */
+            snprintf(host, sizeof(host), "%s.%s.svc", svc, s->namespace);
+            put_str(e, "host", host);
+        }
+        json_object_array_add(list, e);
+    }
+    return list;
+}
+
+static struct json_object *old_condition(struct json_object *old_status, const char *type)
+{
+    struct json_object *conds = get(old_status, "conditions");
+    size_t n = conds ? json_object_array_length(conds) : 0;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *c = json_object_array_get_idx(conds, i);
+        if (strcmp(or_empty(str(c, "type")), type) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static void add_condition(struct json_object *conds, struct json_object *old_status,
+                          const char *type, int status, const char *reason, const char *message,
+                          long long generation, double now)
+{
+    struct json_object *c = json_object_new_object();
+    const char *value = status ? "True" : "False";
+    put_str(c, "type", type);
+    put_str(c, "status", value);
+    json_object_object_add(c, "observedGeneration", json_object_new_int64(generation));
+    /* lastTransitionTime moves only when the status flips (metav1.Condition convention). */
+    struct json_object *old = old_condition(old_status, type);
+    if (old && strcmp(or_empty(str(old, "status")), value) == 0 && str(old, "lastTransitionTime"))
+        put_str(c, "lastTransitionTime", str(old, "lastTransitionTime"));
+    else {
+        char text[32];
+        timefmt_format(now, text, sizeof(text));
+        put_str(c, "lastTransitionTime", text);
+    }
+    put_str(c, "reason", reason);
+    put_str(c, "message", message ? message : "");
+    json_object_array_add(conds, c);
+}
+
+static void decide(const struct session_observation *obs, struct draft *d,
+                   struct session_verdict *v)
+{
+    const struct session *s = obs->s;
+    struct json_object *old = s->status;
+    struct json_object *pod = obs->pod;
+    const char *old_pod = str(old, "podName");
+    memset(d, 0, sizeof(*d));
+    if (pod) {
+        d->pod_name = str(get(pod, "metadata"), "name");
+        d->pod_ip = str(get(pod, "status"), "podIP");
+    }
+
+    if (s->stopped) {
+        d->phase = "Stopped";
+        snprintf(d->reason, sizeof(d->reason), "Stopped");
+        snprintf(d->message, sizeof(d->message), "stopped by spec.stopped");
+        v->delete_pod = pod != NULL;
+        return;
+    }
+    if (!pod) {
+        if (old_pod) {
+            d->phase = "Failed";
+            snprintf(d->reason, sizeof(d->reason), "PodDisappeared");
+            snprintf(d->message, sizeof(d->message),
+                     "pod %s was deleted by someone else while the session ran; create the "
+                     "session again to restart it. Run: kubectl get events -n %s "
+                     "--field-selector involvedObject.name=%s",
+                     old_pod, s->namespace, old_pod);
+            return;
+        }
+        d->phase = "Pending";
+        d->progress_phase = "provision";
+        d->progress_message = "Scheduling";
+        if (obs->blocked_reason) {
+            snprintf(d->reason, sizeof(d->reason), "%s", obs->blocked_reason);
+            snprintf(d->message, sizeof(d->message), "%s", or_empty(obs->blocked_message));
+            d->blocked = 1;
+        }
+        return;
+    }
+
+    const char *pod_phase = or_empty(str(get(pod, "status"), "phase"));
+    if (strcmp(pod_phase, "Running") == 0) {
+        d->phase = "Running";
+        d->progress_phase = "provision";
+        d->progress_message = "Running";
+        d->progress_done = 1;
+        return;
+    }
+    if (strcmp(pod_phase, "Succeeded") == 0) {
+        d->phase = "Succeeded";
+        d->exit_code = session_exit_code(pod, &d->has_exit_code);
+        d->has_exit_code = 1;
+        snprintf(d->reason, sizeof(d->reason), "AppExited");
+        snprintf(d->message, sizeof(d->message), "the app exited with code %lld", d->exit_code);
+        return;
+    }
+    if (strcmp(pod_phase, "Failed") == 0) {
+        d->phase = "Failed";
+        long long code = 0;
+        session_failure_message(pod, s->namespace, d->message, sizeof(d->message), d->reason,
+                                sizeof(d->reason), &code);
+        d->exit_code = session_exit_code(pod, &d->has_exit_code);
+        return;
+    }
+
+    /* Pending: provisioning, unless it cannot succeed or took too long. */
+    const char *container = NULL;
+    const char *permanent = permanent_wait(pod, &container);
+    if (permanent) {
+        d->phase = "Failed";
+        long long code = 0;
+        session_failure_message(pod, s->namespace, d->message, sizeof(d->message), d->reason,
+                                sizeof(d->reason), &code);
+        v->delete_pod = 1;
+        return;
+    }
+    const char *waiting = NULL;
+    d->phase = "Provisioning";
+    d->progress_phase = "provision";
+    d->progress_message = provision_progress(pod, &waiting);
+    const char *sched = unschedulable(pod);
+    double created = timefmt_parse(str(get(pod, "metadata"), "creationTimestamp"));
+    double deadline = (created < 0 ? obs->now : created) + (double)obs->cfg->start_deadline_seconds;
+    if (obs->now < deadline) {
+        v->requeue_after = deadline - obs->now;
+        if (sched)
+            snprintf(d->message, sizeof(d->message), "waiting for a node: %s", sched);
+        return;
+    }
+    d->phase = "Failed";
+    v->delete_pod = 1;
+    if (sched) {
+        snprintf(d->reason, sizeof(d->reason), "Unschedulable");
+        snprintf(d->message, sizeof(d->message),
+                 "no node could run the session within %lds: %.400s. Check the operator's "
+                 "nodeSelector and tolerations and the session's resources. Run: kubectl "
+                 "describe pod -n %s %s",
+                 obs->cfg->start_deadline_seconds, sched, s->namespace, or_empty(d->pod_name));
+        return;
+    }
+    char detail[1024] = "";
+    const char *why = NULL;
+    long long code = 0;
+    const char *lists[] = {"initContainerStatuses", "containerStatuses"};
+    for (int l = 0; l < 2 && !why; l++) {
+        struct json_object *arr = get(get(pod, "status"), lists[l]);
+        size_t n = arr ? json_object_array_length(arr) : 0;
+        for (size_t i = 0; i < n && !why; i++) {
+            struct json_object *cs = json_object_array_get_idx(arr, i);
+            if (container_problem(cs, l == 0 ? "init container" : "container", detail,
+                                  sizeof(detail), &why, &code)) {
+                container = or_empty(str(cs, "name"));
+                snprintf(d->reason, sizeof(d->reason), "%s", classify(l == 0, container, why));
+            }
+        }
+    }
+    if (!why)
+        snprintf(d->reason, sizeof(d->reason), "StartTimeout");
+    truncate_detail(detail);
+    snprintf(d->message, sizeof(d->message),
+             "the session did not start within %lds (last step: %s)%s%.500s. Run: kubectl describe "
+             "pod -n %s %s",
+             obs->cfg->start_deadline_seconds, d->progress_message, *detail ? ": " : "", detail,
+             s->namespace, or_empty(d->pod_name));
+}
+
+int session_status_compute(const struct session_observation *obs, struct session_verdict *v)
+{
+    const struct session *s = obs->s;
+    const struct session_config *cfg = obs->cfg;
+    struct json_object *old = s->status;
+    const char *old_phase = str(old, "phase");
+    memset(v, 0, sizeof(*v));
+
+    struct draft d;
+    if (is_terminal(old_phase)) {
+        /* A finished session keeps its verdict; only what follows from the spec moves. */
+        memset(&d, 0, sizeof(d));
+        d.phase = old_phase;
+        v->delete_pod = s->stopped && obs->pod != NULL;
+    } else {
+        decide(obs, &d, v);
+    }
+
+    struct json_object *status;
+    if (is_terminal(old_phase)) {
+        if (json_object_deep_copy(old, &status, NULL) < 0)
+            return -1;
+        json_object_object_add(status, "observedGeneration", json_object_new_int64(s->generation));
+        struct json_object *conds = get(status, "conditions");
+        size_t n = conds ? json_object_array_length(conds) : 0;
+        for (size_t i = 0; i < n; i++)
+            json_object_object_add(json_object_array_get_idx(conds, i), "observedGeneration",
+                                   json_object_new_int64(s->generation));
+    } else {
+        status = json_object_new_object();
+        if (!status)
+            return -1;
+        put_str(status, "phase", d.phase);
+        if (d.reason[0])
+            put_str(status, "reason", d.reason);
+        if (d.message[0])
+            put_str(status, "message", d.message);
+        if (d.progress_phase) {
+            struct json_object *p = json_object_new_object();
+            put_str(p, "phase", d.progress_phase);
+            put_str(p, "message", d.progress_message);
+            json_object_object_add(p, "done", json_object_new_boolean(d.progress_done));
+            json_object_object_add(status, "progress", p);
+        }
+        struct json_object *image = json_object_new_object();
+        put_str(image, "ref", obs->image);
+        put_str(image, "reason", "BaseImage");
+        json_object_object_add(status, "image", image);
+        put_str(status, "podName", d.pod_name ? d.pod_name : str(old, "podName"));
+        put_str(status, "podIP", d.pod_ip ? d.pod_ip : str(old, "podIP"));
+        if (d.has_exit_code)
+            json_object_object_add(status, "exitCode", json_object_new_int64(d.exit_code));
+        if (s->nports)
+            json_object_object_add(status, "endpoints", endpoints(s, cfg));
+        if (obs->attach_secret) {
+            struct json_object *attach = json_object_new_object();
+            char secret[80];
+            session_secret_name(s, secret, sizeof(secret));
+            put_str(attach, "secretName", secret);
+            if (cfg->gateway_url) {
+                char url[700];
+                snprintf(url, sizeof(url), "%s/v1/namespaces/%s/telosessions/%s/attach",
+                         cfg->gateway_url, s->namespace, s->name);
+                put_str(attach, "url", url);
+            }
+            json_object_object_add(status, "attach", attach);
+        }
+        if (s->inspect && cfg->gateway_url) {
+            char url[700];
+            snprintf(url, sizeof(url), "%s/v1/namespaces/%s/telosessions/%s/debug",
+                     cfg->gateway_url, s->namespace, s->name);
+            put_str(status, "inspectUrl", url);
+        }
+        int started = strcmp(d.phase, "Running") == 0 || is_terminal(d.phase);
+        if (started && (d.pod_name || str(old, "startTime"))) {
+            const char *pod_start = str(get(obs->pod, "status"), "startTime");
+            put_time_once(status, old, "startTime",
+                          pod_start ? timefmt_parse(pod_start) : obs->now);
+        }
+        if (is_terminal(d.phase)) {
+            const char *finished = container_finished_at(obs->pod);
+            put_time_once(status, old, "completionTime",
+                          finished ? timefmt_parse(finished) : obs->now);
+        }
+        json_object_object_add(status, "observedGeneration", json_object_new_int64(s->generation));
+        struct json_object *conds = json_object_new_array();
+        int running = strcmp(d.phase, "Running") == 0;
+        int failed = strcmp(d.phase, "Failed") == 0;
+        int stalled = failed || d.blocked;
+        int progressing = !running && !is_terminal(d.phase) && !d.blocked;
+        add_condition(conds, old, "Ready", running, running ? "Running" : d.phase,
+                      running ? "the session is running" : d.message, s->generation, obs->now);
+        add_condition(conds, old, "ImageReady", 1, "BaseImage", obs->image, s->generation,
+                      obs->now);
+        add_condition(conds, old, "Reconciling", progressing, progressing ? d.phase : "Reconciled",
+                      progressing ? d.progress_message : "", s->generation, obs->now);
+        add_condition(conds, old, "Stalled", stalled, stalled ? d.reason : "NotStalled",
+                      stalled ? d.message : "", s->generation, obs->now);
+        json_object_object_add(status, "conditions", conds);
+
+        /* An Event for every change of phase or reason: `kubectl describe` tells the story. */
+        const char *old_reason = or_empty(str(old, "reason"));
+        if (!old_phase || strcmp(old_phase, d.phase) != 0 || strcmp(old_reason, d.reason) != 0) {
+            v->event_type = stalled ? "Warning" : "Normal";
+            snprintf(v->event_reason, sizeof(v->event_reason), "%s",
+                     failed      ? "Failed"
+                     : d.blocked ? d.reason
+                                 : d.phase);
+            snprintf(v->event_message, sizeof(v->event_message), "%s%s%s%s", d.phase,
+                     d.reason[0] ? " (" : "", d.reason, d.reason[0] ? ")" : "");
+            if (d.message[0]) {
+                size_t used = strlen(v->event_message);
+                snprintf(v->event_message + used, sizeof(v->event_message) - used, ": %s",
+                         d.message);
+            }
+        }
+    }
+
+    /* ttlSecondsAfterFinished: the session itself goes once it has been over for that long. */
+    const char *final_phase = str(status, "phase");
+    if (is_terminal(final_phase) && s->ttl_after_finished >= 0) {
+        double done = timefmt_parse(str(status, "completionTime"));
+        double due = (done < 0 ? obs->now : done) + (double)s->ttl_after_finished;
+        if (obs->now >= due)
+            v->delete_session = 1;
+        else if (v->requeue_after == 0 || due - obs->now < v->requeue_after)
+            v->requeue_after = due - obs->now;
+    }
+
+    v->status = status;
+    v->changed = !old || !json_object_equal(old, status);
+    return 0;
+}
+
+void session_verdict_release(struct session_verdict *v)
+{
+    json_object_put(v->status);
+    v->status = NULL;
+}

@@ -1,0 +1,50 @@
+/* A TeloSession's status, computed from observed state only, and what that state calls for. */
+#ifndef TELO_SESSION_STATUS_H
+#define TELO_SESSION_STATUS_H
+
+#include "session/config.h"
+#include "session/spec.h"
+
+#include <json.h>
+
+/* What the reconciler observed. Everything is borrowed. */
+struct session_observation {
+    const struct session *s;
+    const struct session_config *cfg;
+    struct json_object *pod; /* the session pod from the cache, or NULL when there is none */
+    const char *image;       /* the image the session runs */
+    int attach_secret;       /* 1 when the attach-token Secret exists */
+    /* Why the pod cannot be created yet (the bundle ConfigMap is missing, say): the session
+     * stays Pending and Stalled with this reason and message until it is fixed. NULL: nothing. */
+    const char *blocked_reason;
+    const char *blocked_message;
+    double now; /* seconds since the Unix epoch */
+};
+
+/* The outcome: the status to hold, and the actions it calls for. */
+struct session_verdict {
+    struct json_object *status; /* owned by the verdict; see session_verdict_release */
+    int changed;                /* status differs from what the session holds: write it */
+    int delete_pod;             /* stop or start failure: the pod must go */
+    int delete_session;         /* ttlSecondsAfterFinished has passed */
+    double requeue_after;       /* seconds until a deadline needs a look; 0: none */
+    /* A transition worth an Event; type is NULL when there is none. */
+    const char *event_type; /* "Normal" or "Warning" */
+    char event_reason[64];
+    char event_message[640];
+};
+
+/* Computes the verdict. Pure: no I/O, no clock but obs->now. Returns 0, or -TELO_ENOMEM. */
+int session_status_compute(const struct session_observation *obs, struct session_verdict *out);
+
+/* Frees what the verdict owns. */
+void session_verdict_release(struct session_verdict *v);
+
+/* The failure message of a failed pod, by the reference runner's rules (init containers first,
+ * then containers; state before lastState; non-zero exits; blocking waiting reasons; the pod's
+ * message and reason; 500 characters at most) followed by the kubectl logs command to run.
+ * Writes into out and the CamelCase reason into reason (at least 32 bytes). Exposed for tests. */
+void session_failure_message(struct json_object *pod, const char *namespace, char *out, size_t len,
+                             char *reason, size_t reason_len, long long *exit_code);
+
+#endif

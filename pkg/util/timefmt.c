@@ -1,0 +1,48 @@
+/* RFC 3339 time stamps as the Kubernetes API writes them (metav1.Time), to and from Unix time. */
+#include "util/timefmt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Days since 1970-01-01 of a civil date (H. Hinnant's algorithm): timegm is not in POSIX. */
+static double days_from_civil(int y, int m, int d)
+{
+    y -= m <= 2;
+    int era = (y >= 0 ? y : y - 399) / 400;
+    int yoe = y - era * 400;
+    int doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return (double)era * 146097 + doe - 719468;
+}
+
+double timefmt_parse(const char *text)
+{
+    int y, mo, d, h, mi, s, n = 0;
+    if (!text || sscanf(text, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &n) != 6 ||
+        mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
+        return -1;
+    double t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
+    const char *p = text + n;
+    if (*p == '.') {
+        char *end;
+        t += strtod(p, &end);
+        p = end;
+    }
+    if (*p == 'Z' || *p == 'z')
+        return p[1] == '\0' ? t : -1;
+    int oh, om;
+    if ((*p == '+' || *p == '-') && sscanf(p + 1, "%2d:%2d", &oh, &om) == 2)
+        return t - (*p == '+' ? 1 : -1) * (oh * 3600 + om * 60);
+    return -1;
+}
+
+void timefmt_format(double t, char *out, size_t len)
+{
+    time_t secs = (time_t)floor(t);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}

@@ -1,0 +1,14 @@
+/* RFC 3339 time stamps as the Kubernetes API writes them (metav1.Time), to and from Unix time. */
+#ifndef TELO_UTIL_TIMEFMT_H
+#define TELO_UTIL_TIMEFMT_H
+
+#include <stddef.h>
+
+/* Seconds since the Unix epoch of "2026-11-29T16:00:00Z" (fractions and a "Z" or numeric offset
+ * after the seconds are honoured), or -1 when text is NULL or not such a time stamp. */
+double timefmt_parse(const char *text);
+
+/* Writes t as "2026-11-29T16:00:00Z" (whole seconds, UTC) into out (at least 21 bytes). */
+void timefmt_format(double t, char *out, size_t len);
+
+#endif
