@@ -1,17 +1,73 @@
 #!/usr/bin/env bash
-# make run: start the local cluster (building its binaries on first use) and show it. Later work
-# adds the operator and a sample session here.
+# make run: start the local cluster (building its binaries on first use), install the CRD, run
+# the operator in the background, apply the sample session, wait for it to run, and show it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 cd "$root"
 hack/cluster/up.sh >/dev/null
+# shellcheck source=cluster/lib.sh
 source hack/cluster/lib.sh
-"$build/bin/telo-operator" --version
-echo
-kubectl_cmd get nodes
-echo
-echo "The cluster keeps running. Use it with:"
-echo "  export KUBECONFIG=$kubeconfig"
-echo "  $k8s_bin/kubectl get nodes"
-echo "Stop it with: make cluster-down"
+
+demo_ns=${TELO_DEMO_NAMESPACE:-telo-demo}
+operator_log="$log_dir/telo-operator.log"
+operator_pid="$pid_dir/telo-operator.pid"
+metrics_port=${TELO_OPERATOR_HTTP_PORT:-18080}
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "CRD"
+kubectl_cmd apply --server-side --force-conflicts -f crds/telo.run_telosessions.yaml >/dev/null
+kubectl_cmd wait --for condition=Established crd/telosessions.telo.run --timeout=60s >/dev/null
+echo "telosessions.telo.run established"
+
+step "operator"
+# A previous `make run` left its operator running: replace it with this build.
+if [ -f "$operator_pid" ] && kill -0 "$(cat "$operator_pid")" 2>/dev/null; then
+	kill -TERM "$(cat "$operator_pid")"
+	for _ in $(seq 1 100); do kill -0 "$(cat "$operator_pid")" 2>/dev/null || break; sleep 0.1; done
+fi
+echo "--- $(date -u +%FT%TZ) starting" >>"$operator_log"
+setsid "$build/bin/telo-operator" run --kubeconfig "$kubeconfig" \
+	--http-bind-address "127.0.0.1:$metrics_port" \
+	--set "ingress.baseDomain=${TELO_BASE_DOMAIN:-sessions.localtest.me}" \
+	>>"$operator_log" 2>&1 </dev/null &
+echo $! >"$operator_pid"
+for _ in $(seq 1 100); do
+	curl -fsS "http://127.0.0.1:$metrics_port/readyz" >/dev/null 2>&1 && break
+	if ! kill -0 "$(cat "$operator_pid")" 2>/dev/null; then
+		echo "run: the operator exited; last lines of $operator_log:" >&2
+		tail -n 20 "$operator_log" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+if ! kill -0 "$(cat "$operator_pid")" 2>/dev/null; then
+	echo "run: the operator exited (is port $metrics_port taken? set TELO_OPERATOR_HTTP_PORT); last lines of $operator_log:" >&2
+	tail -n 20 "$operator_log" >&2
+	exit 1
+fi
+echo "telo-operator running (pid $(cat "$operator_pid"), log $operator_log, metrics http://127.0.0.1:$metrics_port/metrics)"
+
+step "sample session"
+kubectl_cmd create namespace "$demo_ns" --dry-run=client -o yaml | kubectl_cmd apply -f - >/dev/null
+kubectl_cmd apply -n "$demo_ns" -f crds/samples/hello.yaml
+if ! kubectl_cmd wait -n "$demo_ns" --for=condition=Ready telosession/hello --timeout=60s >/dev/null; then
+	echo "run: the sample did not become Ready; its status and the operator's log:" >&2
+	kubectl_cmd get telosession hello -n "$demo_ns" -o yaml >&2
+	tail -n 20 "$operator_log" >&2
+	exit 1
+fi
+kubectl_cmd get telosessions -n "$demo_ns" -o wide
+
+cat <<EOF
+
+The cluster, the operator and the sample keep running (the cluster's nodes are kwok's simulated
+ones: the session pod is reported Running without a container behind it).
+  export KUBECONFIG=$kubeconfig
+  $k8s_bin/kubectl describe telosession hello -n $demo_ns
+  $k8s_bin/kubectl patch telosession hello -n $demo_ns --type merge -p '{"spec":{"stopped":true}}'   # stop it
+  $k8s_bin/kubectl delete telosession hello -n $demo_ns                                               # clean up
+Attach (once the gateway lands): kubectl telo attach hello -n $demo_ns
+Stop everything: make cluster-down (the operator: kill \$(cat $operator_pid))
+EOF
