@@ -9,7 +9,13 @@
 #include <cmocka.h>
 
 #include "controller/events.h"
+#include "kube/config.h"
+#include "kube/transport.h"
+#include "util/log.h"
 
+#include "mock_http.h"
+
+#include <ev.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,6 +280,154 @@ static void caches_stay_bounded(void **state)
     events_correlator_free(NULL);
 }
 
+/* ---- the recorder's writes, against a scripted API server -------------------------------- */
+
+/* Events API: POST creates (a 500 the first time for reason Flaky), PATCH finds nothing (the
+ * Event expired), so the recorder must create it anew. */
+static void events_route(int fd, const struct mock_req *req)
+{
+    static int flaky;
+    if (strcmp(req->method, "POST") == 0) {
+        if (strstr(req->body, "\"reason\":\"Flaky\"") && flaky++ == 0) {
+            mock_reply(fd, 500, NULL, "{\"kind\":\"Status\",\"code\":500}");
+            return;
+        }
+        mock_reply(fd, 201, NULL, req->body);
+    } else if (strcmp(req->method, "PATCH") == 0) {
+        mock_reply(fd, 404, NULL, "{\"kind\":\"Status\",\"code\":404,\"reason\":\"NotFound\"}");
+    } else {
+        mock_reply(fd, 405, NULL, "{}");
+    }
+}
+
+struct fixture {
+    struct mock_server server;
+    struct kube_config *cfg;
+    struct ev_loop *loop;
+    struct kube_transport *t;
+    char dir[128];
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "/tmp/telo-test-events-XXXXXX");
+    if (!f || mkdtemp(f->dir) == NULL)
+        return -1;
+    char token[256], kc[256];
+    snprintf(token, sizeof(token), "%s/token", f->dir);
+    snprintf(kc, sizeof(kc), "%s/kubeconfig", f->dir);
+    FILE *tf = fopen(token, "w");
+    if (!tf)
+        return -1;
+    fputs("t\n", tf);
+    fclose(tf);
+    if (mock_start(&f->server, events_route) != 0 || mock_kubeconfig(kc, f->server.port, token))
+        return -1;
+    struct kube_config_options o = {.kubeconfig = kc};
+    struct telo_err err;
+    if (kube_config_load(&o, &f->cfg, &err) != 0)
+        return -1;
+    f->loop = ev_loop_new(0);
+    f->t = kube_transport_new(f->loop, f->cfg, NULL, &err);
+    if (!f->t)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    kube_transport_free(f->t);
+    ev_loop_destroy(f->loop);
+    kube_config_free(f->cfg);
+    mock_stop(&f->server);
+    char path[256];
+    snprintf(path, sizeof(path), "%s/token", f->dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/kubeconfig", f->dir);
+    unlink(path);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static void on_flushed(int rc, void *ud)
+{
+    int *out = ud;
+    *out = rc == 0 ? 1 : rc;
+}
+
+static int flush(struct fixture *f, struct events_recorder *r)
+{
+    int done = 0;
+    events_recorder_flush(r, 20, on_flushed, &done);
+    while (!done)
+        ev_run(f->loop, EVRUN_ONCE);
+    return done;
+}
+
+static void a_full_queue_drops_and_counts(void **state)
+{
+    struct fixture *f = *state;
+    struct events_recorder_config cfg = {.reporting_instance = "pod-1", .queue_max = 3};
+    struct events_recorder *r = events_recorder_new(f->t, &cfg, NULL);
+    assert_non_null(r);
+    char reason[32];
+    int dropped = 0;
+    for (int i = 0; i < 10; i++) {
+        snprintf(reason, sizeof(reason), "Reason%d", i);
+        int rc = events_record(r, &cm, "Normal", reason, NULL, "note %d", i);
+        assert_true(rc == 0 || rc == -TELO_ETOOBIG);
+        dropped += rc == -TELO_ETOOBIG;
+    }
+    /* One in flight, three queued, the rest dropped: the caller's loop is never blocked. */
+    const struct events_stats *st = events_recorder_stats(r);
+    assert_int_equal(dropped, 6);
+    assert_int_equal(st->dropped, 6);
+    assert_int_equal(st->queued, 3);
+    assert_int_equal(st->in_flight, 1);
+    assert_int_equal(flush(f, r), 1);
+    assert_int_equal(st->created, 4);
+    assert_int_equal(st->queued + st->in_flight, 0);
+    events_recorder_free(r);
+}
+
+static void repeats_fold_into_the_queued_write(void **state)
+{
+    struct fixture *f = *state;
+    struct events_recorder_config cfg = {.reporting_instance = "pod-1"};
+    struct events_recorder *r = events_recorder_new(f->t, &cfg, NULL);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(events_record(r, &cm, "Normal", "Same", "Act", "same note"), 0);
+    const struct events_stats *st = events_recorder_stats(r);
+    /* The create is in flight; one patch waits and carries the 19 repeats. */
+    assert_int_equal(st->queued, 1);
+    assert_int_equal(st->coalesced, 18);
+    assert_int_equal(flush(f, r), 1);
+    /* The server's PATCH says 404 (expired Event): it is created again, with its series. */
+    assert_int_equal(st->created, 2);
+    assert_int_equal(st->patched, 0);
+    assert_int_equal(st->failed, 0);
+    events_recorder_free(r);
+}
+
+static void a_server_error_is_retried(void **state)
+{
+    struct fixture *f = *state;
+    struct events_recorder_config cfg = {.reporting_instance = "pod-1", .retry_interval = 0.05};
+    struct events_recorder *r = events_recorder_new(f->t, &cfg, NULL);
+    assert_int_equal(events_record(r, &cm, "Warning", "Flaky", NULL, "x"), 0);
+    assert_int_equal(flush(f, r), 1);
+    const struct events_stats *st = events_recorder_stats(r);
+    assert_int_equal(st->retries, 1);
+    assert_int_equal(st->created, 1);
+    assert_int_equal(st->failed, 0);
+    events_recorder_free(r);
+    events_recorder_free(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,5 +441,13 @@ int main(void)
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(caches_stay_bounded),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest io_tests[] = {
+        cmocka_unit_test(a_full_queue_drops_and_counts),
+        cmocka_unit_test(repeats_fold_into_the_queued_write),
+        cmocka_unit_test(a_server_error_is_retried),
+    };
+    (void)mock_stream_start; /* the shared mock's streaming helper is not needed here */
+    telo_log_set_level(TELO_LOG_ERROR);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    return failed + cmocka_run_group_tests(io_tests, setup, teardown);
 }
