@@ -33,8 +33,7 @@ struct options {
     const char *log_level;
 };
 
-struct operator
-{
+struct run_state {
     struct options opt;
     struct ev_loop *loop;
     struct session_config *cfg;
@@ -43,14 +42,11 @@ struct operator
     struct ctrl_manager *m;
     struct events_recorder *events;
     struct session_reconciler *reconciler;
-    struct leader_elector *el;
     struct metrics_registry *reg;
     struct ctrl_metrics *runtime_metrics;
     struct httpd_server *http;
     char identity[128];
     int shutting_down;
-    int lost_lease;
-    int pending_cleanups;
 };
 
 void operator_cmd_usage(FILE *out)
@@ -114,7 +110,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 static int ready(void *user, struct buf *reason)
 {
-    struct operator* op = user;
+    struct run_state *op = user;
     if (op->shutting_down) {
         buf_append_str(reason, "shutting down");
         return 0;
@@ -127,56 +123,17 @@ static int ready(void *user, struct buf *reason)
     return 1;
 }
 
-static void on_started_leading(void *ud)
-{
-    struct operator* op = ud;
-    telo_log(TELO_LOG_INFO, "became the leader", "identity=%s", op->identity);
-    ctrl_manager_set_active(op->m, 1);
-}
-
-static void on_stopped_leading(void *ud)
-{
-    struct operator* op = ud;
-    ctrl_manager_set_active(op->m, 0);
-    if (op->shutting_down)
-        return;
-    /* Another replica may already be writing: stop at once, as controller-runtime does, and let
-     * the restart rejoin as a follower. */
-    telo_log(TELO_LOG_ERROR, "lost the leader lease; exiting", "identity=%s", op->identity);
-    op->lost_lease = 1;
-    ev_break(op->loop, EVBREAK_ALL);
-}
-
-static void on_new_leader(const char *identity, void *ud)
-{
-    (void)ud;
-    telo_log(TELO_LOG_INFO, "leader observed", "identity=%s", identity);
-}
-
-static void cleanup_done(struct operator* op)
-{
-    if (--op->pending_cleanups == 0)
-        ev_break(op->loop, EVBREAK_ALL);
-}
-
-static void on_released(int rc, void *ud)
-{
-    struct operator* op = ud;
-    if (rc < 0)
-        telo_log(TELO_LOG_WARN, "could not release the lease; followers wait for it to expire",
-                 "rc=%d", rc);
-    cleanup_done(op);
-}
-
 static void on_flushed(int rc, void *ud)
 {
-    (void)rc;
-    cleanup_done(ud);
+    struct run_state *op = ud;
+    if (rc < 0)
+        telo_log(TELO_LOG_WARN, "some Events were not written before exit", "rc=%d", rc);
+    ev_break(op->loop, EVBREAK_ALL);
 }
 
 /* --- setup -------------------------------------------------------------------------------- */
 
-static int load_config(struct operator* op, struct telo_err *err)
+static int load_config(struct run_state *op, struct telo_err *err)
 {
     op->cfg = session_config_new();
     if (!op->cfg)
@@ -198,7 +155,7 @@ static int load_config(struct operator* op, struct telo_err *err)
     return kube_config_load(&copts, &op->kcfg, err);
 }
 
-static int start_http(struct operator* op, struct telo_err *err)
+static int start_http(struct run_state *op, struct telo_err *err)
 {
     if (strcmp(op->opt.http_address, "0") == 0)
         return 0;
@@ -219,7 +176,7 @@ static int start_http(struct operator* op, struct telo_err *err)
     return 0;
 }
 
-static int setup(struct operator* op, struct telo_err *err)
+static int setup(struct run_state *op, struct telo_err *err)
 {
     int rc = load_config(op, err);
     if (rc < 0)
@@ -240,38 +197,27 @@ static int setup(struct operator* op, struct telo_err *err)
     if (!(op->reconciler = session_reconciler_new(op->m, op->t, op->cfg, op->events, err)))
         return -err->code;
     if (op->opt.leader_elect) {
-        struct leader_config lc = {
-            .namespace = op->opt.lease_namespace,
-            .name = op->opt.lease_name,
-            .identity = op->identity,
-            .callbacks = {on_started_leading, on_stopped_leading, on_new_leader, op},
-        };
-        if (!(op->el = leader_new(op->t, &lc, err)))
+        struct ctrl_leader_opts lo = {op->opt.lease_namespace, op->opt.lease_name, op->identity};
+        if (ctrl_manager_enable_leader_election(op->m, &lo, err) < 0)
             return -err->code;
-        /* Followers fill their caches but do not reconcile. */
-        ctrl_manager_set_active(op->m, 0);
     }
     if (!(op->reg = metrics_registry_new()))
         return telo_err_set(err, TELO_ENOMEM, "out of memory");
     if (metrics_register_process(op->reg, NULL, err) < 0 ||
-        !(op->runtime_metrics = ctrl_metrics_register(op->reg, op->m, op->t, op->el, err)) ||
+        !(op->runtime_metrics =
+              ctrl_metrics_register(op->reg, op->m, op->t, ctrl_manager_leader(op->m), err)) ||
         session_reconciler_register_metrics(op->reconciler, op->reg, err) < 0)
         return -err->code;
     if ((rc = start_http(op, err)) < 0)
         return rc;
-    if ((rc = ctrl_manager_start(op->m, err)) < 0)
-        return rc;
-    if (op->el && (rc = leader_start(op->el, err)) < 0)
-        return rc;
-    return 0;
+    return ctrl_manager_start(op->m, err);
 }
 
-static void teardown(struct operator* op)
+static void teardown(struct run_state *op)
 {
     httpd_free(op->http);
     metrics_registry_free(op->reg);
     ctrl_metrics_free(op->runtime_metrics);
-    leader_free(op->el);
     ctrl_manager_free(op->m);
     session_reconciler_free(op->reconciler);
     events_recorder_free(op->events);
@@ -284,7 +230,7 @@ static void teardown(struct operator* op)
 
 int operator_cmd_main(int argc, char **argv)
 {
-    struct operator op;
+    struct run_state op;
     memset(&op, 0, sizeof(op));
     if (parse_args(argc, argv, &op.opt) < 0) {
         operator_cmd_usage(stderr);
@@ -314,14 +260,9 @@ int operator_cmd_main(int argc, char **argv)
         fprintf(stderr, "telo-operator: %s\n", ctrl_manager_error(op.m));
         status = 1;
     }
-    if (op.lost_lease)
-        status = 1;
-    /* Drained (or failed): hand the lease over and get the last Events out, briefly. */
+    /* Drained, lease released (or failed): get the last Events out, briefly. */
     op.shutting_down = 1;
-    op.pending_cleanups = 1;
     events_recorder_flush(op.events, 5, on_flushed, &op);
-    if (op.el && !op.lost_lease && leader_release(op.el, on_released, &op) == 0)
-        op.pending_cleanups++;
     ev_run(op.loop, 0);
     teardown(&op);
     return status;

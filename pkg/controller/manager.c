@@ -1,6 +1,7 @@
 /* The controller manager: informers feed work queues, reconcilers drain them, on one loop. */
 #include "controller/manager.h"
 
+#include "controller/leader.h"
 #include "kube/transport.h"
 #include "util/log.h"
 
@@ -68,6 +69,7 @@ struct ctrl_manager {
     ev_timer resync;
     ev_timer shutdown_deadline;
     ev_signal sigterm, sigint;
+    struct leader_elector *el;
     char error[TELO_ERR_MSG_MAX];
 };
 
@@ -402,12 +404,25 @@ static void on_sync_timeout(struct ev_loop *loop, ev_timer *timer, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
+static void on_released(int rc, void *ud)
+{
+    struct ctrl_manager *m = ud;
+    if (rc < 0)
+        telo_log(TELO_LOG_WARN,
+                 "could not release the lease; a follower takes over when it expires", "rc=%d", rc);
+    telo_log(TELO_LOG_INFO, "shutdown complete", "controllers=%zu", m->ncontrollers);
+    ev_break(m->loop, EVBREAK_ALL);
+}
+
 static void check_drained(struct ctrl_manager *m)
 {
     for (size_t i = 0; i < m->ncontrollers; i++) {
         if (!wq_drained(m->controllers[i]->q))
             return;
     }
+    /* Drained: hand the lease over so a follower need not wait for it to expire. */
+    if (m->el && leader_release(m->el, on_released, m) == 0)
+        return;
     telo_log(TELO_LOG_INFO, "shutdown complete", "controllers=%zu", m->ncontrollers);
     ev_break(m->loop, EVBREAK_ALL);
 }
@@ -489,6 +504,7 @@ void ctrl_manager_free(struct ctrl_manager *m)
     ev_timer_stop(m->loop, &m->sync_timeout);
     ev_timer_stop(m->loop, &m->resync);
     ev_timer_stop(m->loop, &m->shutdown_deadline);
+    leader_free(m->el);
     if (m->opts.handle_signals && m->started) {
         ev_signal_stop(m->loop, &m->sigterm);
         ev_signal_stop(m->loop, &m->sigint);
@@ -616,7 +632,55 @@ int ctrl_manager_start(struct ctrl_manager *m, struct telo_err *err)
             return rc;
     }
     arm_resync(m);
+    if (m->el)
+        return leader_start(m->el, err);
     return 0;
+}
+
+static void on_started_leading(void *ud)
+{
+    struct ctrl_manager *m = ud;
+    telo_log(TELO_LOG_INFO, "became the leader; reconciling", "controllers=%zu", m->ncontrollers);
+    ctrl_manager_set_active(m, 1);
+}
+
+static void on_stopped_leading(void *ud)
+{
+    struct ctrl_manager *m = ud;
+    ctrl_manager_set_active(m, 0);
+    if (m->stopping)
+        return;
+    /* Another replica may be writing already: stop now rather than race it. */
+    snprintf(m->error, sizeof(m->error), "lost the leader lease; restart to rejoin as a follower");
+    telo_log(TELO_LOG_ERROR, "lost the leader lease", "controllers=%zu", m->ncontrollers);
+    ev_break(m->loop, EVBREAK_ALL);
+}
+
+static void on_new_leader(const char *identity, void *ud)
+{
+    (void)ud;
+    telo_log(TELO_LOG_INFO, "leader observed", "identity=%s", identity);
+}
+
+int ctrl_manager_enable_leader_election(struct ctrl_manager *m, const struct ctrl_leader_opts *o,
+                                        struct telo_err *err)
+{
+    struct leader_config lc = {
+        .namespace = o->namespace,
+        .name = o->name,
+        .identity = o->identity,
+        .callbacks = {on_started_leading, on_stopped_leading, on_new_leader, m},
+    };
+    m->el = leader_new(m->t, &lc, err);
+    if (!m->el)
+        return -err->code;
+    m->active = 0;
+    return 0;
+}
+
+struct leader_elector *ctrl_manager_leader(const struct ctrl_manager *m)
+{
+    return m->el;
 }
 
 void ctrl_manager_set_active(struct ctrl_manager *m, int active)

@@ -105,6 +105,24 @@ int ctrl_controller_enqueue(struct ctrl_controller *c, const char *key);
  * timeout stops the manager with an error (see ctrl_manager_error). */
 int ctrl_manager_start(struct ctrl_manager *m, struct telo_err *err);
 
+struct ctrl_leader_opts {
+    const char *namespace; /* of the Lease */
+    const char *name;      /* of the Lease */
+    const char *identity;  /* unique per process (leader_default_identity) */
+};
+
+/* Makes reconciling wait for leadership of the Lease (client-go's 15/10/2 s timings): informers
+ * still start at once, so a follower takes over with warm caches. Losing the lease stops
+ * reconciles at once and stops the manager with an error (the process restarts and rejoins as a
+ * follower, as with controller-runtime); a graceful stop releases the lease after draining, so
+ * a follower takes over within its retry period. Call before ctrl_manager_start. Returns 0 or a
+ * negative code with err filled. */
+int ctrl_manager_enable_leader_election(struct ctrl_manager *m, const struct ctrl_leader_opts *o,
+                                        struct telo_err *err);
+
+/* The manager's elector (for metrics), or NULL without leader election. */
+struct leader_elector *ctrl_manager_leader(const struct ctrl_manager *m);
+
 /* Switches reconciling on or off (on by default). Off stops dispatching new reconciles at once;
  * those in flight finish. */
 void ctrl_manager_set_active(struct ctrl_manager *m, int active);
