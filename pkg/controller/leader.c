@@ -721,7 +721,11 @@ int leader_release(struct leader_elector *el, leader_done_fn *done, void *ud)
     el->release_ud = ud;
     el->release_rc = 0;
     ev_timer_stop(el->loop, &el->timer);
+    /* An acquire or renew cut short may still land on the server: read before releasing. */
+    int writing = el->call_kind == CALL_WRITE;
     cancel_call(el);
+    if (writing)
+        drop_lease(el);
     if (el->st.leading) {
         /* Stop acting as leader before anyone else can take over: the release write below is
          * what lets them. */
@@ -732,7 +736,8 @@ int leader_release(struct leader_elector *el, leader_done_fn *done, void *ud)
     }
     /* Written whenever the record we last saw names us, even after a step-down: the sooner the
      * lease reads free, the sooner a follower leads. */
-    int holder = el->st.have_record && strcmp(el->st.observed.holder, el->identity) == 0;
+    int holder =
+        writing || (el->st.have_record && strcmp(el->st.observed.holder, el->identity) == 0);
     /* done runs from the loop, either when the write ends or when this timer fires (at once
      * when there is nothing to write). */
     ev_timer_set(&el->done_timer, holder ? el->timing.renew_deadline : 0, 0);
