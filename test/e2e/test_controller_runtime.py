@@ -136,3 +136,78 @@ def test_converges_after_forced_410(cluster, namespace):
         wait_mirrored(cluster, namespace, "y", "y", timeout=90)
     finally:
         assert ctl.stop() == 0, ctl.stderr_tail()
+
+
+def lease_holder(cluster, namespace):
+    proc = cluster.kubectl("get", "lease", "telo-mirror", "-n", namespace, "-o",
+                           "jsonpath={.spec.holderIdentity}", check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def start_replica(cluster, namespace, identity):
+    return LineReader([os.path.join(BIN_DIR, "telo-mirror"), "--kubeconfig", cluster.kubeconfig,
+                       "-n", namespace, "--leader-elect", "--identity", identity])
+
+
+def writes_by_replica(cluster, namespace):
+    """(time, identity) of every write the replicas made in namespace, from the audit log."""
+    writes = []
+    with open(os.path.join(cluster.log_dir, "audit.log")) as f:
+        for line in f:
+            if namespace not in line or "telo-mirror/" not in line:
+                continue
+            event = json.loads(line)
+            ref = event.get("objectRef", {})
+            if (event.get("stage") == "ResponseComplete" and ref.get("namespace") == namespace
+                    and ref.get("resource") == "configmaps"
+                    and event.get("verb") in ("create", "update", "patch", "delete")):
+                writes.append((event["stageTimestamp"],
+                               event["userAgent"].split("telo-mirror/")[1]))
+    return sorted(writes)
+
+
+def test_leader_election_hands_over_and_never_two_writers(cluster, namespace):
+    a = start_replica(cluster, namespace, "replica-a")
+    b = c = None
+    try:
+        wait_until(lambda: lease_holder(cluster, namespace) == "replica-a", timeout=30,
+                   what="replica-a to lead")
+        b = start_replica(cluster, namespace, "replica-b")
+        make_sources(cluster, namespace, ["one"])
+        wait_mirrored(cluster, namespace, "one", "one")
+        time.sleep(2)
+        assert lease_holder(cluster, namespace) == "replica-a"
+
+        # A crashed leader: the follower waits out the lease (15 s) and takes over.
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait()
+        killed = time.monotonic()
+        make_sources(cluster, namespace, ["two"])
+        wait_mirrored(cluster, namespace, "two", "two", timeout=40)
+        takeover = time.monotonic() - killed
+        print("takeover after SIGKILL of the leader: %.1fs" % takeover)
+        assert takeover < 20, takeover
+        assert lease_holder(cluster, namespace) == "replica-b"
+
+        # A leader that stops gracefully releases the lease: the next one leads within a retry.
+        c = start_replica(cluster, namespace, "replica-c")
+        time.sleep(2)
+        b.proc.send_signal(signal.SIGTERM)
+        assert b.proc.wait(timeout=30) == 0
+        stopped = time.monotonic()
+        wait_until(lambda: lease_holder(cluster, namespace) == "replica-c", timeout=15,
+                   what="replica-c to lead after the release")
+        handover = time.monotonic() - stopped
+        print("takeover after SIGTERM of the leader: %.1fs" % handover)
+        assert handover < 5, handover
+        make_sources(cluster, namespace, ["three"])
+        wait_mirrored(cluster, namespace, "three", "three")
+
+        # Never two writers: each replica's writes form one block, in the order they led.
+        writers = [who for _, who in writes_by_replica(cluster, namespace)]
+        blocks = [w for i, w in enumerate(writers) if i == 0 or writers[i - 1] != w]
+        assert blocks == ["replica-a", "replica-b", "replica-c"], writers
+    finally:
+        for r in (a, b, c):
+            if r:
+                r.stop()
