@@ -31,6 +31,7 @@ struct options {
     const char *lease_namespace, *lease_name;
     const char *http_address; /* "host:port", or "0" for none */
     const char *log_level;
+    double resync_period; /* seconds; 0: the manager's default (10 h) */
 };
 
 struct run_state {
@@ -56,11 +57,14 @@ void operator_cmd_usage(FILE *out)
             "                     [--set KEY=VALUE]... [--leader-elect]\n"
             "                     [--leader-election-namespace NS] [--leader-election-id NAME]\n"
             "                     [--http-bind-address HOST:PORT|0] [--log-level LEVEL]\n"
+            "                     [--resync-period SECONDS]\n"
             "\n"
             "Runs the TeloSession controller. Serves /healthz, /readyz and /metrics on\n"
             "--http-bind-address (default 0.0.0.0:8080; 0 turns it off). --config reads a YAML\n"
             "file of the keys below; --set KEY=VALUE overrides one (lists comma-separated,\n"
             "maps k=v,k2=v2). SIGTERM drains reconciles, releases the lease and exits 0.\n"
+            "--resync-period reconciles every TeloSession again that often (default 36000,\n"
+            "jittered by 10%%), from the cache: a resync of unchanged sessions writes nothing.\n"
             "\nConfiguration keys:\n");
     session_config_describe(out);
 }
@@ -97,6 +101,15 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->http_address = v;
         else if (strcmp(a, "--log-level") == 0)
             o->log_level = v;
+        else if (strcmp(a, "--resync-period") == 0) {
+            char *end = NULL;
+            o->resync_period = strtod(v, &end);
+            if (!end || *end || !(o->resync_period >= 1 && o->resync_period <= 86400 * 7)) {
+                fprintf(stderr, "telo-operator: --resync-period %s: want seconds in 1..604800\n",
+                        v);
+                return -1;
+            }
+        }
         else {
             fprintf(stderr, "telo-operator: unknown argument '%s'\n", a);
             return -1;
@@ -191,6 +204,7 @@ static int setup(struct run_state *op, struct telo_err *err)
     if (!(op->events = events_recorder_new(op->t, &ecfg, err)))
         return -err->code;
     struct ctrl_manager_opts mopts = {.max_concurrent_reconciles = (int)op->cfg->workers,
+                                      .resync_period = op->opt.resync_period,
                                       .handle_signals = 1};
     if (!(op->m = ctrl_manager_new(op->loop, op->t, &mopts)))
         return telo_err_set(err, TELO_ENOMEM, "out of memory");
