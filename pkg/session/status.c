@@ -487,10 +487,10 @@ int session_status_compute(const struct session_observation *obs, struct session
         decide(obs, &d, v);
     }
 
-    struct json_object *status;
+    struct json_object *status = NULL; /* json_object_deep_copy refuses a non-NULL target */
     if (is_terminal(old_phase)) {
         if (json_object_deep_copy(old, &status, NULL) < 0)
-            return -1;
+            return -TELO_ENOMEM;
         json_object_object_add(status, "observedGeneration", json_object_new_int64(s->generation));
         struct json_object *conds = get(status, "conditions");
         size_t n = conds ? json_object_array_length(conds) : 0;
@@ -500,7 +500,7 @@ int session_status_compute(const struct session_observation *obs, struct session
     } else {
         status = json_object_new_object();
         if (!status)
-            return -1;
+            return -TELO_ENOMEM;
         put_str(status, "phase", d.phase);
         if (d.reason[0])
             put_str(status, "reason", d.reason);
