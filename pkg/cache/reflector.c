@@ -9,6 +9,9 @@
 #include <json.h>
 #include <openssl/rand.h>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +211,11 @@ static void on_list_page(const struct kube_result *res, void *ud)
     set_rv(r, rv);
     cache_store_sweep_stale(r->store, swept, r);
     r->listing = 0;
+#ifdef __GLIBC__
+    /* A list's pages were parsed whole and freed: hand that memory back to the system, or the
+     * process keeps the list's high-water mark for good (glibc keeps freed heap by default). */
+    malloc_trim(0);
+#endif
     r->stats.lists++;
     if (!r->synced) {
         r->synced = 1;
