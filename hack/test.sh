@@ -33,5 +33,11 @@ cleanup() {
 trap cleanup EXIT
 step "local cluster"
 hack/cluster/up.sh >/dev/null
+# The operator `make run` leaves running watches every namespace and would reconcile the tests'
+# sessions too: stop it (make run starts it again).
+if [ -f "$pid_dir/telo-operator.pid" ] && kill -0 "$(cat "$pid_dir/telo-operator.pid")" 2>/dev/null; then
+	echo "stopping the operator make run started (pid $(cat "$pid_dir/telo-operator.pid"))"
+	kill -TERM "$(cat "$pid_dir/telo-operator.pid")"
+fi
 step "e2e tests"
 hack/e2e.sh
