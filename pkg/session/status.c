@@ -37,15 +37,78 @@ static int blocking_waiting(const char *reason)
            strcmp(reason, "ContainerCreating") != 0;
 }
 
-static void truncate_detail(char *text)
+/* Bytes of the UTF-8 sequence that starts with lead, or 0 when lead cannot start one. */
+static size_t utf8_len(unsigned char lead)
 {
-    if (strlen(text) > MESSAGE_MAX)
-        strcpy(text + MESSAGE_MAX, "\xe2\x80\xa6"); /* "…" */
+    return lead < 0x80             ? 1
+           : (lead & 0xe0) == 0xc0 ? 2
+           : (lead & 0xf0) == 0xe0 ? 3
+           : (lead & 0xf8) == 0xf0 ? 4
+                                   : 0;
+}
+
+/* Cuts text (size bytes) to at most max characters, then "…", never inside a character, and
+ * drops a sequence left incomplete by an earlier snprintf. */
+static void cap_chars(char *text, size_t size, size_t max)
+{
+    static const char ellipsis[] = "\xe2\x80\xa6";
+    size_t at = 0, chars = 0, cut = 0, n;
+    while (text[at]) {
+        n = utf8_len((unsigned char)text[at]);
+        size_t i = 1;
+        while (n && i < n && ((unsigned char)text[at + i] & 0xc0) == 0x80)
+            i++;
+        if (n == 0 || i < n) {
+            if (text[at + i] == '\0') { /* a truncated tail */
+                text[at] = '\0';
+                return;
+            }
+            n = i; /* a stray byte: count it as one character */
+        }
+        if (chars == max)
+            cut = at;
+        at += n;
+        chars++;
+    }
+    if (chars <= max)
+        return;
+    /* Back off whole characters until the ellipsis fits. */
+    while (cut + sizeof(ellipsis) > size && cut > 0) {
+        cut--;
+        while (cut > 0 && ((unsigned char)text[cut] & 0xc0) == 0x80)
+            cut--;
+    }
+    memcpy(text + cut, ellipsis, sizeof(ellipsis));
+}
+
+/* A termination message is a file or a log tail: fold its lines into one, trim it, cap it. */
+static void tidy_detail(char *text, size_t size, size_t max)
+{
+    char *w = text;
+    for (const char *r = text; *r;) {
+        if (*r == '\n' || *r == '\r' || *r == '\t' || *r == ' ') {
+            while (*r == '\n' || *r == '\r' || *r == '\t' || *r == ' ')
+                r++;
+            if (w != text && *r)
+                *w++ = ' ';
+            continue;
+        }
+        *w++ = *r++;
+    }
+    *w = '\0';
+    cap_chars(text, size, max);
+}
+
+/* ". Run: ..." after a detail, without doubling a full stop the detail already has. */
+static const char *run_prefix(const char *detail)
+{
+    size_t n = strlen(detail);
+    return n && detail[n - 1] == '.' ? " Run:" : ". Run:";
 }
 
 /* One container status' complaint: a non-zero exit or a blocking wait, from state or lastState. */
 static int container_problem(struct json_object *cs, const char *label, char *out, size_t len,
-                             const char **why, long long *exit_code)
+                             const char **why, long long *exit_code, int *terminated)
 {
     const char *name = or_empty(str(cs, "name"));
     const char *states[] = {"state", "lastState"};
@@ -62,6 +125,7 @@ static int container_problem(struct json_object *cs, const char *label, char *ou
                      code, msg && *msg ? ": " : "", msg ? msg : "");
             *why = reason;
             *exit_code = code;
+            *terminated = 1;
             return 1;
         }
         if (wait && blocking_waiting(str(wait, "reason"))) {
@@ -69,6 +133,7 @@ static int container_problem(struct json_object *cs, const char *label, char *ou
             snprintf(out, len, "%s \"%s\" waiting: %s%s%s", label, name, str(wait, "reason"),
                      msg && *msg ? ": " : "", msg ? msg : "");
             *why = str(wait, "reason");
+            *terminated = 0;
             return 1;
         }
     }
@@ -96,17 +161,22 @@ void session_failure_message(struct json_object *pod, const char *namespace, cha
 {
     struct json_object *status = get(pod, "status");
     const char *pod_name = or_empty(str(get(pod, "metadata"), "name"));
+    const char *pod_reason = str(status, "reason");
     const char *lists[] = {"initContainerStatuses", "containerStatuses"};
     char detail[1024] = "";
     const char *container = NULL;
-    for (int l = 0; l < 2 && !container; l++) {
+    int terminated = 0;
+    /* The kubelet sets the pod's reason when it ended the pod itself (DeadlineExceeded at
+     * activeDeadlineSeconds, Evicted, NodeLost): its containers then show the kill (exit 137),
+     * which is the consequence, not the cause. Otherwise the reference runner's order holds. */
+    for (int l = 0; l < 2 && !container && !pod_reason; l++) {
         struct json_object *arr = get(status, lists[l]);
         size_t n = arr ? json_object_array_length(arr) : 0;
         for (size_t i = 0; i < n; i++) {
             struct json_object *cs = json_object_array_get_idx(arr, i);
             const char *why = NULL;
             if (container_problem(cs, l == 0 ? "init container" : "container", detail,
-                                  sizeof(detail), &why, exit_code)) {
+                                  sizeof(detail), &why, exit_code, &terminated)) {
                 container = or_empty(str(cs, "name"));
                 snprintf(reason, reason_len, "%s", classify(l == 0, container, why));
                 break;
@@ -114,22 +184,20 @@ void session_failure_message(struct json_object *pod, const char *namespace, cha
         }
     }
     if (!container) {
-        const char *pod_reason = str(status, "reason");
-        if (pod_reason && strcmp(pod_reason, "DeadlineExceeded") == 0)
-            snprintf(reason, reason_len, "DeadlineExceeded");
-        else
-            snprintf(reason, reason_len, "PodFailed");
+        snprintf(reason, reason_len, "%s", pod_reason ? pod_reason : "PodFailed");
         snprintf(detail, sizeof(detail), "%s",
                  str(status, "message") ? str(status, "message")
                  : pod_reason           ? pod_reason
                                         : "pod failed");
     }
-    truncate_detail(detail);
-    if (container)
-        snprintf(out, len, "%s. Run: kubectl logs -n %s %s -c %s", detail, namespace, pod_name,
-                 container);
+    tidy_detail(detail, sizeof(detail), MESSAGE_MAX);
+    /* Logs exist only for a container that ran; a wait is explained by the pod's events. */
+    if (container && terminated)
+        snprintf(out, len, "%s%s kubectl logs -n %s %s -c %s", detail, run_prefix(detail),
+                 namespace, pod_name, container);
     else
-        snprintf(out, len, "%s. Run: kubectl describe pod -n %s %s", detail, namespace, pod_name);
+        snprintf(out, len, "%s%s kubectl describe pod -n %s %s", detail, run_prefix(detail),
+                 namespace, pod_name);
 }
 
 /* --- progress ---------------------------------------------------------------------------- */
@@ -241,7 +309,7 @@ static const char *container_finished_at(struct json_object *pod)
 struct draft {
     const char *phase;
     char reason[64];
-    char message[1024];
+    char message[2048];
     const char *progress_phase, *progress_message;
     int progress_done;
     long long exit_code;
@@ -423,29 +491,37 @@ static void decide(const struct session_observation *obs, struct draft *d,
     d->phase = "Provisioning";
     d->progress_phase = "provision";
     d->progress_message = provision_progress(pod, &waiting);
-    const char *sched = unschedulable(pod);
+    const char *sched_text = unschedulable(pod);
+    char sched[1024];
+    if (sched_text) {
+        snprintf(sched, sizeof(sched), "%s", sched_text);
+        tidy_detail(sched, sizeof(sched), 400);
+    }
     double created = timefmt_parse(str(get(pod, "metadata"), "creationTimestamp"));
     double deadline = (created < 0 ? obs->now : created) + (double)obs->cfg->start_deadline_seconds;
     if (obs->now < deadline) {
         v->requeue_after = deadline - obs->now;
-        if (sched)
+        if (sched_text)
             snprintf(d->message, sizeof(d->message), "waiting for a node: %s", sched);
         return;
     }
     d->phase = "Failed";
     v->delete_pod = 1;
-    if (sched) {
+    if (sched_text) {
         snprintf(d->reason, sizeof(d->reason), "Unschedulable");
         snprintf(d->message, sizeof(d->message),
-                 "no node could run the session within %lds: %.400s. Check the operator's "
+                 "no node could run the session within %lds: %s%s Check the operator's "
                  "nodeSelector and tolerations and the session's resources. Run: kubectl "
                  "describe pod -n %s %s",
-                 obs->cfg->start_deadline_seconds, sched, s->namespace, or_empty(d->pod_name));
+                 obs->cfg->start_deadline_seconds, sched,
+                 strcmp(run_prefix(sched), ". Run:") == 0 ? "." : "", s->namespace,
+                 or_empty(d->pod_name));
         return;
     }
     char detail[1024] = "";
     const char *why = NULL;
     long long code = 0;
+    int terminated = 0;
     const char *lists[] = {"initContainerStatuses", "containerStatuses"};
     for (int l = 0; l < 2 && !why; l++) {
         struct json_object *arr = get(get(pod, "status"), lists[l]);
@@ -453,7 +529,7 @@ static void decide(const struct session_observation *obs, struct draft *d,
         for (size_t i = 0; i < n && !why; i++) {
             struct json_object *cs = json_object_array_get_idx(arr, i);
             if (container_problem(cs, l == 0 ? "init container" : "container", detail,
-                                  sizeof(detail), &why, &code)) {
+                                  sizeof(detail), &why, &code, &terminated)) {
                 container = or_empty(str(cs, "name"));
                 snprintf(d->reason, sizeof(d->reason), "%s", classify(l == 0, container, why));
             }
@@ -461,12 +537,12 @@ static void decide(const struct session_observation *obs, struct draft *d,
     }
     if (!why)
         snprintf(d->reason, sizeof(d->reason), "StartTimeout");
-    truncate_detail(detail);
+    tidy_detail(detail, sizeof(detail), MESSAGE_MAX);
     snprintf(d->message, sizeof(d->message),
-             "the session did not start within %lds (last step: %s)%s%.500s. Run: kubectl describe "
-             "pod -n %s %s",
+             "the session did not start within %lds (last step: %s)%s%s%s kubectl describe pod "
+             "-n %s %s",
              obs->cfg->start_deadline_seconds, d->progress_message, *detail ? ": " : "", detail,
-             s->namespace, or_empty(d->pod_name));
+             *detail ? run_prefix(detail) : ". Run:", s->namespace, or_empty(d->pod_name));
 }
 
 int session_status_compute(const struct session_observation *obs, struct session_verdict *v)
@@ -583,6 +659,8 @@ int session_status_compute(const struct session_observation *obs, struct session
                 size_t used = strlen(v->event_message);
                 snprintf(v->event_message + used, sizeof(v->event_message) - used, ": %s",
                          d.message);
+                /* Drops a character the byte bound cut in two: the note must stay UTF-8. */
+                cap_chars(v->event_message, sizeof(v->event_message), sizeof(v->event_message));
             }
         }
     }
