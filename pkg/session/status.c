@@ -452,7 +452,11 @@ static void decide(const struct session_observation *obs, struct draft *d,
     }
 
     const char *pod_phase = or_empty(str(get(pod, "status"), "phase"));
-    if (strcmp(pod_phase, "Running") == 0) {
+    /* Phase Unknown (the node stopped reporting) is no way back to Pending: a session that ran
+     * keeps running until the pod ends or disappears, and the start deadline is behind it. */
+    int ran = strcmp(or_empty(str(old, "phase")), "Running") == 0;
+    if (strcmp(pod_phase, "Running") == 0 ||
+        (ran && strcmp(pod_phase, "Succeeded") != 0 && strcmp(pod_phase, "Failed") != 0)) {
         d->phase = "Running";
         d->progress_phase = "provision";
         d->progress_message = "Running";
@@ -558,7 +562,13 @@ int session_status_compute(const struct session_observation *obs, struct session
         /* A finished session keeps its verdict; only what follows from the spec moves. */
         memset(&d, 0, sizeof(d));
         d.phase = old_phase;
-        v->delete_pod = s->stopped && obs->pod != NULL;
+        /* A pod that has not ended by itself has no business running for a finished session:
+         * the stop or the start failure that called for its deletion may not have got through
+         * (the delete failed, the operator restarted). A pod that ended is kept for its logs. */
+        const char *pod_phase = str(get(obs->pod, "status"), "phase");
+        v->delete_pod = obs->pod != NULL &&
+                        (s->stopped || !pod_phase ||
+                         (strcmp(pod_phase, "Succeeded") != 0 && strcmp(pod_phase, "Failed") != 0));
     } else {
         decide(obs, &d, v);
     }

@@ -1,0 +1,1397 @@
+/* Tests for pkg/session/status.c: one test per branch of session_status_compute, fed pods as the
+ * API server returns them (test/unit/data/session/pod-*.json), and the failure message rules. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "session/config.h"
+#include "session/spec.h"
+#include "session/status.h"
+#include "util/timefmt.h"
+
+#include <json.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 2026-03-01T10:00:00Z: every fixture pod was created then. */
+#define T0 1772359200.0
+
+#define HINT_DESCRIBE ". Run: kubectl describe pod -n demo telo-run-hello"
+#define HINT_LOGS     ". Run: kubectl logs -n demo telo-run-hello -c session"
+
+static const char hello_json[] =
+    "{\"apiVersion\":\"telo.run/v1alpha1\",\"kind\":\"TeloSession\","
+    "\"metadata\":{\"name\":\"hello\",\"namespace\":\"demo\",\"generation\":1,"
+    "\"uid\":\"0b6f2d7a-6a44-4c84-8a55-2d9b3c0e1f00\","
+    "\"creationTimestamp\":\"2026-03-01T09:59:59Z\"},"
+    "\"spec\":{\"entry\":\"app/telo.yaml\",\"bundle\":{\"configMap\":{\"name\":\"hello-app\"}},"
+    "\"ports\":[{\"port\":8080,\"protocol\":\"TCP\"},{\"port\":5353,\"protocol\":\"UDP\"}]}}";
+
+/* A session, the config and the pod observed, as the reconciler hands them over. */
+struct world {
+    struct session_config *cfg;
+    struct json_object *obj; /* the TeloSession */
+    struct session s;
+    struct json_object *pod;
+    const char *blocked_reason, *blocked_message;
+    int attach_secret;
+};
+
+static void world_parse(struct world *w)
+{
+    struct telo_err err;
+    session_spec_release(&w->s);
+    int rc = session_spec_parse(w->obj, &w->s, &err);
+    if (rc != 0)
+        fail_msg("session_spec_parse: %s", err.msg);
+}
+
+static void world_init(struct world *w, const char *session_json)
+{
+    memset(w, 0, sizeof(*w));
+    w->cfg = session_config_new();
+    assert_non_null(w->cfg);
+    w->obj = json_tokener_parse(session_json);
+    assert_non_null(w->obj);
+    world_parse(w);
+}
+
+static void world_free(struct world *w)
+{
+    session_spec_release(&w->s);
+    json_object_put(w->obj);
+    json_object_put(w->pod);
+    session_config_free(w->cfg);
+}
+
+static struct json_object *load_pod(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/session/pod-%s.json", TELO_TEST_DATA, name);
+    struct json_object *pod = json_object_from_file(path);
+    if (!pod)
+        fail_msg("cannot read %s", path);
+    return pod;
+}
+
+static void world_pod(struct world *w, const char *name)
+{
+    json_object_put(w->pod);
+    w->pod = name ? load_pod(name) : NULL;
+}
+
+/* Gives the session the status a verdict computed, as the next reconcile would read it. */
+static void world_status(struct world *w, struct json_object *status)
+{
+    if (status)
+        json_object_object_add(w->obj, "status", json_object_get(status));
+    else
+        json_object_object_del(w->obj, "status");
+    world_parse(w);
+}
+
+static void compute(struct world *w, double now, struct session_verdict *v)
+{
+    struct session_observation obs = {
+        .s = &w->s,
+        .cfg = w->cfg,
+        .pod = w->pod,
+        .image = "telorun/node:latest-slim",
+        .attach_secret = w->attach_secret,
+        .blocked_reason = w->blocked_reason,
+        .blocked_message = w->blocked_message,
+        .now = now,
+    };
+    assert_int_equal(session_status_compute(&obs, v), 0);
+    assert_non_null(v->status);
+}
+
+/* The value at a dotted path ("progress.message"), or NULL. */
+static struct json_object *at(struct json_object *o, const char *path)
+{
+    char key[64];
+    while (o && *path) {
+        size_t n = strcspn(path, ".");
+        snprintf(key, sizeof(key), "%.*s", (int)n, path);
+        struct json_object *next = NULL;
+        if (!json_object_object_get_ex(o, key, &next))
+            return NULL;
+        o = next;
+        path += n + (path[n] == '.');
+    }
+    return o;
+}
+
+static const char *text(struct json_object *o, const char *path)
+{
+    struct json_object *v = at(o, path);
+    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static struct json_object *condition(struct json_object *status, const char *type)
+{
+    struct json_object *conds = at(status, "conditions");
+    assert_non_null(conds);
+    for (size_t i = 0; i < json_object_array_length(conds); i++) {
+        struct json_object *c = json_object_array_get_idx(conds, i);
+        if (strcmp(text(c, "type"), type) == 0)
+            return c;
+    }
+    fail_msg("no condition %s", type);
+    return NULL;
+}
+
+static const char *cond_status(struct json_object *status, const char *type)
+{
+    return text(condition(status, type), "status");
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Counts UTF-8 characters; fails on a malformed sequence. */
+static size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int extra = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : 3;
+        assert_true(*p < 0x80 || (*p & 0xc0) == 0xc0);
+        p++;
+        for (int i = 0; i < extra; i++, p++)
+            assert_true((*p & 0xc0) == 0x80);
+        n++;
+    }
+    return n;
+}
+
+/* Sets the waiting reason of the session container of w's pod. */
+static void set_session_waiting(struct world *w, const char *reason, const char *message)
+{
+    struct json_object *cs = json_object_array_get_idx(at(w->pod, "status.containerStatuses"), 0),
+                       *st, *wait;
+    st = json_object_new_object();
+    wait = json_object_new_object();
+    json_object_object_add(wait, "reason", json_object_new_string(reason));
+    if (message)
+        json_object_object_add(wait, "message", json_object_new_string(message));
+    json_object_object_add(st, "waiting", wait);
+    json_object_object_add(cs, "state", st);
+}
+
+/* --- no pod ------------------------------------------------------------------------------ */
+
+static void no_pod_is_pending_and_scheduling(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    assert_null(at(v.status, "reason"));
+    assert_null(at(v.status, "message"));
+    assert_string_equal(text(v.status, "progress.phase"), "provision");
+    assert_string_equal(text(v.status, "progress.message"), "Scheduling");
+    assert_false(json_object_get_boolean(at(v.status, "progress.done")));
+    assert_null(at(v.status, "podName"));
+    assert_null(at(v.status, "startTime"));
+    assert_string_equal(cond_status(v.status, "Ready"), "False");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "True");
+    assert_string_equal(cond_status(v.status, "Stalled"), "False");
+    assert_string_equal(cond_status(v.status, "ImageReady"), "True");
+    assert_string_equal(text(v.status, "image.ref"), "telorun/node:latest-slim");
+    assert_true(v.changed);
+    assert_false(v.delete_pod);
+    assert_false(v.delete_session);
+    assert_string_equal(v.event_type, "Normal");
+    assert_string_equal(v.event_reason, "Pending");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void blocked_on_a_missing_bundle_is_pending_and_stalled(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    w.blocked_reason = "BundleNotFound";
+    w.blocked_message = "ConfigMap hello-app (spec.bundle.configMap.name) does not exist";
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    assert_string_equal(text(v.status, "reason"), "BundleNotFound");
+    assert_string_equal(text(v.status, "message"), w.blocked_message);
+    assert_string_equal(cond_status(v.status, "Stalled"), "True");
+    assert_string_equal(text(condition(v.status, "Stalled"), "reason"), "BundleNotFound");
+    assert_string_equal(text(condition(v.status, "Stalled"), "message"), w.blocked_message);
+    assert_string_equal(cond_status(v.status, "Reconciling"), "False");
+    assert_string_equal(cond_status(v.status, "Ready"), "False");
+    assert_false(v.delete_pod);
+    assert_string_equal(v.event_type, "Warning");
+    assert_string_equal(v.event_reason, "BundleNotFound");
+    assert_non_null(strstr(v.event_message, w.blocked_message));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* --- provisioning ------------------------------------------------------------------------ */
+
+/* The pod fixture gives the progress text, the session stays Provisioning, and the start
+ * deadline is 120 s after the pod's creation. */
+static void expect_progress(const char *pod, const char *want)
+{
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, pod);
+    struct session_verdict v;
+    compute(&w, T0 + 20, &v);
+    assert_string_equal(text(v.status, "phase"), "Provisioning");
+    assert_string_equal(text(v.status, "progress.phase"), "provision");
+    assert_string_equal(text(v.status, "progress.message"), want);
+    assert_false(json_object_get_boolean(at(v.status, "progress.done")));
+    assert_string_equal(text(v.status, "podName"), "telo-run-hello");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "True");
+    assert_string_equal(text(condition(v.status, "Reconciling"), "message"), want);
+    assert_string_equal(cond_status(v.status, "Stalled"), "False");
+    assert_false(v.delete_pod);
+    assert_true(fabs(v.requeue_after - 100) < 1e-6);
+    assert_null(at(v.status, "startTime"));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void scheduled_pod_without_statuses_is_scheduling(void **state)
+{
+    (void)state;
+    expect_progress("pending-scheduled", "Scheduling");
+}
+
+static void running_init_container_is_delivering_the_application(void **state)
+{
+    (void)state;
+    expect_progress("pending-init-running", "Delivering application");
+}
+
+static void running_init_container_alone_is_delivering_the_application(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-init-running");
+    json_object_object_del(at(w.pod, "status"), "containerStatuses");
+    struct session_verdict v;
+    compute(&w, T0 + 20, &v);
+    assert_string_equal(text(v.status, "progress.message"), "Delivering application");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void container_creating_is_creating_container(void **state)
+{
+    (void)state;
+    expect_progress("pending-containercreating", "Creating container");
+}
+
+static void image_pull_backoff_is_pulling_image(void **state)
+{
+    (void)state;
+    expect_progress("pending-imagepullbackoff", "Pulling image");
+}
+
+static void err_image_pull_is_pulling_image(void **state)
+{
+    (void)state;
+    expect_progress("pending-errimagepull", "Pulling image");
+}
+
+static void another_waiting_reason_is_shown_verbatim(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-containercreating");
+    set_session_waiting(&w, "RunContainerError", NULL);
+    struct session_verdict v;
+    compute(&w, T0 + 20, &v);
+    assert_string_equal(text(v.status, "phase"), "Provisioning");
+    assert_string_equal(text(v.status, "progress.message"), "RunContainerError");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void unschedulable_before_the_deadline_waits_for_a_node(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-unschedulable");
+    struct session_verdict v;
+    compute(&w, T0 + 30, &v);
+    assert_string_equal(text(v.status, "phase"), "Provisioning");
+    assert_null(at(v.status, "reason"));
+    assert_string_equal(text(v.status, "progress.message"), "Scheduling");
+    assert_true(starts_with(text(v.status, "message"), "waiting for a node: 0/3 nodes are "));
+    assert_false(v.delete_pod);
+    assert_true(fabs(v.requeue_after - 90) < 1e-6);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void unschedulable_after_the_deadline_fails(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-unschedulable");
+    struct session_verdict v;
+    compute(&w, T0 + 120, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "Unschedulable");
+    const char *msg = text(v.status, "message");
+    assert_true(starts_with(msg, "no node could run the session within 120s: 0/3 nodes are "
+                                 "available: 1 node(s) had untolerated taint"));
+    assert_non_null(strstr(msg, "nodeSelector and tolerations"));
+    assert_true(ends_with(msg, HINT_DESCRIBE));
+    assert_true(v.delete_pod);
+    assert_true(v.requeue_after == 0);
+    assert_string_equal(cond_status(v.status, "Stalled"), "True");
+    assert_string_equal(text(condition(v.status, "Stalled"), "reason"), "Unschedulable");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "False");
+    assert_string_equal(v.event_type, "Warning");
+    assert_string_equal(v.event_reason, "Failed");
+    assert_true(starts_with(v.event_message, "Failed (Unschedulable): no node could run"));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void image_pull_backoff_past_the_deadline_fails_the_pull(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-imagepullbackoff");
+    struct session_verdict v;
+    compute(&w, T0 + 121, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "ImagePullFailed");
+    const char *msg = text(v.status, "message");
+    assert_true(starts_with(msg, "the session did not start within 120s (last step: Pulling "
+                                 "image): container \"session\" waiting: ImagePullBackOff: "
+                                 "Back-off pulling image \"telorun/node:nope\""));
+    assert_true(ends_with(msg, HINT_DESCRIBE));
+    assert_true(v.delete_pod);
+    assert_null(at(v.status, "exitCode"));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void stuck_creating_past_the_deadline_is_start_timeout(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-containercreating");
+    struct session_verdict v;
+    compute(&w, T0 + 200, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "StartTimeout");
+    assert_string_equal(text(v.status, "message"),
+                        "the session did not start within 120s (last step: Creating "
+                        "container)" HINT_DESCRIBE);
+    assert_true(v.delete_pod);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void the_start_deadline_is_configurable(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    w.cfg->start_deadline_seconds = 300;
+    world_pod(&w, "pending-init-running");
+    struct session_verdict v;
+    compute(&w, T0 + 200, &v);
+    assert_string_equal(text(v.status, "phase"), "Provisioning");
+    assert_true(fabs(v.requeue_after - 100) < 1e-6);
+    session_verdict_release(&v);
+    compute(&w, T0 + 300, &v);
+    assert_string_equal(text(v.status, "reason"), "StartTimeout");
+    assert_string_equal(text(v.status, "message"),
+                        "the session did not start within 300s (last step: Delivering "
+                        "application)" HINT_DESCRIBE);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void invalid_image_name_fails_at_once(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-invalidimagename");
+    struct session_verdict v;
+    compute(&w, T0 + 5, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "ImagePullFailed");
+    const char *msg = text(v.status, "message");
+    assert_true(starts_with(msg, "container \"session\" waiting: InvalidImageName: Failed to "
+                                 "apply default image tag \"Telo/Node:x\""));
+    /* A container that never ran has no logs: the pod's events say why. */
+    assert_true(ends_with(msg, HINT_DESCRIBE));
+    assert_true(v.delete_pod);
+    assert_true(v.requeue_after == 0);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void config_error_fails_at_once(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-configerror");
+    struct session_verdict v;
+    compute(&w, T0 + 5, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "ConfigError");
+    assert_string_equal(text(v.status, "message"),
+                        "container \"session\" waiting: CreateContainerConfigError: secret "
+                        "\"api-keys\" not found" HINT_DESCRIBE);
+    assert_true(v.delete_pod);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void never_pull_fails_at_once(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-containercreating");
+    set_session_waiting(&w, "ErrImageNeverPull",
+                        "Container image \"telorun/node:x\" is not present with pull policy of "
+                        "Never");
+    struct session_verdict v;
+    compute(&w, T0 + 5, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "ImagePullFailed");
+    assert_true(v.delete_pod);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* --- running ----------------------------------------------------------------------------- */
+
+static void running_pod_is_running_and_ready(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "running");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "phase"), "Running");
+    assert_null(at(v.status, "reason"));
+    assert_null(at(v.status, "message"));
+    assert_true(json_object_get_boolean(at(v.status, "progress.done")));
+    assert_string_equal(text(v.status, "podName"), "telo-run-hello");
+    assert_string_equal(text(v.status, "podIP"), "10.244.0.12");
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:01Z");
+    assert_null(at(v.status, "completionTime"));
+    assert_null(at(v.status, "exitCode"));
+    assert_string_equal(cond_status(v.status, "Ready"), "True");
+    assert_string_equal(text(condition(v.status, "Ready"), "reason"), "Running");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "False");
+    assert_string_equal(cond_status(v.status, "Stalled"), "False");
+    assert_string_equal(text(condition(v.status, "Stalled"), "reason"), "NotStalled");
+    assert_false(v.delete_pod);
+    assert_true(v.requeue_after == 0);
+    assert_string_equal(v.event_type, "Normal");
+    assert_string_equal(v.event_reason, "Running");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void endpoints_without_a_base_domain_name_the_service(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "running");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    struct json_object *eps = at(v.status, "endpoints");
+    assert_int_equal(json_object_array_length(eps), 2);
+    struct json_object *tcp = json_object_array_get_idx(eps, 0);
+    struct json_object *udp = json_object_array_get_idx(eps, 1);
+    assert_string_equal(text(tcp, "name"), "p8080");
+    assert_int_equal(json_object_get_int(at(tcp, "port")), 8080);
+    assert_string_equal(text(tcp, "protocol"), "TCP");
+    assert_string_equal(text(tcp, "host"), "telo-run-hello.demo.svc");
+    assert_null(at(tcp, "url"));
+    assert_string_equal(text(udp, "name"), "p5353-udp");
+    assert_string_equal(text(udp, "protocol"), "UDP");
+    assert_string_equal(text(udp, "host"), "telo-run-hello.demo.svc");
+    assert_null(at(udp, "url"));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void endpoints_with_a_base_domain_have_hosts_and_urls(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    free(w.cfg->ingress_base_domain);
+    w.cfg->ingress_base_domain = strdup("sessions.example.com");
+    world_pod(&w, "running");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    struct json_object *eps = at(v.status, "endpoints");
+    struct json_object *tcp = json_object_array_get_idx(eps, 0);
+    struct json_object *udp = json_object_array_get_idx(eps, 1);
+    assert_string_equal(text(tcp, "host"), "8080-hello-demo.sessions.example.com");
+    assert_string_equal(text(tcp, "url"), "http://8080-hello-demo.sessions.example.com");
+    /* The Ingress fronts TCP only: a UDP port is reached through the Service, without a URL. */
+    assert_string_equal(text(udp, "host"), "telo-run-hello.demo.svc");
+    assert_null(at(udp, "url"));
+    session_verdict_release(&v);
+
+    w.cfg->ingress_tls_secret = strdup("sessions-tls");
+    compute(&w, T0 + 10, &v);
+    tcp = json_object_array_get_idx(at(v.status, "endpoints"), 0);
+    assert_string_equal(text(tcp, "url"), "https://8080-hello-demo.sessions.example.com");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void named_ports_keep_their_names_in_endpoints(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    json_object_object_add(json_object_array_get_idx(at(w.obj, "spec.ports"), 0), "name",
+                           json_object_new_string("web"));
+    world_parse(&w);
+    world_pod(&w, "running");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(json_object_array_get_idx(at(v.status, "endpoints"), 0), "name"),
+                        "web");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void no_ports_no_endpoints(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    json_object_object_del(at(w.obj, "spec"), "ports");
+    world_parse(&w);
+    world_pod(&w, "running");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_null(at(v.status, "endpoints"));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void attach_and_inspect_urls_need_the_gateway(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    json_object_object_add(at(w.obj, "spec"), "inspect", json_object_new_boolean(1));
+    world_parse(&w);
+    world_pod(&w, "running");
+    w.attach_secret = 1;
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "attach.secretName"), "telo-run-hello-attach");
+    assert_null(at(v.status, "attach.url"));
+    assert_null(at(v.status, "inspectUrl"));
+    session_verdict_release(&v);
+
+    w.cfg->gateway_url = strdup("https://gw.example.com");
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "attach.url"),
+                        "https://gw.example.com/v1/namespaces/demo/telosessions/hello/attach");
+    assert_string_equal(text(v.status, "inspectUrl"),
+                        "https://gw.example.com/v1/namespaces/demo/telosessions/hello/debug");
+    session_verdict_release(&v);
+
+    w.attach_secret = 0;
+    compute(&w, T0 + 10, &v);
+    assert_null(at(v.status, "attach"));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void a_running_session_survives_an_unknown_pod_phase(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "running");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    /* The node stopped reporting: the pod is not Pending again, and long past its start
+     * deadline; the session must not fail with StartTimeout nor lose its pod. */
+    json_object_object_add(at(w.pod, "status"), "phase", json_object_new_string("Unknown"));
+    compute(&w, T0 + 3600, &v);
+    assert_string_equal(text(v.status, "phase"), "Running");
+    assert_false(v.delete_pod);
+    assert_false(v.changed);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* --- finished ---------------------------------------------------------------------------- */
+
+static void succeeded_pod_records_exit_code_zero(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "succeeded");
+    struct session_verdict v;
+    compute(&w, T0 + 400, &v);
+    assert_string_equal(text(v.status, "phase"), "Succeeded");
+    assert_int_equal(json_object_get_int(at(v.status, "exitCode")), 0);
+    assert_true(json_object_is_type(at(v.status, "exitCode"), json_type_int));
+    assert_string_equal(text(v.status, "message"), "the app exited with code 0");
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:01Z");
+    assert_string_equal(text(v.status, "completionTime"), "2026-03-01T10:05:00Z");
+    assert_null(at(v.status, "progress"));
+    assert_string_equal(cond_status(v.status, "Ready"), "False");
+    assert_string_equal(cond_status(v.status, "Stalled"), "False");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "False");
+    assert_false(v.delete_pod);
+    assert_string_equal(v.event_type, "Normal");
+    assert_string_equal(v.event_reason, "Succeeded");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void failed_app_names_container_and_exit_code(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "failed-exit3");
+    struct session_verdict v;
+    compute(&w, T0 + 400, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "AppExited");
+    assert_int_equal(json_object_get_int(at(v.status, "exitCode")), 3);
+    /* The termination message is the log tail: one line in the status, no trailing newline. */
+    assert_string_equal(text(v.status, "message"),
+                        "container \"session\" failed: Error (exit code 3): Error: listen "
+                        "EADDRINUSE: address already in use :::8080 at Server.setupListenHandle "
+                        "[as _listen2] (node:net:1908:16)" HINT_LOGS);
+    assert_string_equal(text(v.status, "completionTime"), "2026-03-01T10:05:00Z");
+    assert_string_equal(cond_status(v.status, "Stalled"), "True");
+    assert_string_equal(text(condition(v.status, "Stalled"), "reason"), "AppExited");
+    assert_string_equal(cond_status(v.status, "Ready"), "False");
+    assert_string_equal(text(condition(v.status, "Ready"), "reason"), "Failed");
+    /* A pod that ended by itself is kept for its logs. */
+    assert_false(v.delete_pod);
+    assert_string_equal(v.event_type, "Warning");
+    assert_string_equal(v.event_reason, "Failed");
+    assert_true(starts_with(v.event_message, "Failed (AppExited): container \"session\""));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void oom_killed(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "failed-oomkilled");
+    struct session_verdict v;
+    compute(&w, T0 + 400, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "OOMKilled");
+    assert_int_equal(json_object_get_int(at(v.status, "exitCode")), 137);
+    assert_string_equal(text(v.status, "message"),
+                        "container \"session\" failed: OOMKilled (exit code 137)" HINT_LOGS);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void bundle_fetch_failed(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "failed-init-fetch-bundle");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "BundleFetchFailed");
+    assert_null(at(v.status, "exitCode"));
+    const char *msg = text(v.status, "message");
+    assert_true(starts_with(msg, "init container \"fetch-bundle\" failed: Error (exit code 67): "
+                                 "bundle sha256 mismatch for https://example.com/hello.tar.gz: "));
+    assert_true(ends_with(msg, "cdcd. Run: kubectl logs -n demo telo-run-hello -c fetch-bundle"));
+    assert_null(strchr(msg, '\n'));
+    assert_string_equal(text(condition(v.status, "Stalled"), "reason"), "BundleFetchFailed");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void deadline_exceeded(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "failed-deadline");
+    struct session_verdict v;
+    compute(&w, T0 + 21602, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    /* The kubelet killed the container (exit 137) because the pod hit activeDeadlineSeconds:
+     * that is the cause, not the app. */
+    assert_string_equal(text(v.status, "reason"), "DeadlineExceeded");
+    assert_string_equal(text(v.status, "message"),
+                        "Pod was active on the node longer than the specified "
+                        "deadline" HINT_DESCRIBE);
+    assert_int_equal(json_object_get_int(at(v.status, "exitCode")), 137);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void evicted(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "failed-evicted");
+    struct session_verdict v;
+    compute(&w, T0 + 500, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "Evicted");
+    assert_string_equal(text(v.status, "message"),
+                        "Pod ephemeral local storage usage exceeds the total limit of containers "
+                        "1Gi. Run: kubectl describe pod -n demo telo-run-hello");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void pod_disappeared(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "running");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    world_pod(&w, NULL);
+    compute(&w, T0 + 60, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "PodDisappeared");
+    assert_true(starts_with(text(v.status, "message"), "pod telo-run-hello was deleted by "));
+    assert_string_equal(text(v.status, "podName"), "telo-run-hello");
+    assert_string_equal(text(v.status, "podIP"), "10.244.0.12");
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:01Z");
+    assert_string_equal(text(v.status, "completionTime"), "2026-03-01T10:01:00Z");
+    assert_false(v.delete_pod);
+    assert_string_equal(v.event_type, "Warning");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void stopped_deletes_the_pod(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "running");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    json_object_object_add(at(w.obj, "spec"), "stopped", json_object_new_boolean(1));
+    json_object_object_add(at(w.obj, "metadata"), "generation", json_object_new_int(2));
+    world_parse(&w);
+    compute(&w, T0 + 70, &v);
+    assert_string_equal(text(v.status, "phase"), "Stopped");
+    assert_string_equal(text(v.status, "reason"), "Stopped");
+    assert_true(v.delete_pod);
+    assert_string_equal(cond_status(v.status, "Ready"), "False");
+    assert_string_equal(cond_status(v.status, "Stalled"), "False");
+    assert_string_equal(text(v.status, "completionTime"), "2026-03-01T10:01:10Z");
+    assert_int_equal(json_object_get_int(at(v.status, "observedGeneration")), 2);
+    assert_string_equal(v.event_type, "Normal");
+    assert_string_equal(v.event_reason, "Stopped");
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+
+    /* While the pod terminates, the verdict keeps asking for its deletion; once gone, rest. */
+    compute(&w, T0 + 71, &v);
+    assert_true(v.delete_pod);
+    assert_false(v.changed);
+    assert_null(v.event_type);
+    session_verdict_release(&v);
+    world_pod(&w, NULL);
+    compute(&w, T0 + 80, &v);
+    assert_string_equal(text(v.status, "phase"), "Stopped");
+    assert_false(v.delete_pod);
+    assert_false(v.changed);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void stopped_before_a_pod_exists(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    json_object_object_add(at(w.obj, "spec"), "stopped", json_object_new_boolean(1));
+    world_parse(&w);
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_string_equal(text(v.status, "phase"), "Stopped");
+    assert_false(v.delete_pod);
+    assert_null(at(v.status, "startTime"));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void a_failed_session_stays_failed_when_the_pod_disappears(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "failed-exit3");
+    struct session_verdict v;
+    compute(&w, T0 + 400, &v);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    world_pod(&w, NULL);
+    compute(&w, T0 + 900, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "AppExited");
+    assert_int_equal(json_object_get_int(at(v.status, "exitCode")), 3);
+    assert_false(v.changed);
+    assert_null(v.event_type);
+    assert_false(v.delete_pod);
+    session_verdict_release(&v);
+    /* Nor does a Succeeded one turn into anything else when its pod runs again. */
+    world_free(&w);
+}
+
+static void a_succeeded_session_stays_succeeded(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "succeeded");
+    struct session_verdict v;
+    compute(&w, T0 + 400, &v);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    world_pod(&w, "failed-oomkilled");
+    compute(&w, T0 + 500, &v);
+    assert_string_equal(text(v.status, "phase"), "Succeeded");
+    assert_false(v.changed);
+    assert_false(v.delete_pod);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* A session that failed to start asked for its pod's deletion; if that delete did not happen
+ * (the API call failed, the operator restarted), the next pass must still ask for it. */
+static void a_failed_start_keeps_deleting_its_pod(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-imagepullbackoff");
+    struct session_verdict v;
+    compute(&w, T0 + 130, &v);
+    assert_true(v.delete_pod);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    compute(&w, T0 + 140, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_false(v.changed);
+    assert_true(v.delete_pod);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void ttl_after_finished_requeues_then_deletes(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    json_object_object_add(at(w.obj, "spec"), "ttlSecondsAfterFinished", json_object_new_int(600));
+    world_parse(&w);
+    world_pod(&w, "succeeded"); /* finished at T0 + 300 */
+    struct session_verdict v;
+    compute(&w, T0 + 400, &v);
+    assert_false(v.delete_session);
+    assert_true(fabs(v.requeue_after - 500) < 1e-6);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    compute(&w, T0 + 899, &v);
+    assert_false(v.delete_session);
+    assert_true(fabs(v.requeue_after - 1) < 1e-6);
+    session_verdict_release(&v);
+    compute(&w, T0 + 900, &v);
+    assert_true(v.delete_session);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void ttl_after_finished_zero_deletes_at_once(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    json_object_object_add(at(w.obj, "spec"), "ttlSecondsAfterFinished", json_object_new_int(0));
+    world_parse(&w);
+    world_pod(&w, "failed-exit3");
+    struct session_verdict v;
+    compute(&w, T0 + 300, &v);
+    assert_true(v.delete_session);
+    session_verdict_release(&v);
+    /* Running sessions are not finished. */
+    world_pod(&w, "running");
+    compute(&w, T0 + 300, &v);
+    assert_false(v.delete_session);
+    assert_true(v.requeue_after == 0);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* --- writes only on change --------------------------------------------------------------- */
+
+static void recomputing_changes_nothing(void **state)
+{
+    (void)state;
+    static const char *const pods[] = {
+        NULL,
+        "pending-unschedulable",
+        "pending-scheduled",
+        "pending-init-running",
+        "pending-containercreating",
+        "pending-imagepullbackoff",
+        "pending-errimagepull",
+        "pending-invalidimagename",
+        "pending-configerror",
+        "running",
+        "succeeded",
+        "failed-exit3",
+        "failed-oomkilled",
+        "failed-init-fetch-bundle",
+        "failed-deadline",
+        "failed-evicted",
+    };
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+        struct world w;
+        world_init(&w, hello_json);
+        w.attach_secret = 1;
+        world_pod(&w, pods[i]);
+        struct session_verdict first, again;
+        compute(&w, T0 + 10, &first);
+        assert_true(first.changed);
+        world_status(&w, first.status);
+        compute(&w, T0 + 50, &again);
+        if (again.changed)
+            fail_msg("%s: recompute changed the status:\n%s\n%s", pods[i] ? pods[i] : "no pod",
+                     json_object_to_json_string(first.status),
+                     json_object_to_json_string(again.status));
+        assert_null(again.event_type);
+        assert_true(json_object_equal(first.status, again.status));
+        session_verdict_release(&first);
+        session_verdict_release(&again);
+        world_free(&w);
+    }
+}
+
+static void transition_times_move_only_when_a_condition_flips(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-containercreating");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(condition(v.status, "Ready"), "lastTransitionTime"),
+                        "2026-03-01T10:00:10Z");
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+
+    world_pod(&w, "running");
+    compute(&w, T0 + 20, &v);
+    assert_string_equal(text(condition(v.status, "Ready"), "lastTransitionTime"),
+                        "2026-03-01T10:00:20Z");
+    assert_string_equal(text(condition(v.status, "Reconciling"), "lastTransitionTime"),
+                        "2026-03-01T10:00:20Z");
+    /* Stalled and ImageReady did not flip. */
+    assert_string_equal(text(condition(v.status, "Stalled"), "lastTransitionTime"),
+                        "2026-03-01T10:00:10Z");
+    assert_string_equal(text(condition(v.status, "ImageReady"), "lastTransitionTime"),
+                        "2026-03-01T10:00:10Z");
+    const char *start = text(v.status, "startTime");
+    assert_string_equal(start, "2026-03-01T10:00:01Z");
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+
+    compute(&w, T0 + 3000, &v);
+    assert_false(v.changed);
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:01Z");
+    assert_string_equal(text(condition(v.status, "Ready"), "lastTransitionTime"),
+                        "2026-03-01T10:00:20Z");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void observed_generation_follows_the_spec(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "running");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_int_equal(json_object_get_int64(at(v.status, "observedGeneration")), 1);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+
+    json_object_object_add(at(w.obj, "metadata"), "generation", json_object_new_int(3));
+    world_parse(&w);
+    compute(&w, T0 + 20, &v);
+    assert_true(v.changed);
+    assert_null(v.event_type);
+    assert_int_equal(json_object_get_int64(at(v.status, "observedGeneration")), 3);
+    struct json_object *conds = at(v.status, "conditions");
+    for (size_t i = 0; i < json_object_array_length(conds); i++)
+        assert_int_equal(
+            json_object_get_int64(at(json_object_array_get_idx(conds, i), "observedGeneration")),
+            3);
+    session_verdict_release(&v);
+
+    /* Finished sessions follow the generation too. */
+    world_pod(&w, "failed-exit3");
+    compute(&w, T0 + 400, &v);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    json_object_object_add(at(w.obj, "metadata"), "generation", json_object_new_int(4));
+    world_parse(&w);
+    compute(&w, T0 + 500, &v);
+    assert_true(v.changed);
+    assert_int_equal(json_object_get_int64(at(v.status, "observedGeneration")), 4);
+    assert_int_equal(
+        json_object_get_int64(at(condition(v.status, "Stalled"), "observedGeneration")), 4);
+    assert_string_equal(text(v.status, "reason"), "AppExited");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void events_only_on_phase_or_reason_change(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-containercreating");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(v.event_reason, "Provisioning");
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+
+    /* The progress text moves: a status write, no Event. */
+    world_pod(&w, "pending-imagepullbackoff");
+    compute(&w, T0 + 20, &v);
+    assert_true(v.changed);
+    assert_null(v.event_type);
+    assert_string_equal(text(v.status, "progress.message"), "Pulling image");
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+
+    /* Same phase, new reason: an Event. */
+    compute(&w, T0 + 130, &v);
+    assert_string_equal(text(v.status, "reason"), "ImagePullFailed");
+    assert_string_equal(v.event_type, "Warning");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* --- failure message rules --------------------------------------------------------------- */
+
+static struct json_object *pod_with(const char *status_json)
+{
+    char doc[4096];
+    snprintf(doc, sizeof(doc),
+             "{\"metadata\":{\"name\":\"telo-run-x\",\"namespace\":\"ns\"},\"status\":%s}",
+             status_json);
+    struct json_object *pod = json_tokener_parse(doc);
+    assert_non_null(pod);
+    return pod;
+}
+
+struct failure {
+    char message[1024];
+    char reason[64];
+    long long exit_code;
+};
+
+static void failure_of(const char *status_json, struct failure *f)
+{
+    struct json_object *pod = pod_with(status_json);
+    f->exit_code = -1;
+    session_failure_message(pod, "ns", f->message, sizeof(f->message), f->reason, sizeof(f->reason),
+                            &f->exit_code);
+    json_object_put(pod);
+}
+
+static void init_containers_come_first(void **state)
+{
+    (void)state;
+    struct failure f;
+    failure_of("{\"phase\":\"Failed\",\"initContainerStatuses\":[{\"name\":\"setup\","
+               "\"state\":{\"terminated\":{\"exitCode\":2}}}],\"containerStatuses\":[{\"name\":"
+               "\"session\",\"state\":{\"terminated\":{\"exitCode\":1,\"reason\":\"Error\"}}}]}",
+               &f);
+    assert_string_equal(f.message, "init container \"setup\" failed: Error (exit code 2). Run: "
+                                   "kubectl logs -n ns telo-run-x -c setup");
+    assert_string_equal(f.reason, "InitContainerFailed");
+    assert_int_equal(f.exit_code, 2);
+}
+
+static void state_comes_before_last_state(void **state)
+{
+    (void)state;
+    struct failure f;
+    failure_of("{\"containerStatuses\":[{\"name\":\"session\","
+               "\"state\":{\"terminated\":{\"exitCode\":4,\"reason\":\"Error\"}},"
+               "\"lastState\":{\"terminated\":{\"exitCode\":5,\"reason\":\"Error\"}}}]}",
+               &f);
+    assert_non_null(strstr(f.message, "(exit code 4)"));
+    /* A clean exit in state sends the reader to lastState. */
+    failure_of("{\"containerStatuses\":[{\"name\":\"session\","
+               "\"state\":{\"terminated\":{\"exitCode\":0,\"reason\":\"Completed\"}},"
+               "\"lastState\":{\"terminated\":{\"exitCode\":5,\"reason\":\"Error\"}}}]}",
+               &f);
+    assert_non_null(strstr(f.message, "(exit code 5)"));
+    assert_int_equal(f.exit_code, 5);
+}
+
+static void waiting_to_start_is_not_a_failure(void **state)
+{
+    (void)state;
+    struct failure f;
+    failure_of("{\"phase\":\"Failed\",\"message\":\"the node was shut down\","
+               "\"initContainerStatuses\":[{\"name\":\"fetch-bundle\",\"state\":{\"waiting\":"
+               "{\"reason\":\"PodInitializing\"}}}],\"containerStatuses\":[{\"name\":\"session\","
+               "\"state\":{\"waiting\":{\"reason\":\"ContainerCreating\"}}}]}",
+               &f);
+    assert_string_equal(f.message,
+                        "the node was shut down. Run: kubectl describe pod -n ns telo-run-x");
+    assert_string_equal(f.reason, "PodFailed");
+}
+
+static void fallbacks_are_message_then_reason_then_pod_failed(void **state)
+{
+    (void)state;
+    struct failure f;
+    failure_of("{\"phase\":\"Failed\",\"reason\":\"NodeLost\"}", &f);
+    assert_string_equal(f.message, "NodeLost. Run: kubectl describe pod -n ns telo-run-x");
+    assert_string_equal(f.reason, "NodeLost");
+    failure_of("{\"phase\":\"Failed\"}", &f);
+    assert_string_equal(f.message, "pod failed. Run: kubectl describe pod -n ns telo-run-x");
+    assert_string_equal(f.reason, "PodFailed");
+    assert_int_equal(f.exit_code, -1);
+}
+
+static void details_are_capped_at_500_characters(void **state)
+{
+    (void)state;
+    char long_msg[800], status[1200];
+    memset(long_msg, 'x', 700);
+    long_msg[700] = '\0';
+    snprintf(status, sizeof(status),
+             "{\"containerStatuses\":[{\"name\":\"session\",\"state\":{\"terminated\":"
+             "{\"exitCode\":1,\"reason\":\"Error\",\"message\":\"%s\"}}}]}",
+             long_msg);
+    struct failure f;
+    failure_of(status, &f);
+    const char *hint = ". Run: kubectl logs -n ns telo-run-x -c session";
+    assert_true(ends_with(f.message, hint));
+    size_t detail = strlen(f.message) - strlen(hint);
+    /* 500 characters, then "…" (three bytes). */
+    assert_int_equal(detail, 503);
+    assert_memory_equal(f.message + 500, "\xe2\x80\xa6", 3);
+    assert_true(starts_with(f.message, "container \"session\" failed: Error (exit code 1): xxx"));
+}
+
+static void the_cap_counts_characters_not_bytes(void **state)
+{
+    (void)state;
+    /* 400 two-byte characters: within 500 characters, well over 500 bytes. */
+    char msg[1300] = "", status[1600];
+    for (int i = 0; i < 400; i++)
+        strcat(msg, "\xc3\xa9");
+    snprintf(status, sizeof(status),
+             "{\"containerStatuses\":[{\"name\":\"session\",\"state\":{\"terminated\":"
+             "{\"exitCode\":1,\"message\":\"%s\"}}}]}",
+             msg);
+    struct failure f;
+    failure_of(status, &f);
+    assert_non_null(strstr(f.message, msg));
+    assert_null(strstr(f.message, "\xe2\x80\xa6"));
+
+    /* 600 of them: cut after 500 characters, never inside one. */
+    msg[0] = '\0';
+    for (int i = 0; i < 600; i++)
+        strcat(msg, "\xc3\xa9");
+    snprintf(status, sizeof(status),
+             "{\"containerStatuses\":[{\"name\":\"session\",\"state\":{\"terminated\":"
+             "{\"exitCode\":1,\"message\":\"%s\"}}}]}",
+             msg);
+    failure_of(status, &f);
+    const char *hint = ". Run: kubectl logs -n ns telo-run-x -c session";
+    assert_true(ends_with(f.message, hint));
+    f.message[strlen(f.message) - strlen(hint)] = '\0';
+    assert_true(ends_with(f.message, "\xc3\xa9\xe2\x80\xa6"));
+    assert_int_equal(utf8_chars(f.message), 501);
+}
+
+static void the_cap_holds_in_start_timeouts(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-imagepullbackoff");
+    char big[900];
+    memset(big, 'y', 800);
+    big[800] = '\0';
+    set_session_waiting(&w, "ImagePullBackOff", big);
+    struct session_verdict v;
+    compute(&w, T0 + 200, &v);
+    const char *msg = text(v.status, "message");
+    assert_non_null(strstr(msg, "yyy\xe2\x80\xa6" HINT_DESCRIBE));
+    utf8_chars(msg);
+    utf8_chars(v.event_message);
+    session_verdict_release(&v);
+
+    world_pod(&w, "pending-unschedulable");
+    json_object_object_add(json_object_array_get_idx(at(w.pod, "status.conditions"), 0), "message",
+                           json_object_new_string(big));
+    compute(&w, T0 + 200, &v);
+    msg = text(v.status, "message");
+    assert_string_equal(text(v.status, "reason"), "Unschedulable");
+    assert_non_null(strstr(msg, "yyy\xe2\x80\xa6. Check"));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void event_messages_stay_valid_utf8(void **state)
+{
+    (void)state;
+    /* Three-byte characters at each alignment against the Event's byte bound. */
+    for (int pad = 0; pad < 3; pad++) {
+        struct world w;
+        world_init(&w, hello_json);
+        world_pod(&w, "failed-exit3");
+        char msg[1600] = "";
+        for (int i = 0; i < pad; i++)
+            strcat(msg, "a");
+        for (int i = 0; i < 499; i++)
+            strcat(msg, "\xe2\x82\xac"); /* "€" */
+        struct json_object *term =
+            at(json_object_array_get_idx(at(w.pod, "status.containerStatuses"), 0),
+               "state.terminated");
+        json_object_object_add(term, "message", json_object_new_string(msg));
+        struct session_verdict v;
+        compute(&w, T0 + 400, &v);
+        assert_non_null(v.event_type);
+        utf8_chars(v.event_message);
+        utf8_chars(text(v.status, "message"));
+        assert_true(ends_with(text(v.status, "message"), HINT_LOGS));
+        session_verdict_release(&v);
+        world_free(&w);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(no_pod_is_pending_and_scheduling),
+        cmocka_unit_test(blocked_on_a_missing_bundle_is_pending_and_stalled),
+        cmocka_unit_test(scheduled_pod_without_statuses_is_scheduling),
+        cmocka_unit_test(running_init_container_is_delivering_the_application),
+        cmocka_unit_test(running_init_container_alone_is_delivering_the_application),
+        cmocka_unit_test(container_creating_is_creating_container),
+        cmocka_unit_test(image_pull_backoff_is_pulling_image),
+        cmocka_unit_test(err_image_pull_is_pulling_image),
+        cmocka_unit_test(another_waiting_reason_is_shown_verbatim),
+        cmocka_unit_test(unschedulable_before_the_deadline_waits_for_a_node),
+        cmocka_unit_test(unschedulable_after_the_deadline_fails),
+        cmocka_unit_test(image_pull_backoff_past_the_deadline_fails_the_pull),
+        cmocka_unit_test(stuck_creating_past_the_deadline_is_start_timeout),
+        cmocka_unit_test(the_start_deadline_is_configurable),
+        cmocka_unit_test(invalid_image_name_fails_at_once),
+        cmocka_unit_test(config_error_fails_at_once),
+        cmocka_unit_test(never_pull_fails_at_once),
+        cmocka_unit_test(running_pod_is_running_and_ready),
+        cmocka_unit_test(endpoints_without_a_base_domain_name_the_service),
+        cmocka_unit_test(endpoints_with_a_base_domain_have_hosts_and_urls),
+        cmocka_unit_test(named_ports_keep_their_names_in_endpoints),
+        cmocka_unit_test(no_ports_no_endpoints),
+        cmocka_unit_test(attach_and_inspect_urls_need_the_gateway),
+        cmocka_unit_test(a_running_session_survives_an_unknown_pod_phase),
+        cmocka_unit_test(succeeded_pod_records_exit_code_zero),
+        cmocka_unit_test(failed_app_names_container_and_exit_code),
+        cmocka_unit_test(oom_killed),
+        cmocka_unit_test(bundle_fetch_failed),
+        cmocka_unit_test(deadline_exceeded),
+        cmocka_unit_test(evicted),
+        cmocka_unit_test(pod_disappeared),
+        cmocka_unit_test(stopped_deletes_the_pod),
+        cmocka_unit_test(stopped_before_a_pod_exists),
+        cmocka_unit_test(a_failed_session_stays_failed_when_the_pod_disappears),
+        cmocka_unit_test(a_succeeded_session_stays_succeeded),
+        cmocka_unit_test(a_failed_start_keeps_deleting_its_pod),
+        cmocka_unit_test(ttl_after_finished_requeues_then_deletes),
+        cmocka_unit_test(ttl_after_finished_zero_deletes_at_once),
+        cmocka_unit_test(recomputing_changes_nothing),
+        cmocka_unit_test(transition_times_move_only_when_a_condition_flips),
+        cmocka_unit_test(observed_generation_follows_the_spec),
+        cmocka_unit_test(events_only_on_phase_or_reason_change),
+        cmocka_unit_test(init_containers_come_first),
+        cmocka_unit_test(state_comes_before_last_state),
+        cmocka_unit_test(waiting_to_start_is_not_a_failure),
+        cmocka_unit_test(fallbacks_are_message_then_reason_then_pod_failed),
+        cmocka_unit_test(details_are_capped_at_500_characters),
+        cmocka_unit_test(the_cap_counts_characters_not_bytes),
+        cmocka_unit_test(the_cap_holds_in_start_timeouts),
+        cmocka_unit_test(event_messages_stay_valid_utf8),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
