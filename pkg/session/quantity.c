@@ -45,7 +45,14 @@ int session_quantity_milli(const char *text, long long *milli)
     }
     if (digits + frac == 0)
         return -TELO_EINVAL;
-    double value = strtod(text, NULL);
+    /* Only the mantissa: strtod would also take "e3" as an exponent, and the exponent below
+     * would then apply twice ("5e8" read as 5e16). */
+    char mantissa[64];
+    if ((size_t)(rest - text) >= sizeof(mantissa))
+        return -TELO_EINVAL;
+    memcpy(mantissa, text, (size_t)(rest - text));
+    mantissa[rest - text] = '\0';
+    double value = strtod(mantissa, NULL);
     double multiplier = 1;
     if (*rest == 'e' || *rest == 'E') {
         /* A decimal exponent ("1e3"); "E" alone is the exa suffix. */
