@@ -140,31 +140,49 @@ static struct json_object *empty_dir(const char *name)
     return v;
 }
 
-/* The user's env, then what the telo CLI needs; TELO_REGISTRY_URL unless the user set it. */
+/* Whether the user's env names the variable. */
+static int user_sets(const struct session *s, const char *name)
+{
+    size_t n = s->env ? json_object_array_length(s->env) : 0;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *e = json_object_array_get_idx(s->env, i), *v;
+        if (json_object_object_get_ex(e, "name", &v) &&
+            strcmp(json_object_get_string(v), name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Appends name=value unless the user set name: env is a list keyed by name, and server-side
+ * apply refuses a pod that names a variable twice. */
+static void add_default(struct json_object *env, const struct session *s, const char *name,
+                        const char *value)
+{
+    if (!user_sets(s, name))
+        json_object_array_add(env, kv(name, value));
+}
+
+/* The user's env, then what the telo CLI needs, each unless the user set it (as the reference
+ * does for TELO_REGISTRY_URL). */
 static struct json_object *session_env(const struct session *s, const struct session_config *cfg,
                                        int bundle)
 {
     struct json_object *env = arr();
-    int user_registry = 0;
     size_t n = s->env ? json_object_array_length(s->env) : 0;
     for (size_t i = 0; i < n; i++) {
-        struct json_object *e = json_object_array_get_idx(s->env, i), *name;
-        if (json_object_object_get_ex(e, "name", &name) &&
-            strcmp(json_object_get_string(name), "TELO_REGISTRY_URL") == 0)
-            user_registry = 1;
         struct json_object *copy = NULL;
-        json_object_deep_copy(e, &copy, NULL);
+        json_object_deep_copy(json_object_array_get_idx(s->env, i), &copy, NULL);
         json_object_array_add(env, copy);
     }
     const char *registry = s->registry_url ? s->registry_url : cfg->registry_url;
-    if (!user_registry && registry)
-        json_object_array_add(env, kv("TELO_REGISTRY_URL", registry));
+    if (registry)
+        add_default(env, s, "TELO_REGISTRY_URL", registry);
     if (bundle) {
-        json_object_array_add(env, kv("TELO_CACHE_DIR", "/telo-cache"));
-        json_object_array_add(env, kv("HOME", "/home/telo"));
-        json_object_array_add(env, kv("npm_config_cache", "/home/telo/.npm"));
+        add_default(env, s, "TELO_CACHE_DIR", "/telo-cache");
+        add_default(env, s, "HOME", "/home/telo");
+        add_default(env, s, "npm_config_cache", "/home/telo/.npm");
     }
-    json_object_array_add(env, kv("FORCE_COLOR", "1"));
+    add_default(env, s, "FORCE_COLOR", "1");
     return env;
 }
 
