@@ -1,0 +1,395 @@
+/* An application bundle read from gzip tar bytes into memory, size-capped and path-checked. */
+#include "build/bundle.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <yaml.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEFAULT_MAX_COMPRESSED ((size_t)64 << 20)
+#define DEFAULT_MAX_TOTAL      ((size_t)64 << 20)
+#define DEFAULT_MAX_FILE       ((size_t)16 << 20)
+#define DEFAULT_MAX_ENTRIES    ((size_t)10000)
+#define DEFAULT_MAX_PATH       ((size_t)1024)
+/* libarchive hands data over in blocks; reading in 64 KiB steps keeps the cap checks tight. */
+#define READ_STEP ((size_t)64 << 10)
+
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        size_t more;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            more = 1;
+            cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            more = 2;
+            cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            more = 3;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (i + more >= n)
+            return 0;
+        for (size_t k = 1; k <= more; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        /* Overlong forms, surrogates and values past U+10FFFF are not UTF-8. */
+        if ((more == 1 && cp < 0x80) || (more == 2 && cp < 0x800) || (more == 3 && cp < 0x10000) ||
+            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+            return 0;
+        i += more + 1;
+    }
+    return 1;
+}
+
+int build_bundle_path_normalise(const char *path, char *out, size_t len, struct telo_err *err)
+{
+    const char *p = path;
+    if (p[0] == '/')
+        return telo_err_set(err, TELO_EINVAL, "absolute path (bundles hold relative paths)");
+    /* "./a", "././a": what `tar -C dir .` writes. */
+    while (p[0] == '.' && (p[1] == '/' || p[1] == '\0')) {
+        p += p[1] == '/' ? 2 : 1;
+        while (p[0] == '/')
+            p++;
+    }
+    size_t n = strlen(p);
+    /* A directory entry's trailing slash. */
+    while (n > 0 && p[n - 1] == '/')
+        n--;
+    if (n + 1 > len)
+        return telo_err_set(err, TELO_ETOOBIG, "path longer than %zu bytes", len - 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c < 0x20 || c == 0x7f)
+            return telo_err_set(err, TELO_EINVAL, "control character in path");
+        if (c == '\\')
+            return telo_err_set(err, TELO_EINVAL, "backslash in path (use '/')");
+    }
+    if (!utf8_valid((const unsigned char *)p, n))
+        return telo_err_set(err, TELO_EINVAL, "path is not valid UTF-8");
+    size_t start = 0;
+    while (start < n) {
+        size_t end = start;
+        while (end < n && p[end] != '/')
+            end++;
+        size_t seg = end - start;
+        if (seg == 0)
+            return telo_err_set(err, TELO_EINVAL, "empty path segment ('//')");
+        if (seg == 2 && p[start] == '.' && p[start + 1] == '.')
+            return telo_err_set(err, TELO_EINVAL, "'..' segment (path leaves the bundle)");
+        if (seg == 1 && p[start] == '.')
+            return telo_err_set(err, TELO_EINVAL, "'.' segment inside the path");
+        start = end + 1;
+    }
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return 0;
+}
+
+void build_bundle_free(struct build_bundle *b)
+{
+    if (b == NULL)
+        return;
+    for (size_t i = 0; i < b->nfiles; i++) {
+        free(b->files[i].path);
+        free(b->files[i].data);
+    }
+    free(b->files);
+    free(b);
+}
+
+const struct build_bundle_file *build_bundle_find(const struct build_bundle *b, const char *path)
+{
+    char norm[4096];
+    if (b == NULL || path == NULL || build_bundle_path_normalise(path, norm, sizeof(norm), NULL))
+        return NULL;
+    for (size_t i = 0; i < b->nfiles; i++)
+        if (strcmp(b->files[i].path, norm) == 0)
+            return &b->files[i];
+    return NULL;
+}
+
+static const char *entry_kind(mode_t type)
+{
+    switch (type) {
+    case AE_IFLNK:
+        return "a symbolic link";
+    case AE_IFCHR:
+        return "a character device";
+    case AE_IFBLK:
+        return "a block device";
+    case AE_IFIFO:
+        return "a FIFO";
+    case AE_IFSOCK:
+        return "a socket";
+    default:
+        return "not a regular file or directory";
+    }
+}
+
+/* Reads the current entry's data into f, refusing to go past the caps. */
+static int read_data(struct archive *a, const struct build_bundle_limits *lim,
+                     struct build_bundle *b, struct build_bundle_file *f, const char *source,
+                     struct telo_err *err)
+{
+    size_t cap = 0;
+    for (;;) {
+        if (f->len + READ_STEP + 1 > cap) {
+            size_t want = cap == 0 ? READ_STEP + 1 : cap * 2;
+            if (want > lim->max_file + READ_STEP + 1)
+                want = lim->max_file + READ_STEP + 1;
+            unsigned char *d = realloc(f->data, want);
+            if (d == NULL)
+                return telo_err_set(err, TELO_ENOMEM, "%s: %s: out of memory", source, f->path);
+            f->data = d;
+            cap = want;
+        }
+        la_ssize_t got = archive_read_data(a, f->data + f->len, READ_STEP);
+        if (got < 0)
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: corrupt or truncated archive: %s",
+                                source, f->path, archive_error_string(a));
+        if (got == 0)
+            break;
+        f->len += (size_t)got;
+        b->total += (size_t)got;
+        if (f->len > lim->max_file)
+            return telo_err_set(err, TELO_ETOOBIG,
+                                "%s: %s: file larger than %zu bytes once uncompressed (limit per "
+                                "file)",
+                                source, f->path, lim->max_file);
+        if (b->total > lim->max_total)
+            return telo_err_set(err, TELO_ETOOBIG,
+                                "%s: %s: bundle larger than %zu bytes once uncompressed (limit "
+                                "for all files)",
+                                source, f->path, lim->max_total);
+    }
+    if (f->data == NULL) {
+        f->data = malloc(1);
+        if (f->data == NULL)
+            return telo_err_set(err, TELO_ENOMEM, "%s: %s: out of memory", source, f->path);
+    }
+    f->data[f->len] = '\0';
+    return 0;
+}
+
+static int read_entries(struct archive *a, const struct build_bundle_limits *lim,
+                        struct build_bundle *b, const char *source, struct telo_err *err)
+{
+    size_t nentries = 0, cap = 0;
+    char *path = malloc(lim->max_path + 1);
+    if (path == NULL)
+        return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
+    int rc = 0;
+    for (;;) {
+        struct archive_entry *e = NULL;
+        int r = archive_read_next_header(a, &e);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r == ARCHIVE_RETRY || r == ARCHIVE_WARN) {
+            /* Unknown pax keywords and similar; the entry itself is usable. */
+            if (e == NULL)
+                continue;
+        } else if (r != ARCHIVE_OK) {
+            const char *why = archive_error_string(a);
+            if (nentries == 0)
+                rc = telo_err_set(err, TELO_EINVAL, "%s: not a gzip-compressed tar archive: %s",
+                                  source, why ? why : "unrecognised format");
+            else
+                rc = telo_err_set(err, TELO_EINVAL,
+                                  "%s: corrupt or truncated archive after %zu entries: %s", source,
+                                  nentries, why ? why : "read error");
+            break;
+        }
+        if (nentries == 0 && archive_filter_code(a, 0) != ARCHIVE_FILTER_GZIP) {
+            rc = telo_err_set(err, TELO_EINVAL,
+                              "%s: the tar archive is not gzip-compressed (make it with tar czf)",
+                              source);
+            break;
+        }
+        if (++nentries > lim->max_entries) {
+            rc = telo_err_set(err, TELO_ETOOBIG, "%s: more than %zu entries in the archive", source,
+                              lim->max_entries);
+            break;
+        }
+        const char *raw = archive_entry_pathname(e);
+        if (raw == NULL || raw[0] == '\0') {
+            rc = telo_err_set(err, TELO_EINVAL, "%s: entry %zu has no path", source, nentries);
+            break;
+        }
+        struct telo_err perr;
+        telo_err_clear(&perr);
+        if (strlen(raw) > lim->max_path) {
+            rc = telo_err_set(err, TELO_ETOOBIG, "%s: %.200s...: path longer than %zu bytes",
+                              source, raw, lim->max_path);
+            break;
+        }
+        rc = build_bundle_path_normalise(raw, path, lim->max_path + 1, &perr);
+        if (rc != 0) {
+            rc = telo_err_set(err, perr.code, "%s: %.300s: %s", source, raw, perr.msg);
+            break;
+        }
+        mode_t type = archive_entry_filetype(e);
+        if (archive_entry_hardlink(e) != NULL) {
+            rc = telo_err_set(err, TELO_EINVAL,
+                              "%s: %s: a hard link (bundles hold regular files and directories "
+                              "only)",
+                              source, raw);
+            break;
+        }
+        if (type == AE_IFDIR || path[0] == '\0')
+            continue;
+        if (type != AE_IFREG) {
+            rc = telo_err_set(err, TELO_EINVAL,
+                              "%s: %s: %s (bundles hold regular files and directories only)",
+                              source, raw, entry_kind(type));
+            break;
+        }
+        if (archive_entry_size_is_set(e) && archive_entry_size(e) > (la_int64_t)lim->max_file) {
+            rc = telo_err_set(err, TELO_ETOOBIG,
+                              "%s: %s: file of %lld bytes is larger than the %zu bytes allowed "
+                              "per file",
+                              source, path, (long long)archive_entry_size(e), lim->max_file);
+            break;
+        }
+        for (size_t i = 0; i < b->nfiles; i++) {
+            if (strcmp(b->files[i].path, path) == 0) {
+                rc = telo_err_set(err, TELO_EINVAL, "%s: %s: listed twice in the archive", source,
+                                  path);
+                break;
+            }
+        }
+        if (rc != 0)
+            break;
+        if (b->nfiles == cap) {
+            size_t ncap = cap == 0 ? 16 : cap * 2;
+            struct build_bundle_file *nf = realloc(b->files, ncap * sizeof(*nf));
+            if (nf == NULL) {
+                rc = telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
+                break;
+            }
+            b->files = nf;
+            cap = ncap;
+        }
+        struct build_bundle_file *f = &b->files[b->nfiles];
+        memset(f, 0, sizeof(*f));
+        f->path = strdup(path);
+        if (f->path == NULL) {
+            rc = telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
+            break;
+        }
+        b->nfiles++;
+        rc = read_data(a, lim, b, f, source, err);
+        if (rc != 0)
+            break;
+    }
+    free(path);
+    return rc;
+}
+
+int build_bundle_read(const void *tgz, size_t len, const struct build_bundle_limits *lim,
+                      const char *source, struct build_bundle **out, struct telo_err *err)
+{
+    *out = NULL;
+    struct build_bundle_limits l = {0};
+    if (lim != NULL)
+        l = *lim;
+    if (l.max_compressed == 0)
+        l.max_compressed = DEFAULT_MAX_COMPRESSED;
+    if (l.max_total == 0)
+        l.max_total = DEFAULT_MAX_TOTAL;
+    if (l.max_file == 0)
+        l.max_file = DEFAULT_MAX_FILE;
+    if (l.max_entries == 0)
+        l.max_entries = DEFAULT_MAX_ENTRIES;
+    if (l.max_path == 0)
+        l.max_path = DEFAULT_MAX_PATH;
+    if (source == NULL)
+        source = "bundle";
+
+    const unsigned char *bytes = tgz;
+    if (len > l.max_compressed)
+        return telo_err_set(err, TELO_ETOOBIG,
+                            "%s: %zu bytes compressed, more than the %zu allowed", source, len,
+                            l.max_compressed);
+    /* Checked before libarchive so the message says what is wrong rather than "unrecognized". */
+    if (len >= 262 && memcmp(bytes + 257, "ustar", 5) == 0)
+        return telo_err_set(err, TELO_EINVAL,
+                            "%s: the tar archive is not gzip-compressed (make it with tar czf)",
+                            source);
+    if (len < 2 || bytes[0] != 0x1f || bytes[1] != 0x8b)
+        return telo_err_set(err, TELO_EINVAL,
+                            "%s: not gzip data (a bundle is a tar archive compressed with gzip, "
+                            "as made by tar czf)",
+                            source);
+
+    struct build_bundle *b = calloc(1, sizeof(*b));
+    struct archive *a = archive_read_new();
+    if (b == NULL || a == NULL) {
+        free(b);
+        archive_read_free(a);
+        return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
+    }
+    /* Only gzip and tar: the fewer decoders, the smaller the attack surface. */
+    archive_read_support_filter_gzip(a);
+    archive_read_support_format_tar(a);
+    int rc;
+    if (archive_read_open_memory(a, tgz, len) != ARCHIVE_OK)
+        rc = telo_err_set(err, TELO_EINVAL, "%s: not a gzip-compressed tar archive: %s", source,
+                          archive_error_string(a));
+    else
+        rc = read_entries(a, &l, b, source, err);
+    archive_read_free(a);
+    if (rc != 0) {
+        build_bundle_free(b);
+        return rc;
+    }
+    *out = b;
+    return 0;
+}
+
+int build_bundle_check_entry(const struct build_bundle *b, const char *entry, const char *source,
+                             struct telo_err *err)
+{
+    if (source == NULL)
+        source = "bundle";
+    const struct build_bundle_file *f = build_bundle_find(b, entry);
+    if (f == NULL)
+        return telo_err_set(err, TELO_ENOTFOUND,
+                            "%s: the entry file %s (spec.entry) is not in the bundle", source,
+                            entry);
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p))
+        return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
+    yaml_parser_set_input_string(&p, f->data, f->len);
+    int rc = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) {
+            rc = telo_err_set(err, TELO_EINVAL, "%s: %s: line %zu column %zu: %s", source, f->path,
+                              p.problem_mark.line + 1, p.problem_mark.column + 1,
+                              p.problem ? p.problem : "malformed YAML");
+            break;
+        }
+        int end = ev.type == YAML_STREAM_END_EVENT;
+        yaml_event_delete(&ev);
+        if (end)
+            break;
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}

@@ -1,0 +1,260 @@
+/* Tests for pkg/build/bundle.c: reading gzip tar bundles, the caps, and every bad archive. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "build/bundle.h"
+#include "build_tgz.h"
+#include "util/err.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Reads entries as a bundle; returns the code and leaves the message in err. */
+static int read_entries(const struct tgz_entry *e, size_t n, const struct build_bundle_limits *lim,
+                        struct build_bundle **out, struct telo_err *err)
+{
+    size_t len;
+    unsigned char *tgz = tgz_make(e, n, &len);
+    telo_err_clear(err);
+    int rc = build_bundle_read(tgz, len, lim, "ConfigMap demo/app", out, err);
+    free(tgz);
+    return rc;
+}
+
+static void reads_files_and_normalises_paths(void **state)
+{
+    (void)state;
+    struct tgz_entry e[] = {
+        {.path = "./", .type = 'd'},
+        {.path = "./app/", .type = 'd'},
+        {.path = "./app/telo.yaml", .data = "kind: Telo.Application\n"},
+        {.path = "lib/empty.yaml", .data = ""},
+    };
+    struct build_bundle *b = NULL;
+    struct telo_err err;
+    assert_int_equal(read_entries(e, N(e), NULL, &b, &err), 0);
+    assert_non_null(b);
+    assert_int_equal(b->nfiles, 2);
+    assert_string_equal(b->files[0].path, "app/telo.yaml");
+    assert_string_equal((const char *)b->files[0].data, "kind: Telo.Application\n");
+    assert_int_equal(b->files[1].len, 0);
+    assert_string_equal((const char *)b->files[1].data, "");
+    assert_int_equal(b->total, strlen("kind: Telo.Application\n"));
+    assert_ptr_equal(build_bundle_find(b, "./app/telo.yaml"), &b->files[0]);
+    assert_null(build_bundle_find(b, "app/missing.yaml"));
+    assert_null(build_bundle_find(b, "../app/telo.yaml"));
+    build_bundle_free(b);
+    build_bundle_free(NULL);
+}
+
+static void path_rules(void **state)
+{
+    (void)state;
+    char out[64];
+    struct telo_err err;
+    assert_int_equal(build_bundle_path_normalise("././a/b.yaml", out, sizeof(out), &err), 0);
+    assert_string_equal(out, "a/b.yaml");
+    assert_int_equal(build_bundle_path_normalise("dir/", out, sizeof(out), &err), 0);
+    assert_string_equal(out, "dir");
+    assert_int_equal(build_bundle_path_normalise(".", out, sizeof(out), &err), 0);
+    assert_string_equal(out, "");
+    assert_int_equal(build_bundle_path_normalise("caf\xc3\xa9.yaml", out, sizeof(out), &err), 0);
+    const struct {
+        const char *path, *why;
+    } bad[] = {
+        {"/etc/passwd", "absolute path"}, {"../x", "'..' segment"},
+        {"a/../../x", "'..' segment"},    {"a//b", "empty path segment"},
+        {"a/./b", "'.' segment"},         {"a\\b", "backslash"},
+        {"a\nb", "control character"},    {"\xff\xfe", "not valid UTF-8"},
+        {"\xc0\xaf", "not valid UTF-8"}, /* overlong '/' */
+    };
+    for (size_t i = 0; i < N(bad); i++) {
+        telo_err_clear(&err);
+        assert_int_equal(build_bundle_path_normalise(bad[i].path, out, sizeof(out), &err),
+                         -TELO_EINVAL);
+        assert_non_null(strstr(err.msg, bad[i].why));
+    }
+    assert_int_equal(build_bundle_path_normalise("0123456789012345678901234567890123456789"
+                                                 "0123456789012345678901234567890123456789",
+                                                 out, sizeof(out), &err),
+                     -TELO_ETOOBIG);
+}
+
+static void refuses_bad_entries(void **state)
+{
+    (void)state;
+    const struct {
+        struct tgz_entry entry;
+        int code;
+        const char *msg;
+    } cases[] = {
+        {{.path = "../x", .data = "x"},
+         -TELO_EINVAL,
+         "ConfigMap demo/app: ../x: '..' segment (path leaves the bundle)"},
+        {{.path = "/etc/x", .data = "x"},
+         -TELO_EINVAL,
+         "ConfigMap demo/app: /etc/x: absolute path (bundles hold relative paths)"},
+        {{.path = "app/link", .type = 'l', .link = "/etc/passwd"},
+         -TELO_EINVAL,
+         "ConfigMap demo/app: app/link: a symbolic link (bundles hold regular files and "
+         "directories only)"},
+        {{.path = "app/hard", .type = 'h', .link = "app/telo.yaml"},
+         -TELO_EINVAL,
+         "ConfigMap demo/app: app/hard: a hard link (bundles hold regular files and directories "
+         "only)"},
+        {{.path = "dev/tty", .type = 'c'},
+         -TELO_EINVAL,
+         "ConfigMap demo/app: dev/tty: a character device (bundles hold regular files and "
+         "directories only)"},
+        {{.path = "app/telo.yaml", .data = "again"},
+         -TELO_EINVAL,
+         "ConfigMap demo/app: app/telo.yaml: listed twice in the archive"},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        struct tgz_entry e[] = {{.path = "app/telo.yaml", .data = "kind: x\n"}, cases[i].entry};
+        struct build_bundle *b = (struct build_bundle *)1;
+        struct telo_err err;
+        assert_int_equal(read_entries(e, N(e), NULL, &b, &err), cases[i].code);
+        assert_null(b);
+        assert_string_equal(err.msg, cases[i].msg);
+    }
+}
+
+static void refuses_what_is_not_a_gzip_tar(void **state)
+{
+    (void)state;
+    struct build_bundle *b = NULL;
+    struct telo_err err;
+    const char text[] = "kind: Telo.Application\n";
+    assert_int_equal(
+        build_bundle_read(text, sizeof(text) - 1, NULL, "ConfigMap demo/app", &b, &err),
+        -TELO_EINVAL);
+    assert_string_equal(err.msg, "ConfigMap demo/app: not gzip data (a bundle is a tar archive "
+                                 "compressed with gzip, as made by tar czf)");
+    assert_int_equal(build_bundle_read(text, 0, NULL, NULL, &b, &err), -TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "bundle: not gzip data"));
+
+    /* A bare tar: the init container runs tar xzf, so it would fail there. */
+    struct tgz_entry e[] = {{.path = "a.yaml", .data = "a: 1\n"}};
+    size_t len;
+    unsigned char *tar = tgz_make_opt(e, 1, 0, &len);
+    assert_int_equal(build_bundle_read(tar, len, NULL, "u", &b, &err), -TELO_EINVAL);
+    assert_string_equal(err.msg,
+                        "u: the tar archive is not gzip-compressed (make it with tar czf)");
+    free(tar);
+
+    /* gzip of something that is not a tar. */
+    static const unsigned char gz_text[] = {0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                            0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0xe7, 0x02, 0x00,
+                                            0x20, 0x30, 0x3a, 0x36, 0x06, 0x00, 0x00, 0x00};
+    assert_int_equal(build_bundle_read(gz_text, sizeof(gz_text), NULL, "u", &b, &err),
+                     -TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "u: not a gzip-compressed tar archive: "));
+
+    /* A truncated archive: the first half of a good one. */
+    struct tgz_entry big[] = {{.path = "a.bin", .data = NULL, .len = 1 << 20}};
+    unsigned char *tgz = tgz_make(big, 1, &len);
+    assert_int_equal(build_bundle_read(tgz, len / 2, NULL, "u", &b, &err), -TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "u: a.bin: corrupt or truncated archive: "));
+    free(tgz);
+    assert_null(b);
+}
+
+static void caps_stop_bombs(void **state)
+{
+    (void)state;
+    struct build_bundle *b = NULL;
+    struct telo_err err;
+
+    /* 50 MiB of zeros: about 50 KiB of gzip. The per-file cap stops it before it is read. */
+    struct tgz_entry bomb[] = {{.path = "bomb.bin", .data = NULL, .len = 50u << 20}};
+    size_t len;
+    unsigned char *tgz = tgz_make(bomb, 1, &len);
+    assert_true(len < 200u << 10);
+    clock_t t0 = clock();
+    assert_int_equal(build_bundle_read(tgz, len, NULL, "u", &b, &err), -TELO_ETOOBIG);
+    assert_string_equal(err.msg, "u: bomb.bin: file of 52428800 bytes is larger than the 16777216 "
+                                 "bytes allowed per file");
+    /* A header that lies about the size (or a size-less pax entry) is caught while reading. */
+    struct build_bundle_limits lim = {.max_total = 1u << 20};
+    struct tgz_entry two[] = {{.path = "a.bin", .data = NULL, .len = 700u << 10},
+                              {.path = "b.bin", .data = NULL, .len = 700u << 10}};
+    free(tgz);
+    tgz = tgz_make(two, 2, &len);
+    assert_int_equal(build_bundle_read(tgz, len, &lim, "u", &b, &err), -TELO_ETOOBIG);
+    assert_string_equal(err.msg, "u: b.bin: bundle larger than 1048576 bytes once uncompressed "
+                                 "(limit for all files)");
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    assert_true(secs < 5.0);
+    free(tgz);
+
+    /* The compressed size, the entry count, a path's length. */
+    struct tgz_entry small[] = {
+        {.path = "a", .data = "1"}, {.path = "b", .data = "2"}, {.path = "c", .data = "3"}};
+    tgz = tgz_make(small, 3, &len);
+    struct build_bundle_limits lim2 = {.max_compressed = 10};
+    assert_int_equal(build_bundle_read(tgz, len, &lim2, "u", &b, &err), -TELO_ETOOBIG);
+    assert_non_null(strstr(err.msg, "compressed, more than the 10 allowed"));
+    struct build_bundle_limits lim3 = {.max_entries = 2};
+    assert_int_equal(build_bundle_read(tgz, len, &lim3, "u", &b, &err), -TELO_ETOOBIG);
+    assert_string_equal(err.msg, "u: more than 2 entries in the archive");
+    free(tgz);
+    struct tgz_entry longpath[] = {
+        {.path = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", .data = "1"}};
+    tgz = tgz_make(longpath, 1, &len);
+    struct build_bundle_limits lim4 = {.max_path = 16};
+    assert_int_equal(build_bundle_read(tgz, len, &lim4, "u", &b, &err), -TELO_ETOOBIG);
+    assert_non_null(strstr(err.msg, "path longer than 16 bytes"));
+    struct build_bundle_limits lim5 = {.max_file = 1};
+    struct tgz_entry two_bytes[] = {{.path = "a", .data = "12"}};
+    free(tgz);
+    tgz = tgz_make(two_bytes, 1, &len);
+    assert_int_equal(build_bundle_read(tgz, len, &lim5, "u", &b, &err), -TELO_ETOOBIG);
+    free(tgz);
+    assert_null(b);
+}
+
+static void checks_the_entry_file(void **state)
+{
+    (void)state;
+    struct tgz_entry e[] = {
+        {.path = "app/telo.yaml", .data = "kind: Telo.Application\nmetadata:\n  name: a\n"},
+        {.path = "app/broken.yaml", .data = "kind: Telo.Application\nmetadata: name: a\n"},
+        {.path = "app/anchors.yaml", .data = "a: &x 1\nb: *x\n"},
+    };
+    struct build_bundle *b = NULL;
+    struct telo_err err;
+    assert_int_equal(read_entries(e, N(e), NULL, &b, &err), 0);
+    assert_int_equal(build_bundle_check_entry(b, "app/telo.yaml", "bundle", &err), 0);
+    assert_int_equal(build_bundle_check_entry(b, "./app/anchors.yaml", "bundle", &err), 0);
+    assert_int_equal(build_bundle_check_entry(b, "app/broken.yaml", "ConfigMap demo/app", &err),
+                     -TELO_EINVAL);
+    assert_string_equal(err.msg, "ConfigMap demo/app: app/broken.yaml: line 2 column 15: mapping "
+                                 "values are not allowed in this context");
+    assert_int_equal(build_bundle_check_entry(b, "app/none.yaml", "ConfigMap demo/app", &err),
+                     -TELO_ENOTFOUND);
+    assert_string_equal(err.msg, "ConfigMap demo/app: the entry file app/none.yaml (spec.entry) is "
+                                 "not in the bundle");
+    build_bundle_free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(reads_files_and_normalises_paths),
+        cmocka_unit_test(path_rules),
+        cmocka_unit_test(refuses_bad_entries),
+        cmocka_unit_test(refuses_what_is_not_a_gzip_tar),
+        cmocka_unit_test(caps_stop_bombs),
+        cmocka_unit_test(checks_the_entry_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
