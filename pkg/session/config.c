@@ -48,6 +48,13 @@ static const struct key keys[] = {
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
+/* Keys the pod builders use without a fallback: they cannot be unset. */
+static int required(const struct key *k)
+{
+    return k->offset == AT(default_image) || k->offset == AT(init_image) ||
+           k->offset == AT(managed_by);
+}
+
 struct session_config *session_config_new(void)
 {
     struct session_config *c = calloc(1, sizeof(*c));
@@ -140,6 +147,11 @@ static int set_value(struct session_config *c, const struct key *k, struct json_
 {
     void *field = (char *)c + k->offset;
     const char *text = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    /* YAML reads "cpu: 1" and "cpu: 0.5" as numbers; as in a PodSpec, they are quantities too
+     * (yamljson keeps a number's text). */
+    if (k->kind == K_QUANTITY &&
+        (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
+        text = json_object_get_string(v);
     switch (k->kind) {
     case K_STRING:
     case K_QUANTITY:
@@ -157,6 +169,9 @@ static int set_value(struct session_config *c, const struct key *k, struct json_
             strncmp(text, "http://", 7) != 0)
             return telo_err_set(err, TELO_EINVAL, "%s: %s: \"%s\" is not an http(s) URL", source,
                                 k->path, text);
+        if (!*text && required(k))
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a non-empty string", source,
+                                k->path);
         /* An empty string unsets an optional key. */
         if (!*text && k->kind != K_QUANTITY) {
             free(*(char **)field);
@@ -176,8 +191,8 @@ static int set_value(struct session_config *c, const struct key *k, struct json_
                 n = -1;
         }
         if (n <= 0 || n > 100000000)
-            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a whole number above 0", source,
-                                k->path);
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a whole number from 1 to 100000000",
+                                source, k->path);
         *(long *)field = (long)n;
         return 0;
     }
@@ -218,6 +233,12 @@ static int set_value(struct session_config *c, const struct key *k, struct json_
     case K_ARRAY:
         if (!json_object_is_type(v, json_type_array))
             return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list", source, k->path);
+        /* Each entry goes into every session pod: a bad one would fail every pod's apply. */
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+            if (!json_object_is_type(json_object_array_get_idx(v, i), json_type_object))
+                return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: want a map", source, k->path,
+                                    i);
+        }
         json_object_put(*(struct json_object **)field);
         *(struct json_object **)field = json_object_get(v);
         return 0;

@@ -49,8 +49,9 @@ static struct json_object *scalar(const yaml_event_t *ev)
             return json_object_new_int64(n);
         if (strspn(v, "0123456789.eE+-") == len) {
             double d = strtod(v, &end);
+            /* Keeping the text serialises "0.1" as written, not as 0.10000000000000001. */
             if (end != v && *end == '\0')
-                return json_object_new_double(d);
+                return json_object_new_double_s(d, v);
         }
     }
     return json_object_new_string_len(v, (int)len);
