@@ -18,11 +18,24 @@ static double days_from_civil(int y, int m, int d)
     return (double)era * 146097 + doe - 719468;
 }
 
+/* "YYYY-MM-DDTHH:MM:SS" with digits where digits belong (sscanf's %d alone takes signs and
+ * blanks: "T-1:00:00"). */
+static int shape_ok(const char *text)
+{
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+    for (size_t i = 0; i < sizeof(shape) - 1; i++) {
+        if (shape[i] == 'd' ? !(text[i] >= '0' && text[i] <= '9') : text[i] != shape[i])
+            return 0;
+    }
+    return 1;
+}
+
 double timefmt_parse(const char *text)
 {
     int y, mo, d, h, mi, s, n = 0;
-    if (!text || sscanf(text, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &n) != 6 ||
-        mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
+    if (!text || !shape_ok(text) ||
+        sscanf(text, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &n) != 6 || mo < 1 ||
+        mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
         return -1;
     double t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
     const char *p = text + n;
