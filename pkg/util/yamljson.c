@@ -29,6 +29,36 @@ static int next_event(struct parse *p, yaml_event_t *ev)
                         p->parser.problem ? p->parser.problem : "malformed YAML");
 }
 
+/* Whether text is a number as JSON writes it (RFC 8259), so it can be kept as the serialisation
+ * of a double; YAML's ".5", "5." and "+1.5" are not. */
+static int json_number(const char *t)
+{
+    if (*t == '-')
+        t++;
+    if (*t == '0')
+        t++;
+    else if (*t >= '1' && *t <= '9')
+        t += strspn(t, "0123456789");
+    else
+        return 0;
+    if (*t == '.') {
+        size_t n = strspn(t + 1, "0123456789");
+        if (n == 0)
+            return 0;
+        t += 1 + n;
+    }
+    if (*t == 'e' || *t == 'E') {
+        t++;
+        if (*t == '+' || *t == '-')
+            t++;
+        size_t n = strspn(t, "0123456789");
+        if (n == 0)
+            return 0;
+        t += n;
+    }
+    return *t == '\0';
+}
+
 /* YAML 1.2 core schema for plain scalars; everything else is a string. */
 static struct json_object *scalar(const yaml_event_t *ev)
 {
@@ -51,7 +81,7 @@ static struct json_object *scalar(const yaml_event_t *ev)
             double d = strtod(v, &end);
             /* Keeping the text serialises "0.1" as written, not as 0.10000000000000001. */
             if (end != v && *end == '\0')
-                return json_object_new_double_s(d, v);
+                return json_number(v) ? json_object_new_double_s(d, v) : json_object_new_double(d);
         }
     }
     return json_object_new_string_len(v, (int)len);
