@@ -184,3 +184,177 @@ def crd(cluster):
     wait_until(lambda: cluster.kubectl("get", "telosessions", "-A", check=False).returncode == 0,
                timeout=30, what="telosessions in discovery")
     return CRD_NAME
+
+
+# --- the operator under test ---------------------------------------------------------------------
+
+import signal  # noqa: E402  (kept with the fixture that uses it)
+
+OPERATOR_BIN_DIR = os.environ.get("TELO_BIN_DIR") or os.path.join(ROOT, "build", "bin")
+
+
+def foreign_operators(own_pids):
+    """`telo-operator run` processes we did not start that watch every namespace (no
+    `namespaces=` setting), e.g. the one `make run` leaves running: they would reconcile the
+    test's sessions too, and two operators with different settings fight over the children."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) in own_pids:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if (argv and os.path.basename(argv[0]) == "telo-operator" and "run" in argv[1:2]
+                and not any(a.startswith("namespaces=") for a in argv)):
+            found.append("pid %s: %s" % (pid, " ".join(argv)))
+    return found
+
+
+class Operator:
+    """One `telo-operator run` against the cluster's admin kubeconfig, watching one namespace,
+    its health/metrics server on a free loopback port, its log in a file."""
+
+    def __init__(self, cluster, namespace, log_path, sets=(), args=()):
+        self.cluster = cluster
+        self.namespace = namespace
+        self.log_path = log_path
+        self.sets = list(sets)
+        self.args = list(args)
+        self.proc = None
+        self.port = None
+        self.returncodes = []
+
+    def argv(self):
+        argv = [os.path.join(OPERATOR_BIN_DIR, "telo-operator"), "run",
+                "--kubeconfig", self.cluster.kubeconfig,
+                "--http-bind-address", "127.0.0.1:0",
+                "--set", "namespaces=%s" % self.namespace,
+                "--set", "startDeadlineSeconds=15"]
+        for s in self.sets:
+            argv += ["--set", s]
+        return argv + self.args
+
+    def start(self, timeout=30):
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        offset = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        log = open(self.log_path, "a")
+        log.write("--- %s\n" % " ".join(self.argv()))
+        log.flush()
+        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        log.close()
+
+        def port():
+            if self.proc.poll() is not None:
+                raise AssertionError("telo-operator exited %s at start:\n%s" %
+                                     (self.proc.returncode, self.log_tail()))
+            with open(self.log_path) as f:
+                f.seek(offset)
+                m = re.search(r'msg="serving health and metrics".* port=(\d+)', f.read())
+            return int(m.group(1)) if m else None
+
+        self.port = wait_until(port, timeout=timeout, interval=0.05, what="the operator's port")
+        wait_until(lambda: self.get("/readyz")[0] == 200, timeout=timeout, interval=0.1,
+                   what="the operator's /readyz")
+        return self
+
+    def get(self, path):
+        """(status, body) of GET path on the health/metrics server; (0, error) if unreachable."""
+        import urllib.error
+        import urllib.request
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.port, path),
+                                        timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError as e:
+            return 0, str(e)
+
+    def metric(self, name, labels=None):
+        """The sum of the samples of one metric family line name{...}, matching labels."""
+        status, body = self.get("/metrics")
+        assert status == 200, body
+        total = 0.0
+        for line in body.splitlines():
+            m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$', line)
+            if not m or m.group(1) != name:
+                continue
+            if labels and not all('%s="%s"' % kv in (m.group(2) or "") for kv in labels.items()):
+                continue
+            total += float(m.group(3))
+        return total
+
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=45):
+        """SIGTERM, and the exit status (the operator drains and exits 0)."""
+        if self.running:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                self.returncodes.append("SIGTERM ignored for %ds" % timeout)
+                return None
+            self.returncodes.append(self.proc.returncode)
+        return self.proc.returncode if self.proc else None
+
+    def kill(self):
+        """SIGKILL: no draining, no goodbye."""
+        if self.running:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+        return self.proc.returncode
+
+    def restart(self, sets=None, args=None):
+        self.stop()
+        if sets is not None:
+            self.sets = list(sets)
+        if args is not None:
+            self.args = list(args)
+        return self.start()
+
+    def log_tail(self, lines=60):
+        try:
+            with open(self.log_path) as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError as e:
+            return "(no log: %s)" % e
+
+
+@pytest.fixture
+def operator(cluster, crd, pod_namespace, tmp_path):
+    """A factory: operator(*sets, args=()) starts `telo-operator run` (build/bin, or
+    $TELO_BIN_DIR) watching only this test's namespace, with startDeadlineSeconds=15 and the
+    given `--set key=value` settings, and returns the Operator (stop, kill, restart, port,
+    metric). At teardown every operator still running gets SIGTERM and must exit 0; its log tail
+    is printed (pytest shows it when the test fails)."""
+    started = []
+    own = {os.getpid()}
+
+    def start(*sets, args=()):
+        others = foreign_operators(own | {op.proc.pid for op in started if op.proc})
+        if others:
+            pytest.fail("another telo-operator watches every namespace and would reconcile this "
+                        "test's sessions too; stop it first (make run leaves one: kill $(cat %s)):"
+                        "\n  %s" % (os.path.join(cluster.dir, "pids", "telo-operator.pid"),
+                                    "\n  ".join(others)), pytrace=False)
+        op = Operator(cluster, pod_namespace, str(tmp_path / ("operator-%d.log" % len(started))),
+                      sets, args)
+        started.append(op)
+        return op.start()
+
+    yield start
+    bad = []
+    for op in started:
+        op.stop()
+        print("--- telo-operator log (%s), exits %s:\n%s" % (op.log_path, op.returncodes,
+                                                            op.log_tail()))
+        bad += ["%s exited %s" % (op.log_path, rc) for rc in op.returncodes if rc != 0]
+    assert not bad, "telo-operator must exit 0 on SIGTERM: %s" % "; ".join(bad)
