@@ -26,6 +26,7 @@ struct options {
     const char *paths[MAX_PATHS];
     size_t npaths;
     int quiet; /* no per-event lines (benchmarks) */
+    long page_size;
 };
 
 struct app {
@@ -152,6 +153,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->selector = argv[++i];
         } else if (strcmp(a, "--field-selector") == 0) {
             o->field_selector = argv[++i];
+        } else if (strcmp(a, "--page-size") == 0) {
+            o->page_size = atol(argv[++i]);
         } else if (strcmp(a, "--keep") == 0) {
             if (o->npaths == MAX_PATHS) {
                 fprintf(stderr, "telo-informer: at most %d --keep paths\n", MAX_PATHS);
@@ -231,6 +234,7 @@ int main(int argc, char **argv)
         .transform_arg = &app.opt,
         .indexes = indexes,
         .nindexes = 2,
+        .page_size = app.opt.page_size,
     };
     struct cache_handlers handlers = {on_add, on_update, on_delete, on_synced, &app};
     app.reflector = cache_reflector_new(t, &rcfg, &handlers, &err);

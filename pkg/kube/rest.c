@@ -15,6 +15,7 @@
 struct rest_ctx {
     kube_result_fn *cb;
     void *ud;
+    int raw; /* hand a 2xx body over unparsed */
     char what[256];
 };
 
@@ -176,7 +177,7 @@ static void deliver(struct rest_ctx *ctx, const struct kube_response *resp)
             res.rc = rc;
         }
         res.err = &err;
-    } else if (resp->body->len > 0) {
+    } else if (resp->body->len > 0 && !ctx->raw) {
         struct json_tokener *tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
         if (tok != NULL)
             obj = json_tokener_parse_ex(tok, resp->body->data, (int)resp->body->len);
@@ -205,8 +206,8 @@ static void on_done(struct kube_call *call, const struct kube_response *resp, vo
 
 static struct kube_call *submit_path(struct kube_transport *t, const char *method, const char *verb,
                                      const char *path, const char *what, const char *content_type,
-                                     const char *body, size_t len, kube_result_fn *cb, void *ud,
-                                     struct telo_err *err)
+                                     const char *body, size_t len, int raw, kube_result_fn *cb,
+                                     void *ud, struct telo_err *err)
 {
     struct rest_ctx *ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL) {
@@ -215,6 +216,7 @@ static struct kube_call *submit_path(struct kube_transport *t, const char *metho
     }
     ctx->cb = cb;
     ctx->ud = ud;
+    ctx->raw = raw;
     snprintf(ctx->what, sizeof(ctx->what), "%s", what);
     char label[12];
     size_t i;
@@ -235,10 +237,10 @@ static struct kube_call *submit_path(struct kube_transport *t, const char *metho
     return call;
 }
 
-struct kube_call *kube_rest_request(struct kube_transport *t, const char *method, const char *verb,
-                                    const struct kube_ref *ref, const char *query,
-                                    const char *content_type, const char *body, size_t len,
-                                    kube_result_fn *cb, void *ud, struct telo_err *err)
+static struct kube_call *request(struct kube_transport *t, const char *method, const char *verb,
+                                 const struct kube_ref *ref, const char *query,
+                                 const char *content_type, const char *body, size_t len, int raw,
+                                 kube_result_fn *cb, void *ud, struct telo_err *err)
 {
     struct buf path;
     buf_init(&path, PATH_MAX_BYTES);
@@ -252,9 +254,17 @@ struct kube_call *kube_rest_request(struct kube_transport *t, const char *method
     char what[256];
     kube_ref_describe(verb, ref, what, sizeof(what));
     struct kube_call *call =
-        submit_path(t, method, verb, path.data, what, content_type, body, len, cb, ud, err);
+        submit_path(t, method, verb, path.data, what, content_type, body, len, raw, cb, ud, err);
     buf_release(&path);
     return call;
+}
+
+struct kube_call *kube_rest_request(struct kube_transport *t, const char *method, const char *verb,
+                                    const struct kube_ref *ref, const char *query,
+                                    const char *content_type, const char *body, size_t len,
+                                    kube_result_fn *cb, void *ud, struct telo_err *err)
+{
+    return request(t, method, verb, ref, query, content_type, body, len, 0, cb, ud, err);
 }
 
 struct kube_call *kube_rest_get_path(struct kube_transport *t, const char *path, kube_result_fn *cb,
@@ -262,7 +272,7 @@ struct kube_call *kube_rest_get_path(struct kube_transport *t, const char *path,
 {
     char what[300];
     snprintf(what, sizeof(what), "get %s", path);
-    return submit_path(t, "GET", "get", path, what, NULL, NULL, 0, cb, ud, err);
+    return submit_path(t, "GET", "get", path, what, NULL, NULL, 0, 0, cb, ud, err);
 }
 
 struct kube_call *kube_rest_get(struct kube_transport *t, const struct kube_ref *ref,
@@ -285,8 +295,8 @@ struct kube_call *kube_rest_list(struct kube_transport *t, const struct kube_ref
         telo_err_set(err, TELO_ETOOBIG, "list query of %s is too long", ref->resource);
         return NULL;
     }
-    struct kube_call *call =
-        kube_rest_request(t, "GET", "list", &coll, q.data, NULL, NULL, 0, cb, ud, err);
+    struct kube_call *call = request(t, "GET", "list", &coll, q.data, NULL, NULL, 0,
+                                     o != NULL && o->raw_body, cb, ud, err);
     buf_release(&q);
     return call;
 }

@@ -30,6 +30,8 @@ struct kube_list_opts {
     long limit;                         /* page size; 0 for no paging */
     const char *continue_token;
     long timeout_seconds;
+    int raw_body; /* kube_rest_list only: leave a 2xx body unparsed (res->object is NULL; read
+                   * res->body), for callers that decode a large page one item at a time */
 };
 
 /* Options of writes. */
