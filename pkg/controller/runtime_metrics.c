@@ -160,8 +160,9 @@ struct ctrl_metrics *ctrl_metrics_register(struct metrics_registry *reg, struct 
     double reconcile_buckets[15], queue_buckets[12];
     for (int i = 0; i < 15; i++)
         reconcile_buckets[i] = 0.005 * (double)(1 << i);
-    for (int i = 0; i < 12; i++)
-        queue_buckets[i] = i ? queue_buckets[i - 1] * 10 : 1e-8;
+    queue_buckets[0] = 1e-8;
+    for (int i = 1; i < 12; i++)
+        queue_buckets[i] = queue_buckets[i - 1] * 10;
     struct {
         struct metrics_family **slot;
         struct metrics_desc desc;

@@ -220,7 +220,7 @@ static struct kube_call *submit_path(struct kube_transport *t, const char *metho
     snprintf(ctx->what, sizeof(ctx->what), "%s", what);
     char label[12];
     size_t i;
-    for (i = 0; verb[i] != '\0' && i < sizeof(label) - 1; i++)
+    for (i = 0; i < sizeof(label) - 1 && verb[i] != '\0'; i++)
         label[i] = (char)(verb[i] >= 'a' && verb[i] <= 'z' ? verb[i] - 32 : verb[i]);
     label[i] = '\0';
     struct kube_request req = {
