@@ -109,8 +109,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                         v);
                 return -1;
             }
-        }
-        else {
+        } else {
             fprintf(stderr, "telo-operator: unknown argument '%s'\n", a);
             return -1;
         }

@@ -9,6 +9,7 @@
 #include "session/spec.h"
 #include "session/status.h"
 #include "util/log.h"
+#include "util/strmap.h"
 #include "util/timefmt.h"
 
 #include <ev.h>
@@ -24,6 +25,12 @@
  * watched, since caching every ConfigMap of a namespace would cost far more than polling. */
 #define BLOCKED_RECHECK_S 10.0
 
+/* How long a child we wrote may stay unseen by its informer before we write it again. Within
+ * that time a reconcile that does not find it in the cache (the watch lags the write) trusts
+ * the write instead of repeating it: a second pod apply is a wasted write, and a second Secret
+ * apply would replace the attach token clients already hold. */
+#define EXPECT_TTL_S 30.0
+
 /* telo_session_startup_seconds: 0.25 s doubling to 512 s. */
 #define STARTUP_BUCKET_START 0.25
 #define STARTUP_BUCKETS      12
@@ -37,6 +44,22 @@ struct session_reconciler {
     struct ctrl_controller *c;
     struct session_stats stats;
     struct metrics_family *phases, *starts, *failures, *startup;
+    struct strmap *expected; /* "resource/ns/name" -> struct expectation */
+    double last_sweep;
+};
+
+/* A child written by us and not yet seen in its informer's cache. */
+struct expectation {
+    char key[320];
+    unsigned long long body; /* hash of what was applied; 0: any content will do */
+    double until;
+};
+
+/* One write of a pass; the expectation it set is dropped again when the write fails. */
+struct write_ctx {
+    struct pass *p;
+    char expect_key[320];
+    int counts_start; /* a pod create: telo_session_starts_total on 201 */
 };
 
 /* One reconcile in flight: its writes run in parallel; the last to finish ends the reconcile. */
@@ -45,6 +68,7 @@ struct pass {
     struct ctrl_reconcile *rec;
     struct session s;
     struct json_object *pod;
+    int pod_expected; /* we created the pod and the cache has not shown it yet */
     int pending;
     int failed;
     char error[TELO_ERR_MSG_MAX];
@@ -66,6 +90,85 @@ static struct json_object *get(struct json_object *o, const char *key)
 {
     struct json_object *v = NULL;
     return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+/* --- expectations: children written but not yet in the cache --------------------------------- */
+
+static double loop_now(const struct session_reconciler *r)
+{
+    return ev_now(kube_transport_loop(r->t));
+}
+
+static void expect_key(char *out, size_t len, const char *resource, const char *ns,
+                       const char *name)
+{
+    snprintf(out, len, "%s/%s/%s", resource, ns, name);
+}
+
+static void expect_drop(struct session_reconciler *r, const char *key)
+{
+    free(strmap_remove(r->expected, key));
+}
+
+static void expect_sweep(struct session_reconciler *r, double now)
+{
+    if (now - r->last_sweep < EXPECT_TTL_S)
+        return;
+    r->last_sweep = now;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(r->expected, &it, &key, &value)) {
+        struct expectation *e = value;
+        if (e->until <= now) {
+            strmap_remove(r->expected, key);
+            free(e);
+        }
+    }
+}
+
+/* Whether a write of body (hash; 0: any) to key is still on its way into the cache. Sets
+ * *recheck to when to look again if the cache never shows it. */
+static int expect_pending(struct pass *p, const char *key, unsigned long long body)
+{
+    struct session_reconciler *r = p->r;
+    struct expectation *e = strmap_get(r->expected, key);
+    double now = loop_now(r);
+    if (!e)
+        return 0;
+    if (e->until <= now || (body && e->body != body)) {
+        expect_drop(r, key);
+        return 0;
+    }
+    if (p->requeue_after == 0 || e->until - now < p->requeue_after)
+        p->requeue_after = e->until - now + 0.1;
+    return 1;
+}
+
+/* Records a write to key; returns 0, or -1 when out of memory (then nothing is expected). */
+static int expect_set(struct session_reconciler *r, const char *key, unsigned long long body)
+{
+    double now = loop_now(r);
+    expect_sweep(r, now);
+    struct expectation *e = strmap_get(r->expected, key);
+    if (!e) {
+        if (!(e = calloc(1, sizeof(*e))))
+            return -1;
+        snprintf(e->key, sizeof(e->key), "%s", key);
+        if (strmap_put(r->expected, e->key, e) < 0) {
+            free(e);
+            return -1;
+        }
+    }
+    e->body = body;
+    e->until = now + EXPECT_TTL_S;
+    return 0;
+}
+
+static unsigned long long body_hash(struct json_object *obj)
+{
+    unsigned long long h = strmap_hash(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN));
+    return h ? h : 1;
 }
 
 /* --- finishing ----------------------------------------------------------------------------- */
@@ -95,45 +198,88 @@ static void pass_done(struct pass *p)
 
 static void on_write(const struct kube_result *res, void *ud)
 {
-    struct pass *p = ud;
+    struct write_ctx *w = ud;
+    struct pass *p = w->p;
     /* 404 on a delete: already gone, which is what we wanted. 409 on create: a previous pass
      * made it and the cache has not caught up. Neither is an error. */
     if (res->rc < 0 && !(res->code == 404) &&
         !(res->code == 409 && res->status && res->status->reason == KUBE_REASON_ALREADY_EXISTS)) {
         p->failed = 1;
         snprintf(p->error, sizeof(p->error), "%s", res->err ? res->err->msg : "write failed");
+        if (w->expect_key[0])
+            expect_drop(p->r, w->expect_key);
     }
+    if (w->counts_start && res->rc == 0 && res->code == 201)
+        p->r->stats.starts++;
+    free(w);
     pass_done(p);
 }
 
-/* Starts a server-side apply of obj (consumed) to ref; counts as a pending write. */
-static void apply(struct pass *p, const struct kube_ref *ref, struct json_object *obj)
+static struct write_ctx *write_ctx(struct pass *p, const char *expect_key)
+{
+    struct write_ctx *w = calloc(1, sizeof(*w));
+    if (!w) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "out of memory");
+        return NULL;
+    }
+    w->p = p;
+    if (expect_key)
+        snprintf(w->expect_key, sizeof(w->expect_key), "%s", expect_key);
+    return w;
+}
+
+/* Starts a server-side apply of obj (consumed) to ref; counts as a pending write. With
+ * expect_key, the write is remembered (as body_hash, 0: any content) until the cache shows it. */
+static void apply_expecting(struct pass *p, const struct kube_ref *ref, struct json_object *obj,
+                            const char *expect, unsigned long long body_hash_value,
+                            int counts_start)
 {
     size_t len = 0;
     const char *body = json_object_to_json_string_length(
         obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
     struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER, .force = 1};
     struct telo_err err;
+    struct write_ctx *w = write_ctx(p, expect);
+    if (!w) {
+        json_object_put(obj);
+        return;
+    }
+    w->counts_start = counts_start;
+    if (expect && expect_set(p->r, expect, body_hash_value) < 0)
+        w->expect_key[0] = '\0';
     p->pending++;
     p->r->stats.writes++;
-    if (!kube_rest_apply(p->r->t, ref, body, len, &o, on_write, p, &err)) {
+    if (!kube_rest_apply(p->r->t, ref, body, len, &o, on_write, w, &err)) {
         p->failed = 1;
         snprintf(p->error, sizeof(p->error), "%s", err.msg);
         p->pending--;
+        if (w->expect_key[0])
+            expect_drop(p->r, w->expect_key);
+        free(w);
     }
     json_object_put(obj);
+}
+
+static void apply(struct pass *p, const struct kube_ref *ref, struct json_object *obj)
+{
+    apply_expecting(p, ref, obj, NULL, 0, 0);
 }
 
 static void delete_object(struct pass *p, const struct kube_ref *ref, long grace)
 {
     struct kube_delete_opts o = {.propagation_policy = "Background", .grace_period_seconds = grace};
     struct telo_err err;
+    struct write_ctx *w = write_ctx(p, NULL);
+    if (!w)
+        return;
     p->pending++;
     p->r->stats.writes++;
-    if (!kube_rest_delete(p->r->t, ref, &o, on_write, p, &err)) {
+    if (!kube_rest_delete(p->r->t, ref, &o, on_write, w, &err)) {
         p->failed = 1;
         snprintf(p->error, sizeof(p->error), "%s", err.msg);
         p->pending--;
+        free(w);
     }
 }
 
@@ -200,9 +346,15 @@ static void sync_service(struct pass *p, const char *child)
     struct json_object *have = cached(r->services, p->s.namespace, child);
     struct kube_ref ref = {
         .version = "v1", .resource = "services", .namespace = p->s.namespace, .name = child};
-    if (want && !(have && same_field(have, want, "spec", "ports")))
-        apply(p, &ref, json_object_get(want));
-    else if (!want && have)
+    char key[320];
+    expect_key(key, sizeof(key), "services", p->s.namespace, child);
+    if (have)
+        expect_drop(r, key);
+    if (want && !(have && same_field(have, want, "spec", "ports"))) {
+        unsigned long long h = body_hash(want);
+        if (have || !expect_pending(p, key, h))
+            apply_expecting(p, &ref, json_object_get(want), have ? NULL : key, h, 0);
+    } else if (!want && have)
         delete_object(p, &ref, -1);
     json_object_put(want);
     json_object_put(have);
@@ -218,14 +370,29 @@ static void sync_ingress(struct pass *p, const char *child)
                            .resource = "ingresses",
                            .namespace = p->s.namespace,
                            .name = child};
+    char key[320];
+    expect_key(key, sizeof(key), "ingresses", p->s.namespace, child);
+    if (have)
+        expect_drop(r, key);
     if (want && !(have && same_field(have, want, "spec", "rules") &&
                   same_field(have, want, "spec", "tls") &&
-                  same_field(have, want, "spec", "ingressClassName")))
-        apply(p, &ref, json_object_get(want));
-    else if (!want && have)
+                  same_field(have, want, "spec", "ingressClassName"))) {
+        unsigned long long h = body_hash(want);
+        if (have || !expect_pending(p, key, h))
+            apply_expecting(p, &ref, json_object_get(want), have ? NULL : key, h, 0);
+    } else if (!want && have)
         delete_object(p, &ref, -1);
     json_object_put(want);
     json_object_put(have);
+}
+
+/* telo_session_failures_total{reason}: one more session that turned Failed for reason. */
+static void count_failure(struct session_reconciler *r, const char *reason)
+{
+    r->stats.failures++;
+    const char *values[] = {reason && *reason ? reason : "Unknown"};
+    /* NULL (metrics not registered, or the series bound reached) is a no-op. */
+    metrics_counter_add(r->failures ? metrics_series(r->failures, values, NULL) : NULL, 1);
 }
 
 /* Everything after the optional bundle check: status, children, writes. */
@@ -268,11 +435,12 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
         const char *phase = json_object_get_string(get(v.status, "phase"));
         int live = strcmp(phase, "Pending") == 0 || strcmp(phase, "Provisioning") == 0 ||
                    strcmp(phase, "Running") == 0;
-        if (!p->pod && strcmp(phase, "Pending") == 0 && !blocked_reason) {
+        if (!p->pod && strcmp(phase, "Pending") == 0 && !blocked_reason && !p->pod_expected) {
             struct kube_ref ref = {
                 .version = "v1", .resource = "pods", .namespace = p->s.namespace, .name = child};
-            r->stats.starts++;
-            apply(p, &ref, session_desired_pod(&p->s, r->cfg, image));
+            char key[320];
+            expect_key(key, sizeof(key), "pods", p->s.namespace, child);
+            apply_expecting(p, &ref, session_desired_pod(&p->s, r->cfg, image), key, 0, 1);
         }
         if (v.delete_pod && p->pod) {
             struct kube_ref ref = {
@@ -282,31 +450,37 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
         if (live) {
             sync_service(p, child);
             sync_ingress(p, child);
-            if (!secret_obj) {
+            char key[320];
+            expect_key(key, sizeof(key), "secrets", p->s.namespace, secret);
+            if (secret_obj)
+                expect_drop(r, key);
+            else if (!expect_pending(p, key, 0)) {
                 char token[65];
                 random_token(token);
                 struct kube_ref ref = {.version = "v1",
                                        .resource = "secrets",
                                        .namespace = p->s.namespace,
                                        .name = secret};
-                apply(p, &ref, session_desired_secret(&p->s, r->cfg, token));
+                apply_expecting(p, &ref, session_desired_secret(&p->s, r->cfg, token), key, 0, 0);
             }
         }
         if (v.changed) {
             const char *old_phase = json_object_get_string(get(p->s.status, "phase"));
             if (strcmp(phase, "Failed") == 0 && (!old_phase || strcmp(old_phase, "Failed") != 0))
-                r->stats.failures++;
+                count_failure(r, json_object_get_string(get(v.status, "reason")));
             if (strcmp(phase, "Running") == 0 &&
                 (!old_phase || strcmp(old_phase, "Running") != 0)) {
-                const char *created =
-                    json_object_get_string(get(get(p->s.obj, "metadata"), "creationTimestamp"));
-                (void)created; /* startup time is measured by the benchmark from the outside */
+                double created = timefmt_parse(
+                    json_object_get_string(get(get(p->s.obj, "metadata"), "creationTimestamp")));
+                if (created >= 0)
+                    histogram_observe(&r->stats.startup_seconds, obs.now - created);
             }
             write_status(p, v.status);
             record_event(p, &v);
         }
     }
-    p->requeue_after = v.requeue_after;
+    if (v.requeue_after > 0 && (p->requeue_after == 0 || v.requeue_after < p->requeue_after))
+        p->requeue_after = v.requeue_after;
     if (blocked_reason && (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
         p->requeue_after = BLOCKED_RECHECK_S;
     session_verdict_release(&v);
@@ -403,9 +577,15 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
     char child[64];
     session_child_name(&p->s, child, sizeof(child));
     p->pod = cached(r->pods, p->s.namespace, child);
+    char pod_key[320];
+    expect_key(pod_key, sizeof(pod_key), "pods", p->s.namespace, child);
+    if (p->pod)
+        expect_drop(r, pod_key);
+    else
+        p->pod_expected = expect_pending(p, pod_key, 0);
     p->pending = 1; /* held until every write of the pass has started */
     const char *phase = json_object_get_string(get(p->s.status, "phase"));
-    int may_create = !p->pod && !p->s.stopped &&
+    int may_create = !p->pod && !p->pod_expected && !p->s.stopped &&
                      !json_object_get_string(get(p->s.status, "podName")) &&
                      (!phase || strcmp(phase, "Pending") == 0);
     if (may_create && p->s.bundle_configmap) {
@@ -508,6 +688,11 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
     r->t = t;
     r->cfg = cfg;
     r->events = events;
+    if (!(r->expected = strmap_new())) {
+        free(r);
+        telo_err_set(err, TELO_ENOMEM, "session reconciler: out of memory");
+        return NULL;
+    }
     histogram_init_exponential(&r->stats.startup_seconds, STARTUP_BUCKET_START, 2, STARTUP_BUCKETS);
     static const struct cache_index_def idx[] = {{"namespace", cache_index_namespace, NULL}};
     struct cache_reflector_config scfg = {
@@ -531,7 +716,7 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
                                         &ingress_projection, selector, err)) ||
         !(r->secrets =
               child_informer(r, "secrets", NULL, "secrets", &secret_projection, selector, err))) {
-        free(r);
+        session_reconciler_free(r);
         return NULL;
     }
     return r;
@@ -539,6 +724,14 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
 
 void session_reconciler_free(struct session_reconciler *r)
 {
+    if (!r)
+        return;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (r->expected && strmap_next(r->expected, &it, &key, &value))
+        free(value);
+    strmap_free(r->expected);
     free(r);
 }
 
@@ -623,7 +816,6 @@ static void collect(struct metrics_registry *reg, void *user)
         }
     }
     metrics_counter_set(metrics_series(r->starts, NULL, NULL), (double)r->stats.starts);
-    metrics_counter_set(metrics_series(r->failures, NULL, NULL), (double)r->stats.failures);
     metrics_histogram_load(metrics_series(r->startup, NULL, NULL), &r->stats.startup_seconds);
 }
 
@@ -631,6 +823,7 @@ int session_reconciler_register_metrics(struct session_reconciler *r, struct met
                                         struct telo_err *err)
 {
     static const char *const phase_label[] = {"phase", NULL};
+    static const char *const reason_label[] = {"reason", NULL};
     double buckets[STARTUP_BUCKETS];
     for (int i = 0; i < STARTUP_BUCKETS; i++)
         buckets[i] = r->stats.startup_seconds.bounds[i];
@@ -643,7 +836,8 @@ int session_reconciler_register_metrics(struct session_reconciler *r, struct met
                                   .help = "Session pods created"};
     struct metrics_desc failures = {.type = METRICS_COUNTER,
                                     .name = "telo_session_failures_total",
-                                    .help = "Sessions that ended Failed"};
+                                    .help = "Sessions that ended Failed, by status.reason",
+                                    .labels = reason_label};
     struct metrics_desc startup = {.type = METRICS_HISTOGRAM,
                                    .name = "telo_session_startup_seconds",
                                    .help = "Seconds from a TeloSession's creation to Running",
