@@ -1,0 +1,113 @@
+/* The image build Job (kaniko), its context ConfigMap and Dockerfile as pure builders, and the
+ * Job's status read back into a build state with the reference runner's progress texts. */
+#ifndef TELO_BUILD_JOB_H
+#define TELO_BUILD_JOB_H
+
+#include <json.h>
+#include <stddef.h>
+
+/* Progress texts of the build phase, as the reference runner words them. */
+#define BUILD_PROGRESS_BUILDING "Building image\xe2\x80\xa6"                /* "…" */
+#define BUILD_PROGRESS_WAITING  "Waiting for in-progress build\xe2\x80\xa6" /* another's Job */
+#define BUILD_PROGRESS_BUILT    "Image built"
+#define BUILD_PROGRESS_CACHED   "Using cached image"
+
+#define BUILD_LABEL_BUILD    "telo.run/build" /* "true" on the Job and its pod */
+#define BUILD_LABEL_TAG      "telo.run/tag"
+#define BUILD_ANNOTATION_BY  "telo.run/requested-by" /* "ns/name" of the creating session */
+#define BUILD_CONTAINER      "kaniko"
+#define BUILD_INIT_CONTAINER "context"
+#define BUILD_CONTEXT_KEY    "bundle.tgz"
+
+/* The build settings, borrowed strings; NULL or 0 fields take the default in the comment. */
+struct build_config {
+    const char *namespace;         /* where Jobs run: "telo-builds" */
+    const char *repository;        /* image repository, no tag: "registry.local:5000/telo/apps" */
+    const char *builder_image;     /* kaniko-compatible: "gcr.io/kaniko-project/executor:latest" */
+    const char *init_image;        /* delivers the context (sh, wget, sha256sum, tar):
+                                    * "busybox:stable" */
+    const char *telo_registry_url; /* --build-arg TELO_REGISTRY_URL: "https://registry.telo.run" */
+    const char *push_secret;       /* dockerconfigjson Secret in namespace, mounted at
+                                    * /kaniko/.docker; NULL: none (an open registry) */
+    int insecure_registry;         /* 1: plain HTTP / unverified TLS for push and pull */
+    long timeout_seconds;          /* the Job's activeDeadlineSeconds: 600 */
+    long ttl_seconds_after_finished; /* finished Jobs are deleted after: 300 */
+    const char *managed_by;          /* app.kubernetes.io/managed-by: "telo-operator" */
+    const char *cpu, *memory;        /* the builder's requests and limits; NULL: none */
+};
+
+/* One build. Exactly one of bundle_configmap and bundle_url is set. */
+struct build_job_input {
+    const char *tag;              /* BUILD_TAG_LEN hex characters */
+    const char *base_image;       /* FROM */
+    const char *entry;            /* spec.entry, for `telo install /app/<entry>` */
+    const char *requested_by;     /* "ns/name" of the session creating the Job, or NULL */
+    const char *bundle_configmap; /* a ConfigMap in the build namespace holding bundle.tgz (see
+                                   * build_desired_context), or NULL */
+    const char *bundle_url;       /* or a URL the init container downloads ... */
+    const char *bundle_sha256;    /* ... and checks against this digest (64 hex) */
+};
+
+/* "telo-build-<tag>" into out (at least 64 bytes): the Job's and the context ConfigMap's name. */
+void build_job_name(const char *tag, char *out, size_t len);
+
+/* "<repository>:<tag>" into out. Returns 0, or -1 when it does not fit in len. */
+int build_image_ref(const struct build_config *cfg, const char *tag, char *out, size_t len);
+
+/* The Dockerfile: FROM base, WORKDIR /app, COPY . /app, ARG and ENV TELO_REGISTRY_URL,
+ * ENV TELO_CACHE_DIR=/telo-cache, RUN telo install /app/<entry>. The caller free()s it; NULL when
+ * out of memory. */
+char *build_dockerfile(const char *base_image, const char *entry);
+
+/* The build Job "telo-build-<tag>" in cfg->namespace, ready for a create (a 409 means another
+ * session's build of the same tag runs: share it). backoffLimit 0, activeDeadlineSeconds,
+ * ttlSecondsAfterFinished; an init container fetches the context (the ConfigMap's or the URL's
+ * bundle, checked against its sha256) into /workspace and writes the Dockerfile to /build; the
+ * builder gets --context=dir:///workspace --dockerfile=/build/Dockerfile --destination=<ref>
+ * --build-arg=TELO_REGISTRY_URL=<url> (plus --insecure --skip-tls-verify --insecure-pull
+ * --skip-tls-verify-pull when insecure) and writes the pushed digest to its termination message.
+ * No service-account token, RuntimeDefault seccomp, no privilege escalation; the init container
+ * runs as uid 1000 with a read-only root; the builder runs as root, which kaniko needs to unpack
+ * the base image's files as their owners. Inputs reach the shell only through environment
+ * variables. The caller json_object_put()s the result; NULL when out of memory. */
+struct json_object *build_desired_job(const struct build_config *cfg,
+                                      const struct build_job_input *in);
+
+/* The context ConfigMap "telo-build-<tag>" in cfg->namespace holding the bundle (tgz, len bytes)
+ * under binaryData bundle.tgz, owned by the Job (job_uid) so the Job's TTL removes it too. The
+ * API server refuses ConfigMaps over 1 MiB: bigger bundles are delivered by URL. The caller
+ * json_object_put()s the result; NULL when out of memory. */
+struct json_object *build_desired_context(const struct build_config *cfg, const char *tag,
+                                          const char *job_uid, const void *tgz, size_t len);
+
+/* Where a build stands. */
+enum build_state {
+    BUILD_RUNNING,   /* created, not finished */
+    BUILD_SUCCEEDED, /* the image is pushed */
+    BUILD_FAILED,    /* the builder failed: add the pod's log tail to the message */
+    BUILD_VANISHED,  /* the Job is gone (or being deleted) before it finished */
+    BUILD_TIMED_OUT, /* the Job's deadline passed, or it ran past the operator's grace */
+};
+
+struct build_status {
+    enum build_state state;
+    const char *progress; /* one of the BUILD_PROGRESS_ texts (static) */
+    int done;             /* the progress is final */
+    char message[512];    /* for FAILED, VANISHED, TIMED_OUT: one actionable sentence */
+    long requeue_after_s; /* RUNNING: seconds until the operator-side deadline, else 0 */
+};
+
+/* Reads job (the Job object as observed, or NULL when it was not found) into out. job_name is
+ * "ns/name" for messages; self is the reading session's "ns/name", compared with the
+ * requested-by annotation to choose "Building image…" over "Waiting for in-progress build…";
+ * now is Unix time. A Job that has not finished timeout_seconds + 30 s after its creation counts
+ * as timed out (the reference's wait grace), so a stuck Job never holds a session forever.
+ * Cannot fail. */
+void build_status_read(const struct json_object *job, const char *job_name, const char *self,
+                       long timeout_seconds, double now, struct build_status *out);
+
+/* The last `lines` lines of a build log (trailing blank lines dropped) into out, at most len - 1
+ * bytes (the tail is kept when it must be cut). Returns the length written. */
+size_t build_log_tail(const char *log, size_t log_len, int lines, char *out, size_t len);
+
+#endif

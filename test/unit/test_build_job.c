@@ -1,0 +1,330 @@
+/* Tests for pkg/build/job.c: the Dockerfile, the kaniko Job and its context ConfigMap, the
+ * Job's status read back into a build state, and the log tail. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "build/job.h"
+#include "util/timefmt.h"
+
+#include <json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TAG "b22120d36cb167f3a56d4153967b95db"
+
+static const struct build_config CFG = {
+    .namespace = "telo-builds",
+    .repository = "127.0.0.1:5000/telo/apps/",
+    .builder_image = "registry.local/kaniko:1.23",
+    .init_image = "busybox:stable",
+    .telo_registry_url = "https://registry.example",
+    .push_secret = "push-creds",
+    .insecure_registry = 1,
+    .timeout_seconds = 900,
+    .ttl_seconds_after_finished = 120,
+    .managed_by = "telo-operator",
+};
+
+/* The value at a dotted path ("spec.template.spec.containers.0.args"), or NULL. */
+static struct json_object *at(struct json_object *o, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *save = NULL, *k = strtok_r(buf, ".", &save); k != NULL && o != NULL;
+         k = strtok_r(NULL, ".", &save)) {
+        if (json_object_is_type(o, json_type_array)) {
+            o = json_object_array_get_idx(o, (size_t)atoi(k));
+        } else if (!json_object_object_get_ex(o, k, &o)) {
+            return NULL;
+        }
+    }
+    return o;
+}
+
+static const char *str_at(struct json_object *o, const char *path)
+{
+    struct json_object *v = at(o, path);
+    return v != NULL ? json_object_get_string(v) : NULL;
+}
+
+static void names_and_dockerfile(void **state)
+{
+    (void)state;
+    char name[64], ref[128];
+    build_job_name(TAG, name, sizeof(name));
+    assert_string_equal(name, "telo-build-" TAG);
+    assert_true(strlen(name) <= 63);
+    assert_int_equal(build_image_ref(&CFG, TAG, ref, sizeof(ref)), 0);
+    assert_string_equal(ref, "127.0.0.1:5000/telo/apps:" TAG);
+    assert_int_equal(build_image_ref(&CFG, TAG, ref, 20), -1);
+    char *df = build_dockerfile("telorun/node:latest-slim", "app/telo.yaml");
+    assert_string_equal(df, "FROM telorun/node:latest-slim\n"
+                            "WORKDIR /app\n"
+                            "COPY . /app\n"
+                            "ARG TELO_REGISTRY_URL\n"
+                            "ENV TELO_REGISTRY_URL=$TELO_REGISTRY_URL\n"
+                            "ENV TELO_CACHE_DIR=/telo-cache\n"
+                            "RUN telo install /app/app/telo.yaml\n");
+    free(df);
+}
+
+static void job_from_a_configmap_bundle(void **state)
+{
+    (void)state;
+    struct build_job_input in = {.tag = TAG,
+                                 .base_image = "telorun/node:latest-slim",
+                                 .entry = "app/telo.yaml",
+                                 .requested_by = "demo/hello",
+                                 .bundle_configmap = "telo-build-" TAG};
+    struct json_object *job = build_desired_job(&CFG, &in);
+    assert_non_null(job);
+    assert_string_equal(str_at(job, "apiVersion"), "batch/v1");
+    assert_string_equal(str_at(job, "kind"), "Job");
+    assert_string_equal(str_at(job, "metadata.name"), "telo-build-" TAG);
+    assert_string_equal(str_at(job, "metadata.namespace"), "telo-builds");
+    /* Label keys hold dots, which at() splits on: read them directly. */
+    struct json_object *labels = at(job, "metadata.labels");
+    assert_int_equal(json_object_object_length(labels), 3);
+    struct json_object *v = NULL;
+    assert_true(json_object_object_get_ex(labels, "app.kubernetes.io/managed-by", &v));
+    assert_string_equal(json_object_get_string(v), "telo-operator");
+    assert_true(json_object_object_get_ex(labels, "telo.run/build", &v));
+    assert_string_equal(json_object_get_string(v), "true");
+    assert_true(json_object_object_get_ex(labels, "telo.run/tag", &v));
+    assert_string_equal(json_object_get_string(v), TAG);
+    assert_true(
+        json_object_object_get_ex(at(job, "metadata.annotations"), "telo.run/requested-by", &v));
+    assert_string_equal(json_object_get_string(v), "demo/hello");
+    assert_int_equal(json_object_get_int(at(job, "spec.backoffLimit")), 0);
+    assert_int_equal(json_object_get_int(at(job, "spec.activeDeadlineSeconds")), 900);
+    assert_int_equal(json_object_get_int(at(job, "spec.ttlSecondsAfterFinished")), 120);
+    assert_int_equal(json_object_object_length(at(job, "spec.template.metadata.labels")), 3);
+
+    struct json_object *pod = at(job, "spec.template.spec");
+    assert_string_equal(str_at(pod, "restartPolicy"), "Never");
+    assert_false(json_object_get_boolean(at(pod, "automountServiceAccountToken")));
+    assert_false(json_object_get_boolean(at(pod, "enableServiceLinks")));
+    assert_string_equal(str_at(pod, "securityContext.seccompProfile.type"), "RuntimeDefault");
+
+    struct json_object *kaniko = at(pod, "containers.0");
+    assert_int_equal(json_object_array_length(at(pod, "containers")), 1);
+    assert_string_equal(str_at(kaniko, "name"), "kaniko");
+    assert_string_equal(str_at(kaniko, "image"), "registry.local/kaniko:1.23");
+    const char *want_args[] = {"--context=dir:///workspace",
+                               "--dockerfile=/build/Dockerfile",
+                               "--destination=127.0.0.1:5000/telo/apps:" TAG,
+                               "--build-arg=TELO_REGISTRY_URL=https://registry.example",
+                               "--digest-file=/dev/termination-log",
+                               "--insecure",
+                               "--skip-tls-verify",
+                               "--insecure-pull",
+                               "--skip-tls-verify-pull"};
+    struct json_object *args = at(kaniko, "args");
+    assert_int_equal(json_object_array_length(args), sizeof(want_args) / sizeof(want_args[0]));
+    for (size_t i = 0; i < sizeof(want_args) / sizeof(want_args[0]); i++)
+        assert_string_equal(json_object_get_string(json_object_array_get_idx(args, i)),
+                            want_args[i]);
+    assert_string_equal(str_at(kaniko, "volumeMounts.2.name"), "docker-config");
+    assert_string_equal(str_at(kaniko, "volumeMounts.2.mountPath"), "/kaniko/.docker");
+    assert_false(json_object_get_boolean(at(kaniko, "securityContext.allowPrivilegeEscalation")));
+    assert_string_equal(str_at(kaniko, "securityContext.capabilities.drop.0"), "NET_RAW");
+    assert_null(at(kaniko, "resources"));
+
+    struct json_object *init = at(pod, "initContainers.0");
+    assert_string_equal(str_at(init, "name"), "context");
+    assert_string_equal(str_at(init, "image"), "busybox:stable");
+    assert_true(json_object_get_boolean(at(init, "securityContext.runAsNonRoot")));
+    assert_true(json_object_get_boolean(at(init, "securityContext.readOnlyRootFilesystem")));
+    assert_string_equal(str_at(init, "securityContext.capabilities.drop.0"), "ALL");
+    assert_string_equal(str_at(init, "env.0.name"), "DOCKERFILE");
+    assert_non_null(strstr(str_at(init, "env.0.value"), "RUN telo install /app/app/telo.yaml\n"));
+    assert_int_equal(json_object_array_length(at(init, "env")), 1);
+    assert_string_equal(str_at(init, "volumeMounts.0.name"), "bundle");
+    assert_true(json_object_get_boolean(at(init, "volumeMounts.0.readOnly")));
+    /* No spec value is spliced into the script. */
+    const char *script = str_at(init, "command.2");
+    assert_null(strstr(script, "telo.yaml"));
+    assert_null(strstr(script, "telorun/node"));
+
+    struct json_object *vols = at(pod, "volumes");
+    assert_int_equal(json_object_array_length(vols), 5);
+    assert_string_equal(str_at(vols, "3.configMap.name"), "telo-build-" TAG);
+    assert_string_equal(str_at(vols, "3.configMap.items.0.key"), "bundle.tgz");
+    assert_string_equal(str_at(vols, "4.secret.secretName"), "push-creds");
+    assert_string_equal(str_at(vols, "4.secret.items.0.key"), ".dockerconfigjson");
+    assert_string_equal(str_at(vols, "4.secret.items.0.path"), "config.json");
+    json_object_put(job);
+}
+
+static void job_from_a_url_bundle_with_defaults(void **state)
+{
+    (void)state;
+    struct build_config cfg = {.repository = "reg.example/apps", .cpu = "1", .memory = "2Gi"};
+    struct build_job_input in = {.tag = TAG,
+                                 .base_image = "b",
+                                 .entry = "e.yaml",
+                                 .bundle_url = "https://x.example/b.tgz",
+                                 .bundle_sha256 = "ab"};
+    struct json_object *job = build_desired_job(&cfg, &in);
+    assert_non_null(job);
+    assert_string_equal(str_at(job, "metadata.namespace"), "telo-builds");
+    assert_null(at(job, "metadata.annotations"));
+    assert_int_equal(json_object_get_int(at(job, "spec.activeDeadlineSeconds")), 600);
+    assert_int_equal(json_object_get_int(at(job, "spec.ttlSecondsAfterFinished")), 300);
+    struct json_object *pod = at(job, "spec.template.spec");
+    assert_string_equal(str_at(pod, "containers.0.image"), "gcr.io/kaniko-project/executor:latest");
+    assert_int_equal(json_object_array_length(at(pod, "containers.0.args")), 5);
+    assert_string_equal(str_at(pod, "containers.0.args.3"),
+                        "--build-arg=TELO_REGISTRY_URL=https://registry.telo.run");
+    assert_string_equal(str_at(pod, "containers.0.resources.limits.memory"), "2Gi");
+    assert_string_equal(str_at(pod, "containers.0.resources.requests.cpu"), "1");
+    assert_int_equal(json_object_array_length(at(pod, "containers.0.volumeMounts")), 2);
+    assert_int_equal(json_object_array_length(at(pod, "volumes")), 3);
+    assert_string_equal(str_at(pod, "initContainers.0.env.1.name"), "BUNDLE_URL");
+    assert_string_equal(str_at(pod, "initContainers.0.env.1.value"), "https://x.example/b.tgz");
+    assert_string_equal(str_at(pod, "initContainers.0.env.2.value"), "ab");
+    assert_string_equal(str_at(pod, "initContainers.0.volumeMounts.0.name"), "workspace");
+    json_object_put(job);
+}
+
+static void context_configmap(void **state)
+{
+    (void)state;
+    const unsigned char tgz[] = {0x1f, 0x8b, 0x08, 0x00, 'x'};
+    struct json_object *cm = build_desired_context(&CFG, TAG, "uid-1", tgz, sizeof(tgz));
+    assert_non_null(cm);
+    assert_string_equal(str_at(cm, "kind"), "ConfigMap");
+    assert_string_equal(str_at(cm, "metadata.name"), "telo-build-" TAG);
+    assert_string_equal(str_at(cm, "metadata.namespace"), "telo-builds");
+    assert_string_equal(str_at(cm, "metadata.ownerReferences.0.kind"), "Job");
+    assert_string_equal(str_at(cm, "metadata.ownerReferences.0.name"), "telo-build-" TAG);
+    assert_string_equal(str_at(cm, "metadata.ownerReferences.0.uid"), "uid-1");
+    assert_null(at(cm, "metadata.ownerReferences.0.controller"));
+    struct json_object *v = NULL;
+    assert_true(json_object_object_get_ex(at(cm, "binaryData"), "bundle.tgz", &v));
+    assert_string_equal(json_object_get_string(v), "H4sIAHg=");
+    json_object_put(cm);
+    cm = build_desired_context(&CFG, TAG, "uid-1", tgz, 0);
+    assert_true(json_object_object_get_ex(at(cm, "binaryData"), "bundle.tgz", &v));
+    assert_string_equal(json_object_get_string(v), "");
+    json_object_put(cm);
+}
+
+static struct json_object *job_json(const char *text)
+{
+    struct json_object *o = json_tokener_parse(text);
+    assert_non_null(o);
+    return o;
+}
+
+static void status_of_jobs(void **state)
+{
+    (void)state;
+    double created = timefmt_parse("2026-01-01T00:00:00Z");
+    struct build_status st;
+
+    build_status_read(NULL, "telo-builds/telo-build-x", "demo/a", 600, created, &st);
+    assert_int_equal(st.state, BUILD_VANISHED);
+    assert_string_equal(st.message,
+                        "image build job 'telo-builds/telo-build-x' disappeared before completing");
+
+    struct json_object *j = job_json(
+        "{\"metadata\":{\"creationTimestamp\":\"2026-01-01T00:00:00Z\","
+        "\"annotations\":{\"telo.run/requested-by\":\"demo/a\"}},\"status\":{\"active\":1}}");
+    build_status_read(j, "telo-builds/telo-build-x", "demo/a", 600, created + 10, &st);
+    assert_int_equal(st.state, BUILD_RUNNING);
+    assert_string_equal(st.progress, "Building image\xe2\x80\xa6");
+    assert_int_equal(st.done, 0);
+    assert_int_equal(st.requeue_after_s, 621);
+    build_status_read(j, "telo-builds/telo-build-x", "demo/b", 600, created + 10, &st);
+    assert_string_equal(st.progress, "Waiting for in-progress build\xe2\x80\xa6");
+    build_status_read(j, "telo-builds/telo-build-x", NULL, 600, created + 10, &st);
+    assert_string_equal(st.progress, BUILD_PROGRESS_WAITING);
+    /* Past the deadline plus the 30 s grace without an answer from the Job controller. */
+    build_status_read(j, "telo-builds/telo-build-x", "demo/a", 600, created + 630, &st);
+    assert_int_equal(st.state, BUILD_TIMED_OUT);
+    assert_string_equal(st.message,
+                        "image build did not finish within 600s (job 'telo-builds/telo-build-x')");
+    json_object_put(j);
+
+    j = job_json("{\"metadata\":{},\"status\":{\"succeeded\":1}}");
+    build_status_read(j, "n/j", "demo/a", 600, created, &st);
+    assert_int_equal(st.state, BUILD_SUCCEEDED);
+    assert_string_equal(st.progress, "Image built");
+    assert_int_equal(st.done, 1);
+    json_object_put(j);
+
+    j = job_json("{\"metadata\":{},\"status\":{\"conditions\":[{\"type\":\"Complete\","
+                 "\"status\":\"True\"}]}}");
+    build_status_read(j, "n/j", "demo/a", 600, created, &st);
+    assert_int_equal(st.state, BUILD_SUCCEEDED);
+    json_object_put(j);
+
+    j = job_json("{\"metadata\":{},\"status\":{\"failed\":1,\"conditions\":[{\"type\":\"Failed\","
+                 "\"status\":\"True\",\"reason\":\"BackoffLimitExceeded\"}]}}");
+    build_status_read(j, "n/j", "demo/a", 600, created, &st);
+    assert_int_equal(st.state, BUILD_FAILED);
+    assert_string_equal(st.message, "image build failed (job 'n/j')");
+    json_object_put(j);
+
+    /* Kubernetes 1.31+: FailureTarget comes before Failed while pods terminate. */
+    j = job_json("{\"metadata\":{},\"status\":{\"conditions\":[{\"type\":\"FailureTarget\","
+                 "\"status\":\"True\",\"reason\":\"DeadlineExceeded\"}]}}");
+    build_status_read(j, "n/j", "demo/a", 600, created, &st);
+    assert_int_equal(st.state, BUILD_TIMED_OUT);
+    json_object_put(j);
+
+    j = job_json("{\"metadata\":{},\"status\":{\"conditions\":[{\"type\":\"Failed\","
+                 "\"status\":\"False\"}],\"failed\":0}}");
+    build_status_read(j, "n/j", "demo/a", 600, created, &st);
+    assert_int_equal(st.state, BUILD_RUNNING);
+    assert_int_equal(st.requeue_after_s, 600);
+    json_object_put(j);
+
+    j = job_json("{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:05Z\"},\"status\":{}}");
+    build_status_read(j, "n/j", "demo/a", 600, created, &st);
+    assert_int_equal(st.state, BUILD_VANISHED);
+    assert_string_equal(st.message, "image build job 'n/j' was deleted before completing");
+    json_object_put(j);
+}
+
+static void log_tails(void **state)
+{
+    (void)state;
+    char out[64];
+    const char log[] = "one\ntwo\nthree\nfour\n\n";
+    assert_int_equal(build_log_tail(log, strlen(log), 2, out, sizeof(out)), 10);
+    assert_string_equal(out, "three\nfour");
+    build_log_tail(log, strlen(log), 20, out, sizeof(out));
+    assert_string_equal(out, "one\ntwo\nthree\nfour");
+    build_log_tail(log, strlen(log), 0, out, sizeof(out));
+    assert_string_equal(out, "");
+    build_log_tail("x", 1, 3, out, sizeof(out));
+    assert_string_equal(out, "x");
+    /* Cut to fit, never in the middle of a UTF-8 character. */
+    build_log_tail("ab\xc3\xa9"
+                   "cd",
+                   6, 1, out, 4);
+    assert_string_equal(out, "cd");
+    build_log_tail(NULL, 0, 3, out, sizeof(out));
+    assert_string_equal(out, "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(names_and_dockerfile),
+        cmocka_unit_test(job_from_a_configmap_bundle),
+        cmocka_unit_test(job_from_a_url_bundle_with_defaults),
+        cmocka_unit_test(context_configmap),
+        cmocka_unit_test(status_of_jobs),
+        cmocka_unit_test(log_tails),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
