@@ -1,0 +1,799 @@
+/* "Does <repository>:<tag> exist?": an OCI distribution manifest HEAD with Basic credentials
+ * from a dockerconfigjson and the Bearer token challenge, asynchronous on the libev loop, with a
+ * bounded retry and an in-memory cache of positive answers. */
+#include "build/registry.h"
+
+#include "build/http.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "util/strmap.h"
+#include "util/url.h"
+
+#include <ev.h>
+#include <json.h>
+#include <openssl/evp.h>
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define DEFAULT_ATTEMPTS   3
+#define DEFAULT_DELAY_MS   500L
+#define DEFAULT_TIMEOUT_MS 10000L
+#define DEFAULT_CACHE_MAX  4096
+#define TOKEN_BODY_MAX     ((size_t)64 << 10)
+#define MESSAGE_MAX        512
+
+/* ---- pure helpers ---- */
+
+int build_repository_split(const char *repository, char *host, size_t hostlen, char *path,
+                           size_t pathlen, struct telo_err *err)
+{
+    const char *r = repository != NULL ? repository : "";
+    if (strncmp(r, "https://", 8) == 0)
+        r += 8;
+    else if (strncmp(r, "http://", 7) == 0)
+        r += 7;
+    const char *slash = strchr(r, '/');
+    size_t hlen = slash != NULL ? (size_t)(slash - r) : 0;
+    int hostlike = hlen > 0 && (memchr(r, '.', hlen) != NULL || memchr(r, ':', hlen) != NULL ||
+                                (hlen == 9 && memcmp(r, "localhost", 9) == 0));
+    if (!hostlike || slash[1] == '\0')
+        return telo_err_set(err, TELO_EINVAL,
+                            "image repository '%s' must name its registry and a path, e.g. "
+                            "registry.example:5000/telo/apps",
+                            repository != NULL ? repository : "");
+    size_t plen = strlen(slash + 1);
+    while (plen > 0 && slash[plen] == '/')
+        plen--;
+    if (hlen + 1 > hostlen || plen + 1 > pathlen)
+        return telo_err_set(err, TELO_EINVAL, "image repository '%s' is too long", repository);
+    memcpy(host, r, hlen);
+    host[hlen] = '\0';
+    memcpy(path, slash + 1, plen);
+    path[plen] = '\0';
+    for (size_t i = 0; i < plen; i++) {
+        unsigned char c = (unsigned char)path[i];
+        if (!(islower(c) || isdigit(c) || c == '.' || c == '_' || c == '-' || c == '/'))
+            return telo_err_set(err, TELO_EINVAL,
+                                "image repository '%s': the path may hold lowercase letters, "
+                                "digits and . _ - / only",
+                                repository);
+    }
+    return 0;
+}
+
+/* The host of a dockerconfigjson key: "https://host/v1/" -> "host"; Docker Hub's names fold. */
+static void key_host(const char *key, char *out, size_t len)
+{
+    const char *k = key;
+    if (strncmp(k, "https://", 8) == 0)
+        k += 8;
+    else if (strncmp(k, "http://", 7) == 0)
+        k += 7;
+    size_t n = strcspn(k, "/");
+    snprintf(out, len, "%.*s", (int)n, k);
+    if (strcmp(out, "index.docker.io") == 0 || strcmp(out, "registry-1.docker.io") == 0)
+        snprintf(out, len, "docker.io");
+}
+
+/* Decodes base64 text into a new NUL-terminated string; NULL when it is not base64. */
+static char *base64_decode(const char *in, size_t n)
+{
+    while (n > 0 && isspace((unsigned char)in[n - 1]))
+        n--;
+    if (n == 0 || n % 4 != 0)
+        return NULL;
+    unsigned char *out = malloc(n / 4 * 3 + 1);
+    if (out == NULL)
+        return NULL;
+    int got = EVP_DecodeBlock(out, (const unsigned char *)in, (int)n);
+    if (got < 0) {
+        free(out);
+        return NULL;
+    }
+    /* EVP_DecodeBlock counts the padding as zero bytes. */
+    if (in[n - 1] == '=')
+        got--;
+    if (in[n - 2] == '=')
+        got--;
+    out[got] = '\0';
+    return (char *)out;
+}
+
+static char *base64_encode(const char *in, size_t n)
+{
+    char *out = malloc(4 * ((n + 2) / 3) + 1);
+    if (out != NULL)
+        EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)n);
+    return out;
+}
+
+static const char *obj_str(struct json_object *o, const char *k)
+{
+    struct json_object *v = NULL;
+    if (o == NULL || !json_object_object_get_ex(o, k, &v) ||
+        !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+int build_dockerconfig_auth(const char *json, size_t len, const char *host, char **user,
+                            char **password, struct telo_err *err)
+{
+    *user = *password = NULL;
+    struct json_tokener *tok = json_tokener_new();
+    if (tok == NULL)
+        return telo_err_set(err, TELO_ENOMEM, "out of memory");
+    struct json_object *root = json_tokener_parse_ex(tok, json, (int)len);
+    int parsed = root != NULL && json_tokener_get_error(tok) == json_tokener_success;
+    json_tokener_free(tok);
+    struct json_object *auths = NULL;
+    if (!parsed || !json_object_is_type(root, json_type_object)) {
+        json_object_put(root);
+        return telo_err_set(err, TELO_EINVAL, ".dockerconfigjson is not a JSON object");
+    }
+    if (!json_object_object_get_ex(root, "auths", &auths) ||
+        !json_object_is_type(auths, json_type_object)) {
+        json_object_put(root);
+        return telo_err_set(err, TELO_EINVAL, ".dockerconfigjson has no \"auths\" object");
+    }
+    char want[256], have[256];
+    key_host(host, want, sizeof(want));
+    struct json_object *entry = NULL;
+    struct buf hosts;
+    buf_init(&hosts, 300);
+    json_object_object_foreach(auths, key, val)
+    {
+        key_host(key, have, sizeof(have));
+        if (entry == NULL && strcmp(have, want) == 0)
+            entry = val;
+        buf_printf(&hosts, "%s%s", hosts.len ? ", " : "", key);
+    }
+    int rc = 0;
+    if (entry == NULL) {
+        rc = telo_err_set(err, TELO_ENOTFOUND, ".dockerconfigjson has no entry for %s (it has: %s)",
+                          host, hosts.len ? hosts.data : "none");
+        goto out;
+    }
+    const char *u = obj_str(entry, "username"), *p = obj_str(entry, "password");
+    if (u != NULL && p != NULL && u[0] != '\0' && p[0] != '\0') {
+        *user = strdup(u);
+        *password = strdup(p);
+    } else {
+        const char *a = obj_str(entry, "auth");
+        if (a == NULL) {
+            rc = telo_err_set(err, TELO_EINVAL,
+                              ".dockerconfigjson entry for %s has neither username/password nor "
+                              "auth",
+                              host);
+            goto out;
+        }
+        char *decoded = base64_decode(a, strlen(a));
+        char *colon = decoded != NULL ? strchr(decoded, ':') : NULL;
+        if (colon == NULL) {
+            free(decoded);
+            rc = telo_err_set(err, TELO_EINVAL,
+                              ".dockerconfigjson entry for %s: auth is not base64 of "
+                              "\"user:password\"",
+                              host);
+            goto out;
+        }
+        *colon = '\0';
+        *user = strdup(decoded);
+        *password = strdup(colon + 1);
+        OPENSSL_cleanse(decoded, strlen(decoded) + strlen(colon + 1) + 1);
+        free(decoded);
+    }
+    if (*user == NULL || *password == NULL) {
+        free(*user);
+        free(*password);
+        *user = *password = NULL;
+        rc = telo_err_set(err, TELO_ENOMEM, "out of memory");
+    }
+out:
+    buf_release(&hosts);
+    json_object_put(root);
+    return rc;
+}
+
+int build_auth_challenge_parse(const char *header, struct build_auth_challenge *out)
+{
+    memset(out, 0, sizeof(*out));
+    const char *p = header != NULL ? header : "";
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = strcspn(p, " \t");
+    if (n == 0 || n >= sizeof(out->scheme))
+        return -TELO_EPROTO;
+    memcpy(out->scheme, p, n);
+    p += n;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        if (*p == '\0')
+            break;
+        const char *name = p;
+        while (*p != '\0' && *p != '=' && *p != ' ' && *p != ',')
+            p++;
+        size_t nlen = (size_t)(p - name);
+        if (*p != '=')
+            break; /* a token68 or the next challenge: the params we need come first */
+        p++;
+        char value[1024];
+        size_t vlen = 0;
+        if (*p == '"') {
+            p++;
+            while (*p != '\0' && *p != '"') {
+                if (*p == '\\' && p[1] != '\0')
+                    p++;
+                if (vlen + 1 < sizeof(value))
+                    value[vlen++] = *p;
+                p++;
+            }
+            if (*p != '"')
+                return -TELO_EPROTO;
+            p++;
+        } else {
+            while (*p != '\0' && *p != ',' && *p != ' ') {
+                if (vlen + 1 < sizeof(value))
+                    value[vlen++] = *p;
+                p++;
+            }
+        }
+        value[vlen] = '\0';
+        char *slot = NULL;
+        size_t slen = 0;
+        if (nlen == 5 && strncasecmp(name, "realm", 5) == 0)
+            slot = out->realm, slen = sizeof(out->realm);
+        else if (nlen == 7 && strncasecmp(name, "service", 7) == 0)
+            slot = out->service, slen = sizeof(out->service);
+        else if (nlen == 5 && strncasecmp(name, "scope", 5) == 0)
+            slot = out->scope, slen = sizeof(out->scope);
+        if (slot != NULL)
+            snprintf(slot, slen, "%s", value);
+    }
+    return 0;
+}
+
+/* ---- the checker ---- */
+
+struct cache_entry {
+    char *ref;
+    char *digest;
+};
+
+struct build_registry {
+    struct ev_loop *loop;
+    struct build_http *http;
+    struct build_registry_opts opts;
+    struct build_registry_check *checks;
+    struct strmap *cache; /* ref -> struct cache_entry */
+    char **order;         /* ring of cached refs, oldest at order_head */
+    size_t order_head, order_len;
+};
+
+enum phase { PHASE_HEAD, PHASE_TOKEN };
+
+struct build_registry_check {
+    struct build_registry *r;
+    struct build_registry_check *prev, *next;
+    char *ref, *host, *path, *tag, *head_url, *secret_name;
+    char *basic;  /* base64 "user:password", or NULL */
+    char *bearer; /* token from the challenge, or NULL */
+    int insecure;
+    int attempts;
+    int token_tried;
+    enum phase phase;
+    struct build_http_call *call;
+    ev_timer timer; /* retry delay, or the cached answer's zero delay */
+    int cached;
+    build_registry_done_fn *done;
+    void *ud;
+};
+
+static void check_free(struct build_registry_check *c)
+{
+    struct build_registry *r = c->r;
+    ev_timer_stop(r->loop, &c->timer);
+    build_http_cancel(c->call);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        r->checks = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    if (c->basic != NULL)
+        OPENSSL_cleanse(c->basic, strlen(c->basic));
+    if (c->bearer != NULL)
+        OPENSSL_cleanse(c->bearer, strlen(c->bearer));
+    free(c->ref);
+    free(c->host);
+    free(c->path);
+    free(c->tag);
+    free(c->head_url);
+    free(c->secret_name);
+    free(c->basic);
+    free(c->bearer);
+    free(c);
+}
+
+static void cache_put(struct build_registry *r, const char *ref, const char *digest)
+{
+    if (strmap_get(r->cache, ref) != NULL)
+        return;
+    if (r->order_len == r->opts.cache_max) {
+        char *oldest = r->order[r->order_head];
+        struct cache_entry *e = strmap_remove(r->cache, oldest);
+        if (e != NULL) {
+            free(e->ref);
+            free(e->digest);
+            free(e);
+        }
+        free(oldest);
+        r->order_head = (r->order_head + 1) % r->opts.cache_max;
+        r->order_len--;
+    }
+    struct cache_entry *e = calloc(1, sizeof(*e));
+    char *copy = strdup(ref);
+    if (e == NULL || copy == NULL || (e->ref = strdup(ref)) == NULL ||
+        (digest != NULL && (e->digest = strdup(digest)) == NULL) ||
+        strmap_put(r->cache, e->ref, e) != 0) {
+        /* A cache that misses costs one request later; nothing to report. */
+        if (e != NULL) {
+            free(e->ref);
+            free(e->digest);
+        }
+        free(e);
+        free(copy);
+        return;
+    }
+    r->order[(r->order_head + r->order_len) % r->opts.cache_max] = copy;
+    r->order_len++;
+}
+
+int build_registry_cached(const struct build_registry *r, const char *ref)
+{
+    return strmap_get(r->cache, ref) != NULL;
+}
+
+void build_registry_forget(struct build_registry *r, const char *ref)
+{
+    struct cache_entry *e = strmap_remove(r->cache, ref);
+    if (e != NULL) {
+        free(e->ref);
+        free(e->digest);
+        free(e);
+    }
+}
+
+static void finish(struct build_registry_check *c, enum build_image_presence presence,
+                   const char *digest, const char *message)
+{
+    if (presence == BUILD_IMAGE_PRESENT && !c->cached)
+        cache_put(c->r, c->ref, digest);
+    struct build_registry_result res = {
+        .presence = presence,
+        .ref = c->ref,
+        .digest = digest,
+        .from_cache = c->cached,
+        .attempts = c->attempts,
+        .message = message != NULL ? message : "",
+    };
+    c->call = NULL; /* freed by the HTTP client after its callback */
+    c->done(c, &res, c->ud);
+    check_free(c);
+}
+
+static void start_head(struct build_registry_check *c);
+
+/* A transient failure: try again after a doubling delay, or give up and say "missing". */
+static void transient(struct build_registry_check *c, const char *why)
+{
+    c->call = NULL;
+    struct build_registry *r = c->r;
+    if (c->attempts < r->opts.max_attempts) {
+        long delay = r->opts.retry_delay_ms << (c->attempts - 1 < 6 ? c->attempts - 1 : 6);
+        telo_log(TELO_LOG_DEBUG, "registry check failed; retrying",
+                 "ref=%s attempt=%d delay_ms=%ld "
+                 "error=\"%s\"",
+                 c->ref, c->attempts, delay, why);
+        ev_timer_set(&c->timer, (double)delay / 1000.0, 0.);
+        ev_timer_start(r->loop, &c->timer);
+        return;
+    }
+    char msg[MESSAGE_MAX];
+    snprintf(msg, sizeof(msg),
+             "registry check of %s failed %d times (last: %.300s); treating the image as missing "
+             "and building it",
+             c->ref, c->attempts, why);
+    finish(c, BUILD_IMAGE_UNKNOWN, NULL, msg);
+}
+
+static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct build_registry_check *c = w->data;
+    if (c->cached) {
+        struct cache_entry *e = strmap_get(c->r->cache, c->ref);
+        finish(c, BUILD_IMAGE_PRESENT, e != NULL ? e->digest : NULL, NULL);
+        return;
+    }
+    c->token_tried = 0;
+    free(c->bearer);
+    c->bearer = NULL;
+    start_head(c);
+}
+
+/* The first "message" of an OCI error body ({"errors":[{"code","message"}]}), or "". */
+static void error_detail(const struct buf *body, char *out, size_t len)
+{
+    out[0] = '\0';
+    if (body == NULL || body->len == 0)
+        return;
+    struct json_object *root = json_tokener_parse(body->data);
+    struct json_object *errs = NULL;
+    if (root != NULL && json_object_object_get_ex(root, "errors", &errs) &&
+        json_object_is_type(errs, json_type_array) && json_object_array_length(errs) > 0) {
+        struct json_object *e0 = json_object_array_get_idx(errs, 0);
+        const char *code = obj_str(e0, "code"), *m = obj_str(e0, "message");
+        snprintf(out, len, " (%s%s%.200s)", code ? code : "", code && m ? ": " : "", m ? m : "");
+    }
+    json_object_put(root);
+}
+
+static void on_token(struct build_http_call *call, const struct build_http_response *resp,
+                     void *ud);
+
+static void deny(struct build_registry_check *c, long code, const char *detail, int token)
+{
+    char msg[MESSAGE_MAX];
+    if (c->basic == NULL && (code == 401 || code == 403))
+        snprintf(msg, sizeof(msg),
+                 "registry %s wants credentials for %s (HTTP %ld%s) and no push Secret is "
+                 "configured: give the operator a dockerconfigjson Secret with an entry for %s",
+                 c->host, c->path, code, detail, c->host);
+    else if (code == 401)
+        snprintf(msg, sizeof(msg),
+                 "registry %s refused the credentials of Secret %s%s: HTTP 401%s; fix the "
+                 "username and password of its entry for %s",
+                 c->host, c->secret_name, token ? " at its token service" : "", detail, c->host);
+    else
+        snprintf(msg, sizeof(msg),
+                 "registry %s denied access to %s with the credentials of Secret %s: HTTP %ld%s; "
+                 "grant them pull and push on the repository",
+                 c->host, c->path, c->secret_name, code, detail);
+    finish(c, BUILD_IMAGE_DENIED, NULL, msg);
+}
+
+static void start_token(struct build_registry_check *c, const struct build_auth_challenge *ch)
+{
+    struct buf url;
+    buf_init(&url, 4096);
+    int rc = buf_append_str(&url, ch->realm);
+    char scope[600];
+    if (ch->scope[0] != '\0')
+        snprintf(scope, sizeof(scope), "%s", ch->scope);
+    else
+        snprintf(scope, sizeof(scope), "repository:%s:pull", c->path);
+    /* url_query_add starts with '?' unless the realm already carries a query. */
+    if (rc == 0 && ch->service[0] != '\0')
+        rc = url_query_add(&url, "service", ch->service);
+    if (rc == 0)
+        rc = url_query_add(&url, "scope", scope);
+    char auth[2048];
+    const char *headers[3] = {"Accept: application/json", NULL, NULL};
+    if (c->basic != NULL) {
+        snprintf(auth, sizeof(auth), "Authorization: Basic %s", c->basic);
+        headers[1] = auth;
+    }
+    struct build_http_request req = {.method = "GET",
+                                     .url = url.data,
+                                     .headers = headers,
+                                     .timeout_ms = c->r->opts.timeout_ms,
+                                     .max_body = TOKEN_BODY_MAX,
+                                     .insecure_tls = c->insecure};
+    struct telo_err err;
+    telo_err_clear(&err);
+    c->phase = PHASE_TOKEN;
+    c->call = rc == 0 ? build_http_submit(c->r->http, &req, on_token, c, &err) : NULL;
+    OPENSSL_cleanse(auth, sizeof(auth));
+    buf_release(&url);
+    if (c->call == NULL) {
+        char msg[MESSAGE_MAX];
+        snprintf(msg, sizeof(msg), "registry %s: cannot ask its token service '%.200s': %.200s",
+                 c->host, ch->realm, rc != 0 ? "URL too long" : err.msg);
+        finish(c, BUILD_IMAGE_UNKNOWN, NULL, msg);
+    }
+}
+
+static void on_head(struct build_http_call *call, const struct build_http_response *resp, void *ud)
+{
+    (void)call;
+    struct build_registry_check *c = ud;
+    c->call = NULL;
+    if (resp->rc != 0) {
+        transient(c, resp->err->msg);
+        return;
+    }
+    char detail[300];
+    error_detail(resp->body, detail, sizeof(detail));
+    switch (resp->code) {
+    case 200:
+        finish(c, BUILD_IMAGE_PRESENT, resp->content_digest, NULL);
+        return;
+    case 404:
+        finish(c, BUILD_IMAGE_ABSENT, NULL, NULL);
+        return;
+    case 401: {
+        struct build_auth_challenge ch;
+        if (!c->token_tried && resp->www_authenticate != NULL &&
+            build_auth_challenge_parse(resp->www_authenticate, &ch) == 0 &&
+            strcasecmp(ch.scheme, "Bearer") == 0 && ch.realm[0] != '\0') {
+            c->token_tried = 1;
+            start_token(c, &ch);
+            return;
+        }
+        deny(c, 401, detail, c->bearer != NULL);
+        return;
+    }
+    case 403:
+        deny(c, 403, detail, 0);
+        return;
+    default: {
+        char why[800];
+        snprintf(why, sizeof(why), "HEAD %.300s answered HTTP %ld%s", c->head_url, resp->code,
+                 detail);
+        transient(c, why);
+        return;
+    }
+    }
+}
+
+static void on_token(struct build_http_call *call, const struct build_http_response *resp, void *ud)
+{
+    (void)call;
+    struct build_registry_check *c = ud;
+    c->call = NULL;
+    if (resp->rc != 0) {
+        transient(c, resp->err->msg);
+        return;
+    }
+    char detail[300];
+    error_detail(resp->body, detail, sizeof(detail));
+    if (resp->code == 401 || resp->code == 403) {
+        deny(c, resp->code, detail, 1);
+        return;
+    }
+    if (resp->code != 200) {
+        char why[400];
+        snprintf(why, sizeof(why), "the token service answered HTTP %ld%s", resp->code, detail);
+        transient(c, why);
+        return;
+    }
+    struct json_object *root = resp->body->len ? json_tokener_parse(resp->body->data) : NULL;
+    const char *token = obj_str(root, "token");
+    if (token == NULL || token[0] == '\0')
+        token = obj_str(root, "access_token");
+    if (token == NULL || token[0] == '\0') {
+        json_object_put(root);
+        transient(c, "the token service answered without a token");
+        return;
+    }
+    free(c->bearer);
+    c->bearer = strdup(token);
+    json_object_put(root);
+    if (c->bearer == NULL) {
+        transient(c, "out of memory");
+        return;
+    }
+    start_head(c);
+}
+
+static void start_head(struct build_registry_check *c)
+{
+    char auth[4096];
+    const char *headers[3] = {BUILD_MANIFEST_ACCEPT, NULL, NULL};
+    if (c->bearer != NULL) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->bearer);
+        headers[1] = auth;
+    } else if (c->basic != NULL) {
+        /* Sent up front, as the reference does: a Basic-only registry never challenges twice. */
+        snprintf(auth, sizeof(auth), "Authorization: Basic %s", c->basic);
+        headers[1] = auth;
+    } else {
+        auth[0] = '\0';
+    }
+    if (c->bearer == NULL)
+        c->attempts++;
+    struct build_http_request req = {.method = "HEAD",
+                                     .url = c->head_url,
+                                     .headers = headers,
+                                     .timeout_ms = c->r->opts.timeout_ms,
+                                     .insecure_tls = c->insecure};
+    struct telo_err err;
+    telo_err_clear(&err);
+    c->phase = PHASE_HEAD;
+    c->call = build_http_submit(c->r->http, &req, on_head, c, &err);
+    OPENSSL_cleanse(auth, sizeof(auth));
+    if (c->call == NULL)
+        finish(c, BUILD_IMAGE_UNKNOWN, NULL, err.msg);
+}
+
+struct build_registry_check *build_registry_check(struct build_registry *r,
+                                                  const struct build_registry_query *q,
+                                                  build_registry_done_fn *done, void *ud,
+                                                  struct telo_err *err)
+{
+    char host[256], path[512];
+    if (done == NULL || q == NULL || q->tag == NULL || q->tag[0] == '\0' ||
+        strspn(q->tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+            strlen(q->tag) ||
+        strlen(q->tag) > 128) {
+        telo_err_set(err, TELO_EINVAL, "registry check: a callback and a valid tag are required");
+        return NULL;
+    }
+    if (build_repository_split(q->repository, host, sizeof(host), path, sizeof(path), err) != 0)
+        return NULL;
+    if (q->api_url != NULL && strncmp(q->api_url, "http://", 7) != 0 &&
+        strncmp(q->api_url, "https://", 8) != 0) {
+        telo_err_set(err, TELO_EINVAL, "registry API URL '%s' must start with http:// or https://",
+                     q->api_url);
+        return NULL;
+    }
+    char *user = NULL, *password = NULL, *basic = NULL;
+    if (q->dockerconfigjson != NULL) {
+        struct telo_err aerr;
+        telo_err_clear(&aerr);
+        int rc = build_dockerconfig_auth(q->dockerconfigjson, q->dockerconfigjson_len, host, &user,
+                                         &password, &aerr);
+        if (rc != 0) {
+            telo_err_set(err, rc == -TELO_ENOMEM ? TELO_ENOMEM : TELO_EINVAL, "Secret %s: %s",
+                         q->secret_name != NULL ? q->secret_name : "(push secret)", aerr.msg);
+            return NULL;
+        }
+        struct buf pair;
+        buf_init(&pair, 8192);
+        if (buf_printf(&pair, "%s:%s", user, password) == 0)
+            basic = base64_encode(pair.data, pair.len);
+        if (pair.data != NULL)
+            OPENSSL_cleanse(pair.data, pair.len);
+        buf_release(&pair);
+        OPENSSL_cleanse(password, strlen(password));
+        free(user);
+        free(password);
+        if (basic == NULL) {
+            telo_err_set(err, TELO_ENOMEM, "out of memory");
+            return NULL;
+        }
+    }
+    struct build_registry_check *c = calloc(1, sizeof(*c));
+    struct buf url, ref;
+    buf_init(&url, 4096);
+    buf_init(&ref, 1024);
+    int rc = c != NULL ? 0 : -1;
+    if (rc == 0 && q->api_url != NULL) {
+        size_t n = strlen(q->api_url);
+        while (n > 0 && q->api_url[n - 1] == '/')
+            n--;
+        rc = buf_printf(&url, "%.*s", (int)n, q->api_url);
+    } else if (rc == 0) {
+        rc = buf_printf(&url, "%s://%s", q->insecure ? "http" : "https", host);
+    }
+    if (rc == 0)
+        rc = buf_printf(&url, "/v2/%s/manifests/%s", path, q->tag);
+    if (rc == 0)
+        rc = buf_printf(&ref, "%s/%s:%s", host, path, q->tag);
+    if (rc == 0) {
+        c->r = r;
+        c->done = done;
+        c->ud = ud;
+        c->insecure = q->insecure;
+        c->basic = basic;
+        c->head_url = buf_steal(&url);
+        c->ref = buf_steal(&ref);
+        c->host = strdup(host);
+        c->path = strdup(path);
+        c->tag = strdup(q->tag);
+        c->secret_name = strdup(q->secret_name != NULL ? q->secret_name : "(push secret)");
+        if (c->head_url == NULL || c->ref == NULL || c->host == NULL || c->path == NULL ||
+            c->tag == NULL || c->secret_name == NULL)
+            rc = -1;
+    }
+    buf_release(&url);
+    buf_release(&ref);
+    if (rc != 0) {
+        if (c != NULL) {
+            free(c->head_url);
+            free(c->ref);
+            free(c->host);
+            free(c->path);
+            free(c->tag);
+            free(c->secret_name);
+            free(c);
+        }
+        free(basic);
+        telo_err_set(err, TELO_ENOMEM, "out of memory starting a registry check");
+        return NULL;
+    }
+    ev_timer_init(&c->timer, timer_cb, 0., 0.);
+    c->timer.data = c;
+    c->next = r->checks;
+    if (r->checks != NULL)
+        r->checks->prev = c;
+    r->checks = c;
+    if (build_registry_cached(r, c->ref)) {
+        c->cached = 1;
+        ev_timer_start(r->loop, &c->timer);
+        return c;
+    }
+    /* Through the timer too, so the callback never runs inside this function. */
+    ev_timer_start(r->loop, &c->timer);
+    return c;
+}
+
+void build_registry_check_cancel(struct build_registry_check *c)
+{
+    if (c != NULL)
+        check_free(c);
+}
+
+struct build_registry *build_registry_new(struct ev_loop *loop,
+                                          const struct build_registry_opts *opts,
+                                          struct telo_err *err)
+{
+    struct build_registry *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        telo_err_set(err, TELO_ENOMEM, "out of memory creating the registry checker");
+        return NULL;
+    }
+    r->loop = loop;
+    if (opts != NULL)
+        r->opts = *opts;
+    if (r->opts.max_attempts <= 0)
+        r->opts.max_attempts = DEFAULT_ATTEMPTS;
+    if (r->opts.retry_delay_ms <= 0)
+        r->opts.retry_delay_ms = DEFAULT_DELAY_MS;
+    if (r->opts.timeout_ms <= 0)
+        r->opts.timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (r->opts.cache_max == 0)
+        r->opts.cache_max = DEFAULT_CACHE_MAX;
+    r->cache = strmap_new();
+    r->order = calloc(r->opts.cache_max, sizeof(*r->order));
+    r->http = r->cache && r->order ? build_http_new(loop, err) : NULL;
+    if (r->http == NULL) {
+        strmap_free(r->cache);
+        free(r->order);
+        free(r);
+        if (err != NULL && err->code == 0)
+            telo_err_set(err, TELO_ENOMEM, "out of memory creating the registry checker");
+        return NULL;
+    }
+    return r;
+}
+
+void build_registry_free(struct build_registry *r)
+{
+    if (r == NULL)
+        return;
+    while (r->checks != NULL)
+        check_free(r->checks);
+    build_http_free(r->http);
+    struct strmap_iter it = {0};
+    const char *key;
+    void *val;
+    while (strmap_next(r->cache, &it, &key, &val)) {
+        struct cache_entry *e = val;
+        free(e->ref);
+        free(e->digest);
+        free(e);
+    }
+    strmap_free(r->cache);
+    for (size_t i = 0; i < r->order_len; i++)
+        free(r->order[(r->order_head + i) % r->opts.cache_max]);
+    free(r->order);
+    free(r);
+}
