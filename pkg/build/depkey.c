@@ -395,8 +395,11 @@ int build_depkey_extract(const struct build_bundle *b, struct build_depkey **out
         free(c.key);
         return telo_err_set(err, TELO_ENOMEM, "out of memory reading the bundle's manifests");
     }
-    qsort(c.imports.items, c.imports.n, sizeof(char *), cmp_str);
-    qsort(c.controllers.items, c.controllers.n, sizeof(char *), cmp_str);
+    /* qsort wants a non-NULL base even for no elements. */
+    if (c.imports.n > 1)
+        qsort(c.imports.items, c.imports.n, sizeof(char *), cmp_str);
+    if (c.controllers.n > 1)
+        qsort(c.controllers.items, c.controllers.n, sizeof(char *), cmp_str);
     struct build_depkey *k = c.key;
     k->imports = c.imports.items;
     k->nimports = c.imports.n;
