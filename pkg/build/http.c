@@ -27,6 +27,7 @@ struct build_http_call {
     char errbuf[CURL_ERROR_SIZE];
     struct buf body;
     int too_big;
+    int timed_out;
     char *www_authenticate;
     char *content_digest;
     build_http_done_fn *done;
@@ -221,8 +222,7 @@ static void deliver(struct build_http *h)
             snprintf(c->errbuf, sizeof(c->errbuf), "%s", curl_easy_strerror(cc));
         if (cc == CURLE_OK)
             c->errbuf[0] = '\0';
-        if (cc == CURLE_OPERATION_TIMEDOUT)
-            c->too_big = -1; /* marks a timeout for the message below */
+        c->timed_out = cc == CURLE_OPERATION_TIMEDOUT;
         c->done_next = NULL;
         *tail = c;
         tail = &c->done_next;
@@ -241,10 +241,10 @@ static void deliver(struct build_http *h)
         struct telo_err err;
         telo_err_clear(&err);
         int rc = 0;
-        if (c->too_big == 1)
+        if (c->too_big)
             rc = telo_err_set(&err, TELO_ETOOBIG, "%s: response larger than %zu bytes",
                               url ? url : "", c->body.max);
-        else if (c->too_big == -1)
+        else if (c->timed_out)
             rc = telo_err_set(&err, TELO_ETIMEDOUT, "%s: %s", url ? url : "", c->errbuf);
         else if (c->errbuf[0] != '\0')
             rc = telo_err_set(&err, TELO_EIO, "%s: %s", url ? url : "", c->errbuf);

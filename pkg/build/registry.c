@@ -275,8 +275,6 @@ struct build_registry {
     size_t order_head, order_len;
 };
 
-enum phase { PHASE_HEAD, PHASE_TOKEN };
-
 struct build_registry_check {
     struct build_registry *r;
     struct build_registry_check *prev, *next;
@@ -286,7 +284,6 @@ struct build_registry_check {
     int insecure;
     int attempts;
     int token_tried;
-    enum phase phase;
     struct build_http_call *call;
     ev_timer timer; /* retry delay, or the cached answer's zero delay */
     int cached;
@@ -498,7 +495,6 @@ static void start_token(struct build_registry_check *c, const struct build_auth_
                                      .insecure_tls = c->insecure};
     struct telo_err err;
     telo_err_clear(&err);
-    c->phase = PHASE_TOKEN;
     c->call = rc == 0 ? build_http_submit(c->r->http, &req, on_token, c, &err) : NULL;
     OPENSSL_cleanse(auth, sizeof(auth));
     buf_release(&url);
@@ -616,7 +612,6 @@ static void start_head(struct build_registry_check *c)
                                      .insecure_tls = c->insecure};
     struct telo_err err;
     telo_err_clear(&err);
-    c->phase = PHASE_HEAD;
     c->call = build_http_submit(c->r->http, &req, on_head, c, &err);
     OPENSSL_cleanse(auth, sizeof(auth));
     if (c->call == NULL)
