@@ -39,6 +39,10 @@ debs=(
 	iproute2           # ss, for connection checks in e2e
 	procps             # ps, pkill
 	python3-venv       # e2e virtualenv
+	docker-registry    # e2e: a real OCI registry for the image-build registry checks
+	apache2-utils      # e2e: htpasswd, Basic auth of that registry
+	umoci              # e2e and hack/images: builds OCI images without a daemon
+	skopeo             # e2e and hack/images: pushes them into the registry
 )
 # The real node (TELO_REAL_NODE=1, hack/cluster/real-node.sh, hack/images/): only installed when
 # asked for, so the kwok-only path stays lean.
@@ -48,9 +52,6 @@ if [ "${TELO_REAL_NODE:-0}" = 1 ]; then
 		runc               # containerd's OCI runtime
 		containernetworking-plugins # CNI bridge, host-local, loopback, portmap
 		iptables           # the portmap CNI plugin (hostPort)
-		docker-registry    # the local image registry on 127.0.0.1:5000
-		umoci              # hack/images: builds OCI images without a daemon
-		skopeo             # hack/images: pushes them to the local registry
 		busybox-static     # hack/images: the rootfs of the test images
 		libc6-dev          # hack/images: the static pause binary (cc -static)
 	)
