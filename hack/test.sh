@@ -41,3 +41,9 @@ if [ -f "$pid_dir/telo-operator.pid" ] && kill -0 "$(cat "$pid_dir/telo-operator
 fi
 step "e2e tests"
 hack/e2e.sh
+# The flows that exercise most of the C code again, with the sanitizer build: ASan, UBSan and
+# LeakSanitizer turn a memory error or a leak at exit into a failed test.
+step "e2e tests with the ASan+UBSan binaries"
+TELO_BIN_DIR="$root/$asan/bin" TELO_OPERATOR_BIN="$root/$asan/bin/telo-operator" \
+	hack/e2e.sh -m "not disruptive and not slow" \
+	-k "kube_client or informer or controller_runtime or operator_metrics or sessions"
