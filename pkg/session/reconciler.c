@@ -127,8 +127,8 @@ static void expect_sweep(struct session_reconciler *r, double now)
     }
 }
 
-/* Whether a write of body (hash; 0: any) to key is still on its way into the cache. Sets
- * *recheck to when to look again if the cache never shows it. */
+/* Whether a write of body (hash; 0: any) to key is still on its way into the cache. If so, the
+ * pass is requeued for when the expectation lapses, in case the cache never shows it. */
 static int expect_pending(struct pass *p, const char *key, unsigned long long body)
 {
     struct session_reconciler *r = p->r;

@@ -190,13 +190,33 @@ def crd(cluster):
 
 import signal  # noqa: E402  (kept with the fixture that uses it)
 
-OPERATOR_BIN_DIR = os.environ.get("TELO_BIN_DIR") or os.path.join(ROOT, "build", "bin")
+# TELO_BIN_DIR may be relative to the repository (TELO_BIN_DIR=build-asan/bin).
+OPERATOR_BIN_DIR = os.path.join(ROOT, os.environ.get("TELO_BIN_DIR") or os.path.join("build", "bin"))
 
 
-def foreign_operators(own_pids):
-    """`telo-operator run` processes we did not start that watch every namespace (no
-    `namespaces=` setting), e.g. the one `make run` leaves running: they would reconcile the
-    test's sessions too, and two operators with different settings fight over the children."""
+def _watched_namespaces(argv):
+    """The namespaces a `telo-operator run` command line watches: from its last
+    `--set namespaces=...`, else its --config file's `namespaces`; None means every namespace."""
+    watched = None
+    for i, a in enumerate(argv[:-1]):
+        if a == "--config":
+            try:
+                import yaml
+                with open(argv[i + 1]) as f:
+                    ns = (yaml.safe_load(f) or {}).get("namespaces")
+                watched = [ns] if isinstance(ns, str) else ns or None
+            except (OSError, ValueError, AttributeError):
+                watched = None
+    for i, a in enumerate(argv[:-1]):
+        if a == "--set" and argv[i + 1].startswith("namespaces="):
+            watched = [n for n in argv[i + 1][len("namespaces="):].split(",") if n] or None
+    return watched
+
+
+def foreign_operators(own_pids, namespace):
+    """`telo-operator run` processes we did not start that watch namespace (every namespace when
+    they name none), e.g. the one `make run` leaves running: they would reconcile the test's
+    sessions too, and two operators with different settings fight over the children."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) in own_pids:
@@ -206,8 +226,10 @@ def foreign_operators(own_pids):
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except OSError:
             continue
-        if (argv and os.path.basename(argv[0]) == "telo-operator" and "run" in argv[1:2]
-                and not any(a.startswith("namespaces=") for a in argv)):
+        if not argv or os.path.basename(argv[0]) != "telo-operator" or "run" not in argv[1:2]:
+            continue
+        watched = _watched_namespaces(argv)
+        if watched is None or namespace in watched:
             found.append("pid %s: %s" % (pid, " ".join(argv)))
     return found
 
@@ -339,10 +361,12 @@ def operator(cluster, crd, pod_namespace, tmp_path):
     own = {os.getpid()}
 
     def start(*sets, args=()):
-        others = foreign_operators(own | {op.proc.pid for op in started if op.proc})
+        others = foreign_operators(own | {op.proc.pid for op in started if op.proc},
+                                   pod_namespace)
         if others:
-            pytest.fail("another telo-operator watches every namespace and would reconcile this "
-                        "test's sessions too; stop it first (make run leaves one: kill $(cat %s)):"
+            pytest.fail("another telo-operator watches this test's namespace (every namespace) "
+                        "and would reconcile its sessions too; stop it first (make run leaves "
+                        "one: kill $(cat %s)):"
                         "\n  %s" % (os.path.join(cluster.dir, "pids", "telo-operator.pid"),
                                     "\n  ".join(others)), pytrace=False)
         op = Operator(cluster, pod_namespace, str(tmp_path / ("operator-%d.log" % len(started))),
