@@ -53,13 +53,40 @@ struct expectation {
     char key[320];
     unsigned long long body; /* hash of what was applied; 0: any content will do */
     double until;
+    /* "status/ns/name" entries: the status we wrote. While the cached session is one we read
+     * before that write or one our earlier writes made (stale_rv), that status is the truth,
+     * not the cache's; once the cache shows the resourceVersion the write made (awaited_rv), or
+     * any other one (someone else's change), the cache is. */
+    char *status_json;
+    char stale_rv[4][32];
+    char awaited_rv[32];
 };
+
+static void add_stale(struct expectation *e, const char *rv)
+{
+    if (!rv || !*rv)
+        return;
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(e->stale_rv[i], rv) == 0)
+            return;
+    }
+    memmove(e->stale_rv[1], e->stale_rv[0], 3 * sizeof(e->stale_rv[0]));
+    snprintf(e->stale_rv[0], sizeof(e->stale_rv[0]), "%s", rv);
+}
+
+static void expectation_free(struct expectation *e)
+{
+    if (e)
+        free(e->status_json);
+    free(e);
+}
 
 /* One write of a pass; the expectation it set is dropped again when the write fails. */
 struct write_ctx {
     struct pass *p;
     char expect_key[320];
     int counts_start; /* a pod create: telo_session_starts_total on 201 */
+    int status;       /* a status write: remember the resourceVersion it made */
 };
 
 /* One reconcile in flight: its writes run in parallel; the last to finish ends the reconcile. */
@@ -68,7 +95,9 @@ struct pass {
     struct ctrl_reconcile *rec;
     struct session s;
     struct json_object *pod;
-    int pod_expected; /* we created the pod and the cache has not shown it yet */
+    struct json_object *written_status; /* our last status write, when the cache lags it */
+    char base_rv[64];                   /* resourceVersion of the cached session we read */
+    int pod_expected;                   /* we created the pod and the cache has not shown it yet */
     int pending;
     int failed;
     char error[TELO_ERR_MSG_MAX];
@@ -107,7 +136,7 @@ static void expect_key(char *out, size_t len, const char *resource, const char *
 
 static void expect_drop(struct session_reconciler *r, const char *key)
 {
-    free(strmap_remove(r->expected, key));
+    expectation_free(strmap_remove(r->expected, key));
 }
 
 static void expect_sweep(struct session_reconciler *r, double now)
@@ -122,7 +151,7 @@ static void expect_sweep(struct session_reconciler *r, double now)
         struct expectation *e = value;
         if (e->until <= now) {
             strmap_remove(r->expected, key);
-            free(e);
+            expectation_free(e);
         }
     }
 }
@@ -177,6 +206,7 @@ static void pass_free(struct pass *p)
 {
     session_spec_release(&p->s);
     json_object_put(p->pod);
+    json_object_put(p->written_status);
     free(p);
 }
 
@@ -211,6 +241,12 @@ static void on_write(const struct kube_result *res, void *ud)
     }
     if (w->counts_start && res->rc == 0 && res->code == 201)
         p->r->stats.starts++;
+    if (w->status && res->rc == 0 && w->expect_key[0]) {
+        struct expectation *e = strmap_get(p->r->expected, w->expect_key);
+        struct json_object *rv = NULL;
+        if (e && json_object_object_get_ex(get(res->object, "metadata"), "resourceVersion", &rv))
+            snprintf(e->awaited_rv, sizeof(e->awaited_rv), "%s", json_object_get_string(rv));
+    }
     free(w);
     pass_done(p);
 }
@@ -246,6 +282,7 @@ static void apply_expecting(struct pass *p, const struct kube_ref *ref, struct j
         return;
     }
     w->counts_start = counts_start;
+    w->status = ref->subresource != NULL;
     if (expect && expect_set(p->r, expect, body_hash_value) < 0)
         w->expect_key[0] = '\0';
     p->pending++;
@@ -259,11 +296,6 @@ static void apply_expecting(struct pass *p, const struct kube_ref *ref, struct j
         free(w);
     }
     json_object_put(obj);
-}
-
-static void apply(struct pass *p, const struct kube_ref *ref, struct json_object *obj)
-{
-    apply_expecting(p, ref, obj, NULL, 0, 0);
 }
 
 static void delete_object(struct pass *p, const struct kube_ref *ref, long grace)
@@ -301,7 +333,42 @@ static void write_status(struct pass *p, struct json_object *status)
                            .name = p->s.name,
                            .subresource = "status"};
     p->r->stats.status_writes++;
-    apply(p, &ref, body);
+    /* Remember what we wrote until the cache shows it: a reconcile in between (a child's event
+     * arriving before the session's) must not compute the transition again from the stale
+     * status, which would write it twice, record its Event twice and move lastTransitionTime. */
+    char key[320];
+    expect_key(key, sizeof(key), "status", p->s.namespace, p->s.name);
+    apply_expecting(p, &ref, body, key, 0, 0);
+    struct expectation *e = strmap_get(p->r->expected, key);
+    if (e) {
+        free(e->status_json);
+        e->status_json = strdup(json_object_to_json_string_ext(status, JSON_C_TO_STRING_PLAIN));
+        /* What we read, and what our previous write made, are now both behind this write. */
+        add_stale(e, p->base_rv);
+        add_stale(e, e->awaited_rv);
+        e->awaited_rv[0] = '\0';
+    }
+}
+
+/* When the cached session is still the one our last status write was computed from, that write
+ * is its status. */
+static void use_written_status(struct pass *p)
+{
+    char key[320];
+    expect_key(key, sizeof(key), "status", p->s.namespace, p->s.name);
+    struct expectation *e = strmap_get(p->r->expected, key);
+    if (!e)
+        return;
+    int stale = 0;
+    for (int i = 0; i < 4; i++)
+        stale |= e->stale_rv[i][0] && strcmp(e->stale_rv[i], p->base_rv) == 0;
+    if (e->until <= loop_now(p->r) || !e->status_json || !stale) {
+        expect_drop(p->r, key);
+        return;
+    }
+    p->written_status = json_tokener_parse(e->status_json);
+    if (p->written_status)
+        p->s.status = p->written_status;
 }
 
 static void record_event(struct pass *p, const struct session_verdict *v)
@@ -556,6 +623,8 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
     p->rec = rec;
     const struct cache_object *co = cache_store_get(ctrl_informer_store(r->sessions), key);
     struct json_object *obj = co ? json_tokener_parse(co->json) : NULL;
+    if (co)
+        snprintf(p->base_rv, sizeof(p->base_rv), "%s", co->resource_version);
     if (!obj) {
         /* Deleted: its children go with it through their owner references. */
         free(p);
@@ -569,6 +638,7 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
         return;
     }
     json_object_put(obj);
+    use_written_status(p);
     if (p->s.deleting) {
         pass_free(p);
         ctrl_reconcile_finish(rec, &ok);
@@ -730,7 +800,7 @@ void session_reconciler_free(struct session_reconciler *r)
     const char *key;
     void *value;
     while (r->expected && strmap_next(r->expected, &it, &key, &value))
-        free(value);
+        expectation_free(value);
     strmap_free(r->expected);
     free(r);
 }

@@ -831,6 +831,9 @@ def test_steady_state_with_100_running_sessions_writes_nothing(cluster, start, p
         phases = collections.Counter(i.get("status", {}).get("phase") for i in items)
         return phases if phases.get("Running") == n else None
     wait_until(running, timeout=90, interval=1, what="%d sessions Running" % n)
+    # Each became Running once: one startup observation each (a reconcile reading a status the
+    # cache had not caught up with recomputed the transition and counted it again).
+    assert op.metric("telo_session_startup_seconds_count") == n
     # Let the last status writes and Events land, then watch 60 s of nothing changing.
     time.sleep(3)
     start = now_rfc3339()
