@@ -140,7 +140,14 @@ static int parse_args(int argc, char **argv, struct options *o)
             exit(0);
         } else if (strcmp(a, "--quiet") == 0) {
             o->quiet = 1;
-        } else if (!next && a[0] == '-') {
+        } else if (a[0] != '-') {
+            if (o->resource) {
+                fprintf(stderr, "telo-informer: one RESOURCE only ('%s' and '%s')\n", o->resource,
+                        a);
+                return -1;
+            }
+            o->resource = a;
+        } else if (!next) {
             fprintf(stderr, "telo-informer: %s needs a value\n", a);
             return -1;
         } else if (strcmp(a, "--kubeconfig") == 0) {
@@ -161,14 +168,9 @@ static int parse_args(int argc, char **argv, struct options *o)
                 return -1;
             }
             o->paths[o->npaths++] = argv[++i];
-        } else if (a[0] == '-') {
+        } else {
             fprintf(stderr, "telo-informer: unknown option '%s'\n", a);
             return -1;
-        } else if (o->resource) {
-            fprintf(stderr, "telo-informer: one RESOURCE only ('%s' and '%s')\n", o->resource, a);
-            return -1;
-        } else {
-            o->resource = a;
         }
     }
     if (!o->resource) {

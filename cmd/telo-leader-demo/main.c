@@ -184,8 +184,12 @@ static int parse_args(int argc, char **argv, struct options *o)
             exit(0);
         } else if (strcmp(a, "--event-distinct") == 0) {
             o->event_distinct = 1;
-        } else if (!next && a[0] == '-') {
-            fprintf(stderr, "telo-leader-demo: %s needs a value\n", a);
+        } else if (a[0] != '-' || !next) {
+            /* Every other argument is a flag followed by its value. */
+            if (a[0] != '-')
+                fprintf(stderr, "telo-leader-demo: unknown argument '%s'\n", a);
+            else
+                fprintf(stderr, "telo-leader-demo: %s needs a value\n", a);
             return -1;
         } else if (strcmp(a, "--kubeconfig") == 0) {
             o->kubeconfig = argv[++i];

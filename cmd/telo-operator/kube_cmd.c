@@ -121,13 +121,13 @@ static int parse_args(int argc, char **argv, struct args *a)
             fprintf(stderr, "telo-operator kube: %s needs a value\n", flag);                       \
             return -1;                                                                             \
         }                                                                                          \
-        field = v;                                                                                 \
+        (field) = v;                                                                               \
         i++;                                                                                       \
         continue;                                                                                  \
     }
 #define TAKE_LONG(flag, field)                                                                     \
     if (strcmp(s, flag) == 0) {                                                                    \
-        if (v == NULL || parse_long(v, &field) != 0) {                                             \
+        if (v == NULL || parse_long(v, &(field)) != 0) {                                           \
             fprintf(stderr, "telo-operator kube: %s needs an integer\n", flag);                    \
             return -1;                                                                             \
         }                                                                                          \
@@ -136,7 +136,7 @@ static int parse_args(int argc, char **argv, struct args *a)
     }
 #define FLAG(flag, field)                                                                          \
     if (strcmp(s, flag) == 0) {                                                                    \
-        field = 1;                                                                                 \
+        (field) = 1;                                                                               \
         continue;                                                                                  \
     }
         TAKE("--kubeconfig", a->kubeconfig)

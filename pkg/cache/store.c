@@ -119,7 +119,7 @@ void cache_object_free(struct cache_object *o)
 }
 
 /* What malloc adds to every allocation on glibc x86-64, counted so the estimate tracks RSS. */
-#define MALLOC_OVERHEAD 16
+#define MALLOC_OVERHEAD ((size_t)16)
 
 static size_t object_bytes(const struct cache_object *o)
 {
@@ -171,7 +171,7 @@ static int bucket_add(struct bucket *b, struct cache_object *o)
     }
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 1;
-        struct cache_object **small = realloc(b->small, cap * sizeof(*small));
+        struct cache_object **small = realloc(b->small, cap * sizeof(struct cache_object *));
         if (!small)
             return -TELO_ENOMEM;
         b->small = small;
@@ -216,7 +216,7 @@ static size_t bucket_bytes(const struct bucket *b)
 {
     return sizeof(*b) + strlen(b->value) + 1 + MALLOC_OVERHEAD +
            (b->map ? strmap_bytes(b->map) + 2 * MALLOC_OVERHEAD
-                   : b->cap * sizeof(*b->small) + (b->cap ? MALLOC_OVERHEAD : 0));
+                   : b->cap * sizeof(struct cache_object *) + (b->cap ? MALLOC_OVERHEAD : 0));
 }
 
 void cache_store_free(struct cache_store *s)

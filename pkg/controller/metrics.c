@@ -193,7 +193,8 @@ struct metrics_family *metrics_register(struct metrics_registry *reg,
     }
     if (reg->nfamilies == reg->families_cap) {
         size_t cap = reg->families_cap ? reg->families_cap * 2 : 16;
-        struct metrics_family **families = realloc(reg->families, cap * sizeof(*families));
+        struct metrics_family **families =
+            realloc(reg->families, cap * sizeof(struct metrics_family *));
         if (families == NULL)
             goto nomem;
         reg->families = families;
@@ -275,7 +276,8 @@ struct metrics_series *metrics_series(struct metrics_family *fam, const char *co
     }
     if (fam->nseries == fam->series_cap) {
         size_t cap = fam->series_cap ? fam->series_cap * 2 : 4;
-        struct metrics_series **series = realloc(fam->series, cap * sizeof(*series));
+        struct metrics_series **series =
+            realloc(fam->series, cap * sizeof(struct metrics_series *));
         if (series == NULL) {
             buf_release(&key);
             goto nomem;

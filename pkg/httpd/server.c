@@ -76,7 +76,9 @@ static void lws_log_emit(int level, const char *line)
         char c = *p;
         if (c == '\n' || c == '\r')
             continue;
-        text[n++] = (c == '"' || c == '\\') ? '\'' : c;
+        if (c == '"' || c == '\\')
+            c = '\'';
+        text[n++] = c;
     }
     text[n] = '\0';
     telo_log(level & LLL_ERR ? TELO_LOG_WARN : TELO_LOG_DEBUG, "libwebsockets", "detail=\"%s\"",

@@ -12,7 +12,7 @@ struct httpd_server;
 
 #define HTTPD_DEFAULT_MAX_REQUEST  8192               /* request line plus headers, bytes */
 #define HTTPD_LIMIT_MAX_REQUEST    65535              /* libwebsockets keeps the size in 16 bits */
-#define HTTPD_DEFAULT_MAX_RESPONSE (16 * 1024 * 1024) /* a handler's body, bytes */
+#define HTTPD_DEFAULT_MAX_RESPONSE ((size_t)16 << 20) /* a handler's body, bytes */
 #define HTTPD_CONTENT_TYPE_MAX     96
 
 struct httpd_config {

@@ -261,8 +261,13 @@ static char *base64_encode(const char *in, size_t n)
             v |= (unsigned char)in[i + 2];
         out[o++] = alphabet[(v >> 18) & 63];
         out[o++] = alphabet[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? alphabet[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? alphabet[v & 63] : '=';
+        out[o++] = alphabet[(v >> 6) & 63];
+        out[o++] = alphabet[v & 63];
+        /* A missing input byte turns its output character into padding (RFC 4648, section 4). */
+        if (i + 1 >= n)
+            out[o - 2] = '=';
+        if (i + 2 >= n)
+            out[o - 1] = '=';
     }
     out[o] = '\0';
     return out;
@@ -672,7 +677,8 @@ static int parse_exec(struct kc_file *f, const char *user, yaml_node_t *node,
                             "kubeconfig %s: user \"%s\": exec.apiVersion \"%s\" is not supported "
                             "(use " EXEC_API_V1 " or " EXEC_API_V1BETA1 ")",
                             f->path, user, api);
-    if (mode && strcmp(mode, "Never") && strcmp(mode, "IfAvailable") && strcmp(mode, "Always"))
+    if (mode && strcmp(mode, "Never") != 0 && strcmp(mode, "IfAvailable") != 0 &&
+        strcmp(mode, "Always") != 0)
         return telo_err_set(err, TELO_EINVAL,
                             "kubeconfig %s: user \"%s\": exec.interactiveMode \"%s\" is not one of "
                             "Never, IfAvailable, Always",
@@ -807,8 +813,8 @@ static int build_cluster(struct kube_config *cfg, struct kc_file *f, const char 
     if (sni && !(cfg->tls_server_name = dup_str(sni)))
         return oom(err);
     if (proxy) {
-        if (strncmp(proxy, "http://", 7) && strncmp(proxy, "https://", 8) &&
-            strncmp(proxy, "socks5://", 9))
+        if (strncmp(proxy, "http://", 7) != 0 && strncmp(proxy, "https://", 8) != 0 &&
+            strncmp(proxy, "socks5://", 9) != 0)
             return telo_err_set(err, TELO_EINVAL,
                                 "kubeconfig %s: cluster \"%s\": proxy-url \"%s\" is not an http, "
                                 "https or socks5 URL",
@@ -1374,7 +1380,7 @@ static int run_plugin(struct kube_config_auth *a, struct buf *out, struct buf *e
             kill(pid, SIGKILL);
             killed = 1;
         } else if (w == 0) {
-            struct timespec pause = {0, 5 * 1000 * 1000};
+            struct timespec pause = {0, 5L * 1000 * 1000};
             nanosleep(&pause, NULL);
         }
     }

@@ -131,7 +131,7 @@ static void track_call(struct kube_discovery *d, struct kube_call *c)
 {
     if (d->ncalls == d->calls_cap) {
         size_t cap = d->calls_cap ? d->calls_cap * 2 : 8;
-        struct kube_call **n = realloc(d->calls, cap * sizeof(*n));
+        struct kube_call **n = realloc(d->calls, cap * sizeof(struct kube_call *));
         if (n == NULL)
             return; /* only costs the cancel-on-free of this call */
         d->calls = n;
@@ -469,15 +469,17 @@ static int evaluate(struct kube_discovery *d, struct lookup *l)
             return 1;
         }
     }
-    if (l->mode == LOOKUP_KIND)
+    if (l->mode == LOOKUP_KIND) {
+        /* kube_discovery_resolve_kind always sets group ("" for the core group) and version. */
+        int named_group = l->group != NULL && l->group[0] != '\0';
         telo_err_set(&err, TELO_ENOTFOUND,
                      "the server has no kind \"%s\" in %s%s%s (is its CRD installed?)", l->word,
-                     l->group[0] != '\0' ? l->group : "", l->group[0] != '\0' ? "/" : "",
-                     l->version);
-    else
+                     named_group ? l->group : "", named_group ? "/" : "", l->version);
+    } else {
         telo_err_set(&err, TELO_ENOTFOUND, "the server does not have a resource type \"%s\"%s%s",
                      l->word, l->group != NULL ? " in group " : "",
                      l->group != NULL ? l->group : "");
+    }
     l->cb(NULL, -TELO_ENOTFOUND, &err, l->ud);
     return 1;
 }

@@ -215,10 +215,10 @@ static void curl_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 static void sock_unlink(struct kube_transport *t, struct sock *s)
 {
-    if (s->prev != NULL)
-        s->prev->next = s->next;
-    else
+    if (t->socks == s)
         t->socks = s->next;
+    else
+        s->prev->next = s->next;
     if (s->next != NULL)
         s->next->prev = s->prev;
 }
@@ -883,7 +883,7 @@ void kube_transport_free(struct kube_transport *t)
     reap_dead(t);
     while (t->calls != NULL) {
         struct kube_call *c = t->calls;
-        c->cancelled = 1;
+        c->cancelled = 1; // NOLINT(clang-analyzer-unix.Malloc): call_free unlinks c (c->t == t)
         call_free(c);
     }
     t->pending = t->pending_tail = NULL;

@@ -43,7 +43,10 @@ void telo_log(enum telo_log_level level, const char *msg, const char *kv_fmt, ..
     for (const char *p = msg; *p && n < (int)sizeof(line) - 2; p++) {
         if (*p == '"' || *p == '\\')
             line[n++] = '\\';
-        line[n++] = (*p == '\n') ? ' ' : *p;
+        if (*p == '\n')
+            line[n++] = ' ';
+        else
+            line[n++] = *p;
     }
     if (n < (int)sizeof(line) - 1)
         line[n++] = '"';

@@ -138,7 +138,7 @@ static int heap_push(struct wq *q, struct item *it)
 {
     if (q->heap_len == q->heap_cap) {
         size_t cap = q->heap_cap ? q->heap_cap * 2 : 16;
-        struct item **heap = realloc(q->heap, cap * sizeof(*heap));
+        struct item **heap = realloc(q->heap, cap * sizeof(struct item *));
         if (!heap)
             return -TELO_ENOMEM;
         q->heap = heap;
@@ -395,9 +395,10 @@ void wq_running_times(const struct wq *q, double now, double *longest, double *t
 void wq_shutdown(struct wq *q)
 {
     q->shutting_down = 1;
+    /* Every waiting item leaves, so the heap is emptied from its end without re-ordering. */
     while (q->heap_len > 0) {
-        struct item *it = q->heap[0];
-        heap_remove(q, it);
+        struct item *it = q->heap[--q->heap_len];
+        it->heap_index = NOT_WAITING;
         item_release_if_idle(q, it);
     }
 }
