@@ -406,10 +406,12 @@ static int same_field(struct json_object *cached_obj, struct json_object *desire
     return (a == NULL && b == NULL) || (a && b && json_object_equal(a, b));
 }
 
-static void sync_service(struct pass *p, const char *child)
+/* Service and Ingress follow the spec while the session lives (wanted), and go once it is
+ * stopped, as the reference runner's did with their pod. */
+static void sync_service(struct pass *p, const char *child, int wanted)
 {
     struct session_reconciler *r = p->r;
-    struct json_object *want = session_desired_service(&p->s, r->cfg);
+    struct json_object *want = wanted ? session_desired_service(&p->s, r->cfg) : NULL;
     struct json_object *have = cached(r->services, p->s.namespace, child);
     struct kube_ref ref = {
         .version = "v1", .resource = "services", .namespace = p->s.namespace, .name = child};
@@ -427,10 +429,10 @@ static void sync_service(struct pass *p, const char *child)
     json_object_put(have);
 }
 
-static void sync_ingress(struct pass *p, const char *child)
+static void sync_ingress(struct pass *p, const char *child, int wanted)
 {
     struct session_reconciler *r = p->r;
-    struct json_object *want = session_desired_ingress(&p->s, r->cfg);
+    struct json_object *want = wanted ? session_desired_ingress(&p->s, r->cfg) : NULL;
     struct json_object *have = cached(r->ingresses, p->s.namespace, child);
     struct kube_ref ref = {.group = "networking.k8s.io",
                            .version = "v1",
@@ -514,9 +516,13 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
                 .version = "v1", .resource = "pods", .namespace = p->s.namespace, .name = child};
             delete_object(p, &ref, -1);
         }
+        if (strcmp(phase, "Stopped") == 0) {
+            sync_service(p, child, 0);
+            sync_ingress(p, child, 0);
+        }
         if (live) {
-            sync_service(p, child);
-            sync_ingress(p, child);
+            sync_service(p, child, 1);
+            sync_ingress(p, child, 1);
             char key[320];
             expect_key(key, sizeof(key), "secrets", p->s.namespace, secret);
             if (secret_obj)

@@ -370,6 +370,9 @@ def test_app_exit_code_fails_the_session_with_app_exited(cluster, start, pod_nam
                                   "--field-selector", "regarding.name=app")["items"]
     failed = [e for e in events if e["reason"] == "Failed"]
     assert failed and failed[0]["type"] == "Warning" and "AppExited" in failed[0]["note"], events
+    described = cluster.kubectl("describe", "ts", "app", "-n", ns).stdout
+    for word in ("Provisioning", "Running", "Failed", "AppExited"):
+        assert word in described, described
     # The session metrics tell the same story.
     assert op.metric("telo_session_starts_total") == 1
     assert op.metric("telo_session_failures_total", {"reason": "AppExited"}) == 1
@@ -461,7 +464,7 @@ def test_pod_deleted_by_someone_else_fails_with_pod_disappeared(cluster, start, 
 
 def test_stopped_deletes_the_pod_and_keeps_the_record(cluster, start, pod_namespace):
     ns = pod_namespace
-    start()
+    start("ingress.baseDomain=sessions.example.test")
     audit = Audit(cluster, ns)
     apply(cluster, ns, hello_bundle(), session("run"), session("parked", stopped=True))
     wait_phase(cluster, ns, "run", "Running")
@@ -475,6 +478,11 @@ def test_stopped_deletes_the_pod_and_keeps_the_record(cluster, start, pod_namesp
     assert st["observedGeneration"] == ts["metadata"]["generation"] == 2
     wait_until(lambda: get(cluster, ns, "pod", "telo-run-run") is None, timeout=60,
                what="the stopped session's pod to go")
+    # Its Service and Ingress go with the pod (nothing left to route to), as the reference
+    # runner's did through their owner reference to the pod; the record stays.
+    wait_until(lambda: sorted(children(cluster, ns, "run")) == ["Secret"], timeout=20,
+               what="only the attach Secret left")
+    assert get_ts(cluster, ns, "run")["status"]["phase"] == "Stopped"
     # Stopped from the start: never a pod.
     ts = wait_phase(cluster, ns, "parked", "Stopped", timeout=10)
     assert not [e for e in audit.writes() if e["objectRef"].get("resource") == "pods"
