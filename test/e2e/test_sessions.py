@@ -16,6 +16,9 @@ none) to pass test labels to them, so the tests make kwok misbehave by labelling
   `sim.telo.run/image-pull=stall` keeps pod-ready off it (its selector wants the label absent) and
   our image-pull stage only answers `backoff`, so the pod stays Pending with no container status,
   as behind a kubelet that never reports.
+The session pods go to a kwok node of the module's own (labelled and tainted; the operator gets
+the matching nodeSelector and toleration), so other suites' and benchmarks' pods filling the
+shared kwok nodes cannot make every test here Unschedulable.
 Bundle delivery by URL (wrong sha256, unreachable URL) needs init containers that really run:
 those tests use the real node (issue 7) when it is up and are skipped otherwise.
 
@@ -381,6 +384,19 @@ def test_app_exit_code_fails_the_session_with_app_exited(cluster, start, pod_nam
     assert op.metric("telo_sessions", {"phase": "Running"}) == 0
 
 
+def test_oom_killed_app_fails_with_oom_killed(cluster, start, pod_namespace):
+    ns = pod_namespace
+    start()
+    apply(cluster, ns, hello_bundle(), session("hog"))
+    wait_phase(cluster, ns, "hog", "Running")
+    mark_pod(cluster, ns, "telo-run-hog", {CHAOS_EXIT: "true"},
+             {CHAOS_EXIT + "/exit-code": "137", CHAOS_EXIT + "/container-name": "session",
+              CHAOS_EXIT + "/reason": "OOMKilled", CHAOS_EXIT + "/message": "over-limit"})
+    ts = wait_phase(cluster, ns, "hog", "Failed", timeout=60)
+    assert_failure(ts, "OOMKilled", 'container "session" failed: OOMKilled (exit code 137)')
+    assert ts["status"]["exitCode"] == 137
+
+
 def test_init_container_failure_fails_with_bundle_fetch_failed(cluster, start, pod_namespace,
                                                                hold):
     ns = pod_namespace
@@ -648,6 +664,22 @@ def test_operator_restarted_without_a_base_domain_removes_the_ingress(cluster, s
     wait_until(lambda: "url" not in get_ts(cluster, ns, "moved")["status"]["endpoints"][0],
                timeout=20, what="the endpoint to lose its URL")
     assert get_ts(cluster, ns, "moved")["status"]["phase"] == "Running"
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--set", "limits.cpu=lots"], ["limits.cpu", '"lots" is not a positive quantity']),
+    (["--set", "ingress.basedomain=x"], ["unknown key 'ingress.basedomain'", "ingress.baseDomain"]),
+    (["--set", "startDeadlineSeconds=0"], ["startDeadlineSeconds", "whole number"]),
+    (["--resync-period", "0"], ["--resync-period 0"]),
+], ids=["quantity", "unknown-key", "deadline", "resync-period"])
+def test_bad_operator_settings_are_refused_at_start(cluster, argv, words):
+    from conftest import OPERATOR_BIN_DIR
+    proc = subprocess.run([os.path.join(OPERATOR_BIN_DIR, "telo-operator"), "run",
+                           "--kubeconfig", cluster.kubeconfig, "--http-bind-address", "0", *argv],
+                          capture_output=True, text=True, timeout=20)
+    assert proc.returncode in (1, 2), (proc.returncode, proc.stderr)
+    for w in words:
+        assert w in proc.stderr, proc.stderr
 
 
 # --- bad inputs the schema cannot see ------------------------------------------------------------
