@@ -615,6 +615,20 @@ static void invalid_spec(struct pass *p, struct json_object *obj, const char *wh
     pass_done(p);
 }
 
+/* Whether the config watches namespace ns. With one namespace the informers list only that one;
+ * with several they list every namespace (the API has no "namespace in" selector), so the
+ * others' sessions are in the cache and must be left alone. */
+static int watched(const struct session_config *cfg, const char *ns, size_t nslen)
+{
+    if (cfg->nnamespaces == 0)
+        return 1;
+    for (size_t i = 0; i < cfg->nnamespaces; i++) {
+        if (strlen(cfg->namespaces[i]) == nslen && strncmp(cfg->namespaces[i], ns, nslen) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
 {
     struct session_reconciler *r = ud;
@@ -627,6 +641,12 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
     }
     p->r = r;
     p->rec = rec;
+    const char *slash = strchr(key, '/');
+    if (!slash || !watched(r->cfg, key, (size_t)(slash - key))) {
+        free(p);
+        ctrl_reconcile_finish(rec, &ok);
+        return;
+    }
     const struct cache_object *co = cache_store_get(ctrl_informer_store(r->sessions), key);
     struct json_object *obj = co ? json_tokener_parse(co->json) : NULL;
     if (co)
@@ -819,11 +839,15 @@ struct phase_count {
 struct phase_tally {
     struct phase_count counts[8];
     size_t n;
+    const struct session_config *cfg;
 };
 
 static void tally(void *ud, const struct cache_object *obj)
 {
     struct phase_tally *t = ud;
+    const char *slash = strchr(obj->key, '/');
+    if (!slash || !watched(t->cfg, obj->key, (size_t)(slash - obj->key)))
+        return;
     struct json_object *o = json_tokener_parse(obj->json);
     const char *phase = json_object_get_string(get(get(o, "status"), "phase"));
     static const char *const phases[] = {"Pending",   "Building", "Provisioning", "Running",
@@ -848,7 +872,7 @@ void session_reconciler_count_phases(const struct session_reconciler *r,
                                      void (*fn)(void *ud, const char *phase, unsigned long n),
                                      void *ud)
 {
-    struct phase_tally t = {.n = 0};
+    struct phase_tally t = {.n = 0, .cfg = r->cfg};
     cache_store_each(ctrl_informer_store(r->sessions), tally, &t);
     for (size_t i = 0; i < t.n; i++)
         fn(ud, t.counts[i].phase, t.counts[i].n);

@@ -682,6 +682,33 @@ def test_bad_operator_settings_are_refused_at_start(cluster, argv, words):
         assert w in proc.stderr, proc.stderr
 
 
+def test_several_namespaces_are_served_and_no_other(cluster, start, pod_namespace):
+    ns = pod_namespace
+    extra = ["%s-%s" % (ns[:50], suffix) for suffix in ("b", "c")]
+    for name in extra:
+        cluster.kubectl("create", "namespace", name)
+    try:
+        for name in extra:
+            wait_until(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name,
+                                               check=False).returncode == 0,
+                       timeout=30, what="the default ServiceAccount in %s" % name)
+            apply(cluster, name, hello_bundle(), session("elsewhere"))
+        apply(cluster, ns, hello_bundle(), session("here"))
+        # With more than one namespace the informers list every namespace: the others' sessions
+        # are cached, and must be left alone.
+        op = start("namespaces=%s,%s" % (ns, extra[0]))
+        wait_phase(cluster, ns, "here", "Running")
+        wait_phase(cluster, extra[0], "elsewhere", "Running")
+        time.sleep(3)
+        assert "status" not in get_ts(cluster, extra[1], "elsewhere")
+        assert get(cluster, extra[1], "pod", "telo-run-elsewhere") is None
+        assert not Audit(cluster, extra[1]).writes()
+        assert op.metric("telo_sessions", {"phase": "Running"}) == 2
+    finally:
+        for name in extra:
+            cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
 # --- bad inputs the schema cannot see ------------------------------------------------------------
 
 def test_missing_configmap_stalls_until_it_exists_and_others_keep_running(
