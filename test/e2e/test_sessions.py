@@ -740,6 +740,22 @@ def test_missing_configmap_stalls_until_it_exists_and_others_keep_running(
     assert "reason" not in ts["status"], ts["status"]
 
 
+def test_configmap_without_the_bundle_key_stalls_with_bundle_not_found(cluster, start,
+                                                                       pod_namespace):
+    ns = pod_namespace
+    start()
+    ts = session("keyless")
+    ts["spec"]["bundle"]["configMap"]["key"] = "app.tgz"
+    apply(cluster, ns, hello_bundle(), ts)
+    ts = wait_until(lambda: (lambda t: t if t.get("status", {}).get("reason") == "BundleNotFound"
+                             else None)(get_ts(cluster, ns, "keyless")),
+                    timeout=20, what="keyless to report BundleNotFound")
+    assert ts["status"]["phase"] == "Pending"
+    assert "ConfigMap hello-bundle has no key app.tgz" in ts["status"]["message"], ts["status"]
+    assert condition(ts, "Stalled")["status"] == "True"
+    assert get(cluster, ns, "pod", "telo-run-keyless") is None
+
+
 def _real_node(cluster):
     nodes = cluster.kubectl_json("get", "nodes", "-l", "telo.run/node=real")["items"]
     for node in nodes:
