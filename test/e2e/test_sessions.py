@@ -830,17 +830,18 @@ def test_sigkill_in_the_middle_leaves_every_session_correct_and_creates_nothing_
     ns = pod_namespace
     audit = Audit(cluster, ns)
     op = start("startDeadlineSeconds=40", "ingress.baseDomain=sessions.example.test", hold=hold)
-    names = ["run", "vanish", "stop", "crash", "pull", "udp"]
+    names = ["run", "vanish", "stop", "crash", "pull", "udp", "brief"]
     apply(cluster, ns, hello_bundle(),
-          *[session(n) for n in names if n != "udp"],
+          *[session(n) for n in names if n not in ("udp", "brief")],
           session("udp", ports=((5353, "UDP"),)),
+          session("brief", ttlSecondsAfterFinished=2),
           session("parked", stopped=True),
           session("blocked", bundle="late-bundle"))
     for n in names:
         wait_pod(cluster, ns, n)
     mark_pod(cluster, ns, "telo-run-pull", {IMAGE_PULL: "backoff"})
     hold.release()
-    for n in ["run", "vanish", "stop", "crash", "udp"]:
+    for n in ["run", "vanish", "stop", "crash", "udp", "brief"]:
         wait_phase(cluster, ns, n, "Running")
     wait_phase(cluster, ns, "parked", "Stopped")
     wait_until(lambda: get_ts(cluster, ns, "blocked")["status"].get("reason") == "BundleNotFound",
@@ -858,12 +859,14 @@ def test_sigkill_in_the_middle_leaves_every_session_correct_and_creates_nothing_
     # While it is down: the app of one exits, one pod is deleted, one session is stopped and
     # the missing bundle appears.
     chaos(cluster, ns, "telo-run-crash", CHAOS_EXIT, 3, "session", "crashed-while-down")
+    chaos(cluster, ns, "telo-run-brief", CHAOS_EXIT, 1, "session", "ended-while-down")
     cluster.kubectl("delete", "pod", "telo-run-vanish", "-n", ns)
     cluster.kubectl("patch", "ts", "stop", "-n", ns, "--type=merge",
                     "-p", '{"spec":{"stopped":true}}')
     apply(cluster, ns, hello_bundle("late-bundle"))
-    wait_until(lambda: get(cluster, ns, "pod", "telo-run-crash")["status"]["phase"] == "Failed",
-               timeout=60, what="the crash pod to fail")
+    for n in ("crash", "brief"):
+        wait_until(lambda: get(cluster, ns, "pod", pod_name(n))["status"]["phase"] == "Failed",
+                   timeout=60, what="the %s pod to fail" % n)
 
     op.start()
     for n in burst + ["run", "udp", "blocked"]:
@@ -873,6 +876,9 @@ def test_sigkill_in_the_middle_leaves_every_session_correct_and_creates_nothing_
     assert_failure(wait_phase(cluster, ns, "vanish", "Failed", timeout=60), "PodDisappeared",
                    "pod telo-run-vanish was deleted")
     wait_phase(cluster, ns, "stop", "Stopped", timeout=60)
+    # Ended while the operator was down: Failed once it is back, deleted 2 s later.
+    wait_until(lambda: get_ts(cluster, ns, "brief") is None, timeout=60,
+               what="brief (ttlSecondsAfterFinished 2) to be deleted")
     wait_phase(cluster, ns, "parked", "Stopped")
     assert_failure(wait_phase(cluster, ns, "pull", "Failed", timeout=45), "ImagePullFailed",
                    'container "session"', "ImagePullBackOff")
@@ -882,6 +888,9 @@ def test_sigkill_in_the_middle_leaves_every_session_correct_and_creates_nothing_
     # Survivors kept their pods; nothing was created twice; no pod for the vanished or parked.
     for n in ["run", "udp", "crash"]:
         assert get(cluster, ns, "pod", pod_name(n))["metadata"]["uid"] == uids[n], n
+    brief = [e for e in audit.writes() if e["objectRef"].get("name") == "brief"
+             and e["objectRef"]["resource"] == "telosessions" and e["verb"] == "delete"]
+    assert brief, "the operator deletes a session ttlSecondsAfterFinished after it ended"
     time.sleep(2)
     creates = audit.creates()
     twice = {k: v for k, v in creates.items() if v > 1 and k[0] != "events"}
