@@ -374,7 +374,7 @@ def test_app_exit_code_fails_the_session_with_app_exited(cluster, start, pod_nam
     failed = [e for e in events if e["reason"] == "Failed"]
     assert failed and failed[0]["type"] == "Warning" and "AppExited" in failed[0]["note"], events
     described = cluster.kubectl("describe", "ts", "app", "-n", ns).stdout
-    for word in ("Provisioning", "Running", "Failed", "AppExited"):
+    for word in ("Pending", "Running", "Failed", "AppExited"):
         assert word in described, described
     # The session metrics tell the same story.
     assert op.metric("telo_session_starts_total") == 1
