@@ -2,6 +2,8 @@
  * multi-socket on a libev loop, one request at a time per call, no retries of its own. */
 #include "build/http.h"
 
+#include "util/curlev.h"
+
 #include <curl/curl.h>
 #include <ev.h>
 
@@ -19,7 +21,6 @@ enum call_state { CALL_QUEUED, CALL_RUNNING, CALL_DONE };
 struct build_http_call {
     struct build_http *h;
     struct build_http_call *prev, *next; /* h->calls */
-    struct build_http_call *done_next;   /* while delivering completions */
     enum call_state state;
     int cancelled;
     CURL *easy;
@@ -27,115 +28,19 @@ struct build_http_call {
     char errbuf[CURL_ERROR_SIZE];
     struct buf body;
     int too_big;
-    int timed_out;
     char *www_authenticate;
     char *content_digest;
     build_http_done_fn *done;
     void *ud;
 };
 
-struct sock {
-    struct build_http *h;
-    struct sock *prev, *next; /* h->socks */
-    ev_io io;
-};
-
 struct build_http {
     struct ev_loop *loop;
-    CURLM *multi;
-    ev_timer curl_timer;
+    struct curlev *cv;
     ev_timer kick;
     struct build_http_call *calls;
     size_t ncalls;
-    struct sock *socks; /* every socket curl asked us to watch */
-    int in_curl;
 };
-
-/* ---- curl <-> libev (one ev_io per socket curl names, one timer, socket_action on events) ---- */
-
-static void deliver(struct build_http *h);
-
-static void socket_action(struct build_http *h, curl_socket_t fd, int mask)
-{
-    int running = 0;
-    h->in_curl++;
-    curl_multi_socket_action(h->multi, fd, mask, &running);
-    h->in_curl--;
-    if (h->in_curl == 0)
-        deliver(h);
-}
-
-static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-    (void)loop;
-    struct sock *s = w->data;
-    int mask =
-        ((revents & EV_READ) ? CURL_CSELECT_IN : 0) | ((revents & EV_WRITE) ? CURL_CSELECT_OUT : 0);
-    socket_action(s->h, w->fd, mask);
-}
-
-static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    socket_action(w->data, CURL_SOCKET_TIMEOUT, 0);
-}
-
-static void sock_unlink(struct build_http *h, struct sock *s)
-{
-    if (s->prev != NULL)
-        s->prev->next = s->next;
-    else
-        h->socks = s->next;
-    if (s->next != NULL)
-        s->next->prev = s->prev;
-}
-
-static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
-{
-    (void)easy;
-    struct build_http *h = userp;
-    struct sock *s = socketp;
-    if (what == CURL_POLL_REMOVE) {
-        if (s != NULL) {
-            ev_io_stop(h->loop, &s->io);
-            curl_multi_assign(h->multi, fd, NULL);
-            sock_unlink(h, s);
-            free(s);
-        }
-        return 0;
-    }
-    if (s == NULL) {
-        s = calloc(1, sizeof(*s));
-        if (s == NULL)
-            return -1;
-        s->h = h;
-        s->next = h->socks;
-        if (h->socks != NULL)
-            h->socks->prev = s;
-        h->socks = s;
-        curl_multi_assign(h->multi, fd, s);
-    } else {
-        ev_io_stop(h->loop, &s->io);
-    }
-    int events = ((what & CURL_POLL_IN) ? EV_READ : 0) | ((what & CURL_POLL_OUT) ? EV_WRITE : 0);
-    ev_io_init(&s->io, io_cb, fd, events);
-    s->io.data = s;
-    ev_io_start(h->loop, &s->io);
-    return 0;
-}
-
-static int on_timer(CURLM *multi, long timeout_ms, void *userp)
-{
-    (void)multi;
-    struct build_http *h = userp;
-    ev_timer_stop(h->loop, &h->curl_timer);
-    if (timeout_ms >= 0) {
-        ev_timer_set(&h->curl_timer, (double)timeout_ms / 1000.0, 0.);
-        ev_timer_start(h->loop, &h->curl_timer);
-    }
-    return 0;
-}
 
 /* ---- per call ---- */
 
@@ -188,14 +93,14 @@ static void call_free(struct build_http_call *c)
 {
     struct build_http *h = c->h;
     if (c->easy != NULL) {
-        curl_multi_remove_handle(h->multi, c->easy);
+        curlev_remove(h->cv, c->easy);
         curl_easy_cleanup(c->easy);
     }
     curl_slist_free_all(c->headers);
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
+    if (h->calls == c)
         h->calls = c->next;
+    else
+        c->prev->next = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
     h->ncalls--;
@@ -205,60 +110,39 @@ static void call_free(struct build_http_call *c)
     free(c);
 }
 
-static void deliver(struct build_http *h)
+/* A transfer finished: answer its call, then free it. */
+static void on_done(CURL *easy, CURLcode cc, void *ud)
 {
-    /* Collect first, then call back: a callback may cancel a call whose completion is queued. */
-    struct build_http_call *list = NULL, **tail = &list;
-    CURLMsg *msg;
-    int left;
-    while ((msg = curl_multi_info_read(h->multi, &left)) != NULL) {
-        if (msg->msg != CURLMSG_DONE)
-            continue;
-        struct build_http_call *c = NULL;
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
-        CURLcode cc = msg->data.result;
-        c->state = CALL_DONE;
-        if (cc != CURLE_OK && c->errbuf[0] == '\0')
-            snprintf(c->errbuf, sizeof(c->errbuf), "%s", curl_easy_strerror(cc));
-        if (cc == CURLE_OK)
-            c->errbuf[0] = '\0';
-        c->timed_out = cc == CURLE_OPERATION_TIMEDOUT;
-        c->done_next = NULL;
-        *tail = c;
-        tail = &c->done_next;
-    }
-    while (list != NULL) {
-        struct build_http_call *c = list;
-        list = c->done_next;
-        if (c->cancelled) {
-            call_free(c);
-            continue;
-        }
-        long code = 0;
-        curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &code);
-        char *url = NULL;
-        curl_easy_getinfo(c->easy, CURLINFO_EFFECTIVE_URL, &url);
-        struct telo_err err;
-        telo_err_clear(&err);
-        int rc = 0;
-        if (c->too_big)
-            rc = telo_err_set(&err, TELO_ETOOBIG, "%s: response larger than %zu bytes",
-                              url ? url : "", c->body.max);
-        else if (c->timed_out)
-            rc = telo_err_set(&err, TELO_ETIMEDOUT, "%s: %s", url ? url : "", c->errbuf);
-        else if (c->errbuf[0] != '\0')
-            rc = telo_err_set(&err, TELO_EIO, "%s: %s", url ? url : "", c->errbuf);
-        struct build_http_response resp = {
-            .rc = rc,
-            .err = &err,
-            .code = rc == 0 ? code : 0,
-            .www_authenticate = c->www_authenticate,
-            .content_digest = c->content_digest,
-            .body = &c->body,
-        };
-        c->done(c, &resp, c->ud);
-        call_free(c);
-    }
+    struct build_http_call *c = ud;
+    c->state = CALL_DONE;
+    if (cc != CURLE_OK && c->errbuf[0] == '\0')
+        snprintf(c->errbuf, sizeof(c->errbuf), "%s", curl_easy_strerror(cc));
+    if (cc == CURLE_OK)
+        c->errbuf[0] = '\0';
+    long code = 0;
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &code);
+    char *url = NULL;
+    curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &url);
+    struct telo_err err;
+    telo_err_clear(&err);
+    int rc = 0;
+    if (c->too_big)
+        rc = telo_err_set(&err, TELO_ETOOBIG, "%s: response larger than %zu bytes", url ? url : "",
+                          c->body.max);
+    else if (cc == CURLE_OPERATION_TIMEDOUT)
+        rc = telo_err_set(&err, TELO_ETIMEDOUT, "%s: %s", url ? url : "", c->errbuf);
+    else if (c->errbuf[0] != '\0')
+        rc = telo_err_set(&err, TELO_EIO, "%s: %s", url ? url : "", c->errbuf);
+    struct build_http_response resp = {
+        .rc = rc,
+        .err = &err,
+        .code = rc == 0 ? code : 0,
+        .www_authenticate = c->www_authenticate,
+        .content_digest = c->content_digest,
+        .body = &c->body,
+    };
+    c->done(c, &resp, c->ud);
+    call_free(c);
 }
 
 static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -270,15 +154,15 @@ static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
         if (c->state != CALL_QUEUED)
             continue;
         c->state = CALL_RUNNING;
-        if (curl_multi_add_handle(h->multi, c->easy) != CURLM_OK) {
+        if (curlev_add(h->cv, c->easy, c) != 0) {
             /* Reported like a transport failure, through the normal path. */
             snprintf(c->errbuf, sizeof(c->errbuf), "curl refused the request");
             c->state = CALL_DONE;
         }
     }
-    /* Calls curl refused never reach info_read: answer them here. */
+    /* Calls curl refused never reach on_done: answer them here. */
     for (struct build_http_call *c = h->calls, *next; c != NULL; c = next) {
-        next = c->next;
+        next = c->next; // NOLINT(clang-analyzer-unix.Malloc): c is unlinked before it is freed
         if (c->state == CALL_DONE && !c->cancelled && c->errbuf[0] != '\0') {
             struct telo_err err;
             telo_err_set(&err, TELO_ENOMEM, "%s", c->errbuf);
@@ -335,7 +219,6 @@ struct build_http_call *build_http_submit(struct build_http *h,
     }
     c->headers = ua;
     curl_easy_setopt(e, CURLOPT_URL, req->url);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, c);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -376,7 +259,7 @@ void build_http_cancel(struct build_http_call *c)
     if (c == NULL || c->cancelled)
         return;
     if (c->state == CALL_DONE) {
-        /* Its completion is being delivered: deliver() frees it. */
+        /* Its completion is being delivered: on_done or kick_cb frees it. */
         c->cancelled = 1;
         return;
     }
@@ -391,27 +274,19 @@ size_t build_http_pending(const struct build_http *h)
 
 struct build_http *build_http_new(struct ev_loop *loop, struct telo_err *err)
 {
-    /* Reference-counted by libcurl, so pkg/kube's own call does not conflict. */
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        telo_err_set(err, TELO_ENOMEM, "libcurl initialisation failed");
-        return NULL;
-    }
     struct build_http *h = calloc(1, sizeof(*h));
-    if (h == NULL || (h->multi = curl_multi_init()) == NULL) {
-        free(h);
-        curl_global_cleanup();
+    if (h == NULL) {
         telo_err_set(err, TELO_ENOMEM, "out of memory creating the registry HTTP client");
         return NULL;
     }
+    h->cv = curlev_new(loop, on_done, NULL, NULL, err);
+    if (h->cv == NULL) {
+        free(h);
+        return NULL;
+    }
     h->loop = loop;
-    curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-    curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
-    curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-    curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
     /* Bounded: one registry should not get more than a few connections from us. */
-    curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 4L);
-    ev_timer_init(&h->curl_timer, timer_cb, 0., 0.);
-    h->curl_timer.data = h;
+    curl_multi_setopt(curlev_multi(h->cv), CURLMOPT_MAX_HOST_CONNECTIONS, 4L);
     ev_timer_init(&h->kick, kick_cb, 0., 0.);
     h->kick.data = h;
     return h;
@@ -421,19 +296,12 @@ void build_http_free(struct build_http *h)
 {
     if (h == NULL)
         return;
-    while (h->calls != NULL) {
-        h->calls->cancelled = 1;
-        call_free(h->calls);
+    /* call_free calls back no one, so the list changes only by c. */
+    for (struct build_http_call *c = h->calls, *next; c != NULL; c = next) {
+        next = c->next;
+        call_free(c);
     }
     ev_timer_stop(h->loop, &h->kick);
-    curl_multi_cleanup(h->multi);
-    while (h->socks != NULL) {
-        struct sock *s = h->socks;
-        ev_io_stop(h->loop, &s->io);
-        sock_unlink(h, s);
-        free(s);
-    }
-    ev_timer_stop(h->loop, &h->curl_timer);
+    curlev_free(h->cv);
     free(h);
-    curl_global_cleanup();
 }

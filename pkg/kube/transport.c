@@ -3,6 +3,7 @@
 
 #include "kube/config.h"
 #include "kube/status.h"
+#include "util/curlev.h"
 #include "util/log.h"
 
 #include <curl/curl.h>
@@ -65,13 +66,6 @@ struct kube_call {
     ev_timer retry_timer;
 };
 
-struct sock {
-    struct kube_transport *t;
-    struct sock *prev, *next;
-    ev_io io;
-    curl_socket_t fd;
-};
-
 struct kube_transport {
     struct ev_loop *loop;
     struct kube_config *cfg;
@@ -80,11 +74,8 @@ struct kube_transport {
     char *url_base;   /* scheme://host[:port][/prefix] used in request URLs */
     char *connect_to; /* "sni:port:host:port" when tls_server_name is set, else NULL */
     struct curl_slist connect_to_list; /* one node pointing at connect_to */
-    struct sock *socks;                /* every socket curl asked us to watch */
-    CURLM *multi;
-    ev_timer curl_timer;
+    struct curlev *cv;
     ev_timer kick;     /* adds pending calls outside of curl callbacks */
-    int in_curl;       /* > 0 while inside curl_multi_socket_action */
     int http1;         /* the server answered HTTP/1.x: stop waiting for multiplexing */
     int http1_pending; /* http1 was just learnt; raise the connection cap */
     struct kube_call *calls;
@@ -92,8 +83,6 @@ struct kube_transport {
     struct kube_call *dead;
     struct kube_metrics metrics;
 };
-
-static int curl_global_ready;
 
 long kube_retry_delay_ms(const char *method, long code, enum kube_failure failure,
                          long retry_after_s, int attempt, int max_retries, long max_delay_ms)
@@ -180,99 +169,6 @@ static void metrics_record(struct kube_transport *t, const char *verb, long code
             s->buckets[i]++;
 }
 
-/* ---- curl <-> libev glue (after curl's multi-ev example: one ev_io per socket curl reports,
- * one ev_timer for curl's timeout, socket_action on every event) ---- */
-
-static void process_after_curl(struct kube_transport *t);
-
-static void socket_action(struct kube_transport *t, curl_socket_t fd, int mask)
-{
-    int running = 0;
-    t->in_curl++;
-    CURLMcode mc = curl_multi_socket_action(t->multi, fd, mask, &running);
-    t->in_curl--;
-    if (mc != CURLM_OK)
-        telo_log(TELO_LOG_ERROR, "curl_multi_socket_action failed", "error=\"%s\"",
-                 curl_multi_strerror(mc));
-    process_after_curl(t);
-}
-
-static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-    (void)loop;
-    struct sock *s = w->data;
-    int mask =
-        ((revents & EV_READ) ? CURL_CSELECT_IN : 0) | ((revents & EV_WRITE) ? CURL_CSELECT_OUT : 0);
-    socket_action(s->t, s->fd, mask);
-}
-
-static void curl_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    socket_action(w->data, CURL_SOCKET_TIMEOUT, 0);
-}
-
-static void sock_unlink(struct kube_transport *t, struct sock *s)
-{
-    if (t->socks == s)
-        t->socks = s->next;
-    else
-        s->prev->next = s->next;
-    if (s->next != NULL)
-        s->next->prev = s->prev;
-}
-
-static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
-{
-    (void)easy;
-    struct kube_transport *t = userp;
-    struct sock *s = socketp;
-    if (what == CURL_POLL_REMOVE) {
-        if (s != NULL) {
-            ev_io_stop(t->loop, &s->io);
-            curl_multi_assign(t->multi, fd, NULL);
-            sock_unlink(t, s);
-            free(s);
-        }
-        return 0;
-    }
-    if (s == NULL) {
-        s = calloc(1, sizeof(*s));
-        if (s == NULL)
-            return -1;
-        s->t = t;
-        s->fd = fd;
-        s->io.data = s;
-        s->next = t->socks;
-        if (t->socks != NULL)
-            t->socks->prev = s;
-        t->socks = s;
-        curl_multi_assign(t->multi, fd, s);
-    } else {
-        ev_io_stop(t->loop, &s->io);
-    }
-    int events = ((what & CURL_POLL_IN) ? EV_READ : 0) | ((what & CURL_POLL_OUT) ? EV_WRITE : 0);
-    ev_io_init(&s->io, io_cb, fd, events);
-    s->io.data = s;
-    ev_io_start(t->loop, &s->io);
-    return 0;
-}
-
-static int on_timer(CURLM *multi, long timeout_ms, void *userp)
-{
-    (void)multi;
-    struct kube_transport *t = userp;
-    ev_timer_stop(t->loop, &t->curl_timer);
-    if (timeout_ms >= 0) {
-        /* Even a 0 timeout goes through the loop: calling socket_action from inside this
-         * callback would be a recursive curl call. */
-        ev_timer_set(&t->curl_timer, (double)timeout_ms / 1000.0, 0.);
-        ev_timer_start(t->loop, &t->curl_timer);
-    }
-    return 0;
-}
-
 /* ---- per-call curl callbacks ---- */
 
 static size_t on_header(char *data, size_t size, size_t n, void *userp)
@@ -285,7 +181,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *userp)
         c->header_http_version = (len >= 6 && data[5] == '2') ? 2 : 1;
         if (c->header_http_version == 1 && !c->t->http1) {
             /* The server will not multiplex: open parallel keep-alive connections instead.
-             * Applied in process_after_curl, outside curl's callbacks. */
+             * Applied in after_curl, outside curl's callbacks. */
             c->t->http1 = 1;
             c->t->http1_pending = 1;
         }
@@ -349,7 +245,7 @@ static void call_release_easy(struct kube_call *c)
         long connects = 0;
         curl_easy_getinfo(c->easy, CURLINFO_NUM_CONNECTS, &connects);
         c->t->metrics.connects += (unsigned long)connects;
-        curl_multi_remove_handle(c->t->multi, c->easy);
+        curlev_remove(c->t->cv, c->easy);
         curl_easy_cleanup(c->easy);
         c->easy = NULL;
         c->t->metrics.in_flight--;
@@ -435,7 +331,6 @@ static int call_prepare(struct kube_call *c, struct telo_err *err)
     c->easy = e;
     curl_easy_setopt(e, CURLOPT_URL, line.data);
     buf_release(&line);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, c);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -531,8 +426,11 @@ static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
     queue_pending(c);
 }
 
-static void call_done(struct kube_call *c, CURLcode cc)
+/* A transfer finished: retry the call or answer it. */
+static void call_done(CURL *easy, CURLcode cc, void *ud)
 {
+    (void)easy;
+    struct kube_call *c = ud;
     struct kube_transport *t = c->t;
     long version = 0;
     curl_off_t total_us = 0;
@@ -606,33 +504,19 @@ static void reap_dead(struct kube_transport *t)
     }
 }
 
-static void check_multi_info(struct kube_transport *t)
+/* Runs each time curl returns, before its completions are delivered. */
+static void after_curl(void *ud)
 {
-    CURLMsg *msg;
-    int left;
-    while ((msg = curl_multi_info_read(t->multi, &left)) != NULL) {
-        if (msg->msg != CURLMSG_DONE)
-            continue;
-        struct kube_call *c = NULL;
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
-        CURLcode cc = msg->data.result;
-        if (c->cancelled)
-            continue; /* freed by reap_dead */
-        call_done(c, cc);
-    }
-}
-
-static void process_after_curl(struct kube_transport *t)
-{
-    if (t->in_curl > 0)
-        return;
+    struct kube_transport *t = ud;
     if (t->http1_pending) {
         t->http1_pending = 0;
-        curl_multi_setopt(t->multi, CURLMOPT_MAX_HOST_CONNECTIONS, t->opts.http1_max_connections);
+        curl_multi_setopt(curlev_multi(t->cv), CURLMOPT_MAX_HOST_CONNECTIONS,
+                          t->opts.http1_max_connections);
         telo_log(TELO_LOG_INFO, "API server speaks HTTP/1.1; using parallel connections",
                  "max_connections=%ld", t->opts.http1_max_connections);
     }
-    check_multi_info(t);
+    /* Calls cancelled from inside curl's callbacks; a completion curl queued for one of them goes
+     * with its handle. */
     reap_dead(t);
 }
 
@@ -650,7 +534,7 @@ static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
         struct telo_err err;
         telo_err_clear(&err);
         int rc = call_prepare(c, &err);
-        if (rc == 0 && curl_multi_add_handle(t->multi, c->easy) != CURLM_OK) {
+        if (rc == 0 && curlev_add(t->cv, c->easy, c) != 0) {
             curl_easy_cleanup(c->easy);
             c->easy = NULL;
             rc = telo_err_set(&err, TELO_ENOMEM, "%s %s: curl refused the request", c->method,
@@ -748,7 +632,7 @@ void kube_call_cancel(struct kube_call *c)
     c->cancelled = 1;
     if (c->state == CALL_PENDING)
         pending_remove(t, c);
-    if (t->in_curl > 0 && c->easy != NULL) {
+    if (c->easy != NULL && curlev_in_callback(t->cv)) {
         /* Removing a handle from inside a curl callback is a recursive call: defer it. The
          * write callback refuses further data meanwhile. */
         c->queue_next = t->dead;
@@ -762,13 +646,6 @@ struct kube_transport *kube_transport_new(struct ev_loop *loop, struct kube_conf
                                           const struct kube_transport_opts *opts,
                                           struct telo_err *err)
 {
-    if (!curl_global_ready) {
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-            telo_err_set(err, TELO_ENOMEM, "libcurl initialisation failed");
-            return NULL;
-        }
-        curl_global_ready = 1;
-    }
     if (cfg == NULL || cfg->server == NULL ||
         (strncmp(cfg->server, "https://", 8) != 0 && strncmp(cfg->server, "http://", 7) != 0)) {
         telo_err_set(err, TELO_EINVAL, "%s: server '%s' must start with https:// or http://",
@@ -848,29 +725,26 @@ struct kube_transport *kube_transport_new(struct ev_loop *loop, struct kube_conf
     curl_free(scheme);
     curl_free(upath);
 
-    t->multi = curl_multi_init();
-    if (t->multi == NULL || t->url_base == NULL || t->user_agent_header == NULL ||
+    if (t->url_base == NULL || t->user_agent_header == NULL ||
         (cfg->tls_server_name != NULL && cfg->tls_server_name[0] != '\0' &&
          t->connect_to == NULL)) {
-        curl_multi_cleanup(t->multi);
+        telo_err_set(err, TELO_ENOMEM, "out of memory creating the kube transport");
+    } else {
+        t->cv = curlev_new(loop, call_done, after_curl, t, err);
+    }
+    if (t->cv == NULL) {
         free(t->url_base);
         free(t->connect_to);
         free(t->user_agent_header);
         free(t);
-        telo_err_set(err, TELO_ENOMEM, "out of memory creating the kube transport");
         return NULL;
     }
-    curl_multi_setopt(t->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-    curl_multi_setopt(t->multi, CURLMOPT_SOCKETDATA, t);
-    curl_multi_setopt(t->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-    curl_multi_setopt(t->multi, CURLMOPT_TIMERDATA, t);
-    curl_multi_setopt(t->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
-    curl_multi_setopt(t->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1L);
+    CURLM *multi = curlev_multi(t->cv);
+    curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1L);
     /* curl's default is 100 streams per connection; the API server allows more (its
      * --http2-max-streams-per-connection), and the smaller of the two applies. */
-    curl_multi_setopt(t->multi, CURLMOPT_MAX_CONCURRENT_STREAMS, o->max_concurrent_streams);
-    ev_timer_init(&t->curl_timer, curl_timer_cb, 0., 0.);
-    t->curl_timer.data = t;
+    curl_multi_setopt(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, o->max_concurrent_streams);
     ev_timer_init(&t->kick, kick_cb, 0., 0.);
     t->kick.data = t;
     return t;
@@ -888,15 +762,7 @@ void kube_transport_free(struct kube_transport *t)
     }
     t->pending = t->pending_tail = NULL;
     ev_timer_stop(t->loop, &t->kick);
-    curl_multi_cleanup(t->multi);
-    /* Whatever curl did not report as removed while closing its connections. */
-    while (t->socks != NULL) {
-        struct sock *s = t->socks;
-        ev_io_stop(t->loop, &s->io);
-        sock_unlink(t, s);
-        free(s);
-    }
-    ev_timer_stop(t->loop, &t->curl_timer);
+    curlev_free(t->cv);
     free(t->url_base);
     free(t->connect_to);
     free(t->user_agent_header);
