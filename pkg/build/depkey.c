@@ -437,12 +437,12 @@ int build_tag_compute(const struct build_bundle *b, const struct build_depkey *k
     const struct build_bundle_file **files = NULL;
     size_t nfiles = k->full_content_fallback && b != NULL ? b->nfiles : 0;
     if (nfiles > 0) {
-        files = malloc(nfiles * sizeof(*files));
+        files = malloc(nfiles * sizeof(const struct build_bundle_file *));
         if (files == NULL)
             return telo_err_set(err, TELO_ENOMEM, "image tag: out of memory");
         for (size_t i = 0; i < nfiles; i++)
             files[i] = &b->files[i];
-        qsort(files, nfiles, sizeof(*files), cmp_file);
+        qsort(files, nfiles, sizeof(const struct build_bundle_file *), cmp_file);
     }
     EVP_MD_CTX *h = EVP_MD_CTX_new();
     if (h == NULL || EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1) {
@@ -470,7 +470,7 @@ int build_tag_compute(const struct build_bundle *b, const struct build_depkey *k
     EVP_MD_CTX_free(h);
     free(files);
     static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < BUILD_TAG_LEN / 2; i++) {
+    for (size_t i = 0; i < BUILD_TAG_LEN / 2; i++) {
         out[2 * i] = hex[md[i] >> 4];
         out[2 * i + 1] = hex[md[i] & 15];
     }

@@ -296,10 +296,10 @@ static void check_free(struct build_registry_check *c)
     struct build_registry *r = c->r;
     ev_timer_stop(r->loop, &c->timer);
     build_http_cancel(c->call);
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
+    if (r->checks == c)
         r->checks = c->next;
+    else
+        c->prev->next = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
     if (c->basic != NULL)
@@ -657,7 +657,8 @@ struct build_registry_check *build_registry_check(struct build_registry *r,
         if (pair.data != NULL)
             OPENSSL_cleanse(pair.data, pair.len);
         buf_release(&pair);
-        OPENSSL_cleanse(password, strlen(password));
+        if (password != NULL)
+            OPENSSL_cleanse(password, strlen(password));
         free(user);
         free(password);
         if (basic == NULL) {
@@ -774,8 +775,11 @@ void build_registry_free(struct build_registry *r)
 {
     if (r == NULL)
         return;
-    while (r->checks != NULL)
-        check_free(r->checks);
+    /* check_free calls back no one, so the list changes only by c. */
+    for (struct build_registry_check *c = r->checks, *next; c != NULL; c = next) {
+        next = c->next;
+        check_free(c);
+    }
     build_http_free(r->http);
     struct strmap_iter it = {0};
     const char *key;
