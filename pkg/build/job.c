@@ -2,6 +2,7 @@
  * Job's status read back into a build state with the reference runner's progress texts. */
 #include "build/job.h"
 
+#include "kube/objects.h"
 #include "util/buf.h"
 #include "util/timefmt.h"
 
@@ -34,88 +35,13 @@ static long or_default_long(long v, long def)
     return v > 0 ? v : def;
 }
 
-/* ---- small JSON helpers (json-c takes ownership of added values; NULL values are skipped so
- * a failed allocation surfaces once, at the end) ---- */
-
-static struct json_object *obj(void)
-{
-    return json_object_new_object();
-}
-
-static struct json_object *arr(void)
-{
-    return json_object_new_array();
-}
-
-static void put(struct json_object *o, const char *k, struct json_object *v)
-{
-    if (o != NULL && v != NULL)
-        json_object_object_add(o, k, v);
-    else
-        json_object_put(v);
-}
-
-static void put_str(struct json_object *o, const char *k, const char *v)
-{
-    if (v != NULL)
-        put(o, k, json_object_new_string(v));
-}
-
-static void put_int(struct json_object *o, const char *k, long long v)
-{
-    put(o, k, json_object_new_int64(v));
-}
-
-static void put_bool(struct json_object *o, const char *k, int v)
-{
-    put(o, k, json_object_new_boolean(v));
-}
-
-static void push(struct json_object *a, struct json_object *v)
-{
-    if (a != NULL && v != NULL)
-        json_object_array_add(a, v);
-    else
-        json_object_put(v);
-}
-
-static void push_str(struct json_object *a, const char *v)
-{
-    push(a, json_object_new_string(v));
-}
-
-static struct json_object *kv(const char *name, const char *value)
-{
-    struct json_object *o = obj();
-    put_str(o, "name", name);
-    put_str(o, "value", value);
-    return o;
-}
-
-static struct json_object *mount(const char *name, const char *path, int read_only)
-{
-    struct json_object *m = obj();
-    put_str(m, "name", name);
-    put_str(m, "mountPath", path);
-    if (read_only)
-        put_bool(m, "readOnly", 1);
-    return m;
-}
-
-static struct json_object *empty_dir(const char *name)
-{
-    struct json_object *v = obj();
-    put_str(v, "name", name);
-    put(v, "emptyDir", obj());
-    return v;
-}
-
 static struct json_object *labels(const struct build_config *cfg, const char *tag)
 {
-    struct json_object *l = obj();
-    put_str(l, "app.kubernetes.io/managed-by", or_default(cfg->managed_by, DEFAULT_MANAGED_BY));
-    put_str(l, BUILD_LABEL_BUILD, "true");
-    put_str(l, BUILD_LABEL_TAG, tag);
+    struct json_object *l = json_object_new_object();
+    kube_obj_put_str(l, "app.kubernetes.io/managed-by",
+                     or_default(cfg->managed_by, DEFAULT_MANAGED_BY));
+    kube_obj_put_str(l, BUILD_LABEL_BUILD, "true");
+    kube_obj_put_str(l, BUILD_LABEL_TAG, tag);
     return l;
 }
 
@@ -198,92 +124,77 @@ static const char context_script[] =
 static struct json_object *init_container(const struct build_config *cfg,
                                           const struct build_job_input *in, const char *dockerfile)
 {
-    struct json_object *c = obj(), *cmd = arr(), *env = arr(), *mounts = arr(), *sc = obj(),
-                       *caps = obj(), *drop = arr();
-    put_str(c, "name", BUILD_INIT_CONTAINER);
-    put_str(c, "image", or_default(cfg->init_image, DEFAULT_INIT));
-    put_str(c, "imagePullPolicy", "IfNotPresent");
-    push_str(cmd, "sh");
-    push_str(cmd, "-c");
-    push_str(cmd, context_script);
-    put(c, "command", cmd);
-    push(env, kv("DOCKERFILE", dockerfile));
+    struct json_object *c = kube_obj_container(BUILD_INIT_CONTAINER,
+                                               or_default(cfg->init_image, DEFAULT_INIT),
+                                               "IfNotPresent"),
+                       *cmd = json_object_new_array(), *env = json_object_new_array(),
+                       *mounts = json_object_new_array();
+    kube_obj_push_str(cmd, "sh");
+    kube_obj_push_str(cmd, "-c");
+    kube_obj_push_str(cmd, context_script);
+    kube_obj_put(c, "command", cmd);
+    kube_obj_push(env, kube_obj_env("DOCKERFILE", dockerfile));
     if (in->bundle_url != NULL) {
-        push(env, kv("BUNDLE_URL", in->bundle_url));
-        push(env, kv("BUNDLE_SHA256", in->bundle_sha256));
+        kube_obj_push(env, kube_obj_env("BUNDLE_URL", in->bundle_url));
+        kube_obj_push(env, kube_obj_env("BUNDLE_SHA256", in->bundle_sha256));
     } else {
-        push(mounts, mount("bundle", "/bundle", 1));
+        kube_obj_push(mounts, kube_obj_mount("bundle", "/bundle", 1));
     }
-    put(c, "env", env);
-    push(mounts, mount("workspace", CONTEXT_DIR, 0));
-    push(mounts, mount("build", DOCKERFILE_DIR, 0));
-    push(mounts, mount("tmp", "/tmp", 0));
-    put(c, "volumeMounts", mounts);
-    put_bool(sc, "allowPrivilegeEscalation", 0);
-    put_bool(sc, "readOnlyRootFilesystem", 1);
-    put_bool(sc, "runAsNonRoot", 1);
-    put_int(sc, "runAsUser", 1000);
-    put_int(sc, "runAsGroup", 1000);
-    push_str(drop, "ALL");
-    put(caps, "drop", drop);
-    put(sc, "capabilities", caps);
-    put(c, "securityContext", sc);
-    put_str(c, "terminationMessagePolicy", "FallbackToLogsOnError");
+    kube_obj_put(c, "env", env);
+    kube_obj_push(mounts, kube_obj_mount("workspace", CONTEXT_DIR, 0));
+    kube_obj_push(mounts, kube_obj_mount("build", DOCKERFILE_DIR, 0));
+    kube_obj_push(mounts, kube_obj_mount("tmp", "/tmp", 0));
+    kube_obj_put(c, "volumeMounts", mounts);
+    kube_obj_put(c, "securityContext", kube_obj_restricted_container_security(1, 1000));
+    kube_obj_put_str(c, "terminationMessagePolicy", "FallbackToLogsOnError");
     return c;
 }
 
 static struct json_object *builder_container(const struct build_config *cfg,
                                              const struct build_job_input *in)
 {
-    struct json_object *c = obj(), *args = arr(), *mounts = arr(), *sc = obj(), *caps = obj(),
-                       *drop = arr();
-    put_str(c, "name", BUILD_CONTAINER);
-    put_str(c, "image", or_default(cfg->builder_image, DEFAULT_BUILDER));
-    put_str(c, "imagePullPolicy", "IfNotPresent");
+    struct json_object *c = kube_obj_container(BUILD_CONTAINER,
+                                               or_default(cfg->builder_image, DEFAULT_BUILDER),
+                                               "IfNotPresent"),
+                       *args = json_object_new_array(), *mounts = json_object_new_array(),
+                       *sc = json_object_new_object(), *caps = json_object_new_object(),
+                       *drop = json_object_new_array();
     char ref[1024], line[1200];
     if (build_image_ref(cfg, in->tag, ref, sizeof(ref)) != 0)
         ref[0] = '\0';
-    push_str(args, "--context=dir://" CONTEXT_DIR);
-    push_str(args, "--dockerfile=" DOCKERFILE_DIR "/Dockerfile");
+    kube_obj_push_str(args, "--context=dir://" CONTEXT_DIR);
+    kube_obj_push_str(args, "--dockerfile=" DOCKERFILE_DIR "/Dockerfile");
     snprintf(line, sizeof(line), "--destination=%s", ref);
-    push_str(args, line);
+    kube_obj_push_str(args, line);
     snprintf(line, sizeof(line), "--build-arg=TELO_REGISTRY_URL=%s",
              or_default(cfg->telo_registry_url, DEFAULT_TELO_REG));
-    push_str(args, line);
+    kube_obj_push_str(args, line);
     /* The pushed digest becomes the container's termination message; on a failure the message
      * falls back to the log's tail. */
-    push_str(args, "--digest-file=/dev/termination-log");
+    kube_obj_push_str(args, "--digest-file=/dev/termination-log");
     if (cfg->insecure_registry) {
-        push_str(args, "--insecure");
-        push_str(args, "--skip-tls-verify");
-        push_str(args, "--insecure-pull");
-        push_str(args, "--skip-tls-verify-pull");
+        kube_obj_push_str(args, "--insecure");
+        kube_obj_push_str(args, "--skip-tls-verify");
+        kube_obj_push_str(args, "--insecure-pull");
+        kube_obj_push_str(args, "--skip-tls-verify-pull");
     }
-    put(c, "args", args);
-    push(mounts, mount("workspace", CONTEXT_DIR, 1));
-    push(mounts, mount("build", DOCKERFILE_DIR, 1));
+    kube_obj_put(c, "args", args);
+    kube_obj_push(mounts, kube_obj_mount("workspace", CONTEXT_DIR, 1));
+    kube_obj_push(mounts, kube_obj_mount("build", DOCKERFILE_DIR, 1));
     if (cfg->push_secret != NULL)
-        push(mounts, mount("docker-config", "/kaniko/.docker", 1));
-    put(c, "volumeMounts", mounts);
-    if (cfg->cpu != NULL || cfg->memory != NULL) {
-        struct json_object *r = obj(), *lim = obj(), *req = obj();
-        put_str(lim, "cpu", cfg->cpu);
-        put_str(lim, "memory", cfg->memory);
-        put_str(req, "cpu", cfg->cpu);
-        put_str(req, "memory", cfg->memory);
-        put(r, "limits", lim);
-        put(r, "requests", req);
-        put(c, "resources", r);
-    }
+        kube_obj_push(mounts, kube_obj_mount("docker-config", "/kaniko/.docker", 1));
+    kube_obj_put(c, "volumeMounts", mounts);
+    if (cfg->cpu != NULL || cfg->memory != NULL)
+        kube_obj_put(c, "resources", kube_obj_resources(cfg->cpu, cfg->memory, NULL));
     /* kaniko runs as root and keeps the runtime's default capabilities (it chowns the base
      * image's files and RUN steps may switch users); what it never needs goes. */
-    put_bool(sc, "allowPrivilegeEscalation", 0);
-    put_int(sc, "runAsUser", 0);
-    push_str(drop, "NET_RAW");
-    put(caps, "drop", drop);
-    put(sc, "capabilities", caps);
-    put(c, "securityContext", sc);
-    put_str(c, "terminationMessagePolicy", "FallbackToLogsOnError");
+    kube_obj_put_bool(sc, "allowPrivilegeEscalation", 0);
+    kube_obj_put_int(sc, "runAsUser", 0);
+    kube_obj_push_str(drop, "NET_RAW");
+    kube_obj_put(caps, "drop", drop);
+    kube_obj_put(sc, "capabilities", caps);
+    kube_obj_put(c, "securityContext", sc);
+    kube_obj_put_str(c, "terminationMessagePolicy", "FallbackToLogsOnError");
     return c;
 }
 
@@ -295,69 +206,50 @@ struct json_object *build_desired_job(const struct build_config *cfg,
     char *dockerfile = build_dockerfile(in->base_image, in->entry);
     if (dockerfile == NULL)
         return NULL;
-    struct json_object *job = obj(), *meta = obj(), *spec = obj(), *tmpl = obj(), *tmeta = obj(),
-                       *pod = obj(), *psc = obj(), *seccomp = obj(), *inits = arr(),
-                       *containers = arr(), *volumes = arr();
-    put_str(job, "apiVersion", "batch/v1");
-    put_str(job, "kind", "Job");
-    put_str(meta, "name", name);
-    put_str(meta, "namespace", or_default(cfg->namespace, DEFAULT_NAMESPACE));
-    put(meta, "labels", labels(cfg, in->tag));
+    struct json_object *meta = json_object_new_object(), *spec = json_object_new_object(),
+                       *tmpl = json_object_new_object(), *tmeta = json_object_new_object(),
+                       *pod = json_object_new_object(), *inits = json_object_new_array(),
+                       *containers = json_object_new_array(), *volumes = json_object_new_array();
+    kube_obj_put_str(meta, "name", name);
+    kube_obj_put_str(meta, "namespace", or_default(cfg->namespace, DEFAULT_NAMESPACE));
+    kube_obj_put(meta, "labels", labels(cfg, in->tag));
     if (in->requested_by != NULL) {
-        struct json_object *ann = obj();
-        put_str(ann, BUILD_ANNOTATION_BY, in->requested_by);
-        put(meta, "annotations", ann);
+        struct json_object *ann = json_object_new_object();
+        kube_obj_put_str(ann, BUILD_ANNOTATION_BY, in->requested_by);
+        kube_obj_put(meta, "annotations", ann);
     }
-    put(job, "metadata", meta);
+    struct json_object *job = kube_obj_new("batch/v1", "Job", meta);
 
-    put_int(spec, "backoffLimit", 0);
-    put_int(spec, "activeDeadlineSeconds",
-            or_default_long(cfg->timeout_seconds, DEFAULT_TIMEOUT_S));
-    put_int(spec, "ttlSecondsAfterFinished",
-            or_default_long(cfg->ttl_seconds_after_finished, DEFAULT_TTL_S));
-    put(tmeta, "labels", labels(cfg, in->tag));
-    put(tmpl, "metadata", tmeta);
+    kube_obj_put_int(spec, "backoffLimit", 0);
+    kube_obj_put_int(spec, "activeDeadlineSeconds",
+                     or_default_long(cfg->timeout_seconds, DEFAULT_TIMEOUT_S));
+    kube_obj_put_int(spec, "ttlSecondsAfterFinished",
+                     or_default_long(cfg->ttl_seconds_after_finished, DEFAULT_TTL_S));
+    kube_obj_put(tmeta, "labels", labels(cfg, in->tag));
+    kube_obj_put(tmpl, "metadata", tmeta);
 
-    put_str(pod, "restartPolicy", "Never");
-    put_bool(pod, "automountServiceAccountToken", 0);
-    put_bool(pod, "enableServiceLinks", 0);
-    put_str(seccomp, "type", "RuntimeDefault");
-    put(psc, "seccompProfile", seccomp);
-    put(pod, "securityContext", psc);
-    push(inits, init_container(cfg, in, dockerfile));
+    kube_obj_put_str(pod, "restartPolicy", "Never");
+    kube_obj_put_bool(pod, "automountServiceAccountToken", 0);
+    kube_obj_put_bool(pod, "enableServiceLinks", 0);
+    kube_obj_put(pod, "securityContext", kube_obj_pod_security(-1));
+    kube_obj_push(inits, init_container(cfg, in, dockerfile));
     free(dockerfile);
-    put(pod, "initContainers", inits);
-    push(containers, builder_container(cfg, in));
-    put(pod, "containers", containers);
-    push(volumes, empty_dir("workspace"));
-    push(volumes, empty_dir("build"));
-    push(volumes, empty_dir("tmp"));
-    if (in->bundle_url == NULL) {
-        struct json_object *v = obj(), *cm = obj(), *items = arr(), *item = obj();
-        put_str(v, "name", "bundle");
-        put_str(cm, "name", in->bundle_configmap);
-        put_str(item, "key", BUILD_CONTEXT_KEY);
-        put_str(item, "path", BUILD_CONTEXT_KEY);
-        push(items, item);
-        put(cm, "items", items);
-        put(v, "configMap", cm);
-        push(volumes, v);
-    }
-    if (cfg->push_secret != NULL) {
-        struct json_object *v = obj(), *sec = obj(), *items = arr(), *item = obj();
-        put_str(v, "name", "docker-config");
-        put_str(sec, "secretName", cfg->push_secret);
-        put_str(item, "key", ".dockerconfigjson");
-        put_str(item, "path", "config.json");
-        push(items, item);
-        put(sec, "items", items);
-        put(v, "secret", sec);
-        push(volumes, v);
-    }
-    put(pod, "volumes", volumes);
-    put(tmpl, "spec", pod);
-    put(spec, "template", tmpl);
-    put(job, "spec", spec);
+    kube_obj_put(pod, "initContainers", inits);
+    kube_obj_push(containers, builder_container(cfg, in));
+    kube_obj_put(pod, "containers", containers);
+    kube_obj_push(volumes, kube_obj_empty_dir("workspace"));
+    kube_obj_push(volumes, kube_obj_empty_dir("build"));
+    kube_obj_push(volumes, kube_obj_empty_dir("tmp"));
+    if (in->bundle_url == NULL)
+        kube_obj_push(volumes, kube_obj_configmap_volume("bundle", in->bundle_configmap,
+                                                         BUILD_CONTEXT_KEY, BUILD_CONTEXT_KEY));
+    if (cfg->push_secret != NULL)
+        kube_obj_push(volumes, kube_obj_secret_volume("docker-config", cfg->push_secret,
+                                                      ".dockerconfigjson", "config.json"));
+    kube_obj_put(pod, "volumes", volumes);
+    kube_obj_put(tmpl, "spec", pod);
+    kube_obj_put(spec, "template", tmpl);
+    kube_obj_put(job, "spec", spec);
 
     /* Any allocation that failed left a hole; refuse the object rather than send half of it. */
     struct json_object *c0 = NULL, *sp = NULL, *tp = NULL, *ps = NULL;
@@ -387,24 +279,18 @@ struct json_object *build_desired_context(const struct build_config *cfg, const 
         return NULL;
     EVP_EncodeBlock((unsigned char *)b64, tgz, (int)len);
     b64[b64_len] = '\0';
-    struct json_object *cm = obj(), *meta = obj(), *owners = arr(), *owner = obj(), *bin = obj();
-    put_str(cm, "apiVersion", "v1");
-    put_str(cm, "kind", "ConfigMap");
-    put_str(meta, "name", name);
-    put_str(meta, "namespace", or_default(cfg->namespace, DEFAULT_NAMESPACE));
-    put(meta, "labels", labels(cfg, tag));
+    struct json_object *meta = json_object_new_object(), *owners = json_object_new_array(),
+                       *bin = json_object_new_object();
+    kube_obj_put_str(meta, "name", name);
+    kube_obj_put_str(meta, "namespace", or_default(cfg->namespace, DEFAULT_NAMESPACE));
+    kube_obj_put(meta, "labels", labels(cfg, tag));
     /* Owned by the Job, not controlled: the Job's TTL (or its deletion) garbage-collects it. */
-    put_str(owner, "apiVersion", "batch/v1");
-    put_str(owner, "kind", "Job");
-    put_str(owner, "name", name);
-    put_str(owner, "uid", job_uid);
-    put_bool(owner, "blockOwnerDeletion", 0);
-    push(owners, owner);
-    put(meta, "ownerReferences", owners);
-    put(cm, "metadata", meta);
-    put(bin, BUILD_CONTEXT_KEY, json_object_new_string_len(b64, (int)b64_len));
+    kube_obj_push(owners, kube_obj_owner_ref("batch/v1", "Job", name, job_uid, 0));
+    kube_obj_put(meta, "ownerReferences", owners);
+    struct json_object *cm = kube_obj_new("v1", "ConfigMap", meta);
+    kube_obj_put(bin, BUILD_CONTEXT_KEY, json_object_new_string_len(b64, (int)b64_len));
     free(b64);
-    put(cm, "binaryData", bin);
+    kube_obj_put(cm, "binaryData", bin);
     struct json_object *check = NULL;
     if (cm == NULL || !json_object_object_get_ex(cm, "binaryData", &check) ||
         !json_object_object_get_ex(check, BUILD_CONTEXT_KEY, NULL) ||
