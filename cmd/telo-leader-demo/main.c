@@ -246,16 +246,8 @@ int main(int argc, char **argv)
         return 1;
     }
     struct telo_err err;
-    struct kube_config_options copts = {
-        .kubeconfig = app.opt.kubeconfig,
-        .context = app.opt.context,
-        .env_kubeconfig = getenv("KUBECONFIG"),
-        .home = getenv("HOME"),
-        .in_cluster_host = getenv("KUBERNETES_SERVICE_HOST"),
-        .in_cluster_port = getenv("KUBERNETES_SERVICE_PORT"),
-    };
     struct kube_config *cfg = NULL;
-    if (kube_config_load(&copts, &cfg, &err) < 0) {
+    if (kube_config_load_env(app.opt.kubeconfig, app.opt.context, &cfg, &err) < 0) {
         fprintf(stderr, "telo-leader-demo: %s\n", err.msg);
         return 1;
     }

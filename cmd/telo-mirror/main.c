@@ -187,13 +187,8 @@ int main(int argc, char **argv)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct telo_err err;
-    struct kube_config_options copts = {.kubeconfig = kubeconfig,
-                                        .env_kubeconfig = getenv("KUBECONFIG"),
-                                        .home = getenv("HOME"),
-                                        .in_cluster_host = getenv("KUBERNETES_SERVICE_HOST"),
-                                        .in_cluster_port = getenv("KUBERNETES_SERVICE_PORT")};
     struct kube_config *cfg = NULL;
-    if (kube_config_load(&copts, &cfg, &err) < 0) {
+    if (kube_config_load_env(kubeconfig, NULL, &cfg, &err) < 0) {
         fprintf(stderr, "telo-mirror: %s\n", err.msg);
         return 1;
     }

@@ -965,13 +965,7 @@ int kube_cmd_main(int argc, char **argv)
     app.a = &a;
     struct telo_err err;
     telo_err_clear(&err);
-    struct kube_config_options co = {.kubeconfig = a.kubeconfig,
-                                     .context = a.context,
-                                     .env_kubeconfig = getenv("KUBECONFIG"),
-                                     .home = getenv("HOME"),
-                                     .in_cluster_host = getenv("KUBERNETES_SERVICE_HOST"),
-                                     .in_cluster_port = getenv("KUBERNETES_SERVICE_PORT")};
-    if (kube_config_load(&co, &app.cfg, &err) != 0) {
+    if (kube_config_load_env(a.kubeconfig, a.context, &app.cfg, &err) != 0) {
         fprintf(stderr, "telo-operator kube: %s\n", err.msg);
         return 1;
     }

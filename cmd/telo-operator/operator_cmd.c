@@ -156,15 +156,7 @@ static int load_config(struct run_state *op, struct telo_err *err)
         if (session_config_set(op->cfg, op->opt.sets[i], err) < 0)
             return -err->code;
     }
-    struct kube_config_options copts = {
-        .kubeconfig = op->opt.kubeconfig,
-        .context = op->opt.context,
-        .env_kubeconfig = getenv("KUBECONFIG"),
-        .home = getenv("HOME"),
-        .in_cluster_host = getenv("KUBERNETES_SERVICE_HOST"),
-        .in_cluster_port = getenv("KUBERNETES_SERVICE_PORT"),
-    };
-    return kube_config_load(&copts, &op->kcfg, err);
+    return kube_config_load_env(op->opt.kubeconfig, op->opt.context, &op->kcfg, err);
 }
 
 static int start_http(struct run_state *op, struct telo_err *err)

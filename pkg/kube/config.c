@@ -1114,6 +1114,20 @@ fail:
     return rc;
 }
 
+int kube_config_load_env(const char *kubeconfig, const char *context, struct kube_config **out,
+                         struct telo_err *err)
+{
+    struct kube_config_options opts = {
+        .kubeconfig = kubeconfig,
+        .context = context,
+        .env_kubeconfig = getenv("KUBECONFIG"),
+        .home = getenv("HOME"),
+        .in_cluster_host = getenv("KUBERNETES_SERVICE_HOST"),
+        .in_cluster_port = getenv("KUBERNETES_SERVICE_PORT"),
+    };
+    return kube_config_load(&opts, out, err);
+}
+
 static void drop_cached(struct kube_config_auth *a)
 {
     free(a->token);

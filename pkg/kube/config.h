@@ -54,6 +54,13 @@ struct kube_config_options {
 int kube_config_load(const struct kube_config_options *opts, struct kube_config **out,
                      struct telo_err *err);
 
+/* kube_config_load for a command: kubeconfig and context as its --kubeconfig and --context flags
+ * give them (NULL when not given), the rest from the process environment (KUBECONFIG, HOME,
+ * KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT). Returns, fills and owns as kube_config_load.
+ */
+int kube_config_load_env(const char *kubeconfig, const char *context, struct kube_config **out,
+                         struct telo_err *err);
+
 /* Frees cfg and everything it owns, including any cached credential. NULL is a no-op. */
 void kube_config_free(struct kube_config *cfg);
 

@@ -454,6 +454,52 @@ static void home_kube_config_is_the_fallback(void **state)
     kube_config_free(cfg);
 }
 
+/* kube_config_load_env reads $KUBECONFIG and $HOME itself; flags win over both. */
+static void load_env_reads_the_environment(void **state)
+{
+    struct fixture *fx = *state;
+    write_file(fx, ".kube/config",
+               CLUSTER_LOCAL "contexts:\n- name: c\n  context: {cluster: "
+                             "local}\ncurrent-context: c\n");
+    write_file(fx, "env.yaml",
+               "clusters:\n- name: e\n  cluster: {server: 'https://10.0.0.9:6443'}\n"
+               "contexts:\n- name: e\n  context: {cluster: e}\n"
+               "- name: other\n  context: {cluster: e, namespace: other}\n"
+               "current-context: e\n");
+    char *saved_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    char *saved_kc = getenv("KUBECONFIG") ? strdup(getenv("KUBECONFIG")) : NULL;
+    assert_int_equal(setenv("HOME", fx->dir, 1), 0);
+    assert_int_equal(unsetenv("KUBECONFIG"), 0);
+    struct kube_config *cfg = NULL;
+    struct telo_err err = {0};
+    assert_int_equal(kube_config_load_env(NULL, NULL, &cfg, &err), 0);
+    assert_string_equal(cfg->server, "https://127.0.0.1:6443");
+    kube_config_free(cfg);
+
+    assert_int_equal(setenv("KUBECONFIG", path_in(fx, "env.yaml"), 1), 0);
+    cfg = NULL;
+    assert_int_equal(kube_config_load_env(NULL, "other", &cfg, &err), 0);
+    assert_string_equal(cfg->server, "https://10.0.0.9:6443");
+    assert_string_equal(cfg->namespace, "other");
+    kube_config_free(cfg);
+
+    cfg = NULL;
+    assert_int_equal(kube_config_load_env(path_in(fx, ".kube/config"), NULL, &cfg, &err), 0);
+    assert_string_equal(cfg->server, "https://127.0.0.1:6443");
+    kube_config_free(cfg);
+
+    if (saved_home)
+        setenv("HOME", saved_home, 1);
+    else
+        unsetenv("HOME");
+    if (saved_kc)
+        setenv("KUBECONFIG", saved_kc, 1);
+    else
+        unsetenv("KUBECONFIG");
+    free(saved_home);
+    free(saved_kc);
+}
+
 static void nothing_found_is_an_error(void **state)
 {
     struct fixture *fx = *state;
@@ -1014,6 +1060,7 @@ int main(void)
         T(context_override_selects_another_context),
         T(explicit_kubeconfig_beats_env_and_must_exist),
         T(home_kube_config_is_the_fallback),
+        T(load_env_reads_the_environment),
         T(nothing_found_is_an_error),
         T(in_cluster_reads_the_service_account),
         T(in_cluster_ipv6_host_and_defaults),
