@@ -4,15 +4,12 @@ build-asan/bin/telo-operator); the default is build/bin/telo-operator."""
 
 import json
 import os
-import queue
 import stat
 import subprocess
-import threading
-import time
 
 import pytest
 
-from conftest import ROOT, wait_until
+from conftest import ROOT, LineReader, wait_until
 
 BIN = os.environ.get("TELO_OPERATOR_BIN") or os.path.join(ROOT, "build", "bin", "telo-operator")
 
@@ -30,46 +27,14 @@ def kube_json(cluster, *args, **kw):
     return json.loads(kube(cluster, *args, **kw).stdout)
 
 
-class Watch:
-    """`kube watch` in the background; lines are read by a thread into a queue."""
+class Watch(LineReader):
+    """`kube watch` in the background."""
 
     def __init__(self, cluster, *args):
-        self.proc = subprocess.Popen([BIN, "kube", "--kubeconfig", cluster.kubeconfig, "watch",
-                                      *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        self.lines = queue.Queue()
-        self.seen = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
+        super().__init__([BIN, "kube", "--kubeconfig", cluster.kubeconfig, "watch", *args])
 
     def expect(self, predicate, timeout=30, what="a watch line"):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=max(0.05, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            self.seen.append(line)
-            if predicate(line):
-                return line
-        raise AssertionError("no %s within %ss; saw %r; stderr: %s" %
-                             (what, timeout, self.seen, self._stderr()))
-
-    def _stderr(self):
-        if self.proc.poll() is None:
-            return "(still running)"
-        return self.proc.stderr.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
+        return super().expect(predicate, timeout=timeout, what=what)
 
 
 def configmap_yaml(ns, name, data):
