@@ -72,6 +72,9 @@ struct args {
     double duration, hold;
 };
 
+struct app;
+typedef void resolved_fn(struct app *app);
+
 struct app {
     struct ev_loop *loop;
     struct kube_config *cfg;
@@ -85,6 +88,7 @@ struct app {
     struct kube_api_resource res; /* resolved; strings borrowed from the discovery cache */
     char ref_group[128], ref_version[64], ref_resource[128];
     int namespaced;
+    resolved_fn *resolved; /* what to do once discovery has answered */
     struct kube_watch *watch;
     char last_rv[128];
     long events;
@@ -409,20 +413,11 @@ static int load_docs(struct app *app, const char *path)
 
 /* ---- resolution ---- */
 
-typedef void resolved_fn(struct app *app);
-
-struct resolve_ctx {
-    struct app *app;
-    resolved_fn *next;
-};
-
+/* Discovery answered: keep the resource and go on with app->resolved. */
 static void on_resolved(const struct kube_api_resource *res, int rc, const struct telo_err *err,
                         void *ud)
 {
-    struct resolve_ctx *ctx = ud;
-    struct app *app = ctx->app;
-    resolved_fn *next = ctx->next;
-    free(ctx);
+    struct app *app = ud;
     if (rc != 0) {
         fail(app, err->msg);
         return;
@@ -431,20 +426,15 @@ static void on_resolved(const struct kube_api_resource *res, int rc, const struc
     snprintf(app->ref_version, sizeof(app->ref_version), "%s", res->version);
     snprintf(app->ref_resource, sizeof(app->ref_resource), "%s", res->resource);
     app->namespaced = res->namespaced;
-    next(app);
+    app->resolved(app);
 }
 
 static int resolve_name(struct app *app, const char *name, resolved_fn *next)
 {
-    struct resolve_ctx *ctx = calloc(1, sizeof(*ctx));
     struct telo_err err;
     telo_err_clear(&err);
-    if (ctx == NULL)
-        return -1;
-    ctx->app = app;
-    ctx->next = next;
-    if (kube_discovery_resolve_name(app->disc, name, on_resolved, ctx, &err) != 0) {
-        free(ctx);
+    app->resolved = next;
+    if (kube_discovery_resolve_name(app->disc, name, on_resolved, app, &err) != 0) {
         fail(app, err.msg);
         return -1;
     }
@@ -564,11 +554,8 @@ static void doc_resolved(struct app *app)
     const char *ns = meta_str(doc, "namespace");
     if (ns == NULL)
         ns = app->a->ns != NULL ? app->a->ns : app->cfg->namespace;
-    struct kube_ref ref = {.group = app->ref_group,
-                           .version = app->ref_version,
-                           .resource = app->ref_resource,
-                           .namespace = app->namespaced ? ns : NULL,
-                           .name = meta_str(doc, "name")};
+    struct kube_ref ref = app_ref(app, meta_str(doc, "name"));
+    ref.namespace = app->namespaced ? ns : NULL;
     if (app->namespaced && ns != NULL && meta_str(doc, "namespace") == NULL) {
         /* Apply and update need the namespace in the body to match the URL. */
         struct json_object *meta = NULL;
@@ -592,21 +579,6 @@ static void doc_resolved(struct app *app)
         fail(app, err.msg);
 }
 
-static void on_doc_kind(const struct kube_api_resource *res, int rc, const struct telo_err *err,
-                        void *ud)
-{
-    struct app *app = ud;
-    if (rc != 0) {
-        fail(app, err->msg);
-        return;
-    }
-    snprintf(app->ref_group, sizeof(app->ref_group), "%s", res->group);
-    snprintf(app->ref_version, sizeof(app->ref_version), "%s", res->version);
-    snprintf(app->ref_resource, sizeof(app->ref_resource), "%s", res->resource);
-    app->namespaced = res->namespaced;
-    doc_resolved(app);
-}
-
 static void next_doc(struct app *app)
 {
     if (app->next_doc >= app->ndocs)
@@ -619,7 +591,8 @@ static void next_doc(struct app *app)
         fail(app, "every object needs apiVersion, kind and metadata.name");
         return;
     }
-    if (kube_discovery_resolve_kind(app->disc, api_version, kind, on_doc_kind, app, &err) != 0)
+    app->resolved = doc_resolved;
+    if (kube_discovery_resolve_kind(app->disc, api_version, kind, on_resolved, app, &err) != 0)
         fail(app, err.msg);
 }
 
