@@ -367,6 +367,37 @@ static int matches(const struct lookup *l, const struct res_entry *r)
 }
 
 /* Evaluates l. Returns 1 when it finished (callback called), 0 when it still waits. */
+/* Finds or adds the group-version gv and starts fetching it if nobody has. Returns it, or NULL
+ * after answering l with the error. */
+static struct gv_entry *gv_start(struct kube_discovery *d, struct lookup *l, const char *gv)
+{
+    struct telo_err err;
+    telo_err_clear(&err);
+    struct gv_entry *g = gv_find_or_add(d, gv);
+    if (g == NULL) {
+        telo_err_set(&err, TELO_ENOMEM, "out of memory");
+        l->cb(NULL, -TELO_ENOMEM, &err, l->ud);
+        return NULL;
+    }
+    if (g->state == FETCH_NONE && start_fetch(d, g, &err) != 0) {
+        l->cb(NULL, -err.code, &err, l->ud);
+        return NULL;
+    }
+    return g;
+}
+
+/* Answers l with the resource of g (NULL or not fetched yet: none) it matches; returns 1 when
+ * there was one, else 0. */
+static int answer_from(const struct gv_entry *g, struct lookup *l)
+{
+    for (size_t j = 0; g != NULL && g->state == FETCH_READY && j < g->nres; j++)
+        if (matches(l, &g->res[j])) {
+            l->cb(&g->res[j].pub, 0, NULL, l->ud);
+            return 1;
+        }
+    return 0;
+}
+
 static int evaluate(struct kube_discovery *d, struct lookup *l)
 {
     struct telo_err err;
@@ -390,16 +421,9 @@ static int evaluate(struct kube_discovery *d, struct lookup *l)
     /* The core group answers most names without fetching /apis. */
     int waiting = 0;
     for (size_t i = 0; i < ncand; i++) {
-        struct gv_entry *g = gv_find_or_add(d, cands[i]);
-        if (g == NULL) {
-            telo_err_set(&err, TELO_ENOMEM, "out of memory");
-            l->cb(NULL, -TELO_ENOMEM, &err, l->ud);
+        struct gv_entry *g = gv_start(d, l, cands[i]);
+        if (g == NULL)
             return 1;
-        }
-        if (g->state == FETCH_NONE && start_fetch(d, g, &err) != 0) {
-            l->cb(NULL, -err.code, &err, l->ud);
-            return 1;
-        }
         if (g->state == FETCH_RUNNING)
             waiting = 1;
         if (g->state == FETCH_FAILED && g->fail_code != 404) {
@@ -407,12 +431,8 @@ static int evaluate(struct kube_discovery *d, struct lookup *l)
             l->cb(NULL, -g->err.code, &g->err, l->ud);
             return 1;
         }
-        if (g->state == FETCH_READY)
-            for (size_t j = 0; j < g->nres; j++)
-                if (matches(l, &g->res[j])) {
-                    l->cb(&g->res[j].pub, 0, NULL, l->ud);
-                    return 1;
-                }
+        if (answer_from(g, l))
+            return 1;
     }
     if (waiting)
         return 0;
@@ -437,29 +457,17 @@ static int evaluate(struct kube_discovery *d, struct lookup *l)
             cands[ncand++] = d->preferred[i];
         }
         for (size_t i = start; i < ncand; i++) {
-            struct gv_entry *g = gv_find_or_add(d, cands[i]);
-            if (g == NULL) {
-                telo_err_set(&err, TELO_ENOMEM, "out of memory");
-                l->cb(NULL, -TELO_ENOMEM, &err, l->ud);
+            struct gv_entry *g = gv_start(d, l, cands[i]);
+            if (g == NULL)
                 return 1;
-            }
-            if (g->state == FETCH_NONE && start_fetch(d, g, &err) != 0) {
-                l->cb(NULL, -err.code, &err, l->ud);
-                return 1;
-            }
             if (g->state == FETCH_RUNNING)
                 waiting = 1;
         }
         if (waiting)
             return 0;
-        for (size_t i = start; i < ncand; i++) {
-            struct gv_entry *g = gv_find_or_add(d, cands[i]);
-            for (size_t j = 0; g != NULL && g->state == FETCH_READY && j < g->nres; j++)
-                if (matches(l, &g->res[j])) {
-                    l->cb(&g->res[j].pub, 0, NULL, l->ud);
-                    return 1;
-                }
-        }
+        for (size_t i = start; i < ncand; i++)
+            if (answer_from(gv_find_or_add(d, cands[i]), l))
+                return 1;
     }
     /* Not found: a failed fetch of a candidate explains it better than "not found". */
     for (size_t i = 0; i < ncand; i++) {
