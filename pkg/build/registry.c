@@ -466,6 +466,20 @@ static void deny(struct build_registry_check *c, long code, const char *detail, 
     finish(c, BUILD_IMAGE_DENIED, NULL, msg);
 }
 
+/* How every answer begins: the call is over, and no HTTP response at all is transient. Returns 0
+ * with the body's error detail in detail, or -1 when c was finished here. */
+static int answer_begin(struct build_registry_check *c, const struct build_http_response *resp,
+                        char *detail, size_t len)
+{
+    c->call = NULL;
+    if (resp->rc != 0) {
+        transient(c, resp->err->msg);
+        return -1;
+    }
+    error_detail(resp->body, detail, len);
+    return 0;
+}
+
 static void start_token(struct build_registry_check *c, const struct build_auth_challenge *ch)
 {
     struct buf url;
@@ -510,13 +524,9 @@ static void on_head(struct build_http_call *call, const struct build_http_respon
 {
     (void)call;
     struct build_registry_check *c = ud;
-    c->call = NULL;
-    if (resp->rc != 0) {
-        transient(c, resp->err->msg);
-        return;
-    }
     char detail[300];
-    error_detail(resp->body, detail, sizeof(detail));
+    if (answer_begin(c, resp, detail, sizeof(detail)) != 0)
+        return;
     switch (resp->code) {
     case 200:
         finish(c, BUILD_IMAGE_PRESENT, resp->content_digest, NULL);
@@ -553,13 +563,9 @@ static void on_token(struct build_http_call *call, const struct build_http_respo
 {
     (void)call;
     struct build_registry_check *c = ud;
-    c->call = NULL;
-    if (resp->rc != 0) {
-        transient(c, resp->err->msg);
-        return;
-    }
     char detail[300];
-    error_detail(resp->body, detail, sizeof(detail));
+    if (answer_begin(c, resp, detail, sizeof(detail)) != 0)
+        return;
     if (resp->code == 401 || resp->code == 403) {
         deny(c, resp->code, detail, 1);
         return;
