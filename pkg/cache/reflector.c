@@ -398,6 +398,12 @@ static void on_watch_end(struct kube_watch *w, enum kube_watch_end reason,
     struct cache_reflector *r = ud;
     set_rv(r, kube_watch_resource_version(w));
     double lasted = ev_now(r->loop) - r->watch_started;
+    /* err belongs to the watch: keep a copy for fail() before freeing it. */
+    struct telo_err saved;
+    telo_err_clear(&saved);
+    if (err)
+        saved = *err;
+    err = err ? &saved : NULL;
     kube_watch_free(w);
     r->watch = NULL;
     switch (reason) {
