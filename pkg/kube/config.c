@@ -518,10 +518,13 @@ static int entry_str(struct kc_file *f, yaml_node_t *entry, const char *kind, co
 {
     int wrong;
     *out = map_str(f, entry, key, &wrong);
-    if (wrong)
-        return telo_err_set(err, TELO_EINVAL, "kubeconfig %s: %s \"%s\": %s must be a string",
-                            f->path, kind, name, key);
-    return 0;
+    if (!wrong)
+        return 0;
+    /* f is the file kc_find found the entry in. The analyzer cannot see that kc_find's errors
+     * (telo_err_set, in another file) are negative, so it tries a failed kc_find with f NULL. */
+    const char *path = f->path; // NOLINT(clang-analyzer-core.NullDereference): see above
+    return telo_err_set(err, TELO_EINVAL, "kubeconfig %s: %s \"%s\": %s must be a string", path,
+                        kind, name, key);
 }
 
 static int entry_bool(struct kc_file *f, yaml_node_t *entry, const char *kind, const char *name,
@@ -927,6 +930,8 @@ static int build_from_kubeconfig(struct kc_set *set, const char *context_overrid
         (rc = entry_str(ctx_file, ctx, "context", context, "user", &user_name, err)) < 0 ||
         (rc = entry_str(ctx_file, ctx, "context", context, "namespace", &ns, err)) < 0)
         return rc;
+    /* kc_find returned 1, so ctx_file is set (see entry_str on the analyzer's doubt). */
+    // NOLINTNEXTLINE(clang-analyzer-core.NullDereference)
     if (!(cfg->source = dup_printf("kubeconfig %s (context \"%s\")", ctx_file->path, context)) ||
         !(cfg->namespace = dup_str(ns ? ns : "default")))
         return oom(err);
