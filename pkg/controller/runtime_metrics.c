@@ -56,6 +56,29 @@ static struct metrics_series *series2(struct metrics_family *f, const char *a, c
     return metrics_series(f, v, NULL);
 }
 
+/* The HTTP method of one of the transport's verb labels. */
+static const char *http_method(const char *verb)
+{
+    static const struct {
+        const char *verb, *method;
+    } map[] = {{"LIST", "GET"},
+               {"WATCH", "GET"},
+               {"APPLY", "PATCH"},
+               {"CREATE", "POST"},
+               {"UPDATE", "PUT"}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+        if (strcmp(verb, map[i].verb) == 0)
+            return map[i].method;
+    }
+    /* GET, PATCH, DELETE, POST and PUT are methods already. */
+    static const char *const methods[] = {"GET", "PATCH", "DELETE", "POST", "PUT"};
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        if (strcmp(verb, methods[i]) == 0)
+            return methods[i];
+    }
+    return "other";
+}
+
 static void collect(struct metrics_registry *reg, void *user)
 {
     (void)reg;
@@ -89,40 +112,59 @@ static void collect(struct metrics_registry *reg, void *user)
         metrics_gauge_set(series1(rm->longest, name), longest);
     }
     const struct kube_metrics *km = kube_transport_metrics(rm->t);
+    /* client-go labels requests by HTTP method; the transport keeps finer verbs (LIST, WATCH,
+     * APPLY): fold them into their methods, summing the series that share one. */
+    struct {
+        char code[16];
+        const char *method;
+        unsigned long count;
+    } requests[KUBE_METRICS_MAX_SERIES];
+    int nrequests = 0;
+    struct histogram by_method[KUBE_METRICS_MAX_SERIES];
+    const char *methods[KUBE_METRICS_MAX_SERIES];
+    int nmethods = 0;
     for (int i = 0; i < km->nseries; i++) {
         const struct kube_metrics_series *s = &km->series[i];
+        const char *method = http_method(s->verb);
         char code[16];
         if (s->code)
             snprintf(code, sizeof(code), "%ld", s->code);
         else
             snprintf(code, sizeof(code), "<error>");
-        metrics_counter_set(series2(rm->requests, code, s->verb), (double)s->count);
-    }
-    /* Durations are kept per (verb, code); the metric is per verb: sum the codes. */
-    struct histogram by_verb[KUBE_METRICS_MAX_SERIES];
-    const char *verbs[KUBE_METRICS_MAX_SERIES];
-    int nverbs = 0;
-    for (int i = 0; i < km->nseries; i++) {
-        const struct kube_metrics_series *s = &km->series[i];
-        int v;
-        for (v = 0; v < nverbs && strcmp(verbs[v], s->verb) != 0; v++)
-            ;
-        if (v == nverbs) {
-            verbs[nverbs] = s->verb;
-            memset(&by_verb[v], 0, sizeof(by_verb[v]));
-            by_verb[v].nbounds = KUBE_METRICS_BUCKETS;
-            memcpy(by_verb[v].bounds, kube_metrics_bucket_bounds,
-                   sizeof(kube_metrics_bucket_bounds));
-            nverbs++;
+        int r;
+        for (r = 0; r < nrequests; r++) {
+            if (strcmp(requests[r].method, method) == 0 && strcmp(requests[r].code, code) == 0)
+                break;
         }
-        by_verb[v].count += s->count;
-        by_verb[v].sum += s->duration_sum_s;
+        if (r == nrequests) {
+            snprintf(requests[r].code, sizeof(requests[r].code), "%s", code);
+            requests[r].method = method;
+            requests[r].count = 0;
+            nrequests++;
+        }
+        requests[r].count += s->count;
+        int m;
+        for (m = 0; m < nmethods && strcmp(methods[m], method) != 0; m++)
+            ;
+        if (m == nmethods) {
+            methods[m] = method;
+            memset(&by_method[m], 0, sizeof(by_method[m]));
+            by_method[m].nbounds = KUBE_METRICS_BUCKETS;
+            memcpy(by_method[m].bounds, kube_metrics_bucket_bounds,
+                   sizeof(kube_metrics_bucket_bounds));
+            nmethods++;
+        }
+        by_method[m].count += s->count;
+        by_method[m].sum += s->duration_sum_s;
         /* transport buckets are cumulative; histogram counts are per bucket */
         for (int b = 0; b < KUBE_METRICS_BUCKETS; b++)
-            by_verb[v].counts[b] += s->buckets[b] - (b ? s->buckets[b - 1] : 0);
+            by_method[m].counts[b] += s->buckets[b] - (b ? s->buckets[b - 1] : 0);
     }
-    for (int v = 0; v < nverbs; v++)
-        metrics_histogram_load(series1(rm->request_duration, verbs[v]), &by_verb[v]);
+    for (int r = 0; r < nrequests; r++)
+        metrics_counter_set(series2(rm->requests, requests[r].code, requests[r].method),
+                            (double)requests[r].count);
+    for (int m = 0; m < nmethods; m++)
+        metrics_histogram_load(series1(rm->request_duration, methods[m]), &by_method[m]);
     if (rm->el) {
         const struct leader_status *ls = leader_status(rm->el);
         metrics_gauge_set(series1(rm->leader, ls->name), ls->is_leader);
