@@ -69,13 +69,30 @@ def session(name, ports=((8080, "TCP"),), bundle="hello-bundle", **spec):
             "metadata": {"name": name}, "spec": body}
 
 
+UNREACHABLE = ("connection refused", "Unable to connect", "connection reset", "EOF",
+               "ServiceUnavailable", "the server is currently unable")
+
+
+def kubectl_patiently(cluster, *args, input=None, outage=90):
+    """kubectl that waits out an API server outage (other suites sharing the cluster restart it)
+    instead of failing the test on it; any other failure is returned as is."""
+    deadline = time.monotonic() + outage
+    while True:
+        proc = cluster.kubectl(*args, input=input, check=False)
+        if (proc.returncode == 0 or not any(u in proc.stderr for u in UNREACHABLE)
+                or time.monotonic() > deadline):
+            return proc
+        time.sleep(1)
+
+
 def apply(cluster, ns, *objects):
-    cluster.kubectl("apply", "-n", ns, "-f", "-",
-                    input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+    proc = kubectl_patiently(cluster, "apply", "-n", ns, "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+    assert proc.returncode == 0, proc.stderr
 
 
 def get(cluster, ns, kind, name):
-    proc = cluster.kubectl("get", kind, name, "-n", ns, "-o", "json", check=False)
+    proc = kubectl_patiently(cluster, "get", kind, name, "-n", ns, "-o", "json")
     if proc.returncode != 0:
         assert "NotFound" in proc.stderr, proc.stderr
         return None
