@@ -841,7 +841,6 @@ def test_url_bundle_failures_on_the_real_node(cluster, start, pod_namespace, cas
 
 # --- restarts and steady state -------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_sigkill_in_the_middle_leaves_every_session_correct_and_creates_nothing_twice(
         cluster, start, pod_namespace, hold):
     ns = pod_namespace
