@@ -219,6 +219,7 @@ start_apiserver() {
 		--enable-admission-plugins=OwnerReferencesPermissionEnforcement,NodeRestriction \
 		--audit-policy-file="$cluster_dir/audit-policy.yaml" \
 		--audit-log-path="$log_dir/audit.log" --audit-log-maxsize=100 --audit-log-maxbackup=2 \
+		--watch-cache-sizes=configmaps#0 \
 		--profiling=false || return 0
 	wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" "https://127.0.0.1:$apiserver_port/readyz"
 }

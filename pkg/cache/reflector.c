@@ -40,6 +40,7 @@ struct cache_reflector {
     unsigned long watch_events;
     ev_timer retry;
     int synced;
+    int relist_next; /* the next retry lists instead of watching */
     char *rv;
     unsigned failures;
     double last_failure;
@@ -116,10 +117,12 @@ static void on_retry(struct ev_loop *loop, ev_timer *timer, int revents)
     (void)loop;
     (void)revents;
     struct cache_reflector *r = timer->data;
-    if (!r->synced || !r->rv || !r->rv[0])
+    if (!r->synced || !r->rv || !r->rv[0] || r->relist_next) {
+        r->relist_next = 0;
         list_page(r, NULL);
-    else
+    } else {
         start_watch(r);
+    }
 }
 
 /* Transforms obj and stores it, telling the handlers what changed. */
@@ -420,7 +423,15 @@ static void on_watch_end(struct kube_watch *w, enum kube_watch_end reason,
         }
         fail(r, "watch", err);
         return;
+    case KUBE_WATCH_END_CONNECTION:
+        /* The server went away; what we have is still right up to our version: resume. */
+        fail(r, "watch", err);
+        return;
     default:
+        /* The server could not stream our version (an error Status, a stream we could not
+         * decode): resuming would likely hit the same wall, so relist after the backoff, as
+         * client-go's reflector does after any watch error. */
+        r->relist_next = 1;
         fail(r, "watch", err);
         return;
     }
