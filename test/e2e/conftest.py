@@ -105,6 +105,11 @@ def namespace(cluster, request):
     base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower())[:30].strip("-")
     name = "e2e-%s-%s" % (base, uuid.uuid4().hex[:6])
     cluster.kubectl("create", "namespace", name)
+    # The controller-manager publishes kube-root-ca.crt into every new namespace a moment later;
+    # tests that list or watch ConfigMaps count it, so wait for it rather than race it.
+    wait_until(lambda: cluster.kubectl("get", "configmap", "kube-root-ca.crt", "-n", name,
+                                       check=False).returncode == 0,
+               timeout=60, what="kube-root-ca.crt in %s" % name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
