@@ -107,9 +107,15 @@ def namespace(cluster, request):
     cluster.kubectl("create", "namespace", name)
     # The controller-manager publishes kube-root-ca.crt into every new namespace a moment later;
     # tests that list or watch ConfigMaps count it, so wait for it rather than race it.
-    wait_until(lambda: cluster.kubectl("get", "configmap", "kube-root-ca.crt", "-n", name,
-                                       check=False).returncode == 0,
-               timeout=60, what="kube-root-ca.crt in %s" % name)
+    # Best effort: right after an API server restart the controller-manager may still be backing
+    # off; a test that needs the ConfigMap then fails on its own assertion, one that does not
+    # goes on.
+    try:
+        wait_until(lambda: cluster.kubectl("get", "configmap", "kube-root-ca.crt", "-n", name,
+                                           check=False).returncode == 0,
+                   timeout=30, what="kube-root-ca.crt in %s" % name)
+    except AssertionError:
+        pass
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
