@@ -393,7 +393,7 @@ static void random_token(char out[65])
         out[0] = '\0';
         return;
     }
-    for (int i = 0; i < 32; i++)
+    for (size_t i = 0; i < 32; i++)
         snprintf(out + 2 * i, 3, "%02x", bytes[i]);
 }
 
@@ -739,7 +739,7 @@ static struct json_object *project(struct json_object *obj, void *arg)
 
 #define PROJECTION(list)                                                                           \
     {                                                                                              \
-        list, sizeof(list) / sizeof(list[0])                                                       \
+        (list), sizeof(list) / sizeof((list)[0])                                                   \
     }
 static struct projection pod_projection = PROJECTION(pod_paths);
 static struct projection service_projection = PROJECTION(service_paths);
