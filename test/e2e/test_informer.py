@@ -26,6 +26,13 @@ def stats(reader):
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
 
 
+def cache_matches_server(cluster, inf, namespace, present, absent):
+    names = set(cluster.kubectl("get", "configmaps", "-n", namespace, "-o",
+                                "jsonpath={.items[*].metadata.name}").stdout.split())
+    assert present <= names and not absent & names, names
+    return stats(inf)["objects"] == len(names)
+
+
 def test_list_then_watch_sees_every_change_once(cluster, namespace):
     cluster.kubectl("create", "configmap", "before", "-n", namespace)
     inf = informer(cluster, "-n", namespace, "configmaps")
@@ -40,9 +47,12 @@ def test_list_then_watch_sees_every_change_once(cluster, namespace):
         inf.expect(lambda l: l.startswith("UPDATE %s/after " % namespace), what="UPDATE after")
         cluster.kubectl("delete", "configmap", "after", "-n", namespace)
         inf.expect(lambda l: l.startswith("DELETE %s/after " % namespace), what="DELETE after")
+        # before (and kube-root-ca.crt, when the controller-manager has published it) remain;
+        # one list, one watch, no failures.
+        wait_until(lambda: cache_matches_server(cluster, inf, namespace, {"before"}, {"after"}),
+                   timeout=30, what="the cache to match the API server")
         s = stats(inf)
-        # before + kube-root-ca.crt remain; one list, one watch, no failures.
-        assert (s["objects"], s["lists"], s["watches"], s["failures"]) == (2, 1, 1, 0)
+        assert (s["lists"], s["watches"], s["failures"]) == (1, 1, 0), s
         adds = [l for l in inf.seen if l.startswith("ADD %s/after " % namespace)]
         assert len(adds) == 1
     finally:
@@ -77,15 +87,11 @@ def test_relist_after_apiserver_restart_reports_what_vanished(cluster, namespace
         cluster.kubectl("create", "configmap", "newcomer", "-n", namespace)
         inf.expect(lambda l: l.startswith("ADD %s/newcomer " % namespace), timeout=30,
                    what="the newcomer, through the new watch")
-        # The cache must hold exactly what the API server holds: keep, newcomer, and
-        # kube-root-ca.crt once the controller-manager (itself reconnecting after the restart)
-        # has published it, which may happen at any moment, so compare against the server.
-        def cache_matches_server():
-            names = cluster.kubectl("get", "configmaps", "-n", namespace, "-o",
-                                    "jsonpath={.items[*].metadata.name}").stdout.split()
-            assert "vanish" not in names and {"keep", "newcomer"} <= set(names), names
-            return stats(inf)["objects"] == len(names)
-        wait_until(cache_matches_server, timeout=60, what="the cache to match the API server")
+        # kube-root-ca.crt is published by the controller-manager, itself reconnecting after the
+        # restart, at any moment: the cache must end up holding what the server holds.
+        wait_until(lambda: cache_matches_server(cluster, inf, namespace, {"keep", "newcomer"},
+                                                {"vanish"}),
+                   timeout=60, what="the cache to match the API server")
         s = stats(inf)
         # A relist: after a 410, or after the error a watch from a compacted version can end in.
         assert s["lists"] >= 2 and s["failures"] >= 1, s
