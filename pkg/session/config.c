@@ -31,7 +31,7 @@ static const struct key keys[] = {
     {"limits.ephemeralStorage", K_QUANTITY, AT(max_ephemeral_storage), "ephemeral storage ceiling"},
     {"limits.ttlSeconds", K_POSINT, AT(max_ttl_seconds), "wall-clock ceiling of a session"},
     {"ingress.baseDomain", K_STRING, AT(ingress_base_domain),
-     "session hosts are <port>-<id>.<baseDomain>; unset: no Ingress"},
+     "session hosts are <port>-<name>-<namespace>-<hash>.<baseDomain>; unset: no Ingress"},
     {"ingress.className", K_STRING, AT(ingress_class), "ingressClassName of session Ingresses"},
     {"ingress.tlsSecretName", K_STRING, AT(ingress_tls_secret), "TLS Secret for session hosts"},
     {"runtimeClassName", K_STRING, AT(runtime_class), "runtime class of session pods"},

@@ -100,9 +100,17 @@ static struct json_object *container_ports(const struct session *s)
     return ports;
 }
 
+long session_download_timeout(const struct session_config *cfg)
+{
+    long t = cfg->start_deadline_seconds * 3 / 4;
+    return t < 5 ? 5 : t;
+}
+
 /* Delivers the bundle into /app. Inputs arrive as environment variables, never spliced into the
  * script, so no spec value can change what the shell runs. A failure writes one line to the
- * termination log, which the session's failure message quotes. */
+ * termination log, which the session's failure message quotes. The download is bounded by
+ * `timeout`, not `wget -T`: Debian's busybox 1.35 crashes on -T (SIGSEGV on every download).
+ * busybox's timeout exits 143 (SIGTERM), coreutils' 124. */
 static struct json_object *init_container(const struct session *s, const struct session_config *cfg,
                                           const struct session_limits *lim)
 {
@@ -114,7 +122,13 @@ static struct json_object *init_container(const struct session *s, const struct 
         "fi\n";
     static const char url_script[] =
         "set -e\n"
-        "if ! wget -q -T 30 -O /tmp/bundle.tgz \"$BUNDLE_URL\" 2>/tmp/wget.err; then\n"
+        "rc=0\n"
+        "timeout \"$BUNDLE_TIMEOUT\" wget -q -O /tmp/bundle.tgz \"$BUNDLE_URL\" 2>/tmp/wget.err || "
+        "rc=$?\n"
+        "if [ $rc -eq 124 ] || [ $rc -eq 143 ]; then\n"
+        "  echo \"cannot download the bundle from $BUNDLE_URL: it did not finish within "
+        "$BUNDLE_TIMEOUT s\" | tee /dev/termination-log >&2; exit 66\n"
+        "elif [ $rc -ne 0 ]; then\n"
         "  echo \"cannot download the bundle from $BUNDLE_URL: $(head -c 300 /tmp/wget.err)\" | "
         "tee /dev/termination-log >&2; exit 66\n"
         "fi\n"
@@ -137,6 +151,9 @@ static struct json_object *init_container(const struct session *s, const struct 
     if (s->bundle_url) {
         kube_obj_push(env, kube_obj_env("BUNDLE_URL", s->bundle_url));
         kube_obj_push(env, kube_obj_env("BUNDLE_SHA256", s->bundle_sha256));
+        char timeout[24];
+        snprintf(timeout, sizeof(timeout), "%ld", session_download_timeout(cfg));
+        kube_obj_push(env, kube_obj_env("BUNDLE_TIMEOUT", timeout));
     } else {
         kube_obj_push(env, kube_obj_env("BUNDLE_SOURCE", s->bundle_configmap));
         kube_obj_push(mounts, kube_obj_mount("bundle", "/bundle", 1));

@@ -37,6 +37,11 @@ struct json_object *session_desired_secret(const struct session *s,
 /* The name of the attach-token Secret. */
 void session_secret_name(const struct session *s, char *out, size_t len);
 
+/* Seconds the init container may spend downloading a URL bundle: three quarters of the start
+ * deadline (at least 5), so a silent server ends in the download's own message rather than in
+ * StartTimeout. */
+long session_download_timeout(const struct session_config *cfg);
+
 /* The image a session runs: spec.image or the configured default. */
 const char *session_image(const struct session *s, const struct session_config *cfg);
 

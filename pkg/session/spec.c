@@ -160,13 +160,21 @@ void session_child_name(const struct session *s, char *out, size_t len)
 
 void session_host_id(const struct session *s, char *out, size_t len)
 {
-    /* "<port>-" takes up to 6 characters of the 63 of a DNS label. */
-    if (strlen(s->name) + strlen(s->namespace) + 1 <= 57 && !strchr(s->name, '.')) {
-        snprintf(out, len, "%s-%s", s->name, s->namespace);
-        return;
-    }
-    char key[512], hash[11];
+    /* Joining name and namespace alone is ambiguous (name "a-b" in "c" and name "a" in "b-c"
+     * both read "a-b-c"), and hosts are global under the base domain: a hash of the pair makes
+     * the id unique. A readable prefix stays in front so people recognise their session.
+     * "<port>-" (6) + prefix (46) + "-" + hash (10) = 63 characters, one DNS label. */
+    char key[512], hash[11], prefix[47];
     snprintf(key, sizeof(key), "%s/%s", s->namespace, s->name);
     short_hash(key, hash);
-    snprintf(out, len, "%s", hash);
+    snprintf(prefix, sizeof(prefix), "%s-%s", s->name, s->namespace);
+    size_t n = strlen(prefix);
+    for (size_t i = 0; i < n; i++) {
+        if (prefix[i] == '.')
+            prefix[i] = '-';
+    }
+    /* Cut inside a name it may end on '-', which would double the separator. */
+    while (n > 0 && prefix[n - 1] == '-')
+        prefix[--n] = '\0';
+    snprintf(out, len, "%s-%s", prefix, hash);
 }

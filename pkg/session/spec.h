@@ -52,8 +52,10 @@ void session_spec_release(struct session *s);
  * to stay a valid DNS label of at most 63 characters. */
 void session_child_name(const struct session *s, char *out, size_t len);
 
-/* The host label part identifying the session in ingress hosts: "<name>-<namespace>", or a hash
- * when that would not fit in a DNS label next to "<port>-". */
+/* The part of the session's ingress hosts ("<port>-<id>.<baseDomain>") that identifies it:
+ * "<name>-<namespace>" cut to 46 characters, then "-" and a 10-character hash of
+ * "<namespace>/<name>", so no two sessions share a host (whatever their names) and
+ * "<port>-<id>" is always a DNS label of at most 63 characters. out needs 58 bytes. */
 void session_host_id(const struct session *s, char *out, size_t len);
 
 #endif

@@ -107,6 +107,22 @@ def pod_name(name):
     return "telo-run-" + name
 
 
+def host_id(name, ns):
+    """The session's part of its ingress hosts, written here from the contract rather than read
+    from the operator: "<name>-<namespace>" cut to 46 characters (dots as dashes, no trailing
+    dash), "-", then the first 10 bytes of sha256("<namespace>/<name>"), each byte's low 5 bits
+    as a letter of the base32 alphabet a-z2-7."""
+    digest = hashlib.sha256(("%s/%s" % (ns, name)).encode()).digest()
+    readable = ("%s-%s" % (name, ns)).replace(".", "-")[:46].rstrip("-")
+    return readable + "-" + "".join("abcdefghijklmnopqrstuvwxyz234567"[b & 31]
+                                    for b in digest[:10])
+
+
+def dns_label(text):
+    return (1 <= len(text) <= 63 and text[0].isalnum() and text[-1].isalnum()
+            and all(c.isdigit() or "a" <= c <= "z" or c == "-" for c in text))
+
+
 def condition(ts, kind):
     for c in ts.get("status", {}).get("conditions", []):
         if c["type"] == kind:
@@ -320,7 +336,7 @@ def test_hello_sample_runs_and_deleting_it_removes_its_children(cluster, start, 
     assert st["observedGeneration"] == ts["metadata"]["generation"]
     assert all(c["observedGeneration"] == ts["metadata"]["generation"] for c in st["conditions"])
     assert st["progress"] == {"phase": "provision", "message": "Running", "done": True}
-    url = "http://8080-hello-%s.sessions.example.test" % ns
+    url = "http://8080-%s.sessions.example.test" % host_id("hello", ns)
     assert st["endpoints"] == [{"name": "http", "port": 8080, "protocol": "TCP",
                                 "host": url[len("http://"):], "url": url}]
     assert st["attach"]["secretName"] == "telo-run-hello-attach"
@@ -570,7 +586,7 @@ def test_ingress_hosts_and_endpoints_with_a_base_domain(cluster, start, pod_name
     web["spec"]["ports"][1]["name"] = "debug"
     apply(cluster, ns, hello_bundle(), web, session(long_name))
     ts = wait_phase(cluster, ns, "web", "Running")
-    host = lambda port: "%d-web-%s.sessions.example.test" % (port, ns)  # noqa: E731
+    host = lambda port: "%d-%s.sessions.example.test" % (port, host_id("web", ns))  # noqa: E731
     assert ts["status"]["endpoints"] == [
         {"name": "p8080", "port": 8080, "protocol": "TCP", "host": host(8080),
          "url": "https://" + host(8080)},
@@ -591,15 +607,45 @@ def test_ingress_hosts_and_endpoints_with_a_base_domain(cluster, start, pod_name
     table = cluster.kubectl("get", "ts", "web", "-n", ns).stdout
     assert "https://" + host(8080) in table, table
 
-    # A name too long for a DNS label with the namespace: hashed, still one label.
+    # A name too long for a DNS label with the namespace: cut and hashed, still one label.
     ts = wait_phase(cluster, ns, long_name, "Running")
     endpoint = ts["status"]["endpoints"][0]
     label = endpoint["host"].split(".")[0]
-    assert len(label) <= 63 and label.startswith("8080-") and long_name not in label, endpoint
+    assert label == "8080-" + host_id(long_name, ns) and dns_label(label), endpoint
     pod = ts["status"]["podName"]
     assert len(pod) <= 63 and get(cluster, ns, "pod", pod), pod
     ing = get(cluster, ns, "ingress", pod)["spec"]
     assert ing["rules"][0]["host"] == endpoint["host"]
+
+
+def test_ingress_hosts_do_not_collide_across_namespaces(cluster, start, pod_namespace):
+    """Name "web-x" in namespace N and name "web" in namespace "x-N" both read "web-x-N": hosts
+    share one DNS zone, so joining the names alone would route two sessions to one host."""
+    ns = pod_namespace
+    other = "x-" + ns
+    cluster.kubectl("create", "namespace", other)
+    try:
+        wait_until(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", other,
+                                           check=False).returncode == 0,
+                   timeout=30, what="the default ServiceAccount in %s" % other)
+        start("namespaces=%s,%s" % (ns, other), "ingress.baseDomain=sessions.example.test")
+        apply(cluster, ns, hello_bundle(), session("web-x"))
+        apply(cluster, other, hello_bundle(), session("web"))
+        hosts = {}
+        for where, name in ((ns, "web-x"), (other, "web")):
+            st = wait_phase(cluster, where, name, "Running")["status"]
+            host = st["endpoints"][0]["host"]
+            label, domain = host.split(".", 1)
+            assert domain == "sessions.example.test" and dns_label(label), host
+            assert label == "8080-" + host_id(name, where), (label, host_id(name, where))
+            # Readable: the session and its namespace are in the host.
+            assert label.startswith("8080-web-x-" + ns[:30]), label
+            ing = get(cluster, where, "ingress", pod_name(name))["spec"]
+            assert [r["host"] for r in ing["rules"]] == [host], ing["rules"]
+            hosts[(where, name)] = host
+        assert len(set(hosts.values())) == 2, hosts
+    finally:
+        cluster.kubectl("delete", "namespace", other, "--wait=false", check=False)
 
 
 def test_endpoints_without_a_base_domain_have_no_ingress(cluster, start, pod_namespace):

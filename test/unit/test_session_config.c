@@ -453,6 +453,16 @@ static void spec_self_contained_and_url_bundles(void **state)
     json_object_put(obj);
 }
 
+/* What the ingress host "<port>-<id>" must be: one DNS label. */
+static int host_label_ok(const char *id)
+{
+    char label[80];
+    snprintf(label, sizeof(label), "65535-%s", id);
+    size_t n = strlen(label);
+    return n <= 63 && strspn(label, "abcdefghijklmnopqrstuvwxyz0123456789-") == n &&
+           label[n - 1] != '-' && !strstr(label, "--");
+}
+
 static void child_names_and_host_ids(void **state)
 {
     (void)state;
@@ -460,18 +470,65 @@ static void child_names_and_host_ids(void **state)
     char out[64];
     session_child_name(&s, out, sizeof(out));
     assert_string_equal(out, "telo-run-hello");
+    /* Readable prefix, then a hash of "demo/hello" (golden: hosts must not move between
+     * operator versions, or every published URL breaks). */
     session_host_id(&s, out, sizeof(out));
-    assert_string_equal(out, "hello-demo");
-    /* name + namespace over 57 characters: a 10-character hash. */
+    assert_string_equal(out, "hello-demo-fjrjwsbpk3");
+    assert_true(host_label_ok(out));
+
+    /* Long names: the prefix is cut, the label still fits and still differs by namespace. */
     s.name = "a-session-with-a-rather-long-name-indeed";
     s.namespace = "and-a-long-namespace";
     session_host_id(&s, out, sizeof(out));
-    assert_int_equal(strlen(out), 10);
-    assert_int_equal(strspn(out, "abcdefghijklmnopqrstuvwxyz234567"), 10);
+    assert_true(host_label_ok(out));
+    assert_int_equal(strlen(out), 46 + 1 + 10);
+    assert_memory_equal(out, "a-session-with-a-rather-long-name-indeed-and-a-", 46);
     char other[64];
     s.namespace = "and-a-long-namespacf";
     session_host_id(&s, other, sizeof(other));
     assert_string_not_equal(out, other);
+    assert_memory_equal(out, other, 46); /* same prefix: only the hash tells them apart */
+
+    /* A cut that ends on a separator does not leave "--" before the hash. */
+    s.name = "abcdefghijklmnopqrstuvwxyz-abcdefghijklmnopqr-s";
+    s.namespace = "ns";
+    session_host_id(&s, out, sizeof(out));
+    assert_true(host_label_ok(out));
+    assert_memory_equal(out, "abcdefghijklmnopqrstuvwxyz-abcdefghijklmnopqr-", 45);
+    assert_int_equal(strlen(out), 45 + 1 + 10);
+
+    /* The longest names Kubernetes allows (253-character dotted name, 63-character namespace). */
+    char name[254], ns[64];
+    for (int i = 0; i < 253; i++)
+        name[i] = i % 10 == 9 ? '.' : 'a' + i % 26;
+    name[253] = '\0';
+    memset(ns, 'n', 63);
+    ns[63] = '\0';
+    s.name = name;
+    s.namespace = ns;
+    session_host_id(&s, out, sizeof(out));
+    assert_true(host_label_ok(out));
+}
+
+/* Name "a-b" in namespace "c" and name "a" in namespace "b-c" both read "a-b-c": their hosts
+ * live in one DNS zone and must still differ. */
+static void host_ids_do_not_collide_across_namespaces(void **state)
+{
+    (void)state;
+    struct session one = {.name = "a-b", .namespace = "c"}, two = {.name = "a", .namespace = "b-c"};
+    char a[64], b[64];
+    session_host_id(&one, a, sizeof(a));
+    session_host_id(&two, b, sizeof(b));
+    assert_string_not_equal(a, b);
+    assert_memory_equal(a, "a-b-c-", 6);
+    assert_memory_equal(b, "a-b-c-", 6);
+    /* A dotted name and its dashed twin in one namespace. */
+    struct session dotted = {.name = "web.v1", .namespace = "demo"},
+                   dashed = {.name = "web-v1", .namespace = "demo"};
+    session_host_id(&dotted, a, sizeof(a));
+    session_host_id(&dashed, b, sizeof(b));
+    assert_string_not_equal(a, b);
+    assert_true(host_label_ok(a));
 }
 
 /* --- quantity ---------------------------------------------------------------------------- */
@@ -557,6 +614,7 @@ int main(void)
         cmocka_unit_test(spec_errors_name_the_field),
         cmocka_unit_test(spec_self_contained_and_url_bundles),
         cmocka_unit_test(child_names_and_host_ids),
+        cmocka_unit_test(host_ids_do_not_collide_across_namespaces),
         cmocka_unit_test(quantities_parse_as_the_api_server_does),
         cmocka_unit_test(clamping_never_raises),
     };

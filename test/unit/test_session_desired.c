@@ -352,12 +352,22 @@ static void init_container_gets_the_url_through_env(void **state)
     assert_string_equal(text(url, "value"), "https://example.com/a.tgz?x=\"$(reboot)\";`id`");
     assert_string_equal(text(env_var(init, "BUNDLE_SHA256", NULL), "value"),
                         "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+    /* Bounded by timeout(1), three quarters of the 120 s start deadline: busybox 1.35's
+     * `wget -T` crashes on every download. */
+    assert_non_null(strstr(script, "timeout \"$BUNDLE_TIMEOUT\" wget "));
+    assert_null(strstr(script, "-T"));
+    assert_string_equal(text(env_var(init, "BUNDLE_TIMEOUT", NULL), "value"), "90");
     /* No ConfigMap volume for a URL bundle. */
     struct json_object *volumes = at(pod, "spec.volumes");
     for (size_t i = 0; i < json_object_array_length(volumes); i++)
         assert_null(at(json_object_array_get_idx(volumes, i), "configMap"));
     assert_string_equal(text(pod, "spec.containers[0].command[2]"), "/app/main.yaml");
     json_object_put(pod);
+    /* A short start deadline still leaves the download a few seconds. */
+    f.cfg->start_deadline_seconds = 15;
+    assert_int_equal(session_download_timeout(f.cfg), 11);
+    f.cfg->start_deadline_seconds = 2;
+    assert_int_equal(session_download_timeout(f.cfg), 5);
     teardown(&f);
 }
 
@@ -575,8 +585,10 @@ static void ingress_one_rule_per_tcp_port(void **state)
     assert_string_equal(text(ing, "metadata.name"), "telo-run-hello");
     assert_true(flag(ing, "metadata.ownerReferences[0].blockOwnerDeletion"));
     assert_int_equal(length(ing, "spec.rules"), 2);
-    assert_string_equal(text(ing, "spec.rules[0].host"), "8080-hello-demo.sessions.example.com");
-    assert_string_equal(text(ing, "spec.rules[1].host"), "9000-hello-demo.sessions.example.com");
+    assert_string_equal(text(ing, "spec.rules[0].host"),
+                        "8080-hello-demo-fjrjwsbpk3.sessions.example.com");
+    assert_string_equal(text(ing, "spec.rules[1].host"),
+                        "9000-hello-demo-fjrjwsbpk3.sessions.example.com");
     struct json_object *path = at(ing, "spec.rules[1].http.paths[0]");
     assert_string_equal(text(path, "path"), "/");
     assert_string_equal(text(path, "pathType"), "Prefix");
@@ -593,8 +605,10 @@ static void ingress_one_rule_per_tcp_port(void **state)
     assert_int_equal(length(ing, "spec.tls"), 1);
     assert_string_equal(text(ing, "spec.tls[0].secretName"), "sessions-tls");
     assert_int_equal(length(ing, "spec.tls[0].hosts"), 2);
-    assert_string_equal(text(ing, "spec.tls[0].hosts[0]"), "8080-hello-demo.sessions.example.com");
-    assert_string_equal(text(ing, "spec.tls[0].hosts[1]"), "9000-hello-demo.sessions.example.com");
+    assert_string_equal(text(ing, "spec.tls[0].hosts[0]"),
+                        "8080-hello-demo-fjrjwsbpk3.sessions.example.com");
+    assert_string_equal(text(ing, "spec.tls[0].hosts[1]"),
+                        "9000-hello-demo-fjrjwsbpk3.sessions.example.com");
     json_object_put(ing);
     teardown(&f);
 
