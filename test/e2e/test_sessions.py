@@ -19,8 +19,9 @@ none) to pass test labels to them, so the tests make kwok misbehave by labelling
 The session pods go to a kwok node of the module's own (labelled and tainted; the operator gets
 the matching nodeSelector and toleration), so other suites' and benchmarks' pods filling the
 shared kwok nodes cannot make every test here Unschedulable.
-Bundle delivery by URL (wrong sha256, unreachable URL) needs init containers that really run:
-those tests use the real node (issue 7) when it is up and are skipped otherwise.
+Init containers, ports, terminals, exit codes and memory limits that really act need the real
+node: test_sessions_real_node.py runs sessions there (bundle delivery by URL with a wrong
+sha256 or an unreachable URL among them) and is skipped when it is not up.
 
 Writes are counted from the API server's audit log (user agent telo-operator/...), so "nothing
 created twice" and "steady state writes nothing" are the server's word."""
@@ -32,10 +33,8 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
@@ -817,72 +816,6 @@ def test_configmap_without_the_bundle_key_stalls_with_bundle_not_found(cluster, 
     assert "ConfigMap hello-bundle has no key app.tgz" in ts["status"]["message"], ts["status"]
     assert condition(ts, "Stalled")["status"] == "True"
     assert get(cluster, ns, "pod", "telo-run-keyless") is None
-
-
-def _real_node(cluster):
-    nodes = cluster.kubectl_json("get", "nodes", "-l", "telo.run/node=real")["items"]
-    for node in nodes:
-        if any(c["type"] == "Ready" and c["status"] == "True"
-               for c in node["status"]["conditions"]):
-            return node
-    return None
-
-
-class _Bundle(BaseHTTPRequestHandler):
-    payload = b""
-
-    def do_GET(self):  # noqa: N802 (http.server's naming)
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(self.payload)))
-        self.end_headers()
-        self.wfile.write(self.payload)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.mark.parametrize("case", ["wrong-sha256", "unreachable-url"])
-def test_url_bundle_failures_on_the_real_node(cluster, start, pod_namespace, case, tmp_path):
-    """Init containers do not run on kwok nodes (kwok only reports them Completed), so a real
-    download and digest check need the real node; skipped when it is not up."""
-    if _real_node(cluster) is None:
-        pytest.skip("needs the real node (no Ready node labelled telo.run/node=real: "
-                    "TELO_REAL_NODE=1 hack/cluster/up.sh); on kwok nodes init containers "
-                    "do not run, so a wrong sha256 or an unreachable URL cannot fail there")
-    ns = pod_namespace
-    with open(os.path.join(cluster.dir, "real-node", "images", "refs.json")) as f:
-        images = json.load(f)
-    cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
-    tar = tmp_path / "bundle.tar.gz"
-    src = tmp_path / "app"
-    src.mkdir()
-    (src / "main.telo").write_text("print url bundle\n")
-    subprocess.run(["tar", "-C", str(tmp_path), "-czf", str(tar), "app"], check=True)
-    _Bundle.payload = tar.read_bytes()
-    gateway = os.environ.get("TELO_REAL_POD_CIDR", "10.85.0.0/24").rsplit(".", 1)[0] + ".1"
-    server = ThreadingHTTPServer((gateway, 0), _Bundle)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        start('tolerations=[{"key":"telo.run/node","operator":"Equal","value":"real",'
-              '"effect":"NoSchedule"}]',
-              "images.init=" + images["telo-init"],
-              "images.default=" + images["telo-session-test"], "startDeadlineSeconds=90",
-              node_selector="telo.run/node=real")
-        good = "http://%s:%d/bundle.tar.gz" % (gateway, server.server_address[1])
-        if case == "wrong-sha256":
-            url, sha, words = good, "0" * 64, ["bundle sha256 mismatch", "exit code 67"]
-        else:
-            url, sha = "http://%s:1/bundle.tar.gz" % gateway, hashlib.sha256(
-                _Bundle.payload).hexdigest()
-            words = ["cannot download the bundle", "exit code 66"]
-        ts = session("fetch", bundle=None)
-        ts["spec"]["entry"] = "app/main.telo"
-        ts["spec"]["bundle"] = {"url": {"url": url, "sha256": sha}}
-        apply(cluster, ns, hello_bundle(), ts, session("ok", ports=()))
-        ts = wait_phase(cluster, ns, "fetch", "Failed", timeout=120)
-        assert_failure(ts, "BundleFetchFailed", 'init container "fetch-bundle"', *words)
-    finally:
-        server.shutdown()
 
 
 # --- restarts and steady state -------------------------------------------------------------------
