@@ -18,7 +18,15 @@ step() { printf '\n=== %s\n' "$*"; }
 
 step "CRD"
 kubectl_cmd apply --server-side --force-conflicts -f crds/telo.run_telosessions.yaml >/dev/null
-kubectl_cmd wait --for condition=Established crd/telosessions.telo.run --timeout=60s >/dev/null
+# Polled rather than `kubectl wait`, which exits at once while a new CRD's status.conditions is null.
+established=
+for _ in $(seq 120); do
+    established=$(kubectl_cmd get crd/telosessions.telo.run \
+        -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}')
+    [ "$established" = True ] && break
+    sleep 0.5
+done
+[ "$established" = True ] || { echo "run: the TeloSession CRD was not Established within 60 s" >&2; exit 1; }
 echo "telosessions.telo.run established"
 
 step "operator"

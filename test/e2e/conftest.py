@@ -189,7 +189,12 @@ def crd(cluster):
     """The TeloSession CRD from crds/, installed once per test session (server-side apply, so it
     also updates an older copy) and Established; returns the CRD's name."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", CRD_FILE)
-    cluster.kubectl("wait", "--for=condition=Established", "crd/" + CRD_NAME, "--timeout=60s")
+    # Not `kubectl wait`: on a CRD created a moment ago, status.conditions can still be null, and
+    # kubectl wait then exits at once with ".status.conditions accessor error" instead of waiting.
+    wait_until(lambda: cluster.kubectl(
+        "get", "crd/" + CRD_NAME, "-o",
+        'jsonpath={.status.conditions[?(@.type=="Established")].status}').stdout == "True",
+        timeout=60, what="the CRD to be Established")
     # Established means the API serves the resource; discovery and the OpenAPI document that
     # kubectl explain reads follow shortly after.
     wait_until(lambda: cluster.kubectl("get", "telosessions", "-A", check=False).returncode == 0,
