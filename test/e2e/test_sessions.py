@@ -719,7 +719,8 @@ def test_operator_restarted_without_a_base_domain_removes_the_ingress(cluster, s
     op = start("ingress.baseDomain=sessions.example.test")
     apply(cluster, ns, hello_bundle(), session("moved"))
     ts = wait_phase(cluster, ns, "moved", "Running")
-    assert ts["status"]["endpoints"][0]["url"] == "http://8080-moved-%s.sessions.example.test" % ns
+    assert ts["status"]["endpoints"][0]["url"] == (
+        "http://8080-%s.sessions.example.test" % host_id("moved", ns))
     op.restart(sets=[s_ for s_ in op.sets if not s_.startswith("ingress.")])
     wait_until(lambda: get(cluster, ns, "ingress", "telo-run-moved") is None, timeout=20,
                what="the Ingress to go with the base domain")
