@@ -2,7 +2,7 @@
 #include "kube/channel.h"
 
 #include <errno.h>
-#include <json-c/json.h>
+#include <json.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,12 +32,8 @@ int kube_channel_frame(struct buf *out, int channel, const void *data, size_t le
     int rc = buf_append(out, &c, 1);
     if (rc == 0 && len > 0)
         rc = buf_append(out, data, len);
-    if (rc != 0 && out->len != before) {
-        /* buf_consume works from the front; undo the channel byte by shortening instead. */
-        out->len = before;
-        if (out->data != NULL)
-            out->data[before] = '\0';
-    }
+    if (rc != 0)
+        buf_truncate(out, before);
     return rc;
 }
 

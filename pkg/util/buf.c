@@ -90,6 +90,14 @@ void buf_consume(struct buf *b, size_t n)
     b->data[b->len] = '\0';
 }
 
+void buf_truncate(struct buf *b, size_t len)
+{
+    if (len >= b->len)
+        return;
+    b->len = len;
+    b->data[len] = '\0';
+}
+
 void buf_reset(struct buf *b)
 {
     b->len = 0;

@@ -32,6 +32,10 @@ int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf
 /* Removes the first n bytes (all if n >= len), keeping the rest. Cannot fail. */
 void buf_consume(struct buf *b, size_t n);
 
+/* Shortens b to its first len bytes (nothing happens when len >= b->len): undoes appends made
+ * since b->len was len. Cannot fail. */
+void buf_truncate(struct buf *b, size_t len);
+
 /* Empties b without freeing its storage. Cannot fail. */
 void buf_reset(struct buf *b);
 

@@ -1,0 +1,461 @@
+/* `kubectl telo attach`: the user's terminal on a session's TTY, through the gateway or the API
+ * server's pods/attach. */
+#include "attach_cmd.h"
+
+#include "kube/attach.h"
+#include "util/buf.h"
+#include "util/url.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <json.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#define CONTAINER "session" /* the session pod's container (pkg/session/desired.h) */
+#define CTRL_P    0x10
+#define CTRL_Q    0x11
+
+static int is_terminal_phase(const char *phase)
+{
+    return phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0 ||
+                     strcmp(phase, "Stopped") == 0);
+}
+
+/* The exit status for a session that ended: its exit code, else 0 for Succeeded and 1. */
+static int ended_status(struct json_object *ts)
+{
+    long long code = 0;
+    if (kt_int(ts, &code, "status", "exitCode") && code >= 0 && code <= 255)
+        return (int)code;
+    const char *phase = kt_str(ts, "status", "phase");
+    return phase && strcmp(phase, "Succeeded") == 0 ? 0 : 1;
+}
+
+static void print_ended(const char *name, struct json_object *ts)
+{
+    const char *reason = kt_str(ts, "status", "reason");
+    const char *message = kt_str(ts, "status", "message");
+    fprintf(stderr, "kubectl-telo: session %s has ended: %s%s%s%s\n", name,
+            kt_str(ts, "status", "phase"), reason ? " (" : "", reason ? reason : "",
+            reason ? ")" : "");
+    if (message && message[0])
+        fprintf(stderr, "  %s\n", message);
+}
+
+int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct json_object **session)
+{
+    struct kube_ref ref = kt_session_ref(kt, name);
+    ev_tstamp deadline = ev_time() + timeout_s;
+    char last[512] = "";
+    for (;;) {
+        struct kt_result res;
+        kt_get(kt, &ref, &res);
+        if (res.rc != 0) {
+            if (res.code == 404)
+                fprintf(stderr, "kubectl-telo: telosession \"%s\" not found in namespace \"%s\"\n",
+                        name, kt->namespace);
+            else
+                fprintf(stderr, "kubectl-telo: %s\n", res.err.msg);
+            return 1;
+        }
+        const char *phase = kt_str(res.obj, "status", "phase");
+        if (phase && strcmp(phase, "Running") == 0) {
+            *session = res.obj;
+            return 0;
+        }
+        if (is_terminal_phase(phase)) {
+            print_ended(name, res.obj);
+            int code = ended_status(res.obj);
+            kt_result_release(&res);
+            return code;
+        }
+        /* One line per change of what the session says it is doing. */
+        const char *progress = kt_str(res.obj, "status", "progress", "message");
+        const char *message = kt_str(res.obj, "status", "message");
+        char now[512];
+        snprintf(now, sizeof(now), "%s%s%s", phase ? phase : "Pending",
+                 progress || message ? ": " : "",
+                 progress  ? progress
+                 : message ? message
+                           : "");
+        if (strcmp(now, last) != 0) {
+            fprintf(stderr, "kubectl-telo: session %s: %s\n", name, now);
+            snprintf(last, sizeof(last), "%s", now);
+        }
+        kt_result_release(&res);
+        if (ev_time() > deadline) {
+            fprintf(stderr,
+                    "kubectl-telo: session %s is not Running after %.0f s (%s); see kubectl telo "
+                    "status %s\n",
+                    name, timeout_s, last, name);
+            return 1;
+        }
+        kt_sleep(kt, 0.5);
+    }
+}
+
+/* ---- credentials and URL ---- */
+
+/* The session's attach token from its Secret, or NULL when it cannot be read (the user may lack
+ * RBAC on Secrets: then their own bearer token is the credential). */
+static char *session_token(struct kt *kt, const char *secret)
+{
+    struct kube_ref ref = {
+        .version = "v1", .resource = "secrets", .namespace = kt->namespace, .name = secret};
+    struct kt_result res;
+    kt_get(kt, &ref, &res);
+    const char *b64 = res.rc == 0 ? kt_str(res.obj, "data", "token") : NULL;
+    char *token = NULL;
+    if (b64 != NULL) {
+        size_t len = strlen(b64);
+        token = calloc(1, len + 1);
+        int n = token
+                    ? EVP_DecodeBlock((unsigned char *)token, (const unsigned char *)b64, (int)len)
+                    : -1;
+        if (n < 0) {
+            free(token);
+            token = NULL;
+        } else {
+            /* EVP_DecodeBlock counts the padding's zero bytes; the token is text. */
+            token[n] = '\0';
+        }
+    }
+    kt_result_release(&res);
+    return token;
+}
+
+/* ---- the terminal ---- */
+
+struct session {
+    struct kt *kt;
+    const char *name;
+    struct kube_attach *attach;
+    int tty;
+    struct termios saved;
+    int raw;
+    int held_ctrl_p; /* a ctrl-p was read last: a ctrl-q next detaches */
+    int detached;
+    int ended;
+    int end_rc;
+    long http_status;
+    int have_status;
+    struct kube_exit_status exit;
+    struct telo_err err;
+    ev_io in;
+    ev_signal winch;
+    ev_timer resume;
+};
+
+static void raw_mode(struct session *s)
+{
+    struct termios t;
+    if (tcgetattr(STDIN_FILENO, &s->saved) != 0)
+        return;
+    t = s->saved;
+    /* What cfmakeraw does (a BSD extension): bytes pass through unprocessed, no echo, no
+     * signals from ctrl-c, so the session's own TTY does all of that. */
+    t.c_iflag &= ~(tcflag_t)(IGNBRK | BRKINT | PARMRK | ISTRIP | INLCR | IGNCR | ICRNL | IXON);
+    t.c_oflag &= ~(tcflag_t)OPOST;
+    t.c_lflag &= ~(tcflag_t)(ECHO | ECHONL | ICANON | ISIG | IEXTEN);
+    t.c_cflag &= ~(tcflag_t)(CSIZE | PARENB);
+    t.c_cflag |= CS8;
+    t.c_cc[VMIN] = 1;
+    t.c_cc[VTIME] = 0;
+    if (tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0)
+        s->raw = 1;
+}
+
+static void restore_mode(struct session *s)
+{
+    if (s->raw)
+        tcsetattr(STDIN_FILENO, TCSANOW, &s->saved);
+    s->raw = 0;
+}
+
+static void send_size(struct session *s, int nudge)
+{
+    struct winsize ws;
+    if (!s->tty || ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0 || ws.ws_row == 0)
+        return;
+    /* kubectl attach sends one more row and column first, so a full-screen app that already had
+     * this size still sees a change and redraws. */
+    if (nudge)
+        kube_attach_resize(s->attach, ws.ws_col + 1u, ws.ws_row + 1u);
+    kube_attach_resize(s->attach, ws.ws_col, ws.ws_row);
+}
+
+static void write_all(int fd, const unsigned char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return; /* the user's terminal is gone; the session goes on without us */
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+static void on_open(struct kube_attach *a, const char *protocol, void *ud)
+{
+    (void)a;
+    (void)protocol;
+    struct session *s = ud;
+    send_size(s, 1);
+    ev_io_start(s->kt->loop, &s->in);
+    if (s->tty)
+        ev_signal_start(s->kt->loop, &s->winch);
+}
+
+static void on_output(struct kube_attach *a, int channel, const unsigned char *data, size_t len,
+                      void *ud)
+{
+    (void)a;
+    (void)ud;
+    write_all(channel == KUBE_CHANNEL_STDERR ? STDERR_FILENO : STDOUT_FILENO, data, len);
+}
+
+static void stop_watchers(struct session *s)
+{
+    ev_io_stop(s->kt->loop, &s->in);
+    ev_signal_stop(s->kt->loop, &s->winch);
+    ev_timer_stop(s->kt->loop, &s->resume);
+}
+
+static void on_end(struct kube_attach *a, const struct kube_attach_end *end, void *ud)
+{
+    (void)a;
+    struct session *s = ud;
+    s->ended = 1;
+    s->end_rc = end->rc;
+    s->http_status = end->http_status;
+    s->have_status = end->have_status;
+    s->exit = end->exit;
+    if (end->rc != 0 && end->err != NULL)
+        s->err = *end->err;
+    stop_watchers(s);
+}
+
+/* Sends bytes typed by the user, holding back the detach sequence ctrl-p ctrl-q. */
+static void forward(struct session *s, const unsigned char *p, size_t n)
+{
+    unsigned char out[4097];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s->held_ctrl_p) {
+            s->held_ctrl_p = 0;
+            if (p[i] == CTRL_Q && s->tty) {
+                s->detached = 1;
+                break;
+            }
+            out[m++] = CTRL_P;
+        }
+        if (p[i] == CTRL_P && s->tty) {
+            s->held_ctrl_p = 1;
+            continue;
+        }
+        out[m++] = p[i];
+    }
+    if (m > 0 && kube_attach_write(s->attach, out, m) == -TELO_ETOOBIG) {
+        /* The server is not reading: stop reading the user's input until it drains. */
+        ev_io_stop(s->kt->loop, &s->in);
+        ev_timer_start(s->kt->loop, &s->resume);
+    }
+    if (s->detached)
+        stop_watchers(s);
+}
+
+static void stdin_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct session *s = w->data;
+    unsigned char buf[4096];
+    ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        /* End of input (a pipe): the process sees EOF on v5; keep showing its output. */
+        ev_io_stop(loop, w);
+        kube_attach_close_stdin(s->attach);
+        return;
+    }
+    forward(s, buf, (size_t)n);
+}
+
+static void winch_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    send_size(w->data, 0);
+}
+
+static void resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)revents;
+    struct session *s = w->data;
+    if (kube_attach_queued(s->attach) < ((size_t)1 << 19)) {
+        ev_timer_stop(loop, w);
+        ev_io_start(loop, &s->in);
+    }
+}
+
+/* After a stream that ended without an exit Status (pods/attach reports none for attach): the
+ * session's own record says how the app ended, once the operator has seen it. */
+static int exit_from_session(struct kt *kt, const char *name)
+{
+    struct kube_ref ref = kt_session_ref(kt, name);
+    for (int i = 0; i < 60; i++) {
+        struct kt_result res;
+        kt_get(kt, &ref, &res);
+        const char *phase = res.rc == 0 ? kt_str(res.obj, "status", "phase") : NULL;
+        if (res.rc == 0 && is_terminal_phase(phase)) {
+            int code = ended_status(res.obj);
+            kt_result_release(&res);
+            return code;
+        }
+        kt_result_release(&res);
+        if (res.code == 404)
+            return 0; /* deleted: nothing more to learn */
+        kt_sleep(kt, 0.5);
+    }
+    fprintf(stderr,
+            "kubectl-telo: the attach stream of %s closed while the session is still "
+            "running; reattach with kubectl telo attach %s\n",
+            name, name);
+    return 1;
+}
+
+static char *pod_attach_url(struct kt *kt, const char *pod)
+{
+    struct buf b;
+    buf_init(&b, 4096);
+    buf_printf(&b, "%s/api/v1/namespaces/", kt->cfg->server);
+    url_escape(&b, kt->namespace);
+    buf_append_str(&b, "/pods/");
+    url_escape(&b, pod);
+    /* As kubectl attach -it: stderr=false, it is merged into the TTY's output. */
+    if (buf_printf(&b, "/attach?container=%s&stdin=true&stdout=true&stderr=false&tty=true",
+                   CONTAINER) != 0) {
+        buf_release(&b);
+        return NULL;
+    }
+    return buf_steal(&b);
+}
+
+int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *flags)
+{
+    struct json_object *ts = NULL;
+    int rc = kt_wait_running(kt, name, flags->wait_s, &ts);
+    if (rc != 0)
+        return rc;
+    const char *gateway = flags->direct ? NULL : kt_str(ts, "status", "attach", "url");
+    const char *secret = kt_str(ts, "status", "attach", "secretName");
+    const char *pod = kt_str(ts, "status", "podName");
+    char *url = NULL, *token = NULL;
+    if (gateway != NULL) {
+        url = strdup(gateway);
+        token = secret ? session_token(kt, secret) : NULL;
+    } else if (pod != NULL) {
+        url = pod_attach_url(kt, pod);
+    } else {
+        fprintf(stderr, "kubectl-telo: session %s is Running but names no pod in its status\n",
+                name);
+        json_object_put(ts);
+        return 1;
+    }
+    json_object_put(ts);
+    if (url == NULL) {
+        fprintf(stderr, "kubectl-telo: out of memory\n");
+        free(token);
+        return 1;
+    }
+
+    struct session s = {.kt = kt, .name = name, .tty = isatty(STDIN_FILENO)};
+    ev_io_init(&s.in, stdin_cb, STDIN_FILENO, EV_READ);
+    s.in.data = &s;
+    ev_signal_init(&s.winch, winch_cb, SIGWINCH);
+    s.winch.data = &s;
+    ev_timer_init(&s.resume, resume_cb, 0.05, 0.05);
+    s.resume.data = &s;
+
+    /* Through the gateway the session token is the credential (or, when the user may not read
+     * the Secret, their own token, which the gateway checks with TokenReview); its TLS is not
+     * the API server's, so the kubeconfig's CA does not apply. */
+    struct kube_attach_opts opts = {.url = url,
+                                    .cfg = gateway ? NULL : kt->cfg,
+                                    .token = token,
+                                    .insecure_skip_tls_verify = flags->insecure};
+    if (gateway && token == NULL) {
+        struct telo_err terr;
+        const char *own = NULL;
+        if (kube_config_token(kt->cfg, &own, &terr) == 0 && own != NULL)
+            token = strdup(own);
+        opts.token = token;
+    }
+    struct kube_attach_callbacks cb = {
+        .on_open = on_open, .on_output = on_output, .on_end = on_end};
+    struct telo_err err;
+    s.attach = kube_attach_open(kt->loop, &opts, &cb, &s, &err);
+    if (token != NULL) {
+        OPENSSL_cleanse(token, strlen(token));
+        free(token);
+    }
+    if (s.attach == NULL) {
+        fprintf(stderr, "kubectl-telo: %s\n", err.msg);
+        free(url);
+        return 1;
+    }
+    fprintf(stderr, "kubectl-telo: attached to %s (%s)%s\n", name,
+            gateway ? "gateway" : "API server pods/attach",
+            s.tty ? "; detach with ctrl-p ctrl-q" : "");
+    free(url);
+    if (s.tty)
+        raw_mode(&s);
+    while (!s.ended && !s.detached)
+        ev_run(kt->loop, EVRUN_ONCE);
+    restore_mode(&s);
+    stop_watchers(&s);
+    kube_attach_free(s.attach);
+
+    if (s.detached) {
+        fprintf(stderr,
+                "\r\nkubectl-telo: detached; session %s goes on (kubectl telo attach %s%s%s "
+                "to come back)\n",
+                name, name, strcmp(kt->namespace, kt->cfg->namespace) ? " -n " : "",
+                strcmp(kt->namespace, kt->cfg->namespace) ? kt->namespace : "");
+        return 0;
+    }
+    if (s.end_rc != 0) {
+        if (s.http_status == 401 || s.http_status == 403)
+            fprintf(stderr, "kubectl-telo: %s refused the attach with HTTP %ld (%s)\n",
+                    gateway ? "the gateway" : "the API server", s.http_status,
+                    s.http_status == 401 ? "the credential was not accepted"
+                                         : "not allowed to attach to this session");
+        else
+            fprintf(stderr, "kubectl-telo: %s\n", s.err.msg);
+        return 1;
+    }
+    /* The gateway reports the app's exit in the Status. The API server's attach reports only how
+     * the stream went (Success when the container ended, whatever its code), so there the
+     * session's record has the exit code. */
+    if (s.have_status && s.exit.code > 0)
+        return s.exit.code;
+    if (s.have_status && s.exit.code == 0 && gateway != NULL)
+        return 0;
+    if (s.have_status && s.exit.code < 0) {
+        fprintf(stderr, "kubectl-telo: session %s: %s%s%s\n", name, s.exit.reason,
+                s.exit.message[0] ? ": " : "", s.exit.message);
+        return 1;
+    }
+    return exit_from_session(kt, name);
+}

@@ -1,0 +1,27 @@
+/* `kubectl telo attach`: the user's terminal on a session's TTY, through the gateway or the API
+ * server's pods/attach. */
+#ifndef KUBECTL_TELO_ATTACH_CMD_H
+#define KUBECTL_TELO_ATTACH_CMD_H
+
+#include "client.h"
+
+struct json_object;
+
+struct kt_attach_flags {
+    int direct;    /* 1: the API server's pods/attach even when the session has a gateway URL */
+    int insecure;  /* 1: do not verify the gateway's TLS certificate */
+    double wait_s; /* how long to wait for the session to be Running */
+};
+
+/* Waits until session name is Running, printing its progress to stderr. Returns 0 with *session
+ * set (the caller puts it), or the exit status for the command: the session's exit code when it
+ * ended (1 when it has none), 1 when it does not exist or timeout_s passed. */
+int kt_wait_running(struct kt *kt, const char *name, double timeout_s,
+                    struct json_object **session);
+
+/* Attaches the terminal to session name until it ends or the user detaches (ctrl-p ctrl-q).
+ * Returns the exit status for the command: the session's exit code, 0 after a detach, 1 on an
+ * error (printed). */
+int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *flags);
+
+#endif
