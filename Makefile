@@ -11,7 +11,7 @@ C_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.c' '*.h')
 LINT_SOURCES = $(filter pkg/% cmd/%,$(filter %.c,$(C_SOURCES)))
 
 .PHONY: deps build build-asan unit unit-asan valgrind e2e test run cluster-up cluster-down \
-        cluster-status fmt fmt-check lint tools clean
+        cluster-status fmt fmt-check lint tools clean install
 
 deps:
 	@hack/install-deps.sh
@@ -71,6 +71,14 @@ lint: build fmt-check
 	  | { grep -Ev '^[0-9]+ (warnings?|errors?)( and [0-9]+ errors?)? generated\.$$' || true; }
 	@cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,performance,portability \
 	  --inline-suppr --suppress=missingIncludeSystem -I pkg $(LINT_SOURCES)
+
+# kubectl finds plugins as kubectl-<name> on PATH: `make install` puts kubectl-telo into
+# $(PREFIX)/bin (/usr/local/bin); PREFIX=$$HOME/.local for a user install, DESTDIR for packaging.
+PREFIX ?= /usr/local
+install: build
+	@install -d "$(DESTDIR)$(PREFIX)/bin"
+	@install -m 0755 $(BUILD_DIR)/bin/kubectl-telo "$(DESTDIR)$(PREFIX)/bin/kubectl-telo"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/kubectl-telo (try: kubectl telo --help)"
 
 clean:
 	@rm -rf $(BUILD_DIR) $(ASAN_DIR)

@@ -1,0 +1,306 @@
+"""`kubectl telo` (cmd/kubectl-telo) as a user runs it: found by kubectl as a plugin on PATH,
+driven on a real pseudo-terminal, against sessions that run for real on the real node
+(test_sessions_real_node.py's operator setup: nodeSelector telo.run/node=real, the stand-in CLI
+image, Pod Security `restricted`). The stand-in echoes every line read on its TTY as
+`echo: <line>` (hack/images/README.md), which is what the terminal tests look for.
+
+Attach goes through the gateway when the session publishes status.attach.url, else through the
+API server's pods/attach; the operator here runs without a gateway URL, so these tests cover the
+pods/attach path. Skipped, with the reason, when no Ready real node exists."""
+
+import fcntl
+import json
+import os
+import pty
+import select
+import signal
+import struct
+import subprocess
+import termios
+import time
+
+import pytest
+
+from conftest import OPERATOR_BIN_DIR, wait_until
+from test_sessions import get_ts, wait_phase
+from test_sessions_real_node import real, real_node  # noqa: F401 (fixtures)
+
+PLUGIN = os.path.join(OPERATOR_BIN_DIR, "kubectl-telo")
+
+
+def plugin_argv(cluster, ns, *args):
+    """kubectl telo ARGS as a user types it: kubectl finds kubectl-telo on PATH."""
+    return [cluster.kubectl_path, "telo", "--kubeconfig", cluster.kubeconfig, "-n", ns, *args]
+
+
+def plugin_env():
+    env = dict(os.environ)
+    env["PATH"] = OPERATOR_BIN_DIR + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def telo(cluster, ns, *args, timeout=120):
+    return subprocess.run(plugin_argv(cluster, ns, *args), env=plugin_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+class Terminal:
+    """A command on a pseudo-terminal of rows x cols: what it printed so far, typing, resizing,
+    and its exit status."""
+
+    def __init__(self, argv, rows=24, cols=80):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            try:
+                os.execvpe(argv[0], argv, plugin_env())
+            finally:
+                os._exit(127)
+        self.resize(rows, cols, signal_child=False)
+        self.seen = b""
+        self.status = None
+
+    def resize(self, rows, cols, signal_child=True):
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        if signal_child:
+            # The kernel signals the terminal's foreground process group on TIOCSWINSZ; the
+            # child is that group's leader, but say it explicitly so the test does not depend
+            # on job control details.
+            os.kill(self.pid, signal.SIGWINCH)
+
+    def _pump(self, wait):
+        ready, _, _ = select.select([self.fd], [], [], wait)
+        if not ready:
+            return True
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:
+            return False
+        self.seen += data
+        return bool(data)
+
+    def expect(self, text, timeout=30):
+        deadline = time.monotonic() + timeout
+        while text not in self.seen and time.monotonic() < deadline:
+            if not self._pump(0.2):
+                break
+        assert text in self.seen, "did not see %r; screen so far:\n%s" % (
+            text, self.seen.decode(errors="replace")[-3000:])
+
+    def type(self, data):
+        os.write(self.fd, data)
+
+    def wait(self, timeout=60):
+        """The exit status, reading output until the command ends."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, st = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(st)
+                while self._pump(0.05):
+                    pass
+                return self.status
+            self._pump(0.2)
+        raise AssertionError("still running after %ss:\n%s" % (
+            timeout, self.seen.decode(errors="replace")[-3000:]))
+
+    def close(self):
+        if self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+        os.close(self.fd)
+
+
+@pytest.fixture
+def terminal():
+    opened = []
+
+    def start(argv, rows=24, cols=80):
+        t = Terminal(argv, rows, cols)
+        opened.append(t)
+        return t
+    yield start
+    for t in opened:
+        t.close()
+
+
+def app_dir(tmp_path, name, files):
+    d = tmp_path / name
+    d.mkdir()
+    for rel, text in files.items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_text(text)
+    return d
+
+
+def tty_size(cluster, ns, pod):
+    """rows and columns of the session's TTY, as the app sees them."""
+    out = cluster.kubectl("exec", "-n", ns, pod, "-c", "session", "--",
+                          "stty", "-F", "/proc/1/fd/0", "size").stdout
+    return out.strip()
+
+
+def test_run_ends_attached_to_the_running_app(cluster, real, tmp_path, terminal):
+    ns, _ = real()
+    entry = "print hello from kubectl telo run\nhttp 8080 hi from the plugin\n"
+    d = app_dir(tmp_path, "Demo_App", {"main.telo": entry, "data/readme.txt": "kept\n"})
+    t = terminal(plugin_argv(cluster, ns, "run", str(d), "--entry", "main.telo",
+                             "--port", "8080"), rows=30, cols=100)
+    # The session is created from the directory (its name made a DNS label) and followed to
+    # Running, then the terminal is the app's.
+    t.expect(b"telosession demo-app created")
+    t.expect(b"attached to demo-app", timeout=120)
+    t.type(b"typed-through-the-plugin\r")
+    t.expect(b"echo: typed-through-the-plugin")
+    ts = get_ts(cluster, ns, "demo-app")
+    assert ts["status"]["phase"] == "Running", ts["status"]
+    assert ts["spec"]["entry"] == "app/main.telo" and ts["spec"]["ports"] == [
+        {"port": 8080, "protocol": "TCP"}], ts["spec"]
+    pod = ts["status"]["podName"]
+    # What ran is what was in the directory, under app/.
+    shown = cluster.kubectl("exec", "-n", ns, pod, "-c", "session", "--",
+                            "cat", "/app/app/main.telo", "/app/app/data/readme.txt").stdout
+    assert shown == entry + "kept\n", shown
+    # The bundle ConfigMap belongs to the session, so deleting the session removes it.
+    cm = json.loads(cluster.kubectl("get", "configmap", "demo-app-bundle", "-n", ns,
+                                    "-o", "json").stdout)
+    assert [o["uid"] for o in cm["metadata"]["ownerReferences"]] == [ts["metadata"]["uid"]]
+
+    # The size of the user's terminal is the app's, at attach and after a resize.
+    assert wait_until(lambda: tty_size(cluster, ns, pod) == "30 100", timeout=10,
+                      what="the TTY at 30 rows 100 columns")
+    t.resize(41, 133)
+    assert wait_until(lambda: tty_size(cluster, ns, pod) == "41 133", timeout=10,
+                      what="the TTY resized to 41 rows 133 columns")
+
+    # ctrl-p ctrl-q detaches: the command ends with 0 and the session goes on.
+    t.type(b"\x10\x11")
+    assert t.wait() == 0, t.seen[-2000:]
+    assert b"detached; session demo-app goes on" in t.seen
+    assert get_ts(cluster, ns, "demo-app")["status"]["phase"] == "Running"
+
+    # attach comes back to the same TTY (the app still echoes), without the directory.
+    t = terminal(plugin_argv(cluster, ns, "attach", "demo-app"))
+    t.expect(b"attached to demo-app")
+    t.type(b"second-attach\r")
+    t.expect(b"echo: second-attach")
+    t.type(b"\x10\x11")
+    assert t.wait() == 0
+
+
+def test_status_and_logs_print_what_the_cluster_says(cluster, real, tmp_path, terminal):
+    ns, _ = real()
+    d = app_dir(tmp_path, "shown", {"telo.yaml": "print logged at start\nhttp 8081 ok\n"})
+    run = telo(cluster, ns, "run", str(d), "--name", "shown", "--port", "8081", "--no-attach")
+    assert run.returncode == 0, run.stderr
+    assert "session shown is Running" in run.stderr, run.stderr
+    ts = get_ts(cluster, ns, "shown")
+    st = ts["status"]
+
+    out = telo(cluster, ns, "status", "shown")
+    assert out.returncode == 0, out.stderr
+    fields = {}
+    for line in out.stdout.splitlines():
+        key, _, value = line.partition(":")
+        if value and not line.startswith(" "):
+            fields[key.strip()] = value.strip()
+    assert fields["Name"] == "shown" and fields["Namespace"] == ns, out.stdout
+    assert fields["Phase"] == st["phase"] == "Running", out.stdout
+    assert fields["Pod"] == st["podName"] and fields["Pod IP"] == st["podIP"], out.stdout
+    assert fields["Entry"] == "app/telo.yaml" and fields["Image"] == st["image"]["ref"]
+    assert fields["Endpoints"].startswith("8081/TCP"), out.stdout
+    assert "Ready=True" in fields["Conditions"], out.stdout
+    as_json = telo(cluster, ns, "status", "shown", "-o", "json")
+    assert json.loads(as_json.stdout)["podName"] == st["podName"]
+
+    # logs: the pod's log of the session container, as kubectl logs prints it.
+    want = cluster.kubectl("logs", "-n", ns, st["podName"], "-c", "session").stdout
+    assert "logged at start" in want
+    got = telo(cluster, ns, "logs", "shown")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == want
+
+    # logs -f follows: a line typed into the session's TTY shows up in the followed log.
+    follow = subprocess.Popen(plugin_argv(cluster, ns, "logs", "shown", "-f"), env=plugin_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1)
+        t = terminal(plugin_argv(cluster, ns, "attach", "shown"))
+        t.expect(b"attached to shown")
+        t.type(b"seen-in-the-log\r")
+        t.expect(b"echo: seen-in-the-log")
+        t.type(b"\x10\x11")
+        assert t.wait() == 0
+        seen = b""
+        deadline = time.monotonic() + 15
+        os.set_blocking(follow.stdout.fileno(), False)
+        while b"echo: seen-in-the-log" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([follow.stdout], [], [], 0.5)
+            if ready:
+                seen += follow.stdout.read() or b""
+        assert b"echo: seen-in-the-log" in seen, seen[-2000:]
+        assert follow.poll() is None, "logs -f ended while the session runs"
+    finally:
+        follow.kill()
+        follow.wait()
+
+
+def test_run_exits_with_the_apps_exit_code(cluster, real, tmp_path, terminal):
+    ns, _ = real()
+    d = app_dir(tmp_path, "ends", {"telo.yaml": "print ending soon\nexit 3 8\n"})
+    t = terminal(plugin_argv(cluster, ns, "run", str(d)))
+    t.expect(b"attached to ends", timeout=120)
+    assert t.wait(timeout=90) == 3, t.seen[-2000:]
+    assert b"telo: exiting with code 3" in t.seen
+    ts = wait_phase(cluster, ns, "ends", "Failed", timeout=30)
+    assert ts["status"]["exitCode"] == 3
+    # attach to a session that has ended says so and exits with its code.
+    again = telo(cluster, ns, "attach", "ends")
+    assert again.returncode == 3, again.stderr
+    assert "session ends has ended: Failed (AppExited)" in again.stderr, again.stderr
+
+
+@pytest.mark.parametrize("args,words,code", [
+    (["run", "/no/such/dir"], ["run: directory /no/such/dir", "No such file"], 2),
+    (["run", "{app}", "--port", "70000"], ['--port "70000"', "1..65535"], 2),
+    (["run", "{app}", "--port", "http"], ['--port "http"', "8080/tcp"], 2),
+    (["run", "{app}", "--port", "8080", "--port", "8080/tcp"], ['--port "8080/tcp" is given twice'],
+     2),
+    (["run", "{app}", "--name", "Not_A_Name"], ['--name "Not_A_Name"', "lowercase"], 2),
+    (["run", "{app}", "--entry", "missing.yaml"], ["--entry", "has no file missing.yaml"], 2),
+    (["run", "{app}", "--entry", "../outside.yaml"], ['--entry "../outside.yaml"'], 2),
+    (["run", "{empty}"], ["has no telo.yaml", "--entry FILE"], 2),
+    (["run", "{app}", "--wait", "soon"], ["--wait needs a number"], 2),
+    (["attach"], ["attach needs a session name"], 2),
+    (["attach", "nobody"], ['telosession "nobody" not found in namespace'], 1),
+    (["status", "nobody"], ['telosession "nobody" not found in namespace'], 1),
+    (["logs", "nobody"], ['telosession "nobody" not found in namespace'], 1),
+    (["frobnicate"], ['unknown command "frobnicate"'], 2),
+], ids=["no-dir", "port-range", "port-word", "port-twice", "bad-name", "no-entry",
+        "entry-outside", "no-telo-yaml", "bad-wait", "attach-no-name", "attach-unknown",
+        "status-unknown", "logs-unknown", "bad-command"])
+def test_bad_input_gets_a_clear_error_naming_the_flag(cluster, namespace, tmp_path, args, words,
+                                                      code):
+    app = app_dir(tmp_path, "app", {"telo.yaml": "print x\n"})
+    empty = app_dir(tmp_path, "empty", {"other.yaml": "x\n"})
+    argv = [a.format(app=app, empty=empty) for a in args]
+    proc = telo(cluster, namespace, *argv, timeout=30)
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    for w in words:
+        assert w in proc.stderr, (w, proc.stderr)
+    # Refused before anything was created.
+    assert cluster.kubectl("get", "telosessions,configmaps", "-n", namespace, "-l",
+                           "app.kubernetes.io/managed-by=kubectl-telo", "-o", "name").stdout == ""
+
+
+def test_run_refuses_to_replace_an_existing_session(cluster, real, tmp_path):
+    ns, _ = real()
+    d = app_dir(tmp_path, "twice", {"telo.yaml": "print once\n"})
+    first = telo(cluster, ns, "run", str(d), "--no-attach")
+    assert first.returncode == 0, first.stderr
+    second = telo(cluster, ns, "run", str(d), "--no-attach")
+    assert second.returncode == 1
+    assert 'telosession "twice" already exists' in second.stderr, second.stderr
+    assert "kubectl telo attach twice" in second.stderr
