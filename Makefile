@@ -11,7 +11,7 @@ C_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.c' '*.h')
 LINT_SOURCES = $(filter pkg/% cmd/%,$(filter %.c,$(C_SOURCES)))
 
 .PHONY: deps build build-asan unit unit-asan valgrind e2e test run cluster-up cluster-down \
-        cluster-status fmt fmt-check lint tools clean install
+        cluster-status fmt fmt-check lint tools clean install fuzz
 
 deps:
 	@hack/install-deps.sh
@@ -71,6 +71,12 @@ lint: build fmt-check
 	  | { grep -Ev '^[0-9]+ (warnings?|errors?)( and [0-9]+ errors?)? generated\.$$' || true; }
 	@cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,performance,portability \
 	  --inline-suppr --suppress=missingIncludeSystem -I pkg $(LINT_SOURCES)
+
+# libFuzzer targets of test/fuzz with clang, ASan and UBSan in build-fuzz/, each run for
+# FUZZ_SECONDS (60) over its corpus in test/fuzz/corpus/<target>/ (hack/fuzz.sh --help).
+fuzz:
+	@TELO_FUZZ=1 hack/install-deps.sh
+	@hack/fuzz.sh
 
 # kubectl finds plugins as kubectl-<name> on PATH: `make install` puts kubectl-telo into
 # $(PREFIX)/bin (/usr/local/bin); PREFIX=$$HOME/.local for a user install, DESTDIR for packaging.

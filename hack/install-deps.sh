@@ -57,6 +57,14 @@ if [ "${TELO_REAL_NODE:-0}" = 1 ]; then
 	)
 fi
 
+# libFuzzer (make fuzz, hack/fuzz.sh): clang and its sanitizer runtimes, only when asked for.
+if [ "${TELO_FUZZ:-0}" = 1 ]; then
+	debs+=(
+		clang-14           # make fuzz: -fsanitize=fuzzer
+		libclang-rt-14-dev # make fuzz: libFuzzer and the ASan/UBSan runtimes for clang
+	)
+fi
+
 missing=()
 for entry in "${debs[@]}"; do
 	pkg=${entry%% *}

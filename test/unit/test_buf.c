@@ -65,6 +65,24 @@ static void consume_shifts_the_rest(void **state)
     buf_release(&b);
 }
 
+static void truncate_undoes_appends(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 64);
+    buf_truncate(&b, 3); /* never appended: nothing to do */
+    assert_int_equal(b.len, 0);
+    buf_append_str(&b, "keep");
+    size_t mark = b.len;
+    buf_append_str(&b, "+undo");
+    buf_truncate(&b, mark);
+    assert_int_equal(b.len, 4);
+    assert_string_equal(b.data, "keep");
+    buf_truncate(&b, 10); /* longer than the content: unchanged */
+    assert_string_equal(b.data, "keep");
+    buf_release(&b);
+}
+
 static void steal_transfers_ownership(void **state)
 {
     (void)state;
@@ -87,6 +105,7 @@ int main(void)
         cmocka_unit_test(refuses_to_grow_past_max_and_keeps_content),
         cmocka_unit_test(growth_across_many_appends),
         cmocka_unit_test(consume_shifts_the_rest),
+        cmocka_unit_test(truncate_undoes_appends),
         cmocka_unit_test(steal_transfers_ownership),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

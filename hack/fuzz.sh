@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (test/fuzz/fuzz_<parser>.c) with clang, ASan and UBSan into
+# build-fuzz/ and runs each for FUZZ_SECONDS over its corpus, one after another (the machine has
+# few cores; a target's run is single-process). Seeds and the inputs worth keeping are in
+# test/fuzz/corpus/<parser>/; what a run finds goes to build-fuzz/corpus/<parser>/ and only
+# enters the repository through --merge (minimised: only inputs that add coverage).
+#
+#   hack/fuzz.sh                    build, then run every target FUZZ_SECONDS (default 60)
+#   hack/fuzz.sh TARGET...          only these (names without fuzz_: resize, ws_frame, ...)
+#   hack/fuzz.sh --build            build only
+#   hack/fuzz.sh --merge TARGET...  fold build-fuzz/corpus/<t> into test/fuzz/corpus/<t>
+#
+# Exit status: 0 when every run ended without a finding; 1 otherwise, with the crashing input in
+# build-fuzz/crash-<target>-* and the run's log in build-fuzz/<target>.log.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=build-fuzz
+seconds=${FUZZ_SECONDS:-60}
+cc=${FUZZ_CC:-$(command -v clang-14 || command -v clang || true)}
+
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+	sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+	exit 0
+fi
+if [ -z "$cc" ]; then
+	echo "fuzz: clang not found; TELO_FUZZ=1 hack/install-deps.sh installs clang-14" >&2
+	exit 1
+fi
+
+build() {
+	local gen=()
+	command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+	cmake -S . -B "$out" "${gen[@]}" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DTELO_FUZZ=ON -DTELO_TESTS=OFF >/dev/null
+	cmake --build "$out" --parallel >/dev/null
+}
+
+targets() {
+	if [ $# -gt 0 ]; then
+		printf '%s\n' "$@"
+	else
+		for f in test/fuzz/fuzz_*.c; do basename "$f" .c | sed 's/^fuzz_//'; done
+	fi
+}
+
+if [ "${1:-}" = "--build" ]; then
+	build
+	exit 0
+fi
+if [ "${1:-}" = "--merge" ]; then
+	shift
+	for t in $(targets "$@"); do
+		mkdir -p "test/fuzz/corpus/$t" "$out/corpus/$t"
+		"$out/fuzz/fuzz_$t" -merge=1 "test/fuzz/corpus/$t" "$out/corpus/$t" >"$out/$t.merge.log" 2>&1
+		echo "fuzz: $t: corpus now $(find "test/fuzz/corpus/$t" -type f | wc -l) inputs"
+	done
+	exit 0
+fi
+
+build
+failed=0
+for t in $(targets "$@"); do
+	bin="$out/fuzz/fuzz_$t"
+	if [ ! -x "$bin" ]; then
+		echo "fuzz: no target fuzz_$t (test/fuzz/fuzz_$t.c)" >&2
+		failed=1
+		continue
+	fi
+	mkdir -p "test/fuzz/corpus/$t" "$out/corpus/$t"
+	log="$out/$t.log"
+	# New inputs go to the first directory (build-fuzz), seeds come from both. -rss_limit_mb
+	# bounds a run on a shared machine; leaks are findings too.
+	if "$bin" -max_total_time="$seconds" -print_final_stats=1 -rss_limit_mb=1024 \
+		-artifact_prefix="$out/crash-$t-" "$out/corpus/$t" "test/fuzz/corpus/$t" >"$log" 2>&1; then
+		result=ok
+	else
+		result="FINDING (see $log and $out/crash-$t-*)"
+		failed=1
+	fi
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+	cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+	corpus=$(find "$out/corpus/$t" "test/fuzz/corpus/$t" -type f | wc -l)
+	echo "fuzz: $t: ${seconds}s, ${execs:-?} executions, coverage ${cov:-?} edges, corpus $corpus: $result"
+done
+exit $failed
