@@ -7,7 +7,8 @@
 #   hack/build-tools.sh            build what the control plane needs
 #   hack/build-tools.sh kubelet    also build the kubelet
 #   hack/build-tools.sh crictl     also build crictl (cri-tools; the real node's down.sh uses it)
-#   hack/build-tools.sh --print-dir k8s|etcd|kwok|cri-tools   print the cache dir of a tool set
+#   hack/build-tools.sh helm       also build helm (the chart's tests)
+#   hack/build-tools.sh --print-dir k8s|etcd|kwok|cri-tools|helm   print the cache dir of a tool set
 #
 # Each build's log is kept next to the binaries (build-<name>.log) with its peak memory; a
 # failed build names the binary and the step and prints the tail of its log.
@@ -27,7 +28,9 @@ k8s_version=$(mod_version k8s k8s.io/kubernetes)
 etcd_version=$(mod_version etcd go.etcd.io/etcd/server/v3)
 kwok_version=$(mod_version kwok sigs.k8s.io/kwok)
 cri_tools_version=$(mod_version cri-tools sigs.k8s.io/cri-tools)
-if [ -z "$k8s_version" ] || [ -z "$etcd_version" ] || [ -z "$kwok_version" ] || [ -z "$cri_tools_version" ]; then
+helm_version=$(mod_version helm helm.sh/helm/v3)
+if [ -z "$k8s_version" ] || [ -z "$etcd_version" ] || [ -z "$kwok_version" ] || [ -z "$cri_tools_version" ] ||
+	[ -z "$helm_version" ]; then
 	echo "build-tools: cannot read the pinned versions from hack/tools/*/go.mod" >&2
 	exit 1
 fi
@@ -39,12 +42,13 @@ bin_dir() { # set -> directory
 	etcd) echo "$cache/bin/etcd-$etcd_version-$go_version" ;;
 	kwok) echo "$cache/bin/kwok-$kwok_version-$go_version" ;;
 	cri-tools) echo "$cache/bin/cri-tools-$cri_tools_version-$go_version" ;;
-	*) echo "unknown tool set '$1' (want k8s, etcd, kwok or cri-tools)" >&2; return 2 ;;
+	helm) echo "$cache/bin/helm-$helm_version-$go_version" ;;
+	*) echo "unknown tool set '$1' (want k8s, etcd, kwok, cri-tools or helm)" >&2; return 2 ;;
 	esac
 }
 
 if [ "${1:-}" = "--print-dir" ]; then
-	bin_dir "${2:?--print-dir needs k8s, etcd, kwok or cri-tools}"
+	bin_dir "${2:?--print-dir needs k8s, etcd, kwok, cri-tools or helm}"
 	exit 0
 fi
 
@@ -102,6 +106,7 @@ for extra in "$@"; do
 	kubelet) build k8s kubelet k8s.io/kubernetes/cmd/kubelet "$lf" ;;
 	crictl) build cri-tools crictl sigs.k8s.io/cri-tools/cmd/crictl \
 		"-X sigs.k8s.io/cri-tools/pkg/version.Version=$cri_tools_version" ;;
-	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet, crictl)" >&2; exit 2 ;;
+	helm) build helm helm helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=$helm_version" ;;
+	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet, crictl, helm)" >&2; exit 2 ;;
 	esac
 done

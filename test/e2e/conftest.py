@@ -208,6 +208,8 @@ import signal  # noqa: E402  (kept with the fixture that uses it)
 
 # TELO_BIN_DIR may be relative to the repository (TELO_BIN_DIR=build-asan/bin).
 OPERATOR_BIN_DIR = os.path.join(ROOT, os.environ.get("TELO_BIN_DIR") or os.path.join("build", "bin"))
+OPERATOR_KUBECONFIG = os.environ.get("TELO_E2E_OPERATOR_KUBECONFIG")
+OPERATOR_ARGS = os.environ.get("TELO_E2E_OPERATOR_ARGS", "").split()
 
 
 def _watched_namespaces(argv):
@@ -265,11 +267,13 @@ class Operator:
         self.returncodes = []
 
     def argv(self):
+        # TELO_E2E_OPERATOR_KUBECONFIG runs the operator under another identity (test_rbac.py:
+        # its ServiceAccount's token), TELO_E2E_OPERATOR_ARGS adds arguments (--leader-elect).
         argv = [os.path.join(OPERATOR_BIN_DIR, "telo-operator"), "run",
-                "--kubeconfig", self.cluster.kubeconfig,
+                "--kubeconfig", OPERATOR_KUBECONFIG or self.cluster.kubeconfig,
                 "--http-bind-address", "127.0.0.1:0",
                 "--set", "namespaces=%s" % self.namespace,
-                "--set", "startDeadlineSeconds=15"]
+                "--set", "startDeadlineSeconds=15"] + OPERATOR_ARGS
         for s in self.sets:
             argv += ["--set", s]
         return argv + self.args
