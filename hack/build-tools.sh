@@ -88,6 +88,17 @@ k8s_ldflags() {
 	done
 }
 
+# As helm's Makefile: the Kubernetes version `helm template` and `helm lint` assume without a
+# cluster is the one of the client-go helm is built with (v0.X -> 1.X).
+helm_ldflags() {
+	local minor f
+	minor=$(mod_version helm k8s.io/client-go | cut -d. -f2)
+	printf -- '-X helm.sh/helm/v3/internal/version.version=%s ' "$helm_version"
+	for f in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+		printf -- '-X %s.k8sVersionMajor=1 -X %s.k8sVersionMinor=%s ' "$f" "$f" "$minor"
+	done
+}
+
 if ! command -v go >/dev/null; then
 	echo "build-tools: Go is not installed; install Go >= 1.25 (Debian: golang-go from backports) and retry" >&2
 	exit 1
@@ -106,7 +117,7 @@ for extra in "$@"; do
 	kubelet) build k8s kubelet k8s.io/kubernetes/cmd/kubelet "$lf" ;;
 	crictl) build cri-tools crictl sigs.k8s.io/cri-tools/cmd/crictl \
 		"-X sigs.k8s.io/cri-tools/pkg/version.Version=$cri_tools_version" ;;
-	helm) build helm helm helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=$helm_version" ;;
+	helm) build helm helm helm.sh/helm/v3/cmd/helm "$(helm_ldflags)" ;;
 	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet, crictl, helm)" >&2; exit 2 ;;
 	esac
 done

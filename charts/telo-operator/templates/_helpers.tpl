@@ -1,0 +1,54 @@
+{{/* The release's name, prefixed with the chart's unless it already holds it. */}}
+{{- define "telo.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "telo.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "telo.labels" -}}
+{{ include "telo.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "telo.serviceAccountName" -}}
+{{- default (include "telo.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "telo.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Whether the rules are bound in one namespace (config.namespaces names exactly one) rather
+     than cluster-wide: the operator lists cluster-wide as soon as it watches several. */}}
+{{- define "telo.namespaced" -}}
+{{- if eq (len (default list .Values.config.namespaces)) 1 }}true{{ end -}}
+{{- end -}}
+
+{{/* The operator's config file: the values, with the gateway's in-cluster URL by default. */}}
+{{- define "telo.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- if and .Values.gateway.enabled (not $config.gatewayUrl) -}}
+{{- $_ := set $config "gatewayUrl" (printf "http://%s-gateway.%s.svc:%v" (include "telo.fullname" .) .Release.Namespace .Values.service.gateway.port) -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
+
+{{/* The hardened container securityContext both containers share. */}}
+{{- define "telo.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
