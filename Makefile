@@ -11,7 +11,7 @@ C_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.c' '*.h')
 LINT_SOURCES = $(filter pkg/% cmd/%,$(filter %.c,$(C_SOURCES)))
 
 .PHONY: deps build build-asan unit unit-asan valgrind e2e test run cluster-up cluster-down \
-        cluster-status fmt fmt-check lint tools clean install fuzz
+        cluster-status fmt fmt-check lint tools clean install fuzz image
 
 deps:
 	@hack/install-deps.sh
@@ -53,6 +53,10 @@ test: build build-asan
 
 run: build
 	@hack/run.sh $(BUILD_DIR)
+
+# The operator's OCI image (hack/image.sh): built without a daemon, pushed to the real node.
+image: build
+	@hack/image.sh $(BUILD_DIR)
 
 fmt:
 	@clang-format -i $(C_SOURCES)

@@ -43,6 +43,7 @@ debs=(
 	apache2-utils      # e2e: htpasswd, Basic auth of that registry
 	umoci              # e2e and hack/images: builds OCI images without a daemon
 	skopeo             # e2e and hack/images: pushes them into the registry
+	lua5.1             # e2e: runs hack/argocd/health.lua (Argo CD's gopher-lua speaks Lua 5.1)
 )
 # The real node (TELO_REAL_NODE=1, hack/cluster/real-node.sh, hack/images/): only installed when
 # asked for, so the kwok-only path stays lean.

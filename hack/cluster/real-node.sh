@@ -65,6 +65,46 @@ ensure_real_network() {
 	fi
 }
 
+# The kubernetes Service for the real node's pods: there is no kube-proxy, and the apiserver
+# listens on 127.0.0.1 only, so a pod (the operator's, in-cluster) could not reach it. This does
+# for that one Service what kube-proxy would: its ClusterIP:443, for packets coming in from the
+# pods' bridge, is DNATed to the apiserver's address. route_localnet on the bridge (and only
+# there) lets the kernel route to and from 127.0.0.1 for those packets; like kube-proxy
+# (CVE-2020-8558) we drop every other packet from the bridge to 127.0.0.0/8, so pods reach no
+# other loopback service (etcd, the kubelet's healthz). The apiserver's certificate names the
+# ClusterIP, so in-cluster clients verify it as usual.
+real_apiserver_chain=TELO-REAL-APISERVER
+ensure_real_apiserver_route() {
+	local ip
+	ip=$(kubectl_cmd get service kubernetes -n default -o jsonpath='{.spec.clusterIP}') && [ -n "$ip" ] ||
+		fail kubelet "cannot read the kubernetes Service's ClusterIP"
+	command -v iptables >/dev/null || fail kubelet "iptables is missing; run TELO_REAL_NODE=1 hack/install-deps.sh"
+	echo 1 >"/proc/sys/net/ipv4/conf/$real_bridge_if/route_localnet"
+	local t
+	for t in nat filter; do
+		iptables -t $t -N $real_apiserver_chain 2>/dev/null || iptables -t $t -F $real_apiserver_chain
+	done
+	iptables -t nat -A $real_apiserver_chain -d "$ip/32" -p tcp --dport 443 \
+		-j DNAT --to-destination "127.0.0.1:$apiserver_port"
+	iptables -t filter -A $real_apiserver_chain -d 127.0.0.0/8 -m conntrack ! --ctstate DNAT -j DROP
+	iptables -t nat -C PREROUTING -i "$real_bridge_if" -j $real_apiserver_chain 2>/dev/null ||
+		iptables -t nat -A PREROUTING -i "$real_bridge_if" -j $real_apiserver_chain
+	iptables -t filter -C INPUT -i "$real_bridge_if" -j $real_apiserver_chain 2>/dev/null ||
+		iptables -t filter -I INPUT -i "$real_bridge_if" -j $real_apiserver_chain
+}
+
+real_apiserver_route_cleanup() {
+	command -v iptables >/dev/null || return 0
+	iptables -t nat -D PREROUTING -i "$real_bridge_if" -j $real_apiserver_chain 2>/dev/null || true
+	iptables -t filter -D INPUT -i "$real_bridge_if" -j $real_apiserver_chain 2>/dev/null || true
+	local t
+	for t in nat filter; do
+		iptables -t $t -F $real_apiserver_chain 2>/dev/null && iptables -t $t -X $real_apiserver_chain &&
+			echo "down: removed the $t chain $real_apiserver_chain" >&2
+	done
+	return 0
+}
+
 ensure_real_cgroups() {
 	# The pods' cgroup root (kubelet cgroupRoot): one directory per v1 hierarchy, so down.sh can
 	# find and remove everything the pods left.
@@ -297,6 +337,7 @@ real_node_up() {
 	ensure_real_pki
 	write_real_config
 	ensure_real_network
+	ensure_real_apiserver_route
 	ensure_real_cgroups
 	start_registry
 	start_containerd
@@ -359,6 +400,7 @@ real_node_cleanup() {
 	for link in $(ip -o link show master "$real_bridge_if" 2>/dev/null | awk -F': ' '{ print $2 }' | cut -d@ -f1); do
 		ip link delete "$link" 2>/dev/null && echo "down: deleted veth $link" >&2
 	done
+	real_apiserver_route_cleanup
 	if ip link show "$real_bridge_if" >/dev/null 2>&1; then
 		ip link delete "$real_bridge_if" && echo "down: deleted interface $real_bridge_if" >&2
 	fi

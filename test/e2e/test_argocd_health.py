@@ -1,0 +1,111 @@
+"""hack/argocd/health.lua, the Argo CD health check of TeloSessions, run by Debian's Lua 5.1 (the
+language of Argo CD's gopher-lua) on sample statuses, and on statuses the operator wrote."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import ROOT, wait_until
+
+HEALTH = os.path.join(ROOT, "hack", "argocd", "health.lua")
+LUA = shutil.which("lua5.1")
+
+
+def lua_literal(value):
+    """A Lua table constructor for a JSON value (Argo CD hands the script the object likewise:
+    maps as tables, lists as 1-based arrays, numbers as numbers)."""
+    if isinstance(value, dict):
+        return "{%s}" % ",".join("[%s]=%s" % (json.dumps(k), lua_literal(v))
+                                 for k, v in value.items())
+    if isinstance(value, list):
+        return "{%s}" % ",".join(lua_literal(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "nil"
+    return json.dumps(value)
+
+
+def health(obj):
+    if not LUA:
+        pytest.fail("lua5.1 is missing: run hack/install-deps.sh")
+    driver = ("obj = %s\nlocal hs = dofile(%s)\nio.write(hs.status, '\\n', hs.message or '')"
+              % (lua_literal(obj), json.dumps(HEALTH)))
+    proc = subprocess.run([LUA, "-"], input=driver, capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 0, proc.stderr
+    status, _, message = proc.stdout.partition("\n")
+    return status, message
+
+
+def cond(kind, status, reason=""):
+    return {"type": kind, "status": status, "reason": reason, "observedGeneration": 1}
+
+
+def ts(status, generation=1):
+    return {"apiVersion": "telo.run/v1alpha1", "kind": "TeloSession",
+            "metadata": {"name": "s", "generation": generation}, "spec": {}, "status": status}
+
+
+CASES = [
+    ("no-status", {"apiVersion": "telo.run/v1alpha1", "kind": "TeloSession",
+                   "metadata": {"name": "s", "generation": 1}}, "Progressing", "pick"),
+    ("pending", ts({"phase": "Pending", "observedGeneration": 1,
+                    "conditions": [cond("Ready", "False"), cond("Reconciling", "True"),
+                                   cond("Stalled", "False")]}), "Progressing", "Pending"),
+    ("provisioning", ts({"phase": "Provisioning", "observedGeneration": 1,
+                         "progress": {"phase": "provision", "message": "Pulling image",
+                                      "done": False}}),
+     "Progressing", "Provisioning: Pulling image"),
+    ("building", ts({"phase": "Building", "observedGeneration": 1}), "Progressing", "Building"),
+    ("running", ts({"phase": "Running", "observedGeneration": 1,
+                    "endpoints": [{"name": "http", "port": 8080, "protocol": "TCP",
+                                   "url": "http://8080-s.example.test"}],
+                    "conditions": [cond("Ready", "True", "Running")]}),
+     "Healthy", "Running at http://8080-s.example.test"),
+    ("succeeded", ts({"phase": "Succeeded", "observedGeneration": 1, "exitCode": 0}),
+     "Healthy", "code 0"),
+    ("failed", ts({"phase": "Failed", "observedGeneration": 1, "reason": "AppExited",
+                   "message": "container \"session\" exited with exit code 3",
+                   "conditions": [cond("Stalled", "True", "AppExited")]}),
+     "Degraded", "AppExited: container \"session\" exited with exit code 3"),
+    ("stopped", ts({"phase": "Stopped", "observedGeneration": 1, "reason": "Stopped"}),
+     "Suspended", "spec.stopped"),
+    ("blocked", ts({"phase": "Pending", "observedGeneration": 1, "reason": "BundleNotFound",
+                    "message": "ConfigMap b does not exist",
+                    "conditions": [cond("Stalled", "True", "BundleNotFound")]}),
+     "Degraded", "BundleNotFound: ConfigMap b does not exist"),
+    # The spec changed (generation 3) and the operator has not looked yet: whatever the old
+    # status says, it is not the answer for this spec.
+    ("generation-behind", ts({"phase": "Running", "observedGeneration": 2,
+                              "conditions": [cond("Ready", "True", "Running")]}, generation=3),
+     "Progressing", "observe generation 3"),
+    ("unknown-phase", ts({"phase": "Exploded", "observedGeneration": 1}), "Unknown", "Exploded"),
+]
+
+
+@pytest.mark.parametrize("name,obj,status,words", CASES, ids=[c[0] for c in CASES])
+def test_health_of_sample_statuses(name, obj, status, words):
+    got, message = health(obj)
+    assert got == status and words in message, (name, got, message)
+
+
+def test_health_of_what_the_operator_writes(cluster, operator, pod_namespace):
+    """The real thing: the sample session, Running and then stopped, as the operator wrote it."""
+    ns = pod_namespace
+    operator("ingress.baseDomain=sessions.example.test")
+    cluster.kubectl("apply", "-n", ns, "-f", os.path.join(ROOT, "crds", "samples", "hello.yaml"))
+    cluster.kubectl("wait", "-n", ns, "--for=condition=Ready", "ts/hello", "--timeout=60s")
+    obj = cluster.kubectl_json("get", "ts", "hello", "-n", ns)
+    assert health(obj) == ("Healthy", "Running at " + obj["status"]["endpoints"][0]["url"]), obj
+    cluster.kubectl("patch", "ts", "hello", "-n", ns, "--type=merge",
+                    "-p", '{"spec":{"stopped":true}}')
+    # Right after the patch the status is the old generation's: Progressing, then Suspended.
+    stopped = wait_until(lambda: health(cluster.kubectl_json("get", "ts", "hello", "-n", ns))
+                         [0] == "Suspended", timeout=30, what="Suspended")
+    assert stopped
+    obj = yaml.safe_load(cluster.kubectl("get", "ts", "hello", "-n", ns, "-o", "yaml").stdout)
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
