@@ -179,6 +179,9 @@ def used_pair(e):
 def test_session_suite_under_the_service_account_gets_no_403_and_uses_every_verb(
         cluster, rbac, tmp_path):
     kubeconfig = service_account_kubeconfig(cluster, str(tmp_path / "sa.kubeconfig"))
+    # A Lease left by an earlier run would spare the operator its create.
+    cluster.kubectl("delete", "lease", "telo-operator.telo.run", "-n", SA_NAMESPACE,
+                    "--ignore-not-found")
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 1)) + ".000000Z"
     env = dict(os.environ, TELO_E2E_OPERATOR_KUBECONFIG=kubeconfig,
                TELO_E2E_OPERATOR_ARGS="--leader-elect --leader-election-namespace " + SA_NAMESPACE)

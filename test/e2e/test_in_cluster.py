@@ -1,0 +1,241 @@
+"""The operator in-cluster, as users run it: `make image`, then `helm install` of
+charts/telo-operator with its pod on the real node (the image from the local registry, the
+chart's RBAC, the in-cluster config: the kubernetes Service reached through the real node's
+DNAT, hack/cluster/real-node.sh). A session runs for real and answers on its port, a terminal
+attaches through the in-cluster gateway (when the gateway is built), `helm upgrade` rolls the
+pod, the operator's RSS is read from /proc at idle and with 100 (kwok) sessions, the audit log
+holds no 403 for its ServiceAccount, and `helm uninstall` leaves no cluster-scoped object.
+
+Skipped without a Ready node labelled telo.run/node=real. Everything lives in namespaces of its
+own; the operator watches only its session namespace."""
+
+import base64
+import io
+import json
+import os
+import subprocess
+import tarfile
+import time
+import urllib.request
+import uuid
+
+import pytest
+import yaml
+
+from conftest import OPERATOR_BIN_DIR, ROOT, wait_until
+from test_chart import CHART, cluster_scoped_of, helm  # noqa: F401  (helm is a fixture)
+from test_real_node import _real_node
+from test_rbac import audit_events
+
+REAL = {"telo.run/node": "real"}
+REAL_TOLERATION = [{"key": "telo.run/node", "operator": "Equal", "value": "real",
+                    "effect": "NoSchedule"}]
+ENTRY = "print telo-session-test under the in-cluster operator\nhttp 8080 hello in-cluster\n"
+
+
+@pytest.fixture(scope="module")
+def real_node(cluster):
+    node = _real_node(cluster)
+    if node is None:
+        pytest.skip("no Ready node labelled telo.run/node=real (TELO_REAL_NODE=1 hack/cluster/up.sh)")
+    with open(os.path.join(cluster.dir, "real-node", "images", "refs.json")) as f:
+        node["images"] = json.load(f)
+    return node
+
+
+@pytest.fixture(scope="module")
+def image(real_node):
+    proc = subprocess.run([os.path.join(ROOT, "hack", "image.sh"), os.path.dirname(OPERATOR_BIN_DIR)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "imported" in proc.stderr, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def bundle_configmap(name="bundle"):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        data = ENTRY.encode()
+        info = tarfile.TarInfo("app/main.telo")
+        info.size, info.mode = len(data), 0o644
+        t.addfile(info, io.BytesIO(data))
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+            "binaryData": {"bundle.tgz": base64.b64encode(buf.getvalue()).decode()}}
+
+
+def session(name, ports=True):
+    spec = {"entry": "app/main.telo", "bundle": {"configMap": {"name": "bundle"}}}
+    if ports:
+        spec["ports"] = [{"port": 8080, "protocol": "TCP", "name": "http"}]
+    return {"apiVersion": "telo.run/v1alpha1", "kind": "TeloSession",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def apply(cluster, ns, *objs):
+    cluster.kubectl("apply", "-n", ns, "-f", "-",
+                    input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
+
+
+def phase(cluster, ns, name):
+    return cluster.kubectl_json("get", "ts", name, "-n", ns).get("status", {}).get("phase")
+
+
+def operator_pid(lease):
+    """The manager's process on this machine: the only one with this lease name."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"telo-operator") and \
+                ("--leader-election-id=%s" % lease).encode() in argv:
+            return int(pid)
+    return None
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for pid %d" % pid)
+
+
+def operator_pods(cluster, ns, release):
+    items = cluster.kubectl_json("get", "pods", "-n", ns, "-l",
+                                 "app.kubernetes.io/instance=" + release)["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def ready(pod):
+    return any(c["type"] == "Ready" and c["status"] == "True"
+               for c in pod.get("status", {}).get("conditions", []))
+
+
+def attach_through_gateway(gateway_ip, port, ns, name, token, line):
+    """A channel-protocol client at the gateway's pod IP: sends line on stdin, returns what came
+    back on stdout until the stand-in's echo of it (or 20 s)."""
+    import websocket  # websocket-client, a dependency of the kubernetes client
+    ws = websocket.create_connection(
+        "ws://%s:%d/v1/namespaces/%s/telosessions/%s/attach" % (gateway_ip, port, ns, name),
+        header=["Authorization: Bearer " + token], subprotocols=["v5.channel.k8s.io"],
+        timeout=20)
+    try:
+        ws.send_binary(b"\x00" + line.encode() + b"\n")
+        out = b""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and ("echo: " + line).encode() not in out:
+            frame = ws.recv()
+            if isinstance(frame, bytes) and frame[:1] == b"\x01":
+                out += frame[1:]
+        return out.decode(errors="replace")
+    finally:
+        ws.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, crd, real_node,  # noqa: F811
+                                                                  image):
+    suffix = uuid.uuid4().hex[:6]
+    release, ns, sessions = "e2e-ic-" + suffix, "e2e-ic-" + suffix, "e2e-ic-%s-s" % suffix
+    lease = "e2e-ic-%s.telo.run" % suffix
+    gateway = os.path.exists(os.path.join(OPERATOR_BIN_DIR, "telo-gateway"))
+    repo, tag = image.rsplit(":", 1)
+    values = {
+        "image": {"repository": repo, "tag": tag},
+        "nodeSelector": REAL, "tolerations": REAL_TOLERATION,
+        "leaderElection": {"leaseName": lease},
+        "gateway": {"enabled": gateway},
+        # One attach ClusterRole per cluster, and this may be a shared one.
+        "rbac": {"sessionAttachRole": False},
+        "namespaces": {"builds": "e2e-ic-%s-b" % suffix},
+        "config": {"namespaces": [sessions], "nodeSelector": REAL,
+                   "tolerations": REAL_TOLERATION, "startDeadlineSeconds": 90,
+                   "images": {"default": real_node["images"]["telo-session-test"],
+                              "init": real_node["images"]["telo-init"]}},
+    }
+    values_file = os.path.join(cluster.dir, "e2e-ic-%s-values.yaml" % suffix)
+    with open(values_file, "w") as f:
+        yaml.safe_dump(values, f)
+    sa_user = "system:serviceaccount:%s:%s-telo-operator" % (ns, release)
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 1)) + ".000000Z"
+    figures = {}
+    try:
+        t0 = time.monotonic()
+        helm("install", release, CHART, "-n", ns, "--create-namespace", "--skip-crds",
+             "-f", values_file, "--wait", "--timeout", "180s")
+        pod = wait_until(lambda: [p for p in operator_pods(cluster, ns, release) if ready(p)],
+                         timeout=120, what="the operator pod Ready")[0]
+        figures["install_to_ready_s"] = round(time.monotonic() - t0, 1)
+        assert pod["spec"]["nodeName"] == real_node["metadata"]["name"]
+
+        # A session for real: the stand-in CLI on the real node, answering on its port.
+        apply(cluster, sessions, bundle_configmap(), session("hello"))
+        wait_until(lambda: phase(cluster, sessions, "hello") == "Running", timeout=120,
+                   what="the session Running")
+        ts = cluster.kubectl_json("get", "ts", "hello", "-n", sessions)
+        with urllib.request.urlopen("http://%s:8080/" % ts["status"]["podIP"], timeout=10) as r:
+            assert r.read().decode().strip() == "hello in-cluster"
+        if gateway:
+            secret = cluster.kubectl_json("get", "secret", ts["status"]["attach"]["secretName"],
+                                          "-n", sessions)
+            token = base64.b64decode(secret["data"]["token"]).decode()
+            out = attach_through_gateway(pod["status"]["podIP"], 8081, sessions, "hello", token,
+                                         "typed through the gateway")
+            assert "echo: typed through the gateway" in out, out
+        pid = operator_pid(lease)
+        assert pid, "no telo-operator process with --leader-election-id=%s" % lease
+        figures["rss_kib_one_session"] = rss_kib(pid)
+
+        # A changed value rolls the pod; sessions now go to kwok's nodes, for 100 of them.
+        values["config"]["nodeSelector"] = {"type": "kwok"}
+        values["config"]["tolerations"] = []
+        with open(values_file, "w") as f:
+            yaml.safe_dump(values, f)
+        cluster.kubectl("delete", "ts", "hello", "-n", sessions, "--wait=true")
+        helm("upgrade", release, CHART, "-n", ns, "--skip-crds", "-f", values_file, "--wait",
+             "--timeout", "180s")
+        new = wait_until(lambda: [p for p in operator_pods(cluster, ns, release)
+                                  if ready(p) and p["metadata"]["uid"] != pod["metadata"]["uid"]],
+                         timeout=120, what="a new operator pod after the upgrade")[0]
+        wait_until(lambda: len(operator_pods(cluster, ns, release)) == 1, timeout=90,
+                   what="the old operator pod to go")
+        assert new["metadata"]["annotations"]["checksum/config"] != \
+            pod["metadata"]["annotations"]["checksum/config"]
+        time.sleep(10)
+        pid = operator_pid(lease)
+        figures["rss_kib_idle"] = rss_kib(pid)
+        n = 100
+        apply(cluster, sessions, *[session("s%03d" % i, ports=False) for i in range(n)])
+
+        def all_running():
+            items = cluster.kubectl_json("get", "ts", "-n", sessions)["items"]
+            return sum(1 for i in items if i.get("status", {}).get("phase") == "Running") == n
+        t1 = time.monotonic()
+        wait_until(all_running, timeout=300, interval=2, what="%d sessions Running" % n)
+        figures["100_sessions_running_s"] = round(time.monotonic() - t1, 1)
+        time.sleep(10)
+        figures["rss_kib_100_sessions"] = rss_kib(pid)
+        print("in-cluster figures: %s" % json.dumps(figures))
+
+        events = audit_events(cluster, sa_user, since)
+        assert events, "no request of %s in the audit log" % sa_user
+        forbidden = [(e["verb"], e.get("objectRef", {})) for e in events
+                     if e.get("responseStatus", {}).get("code") == 403]
+        assert not forbidden, "403 for %s: %s" % (sa_user, forbidden[:10])
+        figures["requests_by_the_service_account"] = len(events)
+    finally:
+        cluster.kubectl("delete", "ts", "--all", "-n", sessions, "--wait=false", check=False)
+        helm("uninstall", release, "-n", ns, "--wait", "--timeout", "180s", check=False)
+        os.unlink(values_file)
+        print("in-cluster figures: %s" % json.dumps(figures))
+    left = []
+
+    def gone():
+        left[:] = cluster_scoped_of(cluster, release)
+        return not left
+    wait_until(gone, timeout=120, what="no cluster-scoped object of the release (left: %s)" % left)
+    cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
