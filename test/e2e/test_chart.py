@@ -222,6 +222,20 @@ def test_install_upgrade_rolls_the_pod_and_uninstall_leaves_only_the_crd(cluster
     config = cluster.kubectl_json("get", "configmap", "%s-config" % deployment,
                                   "-n", release_ns)["data"]["config.yaml"]
     assert yaml.safe_load(config)["namespaces"] == [sessions_ns]
+    # The release's ServiceAccount may do the documented rules in its session namespace, the
+    # Lease rules in its own, the cluster-scoped reviews everywhere, and nothing else.
+    from test_rbac import can_i_list, documented_rules
+    rules = documented_rules()
+    user = "system:serviceaccount:%s:%s" % (release_ns, deployment)
+    cluster.kubectl("create", "serviceaccount", "e2e-unbound", "-n", release_ns)
+    baseline = can_i_list(cluster, "system:serviceaccount:%s:e2e-unbound" % release_ns,
+                          release_ns)
+    for ns, scopes in ((sessions_ns, ("sessions", "cluster")), (release_ns, ("operator", "cluster")),
+                       ("default", ("cluster",))):
+        want = {k for k, (scope, _c) in rules.items() if scope in scopes}
+        granted = can_i_list(cluster, user, ns) - baseline
+        assert granted == want, "in %s: extra %s, missing %s" % (ns, sorted(granted - want),
+                                                                sorted(want - granted))
     installed = cluster_scoped_of(cluster, release)
     assert "namespace/" + sessions_ns in installed and any("clusterrole" in o for o in installed)
 
