@@ -103,6 +103,18 @@ def rss_kib(pid):
     raise AssertionError("no VmRSS for pid %d" % pid)
 
 
+def kubelet_working_set_kib(cluster, node, ns, pod):
+    """The manager container's working set as the kubelet reports it (/metrics/resource)."""
+    text = cluster.kubectl("get", "--raw",
+                           "/api/v1/nodes/%s/proxy/metrics/resource" % node).stdout
+    for line in text.splitlines():
+        if line.startswith("container_memory_working_set_bytes{") and \
+                'container="manager"' in line and 'namespace="%s"' % ns in line and \
+                'pod="%s"' % pod in line:
+            return int(float(line.split()[1]) / 1024)
+    return None
+
+
 def operator_pods(cluster, ns, release):
     items = cluster.kubectl_json("get", "pods", "-n", ns, "-l",
                                  "app.kubernetes.io/instance=" + release)["items"]
@@ -177,8 +189,16 @@ def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, c
         wait_until(lambda: phase(cluster, sessions, "hello") == "Running", timeout=120,
                    what="the session Running")
         ts = cluster.kubectl_json("get", "ts", "hello", "-n", sessions)
-        with urllib.request.urlopen("http://%s:8080/" % ts["status"]["podIP"], timeout=10) as r:
-            assert r.read().decode().strip() == "hello in-cluster"
+
+        def answer():
+            try:
+                with urllib.request.urlopen("http://%s:8080/" % ts["status"]["podIP"],
+                                            timeout=5) as r:
+                    return r.read().decode()
+            except OSError:
+                return None
+        assert wait_until(answer, timeout=30, what="the session's answer").strip() == \
+            "hello in-cluster"
         if gateway:
             secret = cluster.kubectl_json("get", "secret", ts["status"]["attach"]["secretName"],
                                           "-n", sessions)
@@ -208,6 +228,9 @@ def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, c
         time.sleep(10)
         pid = operator_pid(lease)
         figures["rss_kib_idle"] = rss_kib(pid)
+        node = real_node["metadata"]["name"]
+        figures["kubelet_working_set_kib_idle"] = kubelet_working_set_kib(
+            cluster, node, ns, new["metadata"]["name"])
         n = 100
         apply(cluster, sessions, *[session("s%03d" % i, ports=False) for i in range(n)])
 
@@ -219,6 +242,8 @@ def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, c
         figures["100_sessions_running_s"] = round(time.monotonic() - t1, 1)
         time.sleep(10)
         figures["rss_kib_100_sessions"] = rss_kib(pid)
+        figures["kubelet_working_set_kib_100_sessions"] = kubelet_working_set_kib(
+            cluster, node, ns, new["metadata"]["name"])
         print("in-cluster figures: %s" % json.dumps(figures))
 
         events = audit_events(cluster, sa_user, since)
