@@ -137,7 +137,9 @@ def test_a_wrong_value_fails_the_install_naming_the_key(helm):
     for value, key in (("config.limits.cpu=lots", "/config/limits/cpu"),
                        ("config.limts.cpu=1", "limts"),
                        ("replicas=-1", "/replicas"),
-                       ("image.pullPolicy=Sometimes", "/image/pullPolicy")):
+                       ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+                       # Two replicas without leader election would both reconcile.
+                       ("replicas=2,leaderElection.enabled=false", "/leaderElection/enabled")):
         proc = helm("install", "e2e-wrong", CHART, "-n", "default", "--set", value, check=False)
         assert proc.returncode != 0 and key in proc.stderr, (value, proc.stderr)
     assert "e2e-wrong" not in helm("list", "-A", "-q").stdout
