@@ -232,6 +232,10 @@ struct json_object *build_desired_job(const struct build_config *cfg,
     kube_obj_put_bool(pod, "automountServiceAccountToken", 0);
     kube_obj_put_bool(pod, "enableServiceLinks", 0);
     kube_obj_put(pod, "securityContext", kube_obj_pod_security(-1));
+    if (cfg->node_selector != NULL)
+        kube_obj_put(pod, "nodeSelector", json_object_get(cfg->node_selector));
+    if (cfg->tolerations != NULL)
+        kube_obj_put(pod, "tolerations", json_object_get(cfg->tolerations));
     kube_obj_push(inits, init_container(cfg, in, dockerfile));
     free(dockerfile);
     kube_obj_put(pod, "initContainers", inits);

@@ -34,6 +34,8 @@ struct build_config {
     long ttl_seconds_after_finished; /* finished Jobs are deleted after: 300 */
     const char *managed_by;          /* app.kubernetes.io/managed-by: "telo-operator" */
     const char *cpu, *memory;        /* the builder's requests and limits; NULL: none */
+    struct json_object *node_selector; /* the build pod's nodeSelector (borrowed); NULL: none */
+    struct json_object *tolerations;   /* its tolerations, as in a PodSpec; NULL: none */
 };
 
 /* One build. Exactly one of bundle_configmap and bundle_url is set. */

@@ -4,6 +4,7 @@
 #include "build/registry.h"
 
 #include "build/http.h"
+#include "util/base64.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/strmap.h"
@@ -82,25 +83,7 @@ static void key_host(const char *key, char *out, size_t len)
 /* Decodes base64 text into a new NUL-terminated string; NULL when it is not base64. */
 static char *base64_decode(const char *in, size_t n)
 {
-    while (n > 0 && isspace((unsigned char)in[n - 1]))
-        n--;
-    if (n == 0 || n % 4 != 0)
-        return NULL;
-    unsigned char *out = malloc(n / 4 * 3 + 1);
-    if (out == NULL)
-        return NULL;
-    int got = EVP_DecodeBlock(out, (const unsigned char *)in, (int)n);
-    if (got < 0) {
-        free(out);
-        return NULL;
-    }
-    /* EVP_DecodeBlock counts the padding as zero bytes. */
-    if (in[n - 1] == '=')
-        got--;
-    if (in[n - 2] == '=')
-        got--;
-    out[got] = '\0';
-    return (char *)out;
+    return (char *)util_base64_decode(in, n, NULL);
 }
 
 static char *base64_encode(const char *in, size_t n)

@@ -19,13 +19,15 @@
 #define MAX_CONTROLLERS 8
 #define MAX_WATCHES     8
 
-enum map_kind { MAP_SELF, MAP_OWNER, MAP_LABEL };
+enum map_kind { MAP_SELF, MAP_OWNER, MAP_LABEL, MAP_FUNC };
 
 /* How an informer's change becomes a key of a controller. */
 struct watch {
     struct ctrl_controller *c;
     enum map_kind how;
-    char *arg; /* owner kind or label name */
+    char *arg;       /* owner kind or label name */
+    ctrl_map_fn *fn; /* MAP_FUNC */
+    void *ud;
 };
 
 struct ctrl_informer {
@@ -141,6 +143,17 @@ static int label_key(const struct cache_object *obj, const char *label, char *ou
     return found;
 }
 
+struct mapped {
+    struct ctrl_controller *c;
+    enum cache_origin origin;
+};
+
+static void emit_mapped(void *ctx, const char *key)
+{
+    struct mapped *m = ctx;
+    enqueue(m->c, key, m->origin);
+}
+
 static void notify(struct ctrl_informer *inf, const struct cache_object *obj,
                    enum cache_origin origin)
 {
@@ -159,6 +172,11 @@ static void notify(struct ctrl_informer *inf, const struct cache_object *obj,
             if (label_key(obj, w->arg, key, sizeof(key)))
                 enqueue(w->c, key, origin);
             break;
+        case MAP_FUNC: {
+            struct mapped m = {w->c, origin};
+            w->fn(w->ud, obj, emit_mapped, &m);
+            break;
+        }
         }
     }
 }
@@ -565,7 +583,7 @@ static int add_watch(struct ctrl_informer *inf, struct ctrl_controller *c, enum 
     char *copy = arg ? strdup(arg) : NULL;
     if (arg && !copy)
         return telo_err_set(err, TELO_ENOMEM, "informer %s: out of memory", inf->name);
-    inf->watches[inf->nwatches++] = (struct watch){c, how, copy};
+    inf->watches[inf->nwatches++] = (struct watch){c, how, copy, NULL, NULL};
     return 0;
 }
 
@@ -613,6 +631,16 @@ int ctrl_controller_watch_labelled(struct ctrl_controller *c, struct ctrl_inform
                                    const char *label, struct telo_err *err)
 {
     return add_watch(inf, c, MAP_LABEL, label, err);
+}
+
+int ctrl_controller_watch_mapped(struct ctrl_controller *c, struct ctrl_informer *inf,
+                                 ctrl_map_fn *fn, void *ud, struct telo_err *err)
+{
+    if (add_watch(inf, c, MAP_FUNC, NULL, err) < 0)
+        return -err->code;
+    inf->watches[inf->nwatches - 1].fn = fn;
+    inf->watches[inf->nwatches - 1].ud = ud;
+    return 0;
 }
 
 int ctrl_manager_start(struct ctrl_manager *m, struct telo_err *err)

@@ -93,6 +93,17 @@ int ctrl_controller_watch_owned(struct ctrl_controller *c, struct ctrl_informer 
 int ctrl_controller_watch_labelled(struct ctrl_controller *c, struct ctrl_informer *inf,
                                    const char *label, struct telo_err *err);
 
+/* Maps an object of a watched informer to the keys to reconcile: calls emit(ctx, key) for each
+ * (none is fine). Must not change the informer's store. */
+typedef void ctrl_map_fn(void *ud, const struct cache_object *obj,
+                         void (*emit)(void *ctx, const char *key), void *ctx);
+
+/* Also reconciles the keys fn maps each changed object of inf to (ud is passed through), for
+ * relations no owner reference or label expresses (a shared object in another namespace).
+ * Returns 0 or a negative code with err filled. */
+int ctrl_controller_watch_mapped(struct ctrl_controller *c, struct ctrl_informer *inf,
+                                 ctrl_map_fn *fn, void *ud, struct telo_err *err);
+
 /* Ends a reconcile (see ctrl_reconcile_fn). rec is freed. */
 void ctrl_reconcile_finish(struct ctrl_reconcile *rec, const struct ctrl_result *res);
 

@@ -267,6 +267,13 @@ struct kube_call *kube_rest_request(struct kube_transport *t, const char *method
     return request(t, method, verb, ref, query, content_type, body, len, 0, cb, ud, err);
 }
 
+struct kube_call *kube_rest_get_text(struct kube_transport *t, const struct kube_ref *ref,
+                                     const char *query, kube_result_fn *cb, void *ud,
+                                     struct telo_err *err)
+{
+    return request(t, "GET", "get", ref, query, NULL, NULL, 0, 1, cb, ud, err);
+}
+
 struct kube_call *kube_rest_get_path(struct kube_transport *t, const char *path, kube_result_fn *cb,
                                      void *ud, struct telo_err *err)
 {

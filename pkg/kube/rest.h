@@ -142,6 +142,12 @@ struct kube_call *kube_rest_request(struct kube_transport *t, const char *method
                                     const char *content_type, const char *body, size_t len,
                                     kube_result_fn *cb, void *ud, struct telo_err *err);
 
+/* GET ref (with query, starting with '?', or NULL) whose answer is not JSON, such as a pod's
+ * "log" subresource: a 2xx body is handed over unparsed in res->body (res->object is NULL). */
+struct kube_call *kube_rest_get_text(struct kube_transport *t, const struct kube_ref *ref,
+                                     const char *query, kube_result_fn *cb, void *ud,
+                                     struct telo_err *err);
+
 /* GET an absolute path that is not a resource (discovery "/apis", "/version"), as JSON. Same
  * contract as the verbs. */
 struct kube_call *kube_rest_get_path(struct kube_transport *t, const char *path, kube_result_fn *cb,

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum kind { K_STRING, K_QUANTITY, K_POSINT, K_STRLIST, K_STRMAP, K_ARRAY, K_URL };
+enum kind { K_STRING, K_QUANTITY, K_POSINT, K_STRLIST, K_STRMAP, K_ARRAY, K_URL, K_BOOL };
 
 /* One key: its dotted path, its kind, where it lives in the struct, and its help line. */
 struct key {
@@ -44,6 +44,21 @@ static const struct key keys[] = {
     {"registryUrl", K_URL, AT(registry_url), "default TELO_REGISTRY_URL of sessions"},
     {"gatewayUrl", K_URL, AT(gateway_url), "base URL of the terminal gateway, for status.attach"},
     {"workers", K_POSINT, AT(workers), "reconciles in flight at once"},
+    {"build.repository", K_STRING, AT(build_repository),
+     "image repository of per-app images (host/path); unset: no builds, base images run as is"},
+    {"build.namespace", K_STRING, AT(build_namespace), "namespace of the build Jobs"},
+    {"build.builderImage", K_STRING, AT(build_builder_image), "kaniko-compatible builder image"},
+    {"build.timeoutSeconds", K_POSINT, AT(build_timeout_seconds), "a build's deadline"},
+    {"build.ttlSecondsAfterFinished", K_POSINT, AT(build_ttl_seconds),
+     "finished build Jobs are deleted after"},
+    {"build.insecureRegistry", K_BOOL, AT(build_insecure),
+     "plain HTTP or unverified TLS to the registry"},
+    {"build.registryApiUrl", K_URL, AT(build_registry_api_url),
+     "registry API base for the tag check; unset: https://<host> (http:// when insecure)"},
+    {"build.pushSecret", K_STRING, AT(build_push_secret),
+     "dockerconfigjson Secret in build.namespace: the push and check credentials"},
+    {"build.nodeSelector", K_STRMAP, AT(build_node_selector), "nodeSelector of build pods"},
+    {"build.tolerations", K_ARRAY, AT(build_tolerations), "tolerations of build pods"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -52,7 +67,8 @@ static const struct key keys[] = {
 static int required(const struct key *k)
 {
     return k->offset == AT(default_image) || k->offset == AT(init_image) ||
-           k->offset == AT(managed_by);
+           k->offset == AT(managed_by) || k->offset == AT(build_namespace) ||
+           k->offset == AT(build_builder_image);
 }
 
 struct session_config *session_config_new(void)
@@ -70,8 +86,13 @@ struct session_config *session_config_new(void)
     c->start_deadline_seconds = 120;
     c->registry_url = strdup("https://registry.telo.run");
     c->workers = 16;
+    c->build_namespace = strdup("telo-builds");
+    c->build_builder_image = strdup("gcr.io/kaniko-project/executor:latest");
+    c->build_timeout_seconds = 600;
+    c->build_ttl_seconds = 300;
     if (!c->default_image || !c->init_image || !c->max_cpu || !c->max_memory ||
-        !c->max_ephemeral_storage || !c->managed_by || !c->registry_url) {
+        !c->max_ephemeral_storage || !c->managed_by || !c->registry_url || !c->build_namespace ||
+        !c->build_builder_image) {
         session_config_free(c);
         return NULL;
     }
@@ -196,6 +217,16 @@ static int set_value(struct session_config *c, const struct key *k, struct json_
         *(long *)field = (long)n;
         return 0;
     }
+    case K_BOOL:
+        if (json_object_is_type(v, json_type_boolean)) {
+            *(int *)field = json_object_get_boolean(v);
+            return 0;
+        }
+        if (text && (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)) {
+            *(int *)field = text[0] == 't';
+            return 0;
+        }
+        return telo_err_set(err, TELO_EINVAL, "%s: %s: want true or false", source, k->path);
     case K_STRLIST: {
         if (!json_object_is_type(v, json_type_array))
             return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list of strings", source,

@@ -31,6 +31,19 @@ struct session_config {
     char *registry_url;                /* registryUrl: "https://registry.telo.run" */
     char *gateway_url;                 /* gatewayUrl: unset (no status.attach.url) */
     long workers;                      /* workers: 16 concurrent reconciles */
+
+    /* On-cluster image builds (build.*): off while build.repository is unset, and then every
+     * session runs its base image as it is. */
+    char *build_repository;                  /* build.repository: unset */
+    char *build_namespace;                   /* build.namespace: "telo-builds" */
+    char *build_builder_image;               /* build.builderImage: kaniko's executor */
+    long build_timeout_seconds;              /* build.timeoutSeconds: 600 */
+    long build_ttl_seconds;                  /* build.ttlSecondsAfterFinished: 300 */
+    int build_insecure;                      /* build.insecureRegistry: false */
+    char *build_registry_api_url;            /* build.registryApiUrl: unset (from the host) */
+    char *build_push_secret;                 /* build.pushSecret: unset (an open registry) */
+    struct json_object *build_node_selector; /* build.nodeSelector: {} */
+    struct json_object *build_tolerations;   /* build.tolerations: [] */
 };
 
 /* Returns the defaults, or NULL when out of memory. Free with session_config_free. */

@@ -5,9 +5,12 @@
 #include "controller/events.h"
 #include "controller/metrics.h"
 #include "kube/rest.h"
+#include "session/builds.h"
 #include "session/desired.h"
+#include "session/image.h"
 #include "session/spec.h"
 #include "session/status.h"
+#include "util/base64.h"
 #include "util/log.h"
 #include "util/strmap.h"
 #include "util/timefmt.h"
@@ -35,15 +38,38 @@
 #define STARTUP_BUCKET_START 0.25
 #define STARTUP_BUCKETS      12
 
+/* telo_image_build_seconds: 5 s doubling to ~85 min. */
+#define BUILD_BUCKET_START 5.0
+#define BUILD_BUCKETS      11
+
+/* A pass that waits on an answer of ours (the registry, a build log) is queued again when it
+ * arrives; this is the safety net should it never come. */
+#define ANSWER_WAIT_S 30.0
+
+/* Builds counted in telo_image_builds_total, remembered by Job uid so a Job followed by many
+ * sessions counts once; forgotten wholesale beyond this many (Jobs go with their TTL anyway). */
+#define COUNTED_JOBS_MAX 4096
+
+/* The sessions cache index of status.image.tag: the sessions a build Job's change concerns. */
+#define INDEX_BUILD_TAG "buildTag"
+
+static const char *const build_results[] = {"succeeded", "failed", "timed_out"};
+#define NBUILD_RESULTS 3
+
 struct session_reconciler {
     struct ctrl_manager *m;
     struct kube_transport *t;
     const struct session_config *cfg;
     struct events_recorder *events;
-    struct ctrl_informer *sessions, *pods, *services, *ingresses, *secrets;
+    struct ctrl_informer *sessions, *pods, *services, *ingresses, *secrets, *jobs;
     struct ctrl_controller *c;
     struct session_stats stats;
     struct metrics_family *phases, *starts, *failures, *startup;
+    struct session_builds *builds; /* NULL without build.repository */
+    struct strmap *counted_jobs;   /* Job uid -> its own key string */
+    unsigned long long builds_total[NBUILD_RESULTS], cache_hits;
+    struct histogram build_seconds;
+    struct metrics_family *builds_fam, *hits_fam, *build_hist;
     struct strmap *expected; /* "resource/ns/name" -> struct expectation */
     double last_sweep;
 };
@@ -103,6 +129,15 @@ struct pass {
     char error[TELO_ERR_MSG_MAX];
     double requeue_after;
     enum ctrl_outcome outcome;
+    /* Builds: the image step of this pass, and what it was decided from. */
+    struct session_image_plan plan;
+    int has_plan;
+    int keep_image;
+    unsigned char *tgz; /* the bundle, for the build's context ConfigMap */
+    size_t tgz_len;
+    char tag[BUILD_TAG_LEN + 1];
+    char ref[600];
+    char job_name[64];
 };
 
 /* --- reading the caches ------------------------------------------------------------------ */
@@ -204,6 +239,7 @@ static unsigned long long body_hash(struct json_object *obj)
 
 static void pass_free(struct pass *p)
 {
+    free(p->tgz);
     session_spec_release(&p->s);
     json_object_put(p->pod);
     json_object_put(p->written_status);
@@ -464,6 +500,120 @@ static void count_failure(struct session_reconciler *r, const char *reason)
     metrics_counter_add(r->failures ? metrics_series(r->failures, values, NULL) : NULL, 1);
 }
 
+/* --- the build Job ------------------------------------------------------------------------ */
+
+static void self_key(const struct pass *p, char *out, size_t len)
+{
+    snprintf(out, len, "%s/%s", p->s.namespace, p->s.name);
+}
+
+static void job_config(const struct pass *p, struct build_config *bc)
+{
+    session_builds_job_config(p->r->cfg, bc);
+    bc->telo_registry_url = p->s.registry_url ? p->s.registry_url : p->r->cfg->registry_url;
+}
+
+/* After the Job's create: a new Job gets its context, the bundle as a ConfigMap owned by the
+ * Job (so the Job's TTL removes both, and no operator memory holds the build's input). A 409
+ * is another session's Job of the same tag: it is shared, and has its context already. */
+static void on_job_created(const struct kube_result *res, void *ud)
+{
+    struct write_ctx *w = ud;
+    struct pass *p = w->p;
+    struct json_object *uid = get(get(res->object, "metadata"), "uid");
+    if (res->rc == 0 && res->code == 201 && uid) {
+        struct build_config bc;
+        job_config(p, &bc);
+        struct json_object *cm = build_desired_context(&bc, p->tag, json_object_get_string(uid),
+                                                       p->tgz, p->tgz_len);
+        struct kube_ref ref = {.version = "v1",
+                               .resource = "configmaps",
+                               .namespace = bc.namespace,
+                               .name = p->job_name};
+        struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER};
+        struct telo_err err;
+        struct write_ctx *cw = cm ? write_ctx(p, NULL) : NULL;
+        size_t len = 0;
+        const char *body = cm ? json_object_to_json_string_length(
+                                    cm, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
+                              : NULL;
+        if (cw) {
+            p->pending++;
+            p->r->stats.writes++;
+            if (!kube_rest_create(p->r->t, &ref, body, len, &o, on_write, cw, &err)) {
+                p->pending--;
+                free(cw);
+                cw = NULL;
+            }
+        }
+        if (!cw) {
+            /* Without its context the Job would wait on a missing volume until its deadline:
+             * remove it, so the next pass creates both again. */
+            p->failed = 1;
+            snprintf(p->error, sizeof(p->error), "cannot create the build context ConfigMap %s/%s",
+                     bc.namespace, p->job_name);
+            struct kube_ref jref = {.group = "batch",
+                                    .version = "v1",
+                                    .resource = "jobs",
+                                    .namespace = bc.namespace,
+                                    .name = p->job_name};
+            delete_object(p, &jref, 0);
+        }
+        json_object_put(cm);
+        telo_log(TELO_LOG_INFO, "build job created", "job=%s/%s session=%s/%s tag=%s",
+                 bc.namespace, p->job_name, p->s.namespace, p->s.name, p->tag);
+    }
+    on_write(res, ud);
+}
+
+static void create_job(struct pass *p)
+{
+    struct build_config bc;
+    job_config(p, &bc);
+    char self[320];
+    self_key(p, self, sizeof(self));
+    struct build_job_input in = {
+        .tag = p->tag,
+        .base_image = session_image(&p->s, p->r->cfg),
+        .entry = p->s.entry,
+        .requested_by = self,
+        .bundle_configmap = p->job_name,
+    };
+    struct json_object *job = build_desired_job(&bc, &in);
+    if (!job) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "cannot build the Job object for image %.300s", p->ref);
+        return;
+    }
+    char key[320];
+    expect_key(key, sizeof(key), "jobs", bc.namespace, p->job_name);
+    struct write_ctx *w = write_ctx(p, key);
+    if (!w) {
+        json_object_put(job);
+        return;
+    }
+    if (expect_set(p->r, key, 0) < 0)
+        w->expect_key[0] = '\0';
+    struct kube_ref ref = {
+        .group = "batch", .version = "v1", .resource = "jobs", .namespace = bc.namespace};
+    struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER};
+    struct telo_err err;
+    size_t len = 0;
+    const char *body = json_object_to_json_string_length(
+        job, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    p->pending++;
+    p->r->stats.writes++;
+    if (!kube_rest_create(p->r->t, &ref, body, len, &o, on_job_created, w, &err)) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "%s", err.msg);
+        p->pending--;
+        if (w->expect_key[0])
+            expect_drop(p->r, w->expect_key);
+        free(w);
+    }
+    json_object_put(job);
+}
+
 /* Everything after the optional bundle check: status, children, writes. */
 static void converge(struct pass *p, const char *blocked_reason, const char *blocked_message)
 {
@@ -472,7 +622,11 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
     session_child_name(&p->s, child, sizeof(child));
     session_secret_name(&p->s, secret, sizeof(secret));
     struct json_object *secret_obj = cached(r->secrets, p->s.namespace, secret);
-    const char *image = session_image(&p->s, r->cfg);
+    const struct session_image_plan *plan = p->has_plan ? &p->plan : NULL;
+    const char *image = plan && plan->step == SESSION_IMAGE_READY ? plan->ref
+                                                                   : session_image(&p->s, r->cfg);
+    /* A session whose image comes from a build gets a pod only once the step says READY. */
+    int image_ready = p->keep_image ? plan && plan->step == SESSION_IMAGE_READY : 1;
 
     struct session_observation obs = {
         .s = &p->s,
@@ -483,6 +637,8 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
         .now = ev_now(kube_transport_loop(r->t)),
         .blocked_reason = blocked_reason,
         .blocked_message = blocked_message,
+        .image_plan = plan,
+        .keep_image = p->keep_image,
     };
     struct session_verdict v;
     if (session_status_compute(&obs, &v) < 0) {
@@ -502,9 +658,12 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
         delete_object(p, &ref, -1);
     } else {
         const char *phase = json_object_get_string(get(v.status, "phase"));
-        int live = strcmp(phase, "Pending") == 0 || strcmp(phase, "Provisioning") == 0 ||
-                   strcmp(phase, "Running") == 0;
-        if (!p->pod && strcmp(phase, "Pending") == 0 && !blocked_reason && !p->pod_expected) {
+        int live = strcmp(phase, "Pending") == 0 || strcmp(phase, "Building") == 0 ||
+                   strcmp(phase, "Provisioning") == 0 || strcmp(phase, "Running") == 0;
+        if (plan && plan->create_job && strcmp(phase, "Building") == 0)
+            create_job(p);
+        if (!p->pod && strcmp(phase, "Pending") == 0 && !blocked_reason && !p->pod_expected &&
+            image_ready && !(plan && plan->step == SESSION_IMAGE_BLOCKED)) {
             struct kube_ref ref = {
                 .version = "v1", .resource = "pods", .namespace = p->s.namespace, .name = child};
             char key[320];
@@ -541,6 +700,10 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
             const char *old_phase = json_object_get_string(get(p->s.status, "phase"));
             if (strcmp(phase, "Failed") == 0 && (!old_phase || strcmp(old_phase, "Failed") != 0))
                 count_failure(r, json_object_get_string(get(v.status, "reason")));
+            const char *hit = json_object_get_string(get(get(v.status, "image"), "reason"));
+            const char *old_hit = json_object_get_string(get(get(p->s.status, "image"), "reason"));
+            if (hit && strcmp(hit, "CacheHit") == 0 && !(old_hit && strcmp(old_hit, "CacheHit") == 0))
+                r->cache_hits++;
             if (strcmp(phase, "Running") == 0 &&
                 (!old_phase || strcmp(old_phase, "Running") != 0)) {
                 double created = timefmt_parse(
@@ -554,11 +717,160 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
     }
     if (v.requeue_after > 0 && (p->requeue_after == 0 || v.requeue_after < p->requeue_after))
         p->requeue_after = v.requeue_after;
-    if (blocked_reason && (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
+    if (plan && plan->requeue_after > 0 &&
+        (p->requeue_after == 0 || plan->requeue_after < p->requeue_after))
+        p->requeue_after = plan->requeue_after;
+    if ((blocked_reason || (plan && plan->step == SESSION_IMAGE_BLOCKED)) &&
+        (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
         p->requeue_after = BLOCKED_RECHECK_S;
     session_verdict_release(&v);
     json_object_put(secret_obj);
     pass_done(p);
+}
+
+/* --- the image step ------------------------------------------------------------------------ */
+
+/* telo_image_builds_total{result} and telo_image_build_seconds: once per finished Job. */
+static void count_build(struct session_reconciler *r, const struct json_object *job,
+                        const char *result, double now)
+{
+    const char *uid = json_object_get_string(get(get((struct json_object *)job, "metadata"), "uid"));
+    if (!uid || strmap_get(r->counted_jobs, uid))
+        return;
+    if (strmap_len(r->counted_jobs) >= COUNTED_JOBS_MAX) {
+        struct strmap_iter it = {0};
+        const char *key;
+        void *value;
+        while (strmap_next(r->counted_jobs, &it, &key, &value)) {
+            strmap_remove(r->counted_jobs, key);
+            free(value);
+        }
+    }
+    char *copy = strdup(uid);
+    if (!copy || strmap_put(r->counted_jobs, copy, copy) < 0) {
+        free(copy);
+        return;
+    }
+    for (size_t i = 0; i < NBUILD_RESULTS; i++) {
+        if (strcmp(build_results[i], result) == 0)
+            r->builds_total[i]++;
+    }
+    struct json_object *status = get((struct json_object *)job, "status");
+    double start = timefmt_parse(
+        json_object_get_string(get(get((struct json_object *)job, "metadata"), "creationTimestamp")));
+    double end = timefmt_parse(json_object_get_string(get(status, "completionTime")));
+    struct json_object *conds = get(status, "conditions");
+    for (size_t i = 0; end < 0 && conds && i < json_object_array_length(conds); i++) {
+        struct json_object *c = json_object_array_get_idx(conds, i);
+        const char *type = json_object_get_string(get(c, "type"));
+        if (type && strcmp(type, "Failed") == 0)
+            end = timefmt_parse(json_object_get_string(get(c, "lastTransitionTime")));
+    }
+    if (start >= 0)
+        histogram_observe(&r->build_seconds, (end >= 0 ? end : now) - start);
+}
+
+/* Decides the image step from the bundle's key and what the caches and the build edge hold,
+ * starts what the step asks to learn, and converges (or, waiting on an answer, ends the pass:
+ * the answer queues the session again). */
+static void image_step(struct pass *p, const struct session_bundle_key *k)
+{
+    struct session_reconciler *r = p->r;
+    const struct session_config *cfg = r->cfg;
+    struct build_config bc;
+    job_config(p, &bc);
+    char self[320];
+    self_key(p, self, sizeof(self));
+    snprintf(p->tag, sizeof(p->tag), "%s", k->tag);
+    if (build_image_ref(&bc, k->tag, p->ref, sizeof(p->ref)) < 0)
+        p->ref[0] = '\0';
+    build_job_name(k->tag, p->job_name, sizeof(p->job_name));
+    int builds = !k->error[0] && !k->no_dependencies;
+    struct json_object *job = builds ? cached(r->jobs, cfg->build_namespace, p->job_name) : NULL;
+    char job_key[320];
+    expect_key(job_key, sizeof(job_key), "jobs", cfg->build_namespace, p->job_name);
+    int job_expected = 0;
+    if (job)
+        expect_drop(r, job_key);
+    else if (builds)
+        job_expected = expect_pending(p, job_key, 0);
+    const char *message = "", *tail = "";
+    enum session_presence presence =
+        builds ? session_builds_presence(r->builds, k->tag, self, 0, &message)
+               : SESSION_PRESENCE_NONE;
+    const char *uid = json_object_get_string(get(get(job, "metadata"), "uid"));
+    enum session_build_log log =
+        uid ? session_builds_log(r->builds, p->job_name, uid, self, 0, &tail) : SESSION_LOG_NONE;
+    struct session_image_obs obs = {
+        .self = self,
+        .base_image = session_image(&p->s, cfg),
+        .bundle_error = k->error[0] ? k->error : NULL,
+        .no_dependencies = k->no_dependencies,
+        .tag = k->tag,
+        .ref = p->ref,
+        .presence = presence,
+        .presence_message = message,
+        .build_namespace = cfg->build_namespace,
+        .job_name = p->job_name,
+        .job = job,
+        .job_expected = job_expected,
+        .timeout_seconds = cfg->build_timeout_seconds,
+        .log = log,
+        .log_tail = tail,
+        .old = p->s.status,
+        .now = loop_now(r),
+    };
+    session_image_decide(&obs, &p->plan);
+    if (p->plan.job_result && job)
+        count_build(r, job, p->plan.job_result, obs.now);
+    if (p->plan.check_registry)
+        (void)session_builds_presence(r->builds, k->tag, self, 1, &message);
+    if (p->plan.fetch_log && uid)
+        (void)session_builds_log(r->builds, p->job_name, uid, self, 1, &tail);
+    json_object_put(job);
+    if (p->plan.step == SESSION_IMAGE_WAIT) {
+        if (p->requeue_after == 0 || p->requeue_after > ANSWER_WAIT_S)
+            p->requeue_after = ANSWER_WAIT_S;
+        pass_done(p);
+        return;
+    }
+    p->has_plan = 1;
+    converge(p, NULL, NULL);
+}
+
+/* The bundle's bytes from the ConfigMap (binaryData, or data as text) and their key. */
+static void bundle_image_step(struct pass *p, struct json_object *cm)
+{
+    const char *key = p->s.bundle_configmap_key;
+    struct json_object *bin = get(get(cm, "binaryData"), key);
+    struct json_object *text = get(get(cm, "data"), key);
+    char source[400];
+    snprintf(source, sizeof(source), "bundle ConfigMap %s/%s key %s", p->s.namespace,
+             p->s.bundle_configmap, key);
+    struct session_bundle_key k;
+    memset(&k, 0, sizeof(k));
+    if (bin) {
+        const char *b64 = json_object_get_string(bin);
+        p->tgz = util_base64_decode(b64, strlen(b64), &p->tgz_len);
+        if (!p->tgz)
+            snprintf(k.error, sizeof(k.error), "%s: binaryData is not base64", source);
+    } else {
+        size_t n = (size_t)json_object_get_string_len(text);
+        if ((p->tgz = malloc(n + 1))) {
+            memcpy(p->tgz, json_object_get_string(text), n + 1);
+            p->tgz_len = n;
+        } else {
+            snprintf(k.error, sizeof(k.error), "%s: out of memory", source);
+        }
+    }
+    if (!k.error[0]) {
+        /* The same resourceVersion is the same bytes: read a bundle once, not every pass. */
+        char memo[600];
+        snprintf(memo, sizeof(memo), "%s/%s@%s", p->s.namespace, p->s.bundle_configmap,
+                 json_object_get_string(get(get(cm, "metadata"), "resourceVersion")));
+        session_builds_bundle_key(p->r->builds, memo, p->tgz, p->tgz_len, source, &p->s, &k);
+    }
+    image_step(p, &k);
 }
 
 /* The bundle ConfigMap check before a pod is created: a missing bundle is the user's to fix,
@@ -589,6 +901,10 @@ static void on_bundle(const struct kube_result *res, void *ud)
                  "app under binaryData.%s",
                  p->s.bundle_configmap, p->s.bundle_configmap_key, p->s.bundle_configmap_key);
         converge(p, "BundleNotFound", message);
+        return;
+    }
+    if (p->keep_image) {
+        bundle_image_step(p, res->object);
         return;
     }
     converge(p, NULL, NULL);
@@ -683,7 +999,9 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
     const char *phase = json_object_get_string(get(p->s.status, "phase"));
     int may_create = !p->pod && !p->pod_expected && !p->s.stopped &&
                      !json_object_get_string(get(p->s.status, "podName")) &&
-                     (!phase || strcmp(phase, "Pending") == 0);
+                     (!phase || strcmp(phase, "Pending") == 0 || strcmp(phase, "Building") == 0);
+    /* Builds decide the image in the bundle's callback; other passes keep what was decided. */
+    p->keep_image = r->builds && session_builds_needed(r->cfg, &p->s) && p->s.bundle_configmap;
     if (may_create && p->s.bundle_configmap) {
         struct kube_ref ref = {.version = "v1",
                                .resource = "configmaps",
@@ -725,6 +1043,8 @@ static const char *const ingress_paths[] = {"metadata.labels", "spec"};
 static const char *const secret_paths[] = {"metadata.labels"};
 static const char *const session_paths[] = {"metadata.labels", "metadata.creationTimestamp", "spec",
                                             "status"};
+static const char *const job_paths[] = {"metadata.labels", "metadata.annotations",
+                                        "metadata.creationTimestamp", "status"};
 
 struct projection {
     const char *const *paths;
@@ -746,6 +1066,72 @@ static struct projection service_projection = PROJECTION(service_paths);
 static struct projection ingress_projection = PROJECTION(ingress_paths);
 static struct projection secret_projection = PROJECTION(secret_paths);
 static struct projection session_projection = PROJECTION(session_paths);
+static struct projection job_projection = PROJECTION(job_paths);
+
+/* Sessions waiting on a build, by its tag. */
+static void index_build_tag(struct json_object *obj, const void *arg,
+                            void (*emit)(void *ctx, const char *value), void *ctx)
+{
+    (void)arg;
+    struct json_object *status = get(obj, "status");
+    const char *phase = json_object_get_string(get(status, "phase"));
+    const char *tag = json_object_get_string(get(get(status, "image"), "tag"));
+    if (phase && tag && strcmp(phase, "Building") == 0)
+        emit(ctx, tag);
+}
+
+struct job_waiters {
+    void (*emit)(void *ctx, const char *key);
+    void *ctx;
+};
+
+static void emit_session(void *ctx, const struct cache_object *obj)
+{
+    struct job_waiters *w = ctx;
+    w->emit(w->ctx, obj->key);
+}
+
+/* A build Job's change concerns the sessions in another namespace waiting on its tag. */
+static void job_to_sessions(void *ud, const struct cache_object *obj,
+                            void (*emit)(void *ctx, const char *key), void *ctx)
+{
+    struct session_reconciler *r = ud;
+    struct json_object *job = json_tokener_parse(obj->json);
+    const char *tag = json_object_get_string(get(get(get(job, "metadata"), "labels"), BUILD_LABEL_TAG));
+    struct job_waiters w = {emit, ctx};
+    if (tag)
+        (void)cache_store_by_index(ctrl_informer_store(r->sessions), INDEX_BUILD_TAG, tag,
+                                   emit_session, &w, NULL);
+    json_object_put(job);
+}
+
+static void requeue_session(void *ud, const char *key)
+{
+    struct session_reconciler *r = ud;
+    (void)ctrl_controller_enqueue(r->c, key);
+}
+
+/* The build Jobs in the build namespace, and the edge that talks to the registry. */
+static int add_builds(struct session_reconciler *r, struct telo_err *err)
+{
+    char selector[320];
+    snprintf(selector, sizeof(selector), SESSION_MANAGED_BY "=%s," BUILD_LABEL_BUILD "=true",
+             r->cfg->managed_by);
+    struct cache_reflector_config cfg = {
+        .ref = {.group = "batch",
+                .version = "v1",
+                .resource = "jobs",
+                .namespace = r->cfg->build_namespace},
+        .label_selector = selector,
+        .transform = project,
+        .transform_arg = &job_projection,
+    };
+    if (!(r->jobs = ctrl_manager_add_informer(r->m, "jobs", &cfg, err)) ||
+        ctrl_controller_watch_mapped(r->c, r->jobs, job_to_sessions, r, err) < 0 ||
+        !(r->builds = session_builds_new(r->t, r->cfg, requeue_session, r, err)))
+        return -1;
+    return 0;
+}
 
 static struct ctrl_informer *child_informer(struct session_reconciler *r, const char *name,
                                             const char *group, const char *resource,
@@ -784,13 +1170,16 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
     r->t = t;
     r->cfg = cfg;
     r->events = events;
-    if (!(r->expected = strmap_new())) {
+    if (!(r->expected = strmap_new()) || !(r->counted_jobs = strmap_new())) {
+        strmap_free(r->expected);
         free(r);
         telo_err_set(err, TELO_ENOMEM, "session reconciler: out of memory");
         return NULL;
     }
     histogram_init_exponential(&r->stats.startup_seconds, STARTUP_BUCKET_START, 2, STARTUP_BUCKETS);
-    static const struct cache_index_def idx[] = {{"namespace", cache_index_namespace, NULL}};
+    histogram_init_exponential(&r->build_seconds, BUILD_BUCKET_START, 2, BUILD_BUCKETS);
+    static const struct cache_index_def idx[] = {{"namespace", cache_index_namespace, NULL},
+                                                 {INDEX_BUILD_TAG, index_build_tag, NULL}};
     struct cache_reflector_config scfg = {
         .ref = {.group = "telo.run",
                 .version = "v1alpha1",
@@ -799,7 +1188,7 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
         .transform = project,
         .transform_arg = &session_projection,
         .indexes = idx,
-        .nindexes = 1,
+        .nindexes = 2,
     };
     char selector[256];
     snprintf(selector, sizeof(selector), SESSION_MANAGED_BY "=%s", cfg->managed_by);
@@ -811,7 +1200,8 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
         !(r->ingresses = child_informer(r, "ingresses", "networking.k8s.io", "ingresses",
                                         &ingress_projection, selector, err)) ||
         !(r->secrets =
-              child_informer(r, "secrets", NULL, "secrets", &secret_projection, selector, err))) {
+              child_informer(r, "secrets", NULL, "secrets", &secret_projection, selector, err)) ||
+        (cfg->build_repository && add_builds(r, err) < 0)) {
         session_reconciler_free(r);
         return NULL;
     }
@@ -828,6 +1218,11 @@ void session_reconciler_free(struct session_reconciler *r)
     while (r->expected && strmap_next(r->expected, &it, &key, &value))
         expectation_free(value);
     strmap_free(r->expected);
+    it = (struct strmap_iter){0};
+    while (r->counted_jobs && strmap_next(r->counted_jobs, &it, &key, &value))
+        free(value);
+    strmap_free(r->counted_jobs);
+    session_builds_free(r->builds);
     free(r);
 }
 
@@ -917,6 +1312,12 @@ static void collect(struct metrics_registry *reg, void *user)
     }
     metrics_counter_set(metrics_series(r->starts, NULL, NULL), (double)r->stats.starts);
     metrics_histogram_load(metrics_series(r->startup, NULL, NULL), &r->stats.startup_seconds);
+    for (size_t i = 0; i < NBUILD_RESULTS; i++) {
+        const char *v[] = {build_results[i]};
+        metrics_counter_set(metrics_series(r->builds_fam, v, NULL), (double)r->builds_total[i]);
+    }
+    metrics_counter_set(metrics_series(r->hits_fam, NULL, NULL), (double)r->cache_hits);
+    metrics_histogram_load(metrics_series(r->build_hist, NULL, NULL), &r->build_seconds);
 }
 
 int session_reconciler_register_metrics(struct session_reconciler *r, struct metrics_registry *reg,
@@ -943,6 +1344,26 @@ int session_reconciler_register_metrics(struct session_reconciler *r, struct met
                                    .help = "Seconds from a TeloSession's creation to Running",
                                    .buckets = buckets,
                                    .nbuckets = STARTUP_BUCKETS};
+    static const char *const result_label[] = {"result", NULL};
+    double build_buckets[BUILD_BUCKETS];
+    for (int i = 0; i < BUILD_BUCKETS; i++)
+        build_buckets[i] = r->build_seconds.bounds[i];
+    struct metrics_desc builds = {.type = METRICS_COUNTER,
+                                  .name = "telo_image_builds_total",
+                                  .help = "Image build Jobs that finished, by result",
+                                  .labels = result_label};
+    struct metrics_desc hits = {.type = METRICS_COUNTER,
+                                .name = "telo_image_cache_hits_total",
+                                .help = "Sessions that found their image in the registry"};
+    struct metrics_desc build_hist = {.type = METRICS_HISTOGRAM,
+                                      .name = "telo_image_build_seconds",
+                                      .help = "Seconds from a build Job's creation to its end",
+                                      .buckets = build_buckets,
+                                      .nbuckets = BUILD_BUCKETS};
+    if (!(r->builds_fam = metrics_register(reg, &builds, err)) ||
+        !(r->hits_fam = metrics_register(reg, &hits, err)) ||
+        !(r->build_hist = metrics_register(reg, &build_hist, err)))
+        return -err->code;
     if (!(r->phases = metrics_register(reg, &phases, err)) ||
         !(r->starts = metrics_register(reg, &starts, err)) ||
         !(r->failures = metrics_register(reg, &failures, err)) ||

@@ -309,7 +309,7 @@ static const char *container_finished_at(struct json_object *pod)
 struct draft {
     const char *phase;
     char reason[64];
-    char message[2048];
+    char message[3072];
     const char *progress_phase, *progress_message;
     int progress_done;
     long long exit_code;
@@ -409,6 +409,43 @@ static void add_condition(struct json_object *conds, struct json_object *old_sta
     json_object_array_add(conds, c);
 }
 
+/* status.image: the step of this pass, else what was written, else the base image. */
+static struct json_object *image_status(const struct session_observation *obs)
+{
+    struct json_object *image = NULL, *old = get(obs->s->status, "image");
+    if (obs->image_plan)
+        return session_image_status(obs->image_plan);
+    if (obs->keep_image && old && json_object_deep_copy(old, &image, NULL) == 0)
+        return image;
+    image = json_object_new_object();
+    put_str(image, "ref", obs->image);
+    put_str(image, "reason", "BaseImage");
+    return image;
+}
+
+static void image_condition(struct json_object *conds, const struct session_observation *obs)
+{
+    const struct session *s = obs->s;
+    const struct session_image_plan *plan = obs->image_plan;
+    struct json_object *old = old_condition(s->status, "ImageReady");
+    if (plan && plan->step == SESSION_IMAGE_READY)
+        add_condition(conds, s->status, "ImageReady", 1, plan->reason, plan->ref, s->generation,
+                      obs->now);
+    else if (plan && plan->step == SESSION_IMAGE_BUILDING)
+        add_condition(conds, s->status, "ImageReady", 0, "Building", plan->progress,
+                      s->generation, obs->now);
+    else if (plan)
+        add_condition(conds, s->status, "ImageReady", 0, plan->failure, plan->message,
+                      s->generation, obs->now);
+    else if (obs->keep_image && old)
+        add_condition(conds, s->status, "ImageReady",
+                      strcmp(or_empty(str(old, "status")), "True") == 0, str(old, "reason"),
+                      str(old, "message"), s->generation, obs->now);
+    else
+        add_condition(conds, s->status, "ImageReady", 1, "BaseImage", obs->image, s->generation,
+                      obs->now);
+}
+
 static void decide(const struct session_observation *obs, struct draft *d,
                    struct session_verdict *v)
 {
@@ -440,10 +477,33 @@ static void decide(const struct session_observation *obs, struct draft *d,
                      old_pod, s->namespace, old_pod);
             return;
         }
+        const struct session_image_plan *plan = obs->image_plan;
+        if (plan && plan->step == SESSION_IMAGE_FAILED) {
+            d->phase = "Failed";
+            snprintf(d->reason, sizeof(d->reason), "%s", plan->failure);
+            snprintf(d->message, sizeof(d->message), "%s", plan->message);
+            return;
+        }
+        if (plan && plan->step == SESSION_IMAGE_BUILDING) {
+            d->phase = "Building";
+            d->progress_phase = "build";
+            d->progress_message = plan->progress;
+            return;
+        }
         d->phase = "Pending";
         d->progress_phase = "provision";
         d->progress_message = "Scheduling";
-        if (obs->blocked_reason) {
+        if (plan && plan->step == SESSION_IMAGE_READY && plan->progress[0]) {
+            /* The build phase's last word until the pod says more. */
+            d->progress_phase = "build";
+            d->progress_message = plan->progress;
+            d->progress_done = 1;
+        }
+        if (plan && plan->step == SESSION_IMAGE_BLOCKED) {
+            snprintf(d->reason, sizeof(d->reason), "%s", plan->failure);
+            snprintf(d->message, sizeof(d->message), "%s", plan->message);
+            d->blocked = 1;
+        } else if (obs->blocked_reason) {
             snprintf(d->reason, sizeof(d->reason), "%s", obs->blocked_reason);
             snprintf(d->message, sizeof(d->message), "%s", or_empty(obs->blocked_message));
             d->blocked = 1;
@@ -599,10 +659,7 @@ int session_status_compute(const struct session_observation *obs, struct session
             json_object_object_add(p, "done", json_object_new_boolean(d.progress_done));
             json_object_object_add(status, "progress", p);
         }
-        struct json_object *image = json_object_new_object();
-        put_str(image, "ref", obs->image);
-        put_str(image, "reason", "BaseImage");
-        json_object_object_add(status, "image", image);
+        json_object_object_add(status, "image", image_status(obs));
         put_str(status, "podName", d.pod_name ? d.pod_name : str(old, "podName"));
         put_str(status, "podIP", d.pod_ip ? d.pod_ip : str(old, "podIP"));
         if (d.has_exit_code)
@@ -647,8 +704,7 @@ int session_status_compute(const struct session_observation *obs, struct session
         int progressing = !running && !is_terminal(d.phase) && !d.blocked;
         add_condition(conds, old, "Ready", running, running ? "Running" : d.phase,
                       running ? "the session is running" : d.message, s->generation, obs->now);
-        add_condition(conds, old, "ImageReady", 1, "BaseImage", obs->image, s->generation,
-                      obs->now);
+        image_condition(conds, obs);
         add_condition(conds, old, "Reconciling", progressing, progressing ? d.phase : "Reconciled",
                       progressing ? d.progress_message : "", s->generation, obs->now);
         add_condition(conds, old, "Stalled", stalled, stalled ? d.reason : "NotStalled",

@@ -3,6 +3,7 @@
 #define TELO_SESSION_STATUS_H
 
 #include "session/config.h"
+#include "session/image.h"
 #include "session/spec.h"
 
 #include <json.h>
@@ -18,6 +19,11 @@ struct session_observation {
      * stays Pending and Stalled with this reason and message until it is fixed. NULL: nothing. */
     const char *blocked_reason;
     const char *blocked_message;
+    /* Builds: the image step decided this pass (never SESSION_IMAGE_WAIT), or NULL when none was
+     * decided (no builds, or the pod exists already). */
+    const struct session_image_plan *image_plan;
+    /* Builds without a step this pass: status.image and ImageReady stay as last written. */
+    int keep_image;
     double now; /* seconds since the Unix epoch */
 };
 

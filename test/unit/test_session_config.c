@@ -204,7 +204,7 @@ static void unknown_keys_are_refused(void **state)
              "images.init, limits.cpu, ",
              config_path);
     assert_memory_equal(err.msg, want, strlen(want));
-    assert_non_null(strstr(err.msg, "gatewayUrl, workers)"));
+    assert_non_null(strstr(err.msg, "gatewayUrl, workers, build.repository, "));
     session_config_free(c);
 
     assert_int_equal(load_text("limits:\n  cpu: 1\n  gpu: 1\n", &c, &err), -TELO_EINVAL);
@@ -260,6 +260,20 @@ static void set_overrides_each_kind(void **state)
     /* A value may hold '=' itself. */
     assert_int_equal(session_config_set(c, "imagePullSecret=a=b", &err), 0);
     assert_string_equal(c->image_pull_secret, "a=b");
+    /* Builds: off until a repository is set; booleans are true or false. */
+    assert_null(c->build_repository);
+    assert_string_equal(c->build_namespace, "telo-builds");
+    assert_int_equal(c->build_timeout_seconds, 600);
+    assert_int_equal(session_config_set(c, "build.repository=127.0.0.1:5001/telo/apps", &err), 0);
+    assert_string_equal(c->build_repository, "127.0.0.1:5001/telo/apps");
+    assert_int_equal(session_config_set(c, "build.insecureRegistry=true", &err), 0);
+    assert_int_equal(c->build_insecure, 1);
+    assert_int_equal(session_config_set(c, "build.insecureRegistry=yes", &err), -TELO_EINVAL);
+    assert_string_equal(err.msg, "--set: build.insecureRegistry: want true or false");
+    assert_int_equal(session_config_set(c, "build.namespace=", &err), -TELO_EINVAL);
+    assert_int_equal(session_config_set(c, "build.nodeSelector=pool=builds", &err), 0);
+    assert_int_equal(session_config_set(c, "build.registryApiUrl=registry:5000", &err),
+                     -TELO_EINVAL);
     session_config_free(c);
 }
 

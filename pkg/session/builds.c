@@ -1,0 +1,598 @@
+/* The I/O edge of image builds for the session reconciler: a bundle's tag (memoised), the
+ * registry's answer about an image, a failed build pod's log tail. Answers wait in tables on the
+ * libev loop; the sessions that asked are queued again when one arrives, and read it as observed
+ * state in their next reconcile. */
+#include "session/builds.h"
+
+#include "build/bundle.h"
+#include "build/registry.h"
+#include "kube/rest.h"
+#include "session/desired.h"
+#include "util/base64.h"
+#include "util/log.h"
+#include "util/strmap.h"
+
+#include <ev.h>
+#include <json.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How long an answer stands. "Absent" must be fresh: the image may be pushed any moment (a build
+ * of the same tag ends), and deciding on an old "absent" would build it twice. Positive answers
+ * are also cached by pkg/build's registry check, which answers from memory. */
+#define ANSWER_TTL_S   5.0
+#define PRESENT_TTL_S  60.0
+#define LOG_TTL_S      600.0
+#define LOG_LINES      20
+#define MEMO_MAX       256
+#define MAX_WAITERS    4096
+#define TABLE_MAX      4096
+#define SECRET_KEY     ".dockerconfigjson"
+
+struct waiters {
+    char **keys;
+    size_t n, cap;
+};
+
+/* The registry's answer about one tag, or the question in flight. */
+struct answer {
+    struct session_builds *b;
+    char tag[BUILD_TAG_LEN + 1];
+    int in_flight;
+    enum session_presence presence;
+    char message[1024];
+    double at;
+    struct waiters w;
+    struct build_registry_check *check;
+    struct kube_call *secret_call;
+};
+
+/* A failed build's log tail, or its fetch in flight. */
+struct log_entry {
+    struct session_builds *b;
+    char uid[128];
+    char job[128];
+    int in_flight;
+    char tail[2048];
+    double at;
+    struct waiters w;
+    struct kube_call *call;
+};
+
+struct memo_entry {
+    char *key;
+    struct session_bundle_key k;
+};
+
+struct session_builds {
+    struct kube_transport *t;
+    const struct session_config *cfg;
+    session_builds_requeue_fn *requeue;
+    void *ud;
+    struct build_registry *registry;
+    struct strmap *answers, *logs, *memo;
+};
+
+static double now_of(const struct session_builds *b)
+{
+    return ev_now(kube_transport_loop(b->t));
+}
+
+/* --- waiters ----------------------------------------------------------------------------- */
+
+static void waiters_add(struct waiters *w, const char *key)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        if (strcmp(w->keys[i], key) == 0)
+            return;
+    }
+    if (w->n == MAX_WAITERS)
+        return; /* they are requeued by their own requeue-after */
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 4;
+        char **keys = realloc(w->keys, cap * sizeof(*keys));
+        if (!keys)
+            return;
+        w->keys = keys;
+        w->cap = cap;
+    }
+    char *copy = strdup(key);
+    if (copy)
+        w->keys[w->n++] = copy;
+}
+
+/* Queues every waiter again and forgets them. */
+static void waiters_wake(struct session_builds *b, struct waiters *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        b->requeue(b->ud, w->keys[i]);
+        free(w->keys[i]);
+    }
+    w->n = 0;
+}
+
+static void waiters_free(struct waiters *w)
+{
+    for (size_t i = 0; i < w->n; i++)
+        free(w->keys[i]);
+    free(w->keys);
+    w->keys = NULL;
+    w->n = w->cap = 0;
+}
+
+/* --- setup ------------------------------------------------------------------------------- */
+
+int session_builds_needed(const struct session_config *cfg, const struct session *s)
+{
+    return cfg->build_repository != NULL && !s->self_contained;
+}
+
+void session_builds_job_config(const struct session_config *cfg, struct build_config *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->namespace = cfg->build_namespace;
+    out->repository = cfg->build_repository;
+    out->builder_image = cfg->build_builder_image;
+    out->init_image = cfg->init_image;
+    out->telo_registry_url = cfg->registry_url;
+    out->push_secret = cfg->build_push_secret;
+    out->insecure_registry = cfg->build_insecure;
+    out->timeout_seconds = cfg->build_timeout_seconds;
+    out->ttl_seconds_after_finished = cfg->build_ttl_seconds;
+    out->managed_by = cfg->managed_by;
+    out->node_selector = cfg->build_node_selector;
+    out->tolerations = cfg->build_tolerations;
+}
+
+struct session_builds *session_builds_new(struct kube_transport *t,
+                                          const struct session_config *cfg,
+                                          session_builds_requeue_fn *requeue, void *ud,
+                                          struct telo_err *err)
+{
+    struct session_builds *b = calloc(1, sizeof(*b));
+    if (!b) {
+        telo_err_set(err, TELO_ENOMEM, "image builds: out of memory");
+        return NULL;
+    }
+    b->t = t;
+    b->cfg = cfg;
+    b->requeue = requeue;
+    b->ud = ud;
+    if (!(b->answers = strmap_new()) || !(b->logs = strmap_new()) || !(b->memo = strmap_new()) ||
+        !(b->registry = build_registry_new(kube_transport_loop(t), NULL, err))) {
+        session_builds_free(b);
+        telo_err_set(err, TELO_ENOMEM, "image builds: out of memory");
+        return NULL;
+    }
+    return b;
+}
+
+static void answer_free(struct answer *a)
+{
+    if (!a)
+        return;
+    build_registry_check_cancel(a->check);
+    kube_call_cancel(a->secret_call);
+    waiters_free(&a->w);
+    free(a);
+}
+
+static void log_free(struct log_entry *l)
+{
+    if (!l)
+        return;
+    kube_call_cancel(l->call);
+    waiters_free(&l->w);
+    free(l);
+}
+
+static void memo_clear(struct strmap *memo)
+{
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(memo, &it, &key, &value)) {
+        struct memo_entry *e = value;
+        strmap_remove(memo, key);
+        free(e->key);
+        free(e);
+    }
+}
+
+void session_builds_free(struct session_builds *b)
+{
+    if (!b)
+        return;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (b->answers && strmap_next(b->answers, &it, &key, &value))
+        answer_free(value);
+    it = (struct strmap_iter){0};
+    while (b->logs && strmap_next(b->logs, &it, &key, &value))
+        log_free(value);
+    if (b->memo)
+        memo_clear(b->memo);
+    strmap_free(b->answers);
+    strmap_free(b->logs);
+    strmap_free(b->memo);
+    build_registry_free(b->registry);
+    free(b);
+}
+
+/* --- the bundle's key -------------------------------------------------------------------- */
+
+static void read_key(const void *tgz, size_t len, const char *source, const struct session *s,
+                     const struct session_config *cfg, struct session_bundle_key *out)
+{
+    struct build_bundle *bundle = NULL;
+    struct build_depkey *key = NULL;
+    struct telo_err err;
+    telo_err_clear(&err);
+    struct build_tag_input in = {
+        .base_image = session_image(s, cfg),
+        .telo_registry_url = s->registry_url ? s->registry_url : cfg->registry_url,
+    };
+    if (build_bundle_read(tgz, len, NULL, source, &bundle, &err) < 0 ||
+        build_bundle_check_entry(bundle, s->entry, source, &err) < 0 ||
+        build_tag_for_bundle(bundle, &in, out->tag, &key, &err) < 0) {
+        snprintf(out->error, sizeof(out->error), "%s", err.msg);
+    } else {
+        out->no_dependencies =
+            key->nimports == 0 && key->ncontrollers == 0 && !key->full_content_fallback;
+    }
+    build_depkey_free(key);
+    build_bundle_free(bundle);
+}
+
+void session_builds_bundle_key(struct session_builds *b, const char *memo, const void *tgz,
+                               size_t len, const char *source, const struct session *s,
+                               struct session_bundle_key *out)
+{
+    memset(out, 0, sizeof(*out));
+    char key[1400];
+    if (memo) {
+        /* The tag's other inputs are part of what is remembered. */
+        snprintf(key, sizeof(key), "%s\n%s\n%s\n%s", memo, session_image(s, b->cfg),
+                 s->registry_url ? s->registry_url : b->cfg->registry_url, s->entry);
+        struct memo_entry *e = strmap_get(b->memo, key);
+        if (e) {
+            *out = e->k;
+            return;
+        }
+    }
+    read_key(tgz, len, source, s, b->cfg, out);
+    if (!memo)
+        return;
+    if (strmap_len(b->memo) >= MEMO_MAX)
+        memo_clear(b->memo);
+    struct memo_entry *e = calloc(1, sizeof(*e));
+    if (!e || !(e->key = strdup(key)) || strmap_put(b->memo, e->key, e) < 0) {
+        if (e)
+            free(e->key);
+        free(e);
+        return;
+    }
+    e->k = *out;
+}
+
+/* --- the registry's answer --------------------------------------------------------------- */
+
+static void answered(struct answer *a, enum session_presence presence, const char *message)
+{
+    a->in_flight = 0;
+    a->check = NULL;
+    a->secret_call = NULL;
+    a->presence = presence;
+    a->at = now_of(a->b);
+    snprintf(a->message, sizeof(a->message), "%s", message ? message : "");
+    telo_log(presence == SESSION_PRESENCE_DENIED || presence == SESSION_PRESENCE_UNKNOWN
+                 ? TELO_LOG_WARN
+                 : TELO_LOG_INFO,
+             "registry answer", "tag=%s presence=%d%s%s", a->tag, (int)presence,
+             *a->message ? " message=" : "", a->message);
+    waiters_wake(a->b, &a->w);
+}
+
+static void on_registry(struct build_registry_check *check,
+                        const struct build_registry_result *res, void *ud)
+{
+    (void)check;
+    struct answer *a = ud;
+    enum session_presence p = SESSION_PRESENCE_UNKNOWN;
+    switch (res->presence) {
+    case BUILD_IMAGE_PRESENT:
+        p = SESSION_PRESENCE_PRESENT;
+        break;
+    case BUILD_IMAGE_ABSENT:
+        p = SESSION_PRESENCE_ABSENT;
+        break;
+    case BUILD_IMAGE_UNKNOWN:
+        p = SESSION_PRESENCE_UNKNOWN;
+        break;
+    case BUILD_IMAGE_DENIED:
+        p = SESSION_PRESENCE_DENIED;
+        break;
+    }
+    answered(a, p, res->message);
+}
+
+static void start_check(struct answer *a, const char *config, size_t config_len)
+{
+    const struct session_config *cfg = a->b->cfg;
+    char secret[320] = "";
+    if (cfg->build_push_secret)
+        snprintf(secret, sizeof(secret), "%s/%s", cfg->build_namespace, cfg->build_push_secret);
+    struct build_registry_query q = {
+        .repository = cfg->build_repository,
+        .tag = a->tag,
+        .api_url = cfg->build_registry_api_url,
+        .dockerconfigjson = config,
+        .dockerconfigjson_len = config_len,
+        .secret_name = secret[0] ? secret : NULL,
+        .insecure = cfg->build_insecure,
+    };
+    struct telo_err err;
+    telo_err_clear(&err);
+    a->check = build_registry_check(a->b->registry, &q, on_registry, a, &err);
+    if (!a->check) {
+        /* A repository or Secret that cannot work: say what to fix, build nothing. */
+        answered(a, err.code == TELO_ENOMEM ? SESSION_PRESENCE_UNKNOWN : SESSION_PRESENCE_DENIED,
+                 err.msg);
+    }
+}
+
+static void on_secret(const struct kube_result *res, void *ud)
+{
+    struct answer *a = ud;
+    a->secret_call = NULL;
+    const struct session_config *cfg = a->b->cfg;
+    char message[1024];
+    if (res->rc < 0) {
+        if (res->code == 404)
+            snprintf(message, sizeof(message),
+                     "the push Secret %s/%s (build.pushSecret) does not exist; create it with: "
+                     "kubectl create secret docker-registry %s -n %s --docker-server=<registry> "
+                     "--docker-username=<user> --docker-password=<password>",
+                     cfg->build_namespace, cfg->build_push_secret, cfg->build_push_secret,
+                     cfg->build_namespace);
+        else if (res->code == 403)
+            snprintf(message, sizeof(message),
+                     "the operator may not read the push Secret %s/%s (build.pushSecret): grant "
+                     "it get on secrets in namespace %s",
+                     cfg->build_namespace, cfg->build_push_secret, cfg->build_namespace);
+        else
+            snprintf(message, sizeof(message), "cannot read the push Secret %s/%s: %s",
+                     cfg->build_namespace, cfg->build_push_secret,
+                     res->err ? res->err->msg : "failed");
+        answered(a,
+                 res->code == 404 || res->code == 403 ? SESSION_PRESENCE_DENIED
+                                                      : SESSION_PRESENCE_UNKNOWN,
+                 message);
+        return;
+    }
+    struct json_object *data = NULL, *v = NULL;
+    json_object_object_get_ex(res->object, "data", &data);
+    const char *text = json_object_object_get_ex(data, SECRET_KEY, &v) &&
+                               json_object_is_type(v, json_type_string)
+                           ? json_object_get_string(v)
+                           : NULL;
+    size_t len = 0;
+    unsigned char *config = text ? util_base64_decode(text, strlen(text), &len) : NULL;
+    if (!config) {
+        snprintf(message, sizeof(message),
+                 "the push Secret %s/%s (build.pushSecret) has no %s; make it a "
+                 "kubernetes.io/dockerconfigjson Secret (kubectl create secret docker-registry)",
+                 cfg->build_namespace, cfg->build_push_secret, SECRET_KEY);
+        answered(a, SESSION_PRESENCE_DENIED, message);
+        return;
+    }
+    start_check(a, (const char *)config, len);
+    free(config);
+}
+
+static void sweep_answers(struct session_builds *b, double now)
+{
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(b->answers, &it, &key, &value)) {
+        struct answer *a = value;
+        double ttl = a->presence == SESSION_PRESENCE_PRESENT ? PRESENT_TTL_S : ANSWER_TTL_S;
+        if (!a->in_flight && now - a->at > ttl) {
+            strmap_remove(b->answers, key);
+            answer_free(a);
+        }
+    }
+}
+
+enum session_presence session_builds_presence(struct session_builds *b, const char *tag,
+                                              const char *waiter, int ask,
+                                              const char **message)
+{
+    double now = now_of(b);
+    *message = "";
+    struct answer *a = strmap_get(b->answers, tag);
+    if (a && !a->in_flight) {
+        double ttl = a->presence == SESSION_PRESENCE_PRESENT ? PRESENT_TTL_S : ANSWER_TTL_S;
+        if (now - a->at <= ttl) {
+            *message = a->message;
+            return a->presence;
+        }
+        strmap_remove(b->answers, tag);
+        answer_free(a);
+        a = NULL;
+    }
+    if (!ask)
+        return SESSION_PRESENCE_NONE;
+    if (a) {
+        waiters_add(&a->w, waiter);
+        return SESSION_PRESENCE_NONE;
+    }
+    if (strmap_len(b->answers) >= TABLE_MAX)
+        sweep_answers(b, now);
+    if (!(a = calloc(1, sizeof(*a))))
+        return SESSION_PRESENCE_NONE;
+    a->b = b;
+    snprintf(a->tag, sizeof(a->tag), "%s", tag);
+    a->in_flight = 1;
+    if (strmap_put(b->answers, a->tag, a) < 0) {
+        free(a);
+        return SESSION_PRESENCE_NONE;
+    }
+    waiters_add(&a->w, waiter);
+    if (!b->cfg->build_push_secret) {
+        start_check(a, NULL, 0);
+        return SESSION_PRESENCE_NONE;
+    }
+    /* The Secret is read for every question, so a fixed password takes effect at once. */
+    struct kube_ref ref = {.version = "v1",
+                           .resource = "secrets",
+                           .namespace = b->cfg->build_namespace,
+                           .name = b->cfg->build_push_secret};
+    struct telo_err err;
+    a->secret_call = kube_rest_get(b->t, &ref, on_secret, a, &err);
+    if (!a->secret_call)
+        answered(a, SESSION_PRESENCE_UNKNOWN, err.msg);
+    return SESSION_PRESENCE_NONE;
+}
+
+/* --- the failed build's log -------------------------------------------------------------- */
+
+static void log_done(struct log_entry *l, const char *tail)
+{
+    l->in_flight = 0;
+    l->call = NULL;
+    l->at = now_of(l->b);
+    snprintf(l->tail, sizeof(l->tail), "%s", tail);
+    waiters_wake(l->b, &l->w);
+}
+
+static void on_log(const struct kube_result *res, void *ud)
+{
+    struct log_entry *l = ud;
+    char tail[2048];
+    if (res->rc < 0) {
+        snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)",
+                 res->err ? res->err->msg : "failed");
+    } else {
+        build_log_tail(res->body && res->body->data ? res->body->data : "",
+                       res->body ? res->body->len : 0, LOG_LINES, tail, sizeof(tail));
+    }
+    log_done(l, tail);
+}
+
+/* The container whose failure failed the build: the context's delivery, else the builder. */
+static const char *failed_container(struct json_object *pod)
+{
+    static const char *const lists[] = {"initContainerStatuses", "containerStatuses"};
+    struct json_object *status = NULL;
+    json_object_object_get_ex(pod, "status", &status);
+    for (int l = 0; l < 2; l++) {
+        struct json_object *arr = NULL;
+        json_object_object_get_ex(status, lists[l], &arr);
+        size_t n = arr ? json_object_array_length(arr) : 0;
+        for (size_t i = 0; i < n; i++) {
+            struct json_object *cs = json_object_array_get_idx(arr, i), *st, *term, *code, *name;
+            if (json_object_object_get_ex(cs, "state", &st) &&
+                json_object_object_get_ex(st, "terminated", &term) &&
+                json_object_object_get_ex(term, "exitCode", &code) &&
+                json_object_get_int(code) != 0 && json_object_object_get_ex(cs, "name", &name))
+                return json_object_get_string(name);
+        }
+    }
+    return BUILD_CONTAINER;
+}
+
+static void on_pods(const struct kube_result *res, void *ud)
+{
+    struct log_entry *l = ud;
+    l->call = NULL;
+    struct json_object *items = NULL;
+    if (res->rc < 0 || !json_object_object_get_ex(res->object, "items", &items) ||
+        json_object_array_length(items) == 0) {
+        char tail[1024];
+        snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)",
+                 res->rc < 0 && res->err ? res->err->msg : "the Job has no pod left");
+        log_done(l, tail);
+        return;
+    }
+    struct json_object *pod = json_object_array_get_idx(items, 0), *meta, *name;
+    json_object_object_get_ex(pod, "metadata", &meta);
+    json_object_object_get_ex(meta, "name", &name);
+    char query[256];
+    snprintf(query, sizeof(query), "?container=%s&tailLines=%d", failed_container(pod), LOG_LINES);
+    struct kube_ref ref = {.version = "v1",
+                           .resource = "pods",
+                           .namespace = l->b->cfg->build_namespace,
+                           .name = json_object_get_string(name),
+                           .subresource = "log"};
+    struct telo_err err;
+    l->call = kube_rest_get_text(l->b->t, &ref, query, on_log, l, &err);
+    if (!l->call) {
+        char tail[1024];
+        snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)", err.msg);
+        log_done(l, tail);
+    }
+}
+
+static void sweep_logs(struct session_builds *b, double now)
+{
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(b->logs, &it, &key, &value)) {
+        struct log_entry *l = value;
+        if (!l->in_flight && now - l->at > LOG_TTL_S) {
+            strmap_remove(b->logs, key);
+            log_free(l);
+        }
+    }
+}
+
+enum session_build_log session_builds_log(struct session_builds *b, const char *job_name,
+                                          const char *job_uid, const char *waiter, int ask,
+                                          const char **tail)
+{
+    *tail = "";
+    struct log_entry *l = strmap_get(b->logs, job_uid);
+    if (l && !l->in_flight) {
+        *tail = l->tail;
+        return SESSION_LOG_DONE;
+    }
+    if (l) {
+        waiters_add(&l->w, waiter);
+        return SESSION_LOG_FETCHING;
+    }
+    if (!ask)
+        return SESSION_LOG_NONE;
+    double now = now_of(b);
+    sweep_logs(b, now);
+    if (strmap_len(b->logs) >= TABLE_MAX || !(l = calloc(1, sizeof(*l))))
+        return SESSION_LOG_NONE;
+    l->b = b;
+    snprintf(l->uid, sizeof(l->uid), "%s", job_uid);
+    snprintf(l->job, sizeof(l->job), "%s", job_name);
+    l->in_flight = 1;
+    if (strmap_put(b->logs, l->uid, l) < 0) {
+        free(l);
+        return SESSION_LOG_NONE;
+    }
+    waiters_add(&l->w, waiter);
+    char selector[256];
+    snprintf(selector, sizeof(selector), "batch.kubernetes.io/job-name=%s", job_name);
+    struct kube_ref ref = {
+        .version = "v1", .resource = "pods", .namespace = b->cfg->build_namespace};
+    struct kube_list_opts o = {.label_selector = selector};
+    struct telo_err err;
+    l->call = kube_rest_list(b->t, &ref, &o, on_pods, l, &err);
+    if (!l->call) {
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "(the build pod's log could not be read: %s)", err.msg);
+        log_done(l, msg);
+        return SESSION_LOG_DONE;
+    }
+    return SESSION_LOG_FETCHING;
+}

@@ -1,0 +1,73 @@
+/* The I/O edge of image builds for the session reconciler: a bundle's tag (memoised), the
+ * registry's answer about an image, a failed build pod's log tail. Answers wait in tables on the
+ * libev loop; the sessions that asked are queued again when one arrives, and read it as observed
+ * state in their next reconcile. */
+#ifndef TELO_SESSION_BUILDS_H
+#define TELO_SESSION_BUILDS_H
+
+#include "build/depkey.h"
+#include "build/job.h"
+#include "session/config.h"
+#include "session/image.h"
+#include "session/spec.h"
+#include "util/err.h"
+
+#include <stddef.h>
+
+struct kube_transport;
+struct session_builds;
+
+/* Queues the session key again (the reconciler's controller). */
+typedef void session_builds_requeue_fn(void *ud, const char *key);
+
+/* Creates the edge on t's loop for cfg (both borrowed; they must outlive it). requeue is called
+ * with the keys of sessions whose answer arrived. Returns NULL with err filled when out of
+ * memory. */
+struct session_builds *session_builds_new(struct kube_transport *t,
+                                          const struct session_config *cfg,
+                                          session_builds_requeue_fn *requeue, void *ud,
+                                          struct telo_err *err);
+
+/* Cancels every request in flight (no requeues) and frees b. NULL is a no-op. */
+void session_builds_free(struct session_builds *b);
+
+/* Whether the session's image comes from a build: builds are configured (build.repository)
+ * and the session runs a bundle (not spec.selfContained). */
+int session_builds_needed(const struct session_config *cfg, const struct session *s);
+
+/* The build settings of cfg, as pkg/build takes them (strings borrowed from cfg). */
+void session_builds_job_config(const struct session_config *cfg, struct build_config *out);
+
+/* What a bundle means for the image. */
+struct session_bundle_key {
+    char tag[BUILD_TAG_LEN + 1];
+    int no_dependencies; /* nothing to install: the base image runs as it is */
+    char error[1536];    /* the bundle cannot be used: why ("" when it can) */
+};
+
+/* The key of s's bundle (tgz, len bytes of gzip tar, borrowed), read once per memo string (the
+ * ConfigMap's namespace, name and resourceVersion say it is the same bytes; NULL: not memoised)
+ * and the tag's other inputs (base image, TELO_REGISTRY_URL). source names the bundle in
+ * messages. Reading is capped (pkg/build/bundle.h), so a bomb costs bounded time and memory. */
+void session_builds_bundle_key(struct session_builds *b, const char *memo, const void *tgz,
+                               size_t len, const char *source, const struct session *s,
+                               struct session_bundle_key *out);
+
+/* The registry's answer about <build.repository>:<tag>, or SESSION_PRESENCE_NONE. With ask, a
+ * missing answer is asked for (once per tag however many sessions ask) and waiter (a session key) is queued again when
+ * it arrives. *message (for UNKNOWN and DENIED) is valid until the loop runs again. Answers are
+ * kept for a short while (a positive one longer: pkg/build also caches those), so a session
+ * never decides on an old "absent". */
+enum session_presence session_builds_presence(struct session_builds *b, const char *tag,
+                                              const char *waiter, int ask,
+                                              const char **message);
+
+/* The log tail of the failed build Job job_name (uid job_uid, so a new Job of the same name is
+ * read anew), or SESSION_LOG_NONE / SESSION_LOG_FETCHING. With ask, a missing one is fetched
+ * (the Job's pod's failed container, its last 20 lines) and waiter queued again when it is in.
+ * *tail is valid until the loop runs again. */
+enum session_build_log session_builds_log(struct session_builds *b, const char *job_name,
+                                          const char *job_uid, const char *waiter, int ask,
+                                          const char **tail);
+
+#endif

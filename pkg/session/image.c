@@ -1,0 +1,213 @@
+/* Which image a session runs, decided from what was observed of its build: the bundle's tag, the
+ * registry's answer, the build Job and its log. Pure: the reconciler gathers, this decides. */
+#include "session/image.h"
+
+#include "build/job.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* A Job being deleted is looked at again this often, so a new build starts once it is gone. */
+#define JOB_GONE_RECHECK_S 2.0
+
+static struct json_object *get(const struct json_object *o, const char *key)
+{
+    struct json_object *v = NULL;
+    return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+static const char *str(const struct json_object *o, const char *key)
+{
+    struct json_object *v = get(o, key);
+    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static void ready(struct session_image_plan *out, const char *ref, const char *reason,
+                  const char *progress)
+{
+    out->step = SESSION_IMAGE_READY;
+    out->ref = ref;
+    out->reason = reason;
+    if (progress) {
+        snprintf(out->progress, sizeof(out->progress), "%s", progress);
+        out->progress_done = 1;
+    }
+}
+
+static void building(struct session_image_plan *out, const char *progress, const char *note)
+{
+    out->step = SESSION_IMAGE_BUILDING;
+    /* A failed registry check is why this build runs: the progress says so. */
+    snprintf(out->progress, sizeof(out->progress), "%s%s%s%s", progress,
+             note && *note ? " (" : "", note && *note ? note : "", note && *note ? ")" : "");
+}
+
+static void fail(struct session_image_plan *out, const char *reason)
+{
+    out->step = SESSION_IMAGE_FAILED;
+    snprintf(out->failure, sizeof(out->failure), "%s", reason);
+}
+
+/* The build pod's log tail is the heart of the message: what kaniko or `telo install` said. */
+static void build_failed(const struct session_image_obs *obs, const char *job_key,
+                         struct session_image_plan *out)
+{
+    fail(out, "BuildFailed");
+    const char *tail = obs->log_tail && *obs->log_tail ? obs->log_tail : "(the log was empty)";
+    snprintf(out->message, sizeof(out->message),
+             "image build failed (job '%s'); the last lines of its log:\n%s\nRun: kubectl logs "
+             "-n %s job/%s --all-containers; after fixing the cause, delete the Job to build "
+             "again: kubectl delete job -n %s %s",
+             job_key, tail, obs->build_namespace, obs->job_name, obs->build_namespace,
+             obs->job_name);
+}
+
+static void vanished(const struct session_image_obs *obs, const char *job_key,
+                     struct session_image_plan *out)
+{
+    fail(out, "BuildFailed");
+    snprintf(out->message, sizeof(out->message),
+             "image build job '%s' disappeared before completing (deleted by someone else, or "
+             "the operator could not see it finish); create the session again to build anew. "
+             "Run: kubectl get events -n %s --field-selector involvedObject.name=%s",
+             job_key, obs->build_namespace, obs->job_name);
+}
+
+/* Follows an observed Job. */
+static void follow_job(const struct session_image_obs *obs, int following, const char *note,
+                       struct session_image_plan *out)
+{
+    char job_key[320];
+    snprintf(job_key, sizeof(job_key), "%s/%s", obs->build_namespace, obs->job_name);
+    struct build_status st;
+    build_status_read(obs->job, job_key, obs->self, obs->timeout_seconds, obs->now, &st);
+    switch (st.state) {
+    case BUILD_RUNNING:
+        building(out, st.progress, note);
+        out->requeue_after = (double)st.requeue_after_s;
+        return;
+    case BUILD_SUCCEEDED:
+        out->job_result = "succeeded";
+        ready(out, obs->ref, "Built", BUILD_PROGRESS_BUILT);
+        return;
+    case BUILD_FAILED:
+        out->job_result = "failed";
+        if (obs->log == SESSION_LOG_DONE) {
+            build_failed(obs, job_key, out);
+            return;
+        }
+        out->step = SESSION_IMAGE_WAIT;
+        out->fetch_log = obs->log == SESSION_LOG_NONE;
+        return;
+    case BUILD_TIMED_OUT:
+        out->job_result = "timed_out";
+        fail(out, "BuildTimedOut");
+        snprintf(out->message, sizeof(out->message),
+                 "%s; raise the operator's build.timeoutSeconds if the build needs longer, or see "
+                 "what it waited on. Run: kubectl describe job -n %s %s",
+                 st.message, obs->build_namespace, obs->job_name);
+        return;
+    case BUILD_VANISHED:
+        if (following) {
+            vanished(obs, job_key, out);
+            return;
+        }
+        /* Someone deletes a finished or stuck Job: build anew once it is gone. */
+        building(out, BUILD_PROGRESS_WAITING, note);
+        out->requeue_after = JOB_GONE_RECHECK_S;
+        return;
+    }
+}
+
+void session_image_decide(const struct session_image_obs *obs, struct session_image_plan *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->tag = obs->tag;
+    out->ref = obs->ref;
+    if (obs->bundle_error) {
+        out->tag = NULL;
+        out->ref = NULL;
+        fail(out, "BundleInvalid");
+        snprintf(out->message, sizeof(out->message),
+                 "%s; fix the bundle (spec.bundle) and create the session again", obs->bundle_error);
+        return;
+    }
+    if (obs->no_dependencies) {
+        /* `telo install` would bake nothing: the base image runs the app as it is. */
+        out->tag = NULL;
+        ready(out, obs->base_image, "BaseImage", NULL);
+        return;
+    }
+    const struct json_object *old_image = get(obs->old, "image");
+    const char *old_phase = str(obs->old, "phase"), *old_job = str(old_image, "buildJob");
+    /* A session that waits on a build follows its Job; only a new one asks the registry. */
+    int following = old_phase && strcmp(old_phase, "Building") == 0 && old_job &&
+                    strcmp(old_job, obs->job_name) == 0;
+    const char *note = NULL;
+    if (!following) {
+        switch (obs->presence) {
+        case SESSION_PRESENCE_NONE:
+            out->step = SESSION_IMAGE_WAIT;
+            out->check_registry = 1;
+            return;
+        case SESSION_PRESENCE_PRESENT:
+            ready(out, obs->ref, "CacheHit", BUILD_PROGRESS_CACHED);
+            return;
+        case SESSION_PRESENCE_DENIED:
+            /* Building would fail to push with the same credentials: no build, no loop. */
+            out->step = SESSION_IMAGE_BLOCKED;
+            snprintf(out->failure, sizeof(out->failure), "RegistryAuthFailed");
+            snprintf(out->message, sizeof(out->message), "%s",
+                     obs->presence_message && *obs->presence_message
+                         ? obs->presence_message
+                         : "the registry refused the operator's credentials");
+            return;
+        case SESSION_PRESENCE_UNKNOWN:
+            note = obs->presence_message;
+            break;
+        case SESSION_PRESENCE_ABSENT:
+            break;
+        }
+    }
+    out->build_job = obs->job_name;
+    if (obs->job) {
+        follow_job(obs, following, note, out);
+        return;
+    }
+    if (obs->job_expected) {
+        building(out, BUILD_PROGRESS_BUILDING, note);
+        return;
+    }
+    if (following) {
+        /* The Job is gone before we saw it end: the registry says whether it pushed. */
+        if (obs->presence == SESSION_PRESENCE_PRESENT) {
+            ready(out, obs->ref, "Built", BUILD_PROGRESS_BUILT);
+        } else if (obs->presence == SESSION_PRESENCE_NONE) {
+            out->step = SESSION_IMAGE_WAIT;
+            out->check_registry = 1;
+        } else {
+            char job_key[320];
+            snprintf(job_key, sizeof(job_key), "%s/%s", obs->build_namespace, obs->job_name);
+            vanished(obs, job_key, out);
+        }
+        return;
+    }
+    out->create_job = 1;
+    building(out, BUILD_PROGRESS_BUILDING, note);
+}
+
+struct json_object *session_image_status(const struct session_image_plan *plan)
+{
+    struct json_object *image = json_object_new_object();
+    if (!image)
+        return NULL;
+    if (plan->ref)
+        json_object_object_add(image, "ref", json_object_new_string(plan->ref));
+    if (plan->tag)
+        json_object_object_add(image, "tag", json_object_new_string(plan->tag));
+    if (plan->step == SESSION_IMAGE_READY && plan->reason)
+        json_object_object_add(image, "reason", json_object_new_string(plan->reason));
+    if (plan->build_job)
+        json_object_object_add(image, "buildJob", json_object_new_string(plan->build_job));
+    return image;
+}
