@@ -57,6 +57,18 @@ real_node_enabled() {
 if real_node_enabled; then
 	components+=("${real_components[@]}")
 fi
+
+# --- the build registry (TELO_BUILD_REGISTRY=1): a registry with htpasswd Basic auth ---------
+# For image builds on a kwok-only cluster: the operator's tag check and the e2e tests' pushes.
+# Credentials (user telo, a random password made once) are in $build_registry_dir/dockerconfig.json.
+build_registry_dir="$cluster_dir/build-registry"
+build_registry_port="${TELO_BUILD_REGISTRY_PORT:-$registry_port}"
+build_registry_enabled() {
+	[ "${TELO_BUILD_REGISTRY:-0}" = 1 ] || [ -f "$pid_dir/build-registry.pid" ]
+}
+if build_registry_enabled; then
+	components+=(build-registry)
+fi
 crictl_cmd() {
 	"$("$cluster_root/hack/build-tools.sh" --print-dir cri-tools)/crictl" \
 		--config /dev/null --runtime-endpoint "unix://$containerd_sock" --image-endpoint "unix://$containerd_sock" \

@@ -64,6 +64,7 @@ port_of() {
 	kube-controller-manager) echo "$kcm_port" ;;
 	kube-scheduler) echo "$scheduler_port" ;;
 	kwok) echo "$kwok_port" ;;
+	build-registry) echo "$build_registry_port" ;;
 	registry) echo "$registry_port" ;;
 	kubelet) echo "$kubelet_port" ;;
 	esac
@@ -167,6 +168,8 @@ options:
   nodeLeaseDurationSeconds: 40
   podsOnNodeSyncParallelism: 2
   enablePodsOnNodeSyncListPager: true
+  # The kubelet API's containerLogs (kubectl logs), served from the ClusterLogs below.
+  enableDebuggingHandlers: true
 EOF
 		for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
 			pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml \
@@ -187,10 +190,65 @@ EOF
 			echo "---"
 			cat "$f"
 		done
+		# What `kubectl logs` shows of a build pod's builder (kaniko) and context containers:
+		# tests write the lines a failing build would print into this file (CRI log format).
+		cat <<EOF
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: build-logs
+spec:
+  logs:
+  - containers: [kaniko, context]
+    logsFile: $cluster_dir/kwok-logs/build.log
+EOF
 	} >"$out"
+	mkdir -p "$cluster_dir/kwok-logs"
+	touch "$cluster_dir/kwok-logs/build.log"
 }
 
 # --- components -------------------------------------------------------------------------------
+# The build registry (TELO_BUILD_REGISTRY=1): Debian's docker-registry with htpasswd Basic auth,
+# data kept across restarts in $build_registry_dir/data.
+start_build_registry() {
+	local d="$build_registry_dir"
+	if real_node_enabled && [ "$build_registry_port" = "$registry_port" ]; then
+		fail build-registry "the real node's registry uses port $registry_port: set TELO_BUILD_REGISTRY_PORT"
+	fi
+	mkdir -p "$d/data"
+	if [ ! -s "$d/password" ]; then
+		(umask 077 && head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$d/password")
+	fi
+	local password auth
+	password=$(cat "$d/password")
+	htpasswd -Bbc "$d/htpasswd" telo "$password" >/dev/null 2>&1 ||
+		fail build-registry "htpasswd failed (apt-get install apache2-utils)"
+	auth=$(printf 'telo:%s' "$password" | base64 -w0)
+	(umask 077 && printf '{"auths":{"127.0.0.1:%s":{"auth":"%s"}}}\n' "$build_registry_port" "$auth" \
+		>"$d/dockerconfig.json")
+	cat >"$d/config.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $d/data
+  delete:
+    enabled: true
+auth:
+  htpasswd:
+    realm: telo-build-registry
+    path: $d/htpasswd
+http:
+  addr: 127.0.0.1:$build_registry_port
+EOF
+	launch build-registry docker-registry serve "$d/config.yml" || return 0
+	wait_for build-registry 30 curl -fsS -u "telo:$password" "http://127.0.0.1:$build_registry_port/v2/"
+}
+
 start_etcd() {
 	launch etcd "$etcd_bin/etcd" --name=telo-local --data-dir="$etcd_data" \
 		--listen-client-urls="http://127.0.0.1:$etcd_port" \
@@ -300,6 +358,9 @@ start_kwok
 ensure_nodes
 # Pods can only be created once the serviceaccount controller made the default ServiceAccount.
 wait_for kube-controller-manager 60 kubectl_cmd get serviceaccount default -n default
+if [ "${TELO_BUILD_REGISTRY:-0}" = 1 ]; then
+	start_build_registry
+fi
 # The real node only when asked for: a kwok-only up.sh leaves a running one as it is.
 if [ "${TELO_REAL_NODE:-0}" = 1 ]; then
 	real_node_up

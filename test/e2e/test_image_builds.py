@@ -1,0 +1,478 @@
+"""On-cluster image builds end to end (issue 6): the operator (build/bin/telo-operator run, or
+$TELO_BIN_DIR) with builds configured against a real registry, Debian's docker-registry with
+htpasswd Basic auth that `TELO_BUILD_REGISTRY=1 hack/cluster/up.sh` starts on TELO_REGISTRY_PORT
+(or TELO_BUILD_REGISTRY_PORT), and real images pushed into it with umoci and skopeo.
+
+Build Jobs run on kwok: their pod completes through kwok's pod-complete stage, or fails through
+the chaos stage pod-container-running-failed, and `kubectl logs` of the builder is served by the
+ClusterLogs up.sh configures (the file kwok-logs/build.log under the cluster directory). To hold a
+build "running" while the test looks, the operator's build.nodeSelector names a label no node has
+yet (the Hold of test_sessions); releasing it lets the scheduler bind the pod and kwok play it.
+
+Every test gets its own session namespace and its own build namespace (with the push Secret), so
+Jobs of different tests never meet; writes are counted from the API server's audit log."""
+
+import base64
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+import uuid
+
+import pytest
+
+from conftest import ROOT, wait_until
+from test_sessions import (SESSION_NODE_KEY, Audit, Hold, apply, condition, get, get_ts,  # noqa: F401
+                           hello_bundle, session, session_node, start, wait_phase)
+
+TOOLS = ("umoci", "skopeo", "docker-registry", "htpasswd")
+BIN_DIR = os.path.join(ROOT, os.environ.get("TELO_BIN_DIR") or os.path.join("build", "bin"))
+CHECK_BIN = os.path.join(BIN_DIR, "telo-build-check")
+CHAOS_EXIT = "pod-container-running-failed.stage.kwok.x-k8s.io"
+BASE_IMAGE = "telorun/node:latest-slim"      # the operator's default images.default
+TELO_REGISTRY = "https://registry.telo.run"  # and its default registryUrl
+REPO_PATH = "telo/apps"
+
+pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
+                                reason="needs %s" % ", ".join(TOOLS))
+
+APP = """kind: Telo.Application
+metadata:
+  name: Hello
+  version: 1.0.0
+imports:
+  Http: std/http-server@0.15.0
+  JavaScript: std/javascript@0.5.0
+targets:
+  - !ref Server
+---
+kind: Http.Server
+metadata:
+  name: Server
+port: 8080
+mounts:
+  - path: /
+    mount: !ref Api
+---
+kind: Http.Api
+metadata:
+  name: Api
+routes:
+  - request: {path: /hello, method: GET}
+    handler:
+      kind: JavaScript.Script
+      code: 'function main() { return { greeting: %s }; }'
+"""
+
+
+# --- the registry and the bundles ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def registry(cluster):
+    """The cluster's build registry, started by up.sh if it is not running yet."""
+    env = dict(os.environ, TELO_BUILD_REGISTRY="1")
+    proc = subprocess.run([os.path.join(ROOT, "hack", "cluster", "up.sh")], env=env,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.skip("the build registry did not start: %s" % proc.stderr[-1500:])
+    d = os.path.join(cluster.dir, "build-registry")
+    with open(os.path.join(d, "dockerconfig.json")) as f:
+        config = json.load(f)
+    host = next(iter(config["auths"]))
+    user, password = base64.b64decode(config["auths"][host]["auth"]).decode().split(":", 1)
+    return {"host": host, "user": user, "password": password, "config": config,
+            "repository": "%s/%s" % (host, REPO_PATH)}
+
+
+def tgz(files, mode="w:gz"):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode) as t:
+        for path, data in files.items():
+            data = data.encode() if isinstance(data, str) else data
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def bundle_cm(name, data):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+            "binaryData": {"bundle.tgz": base64.b64encode(data).decode()}}
+
+
+def app_bundle(name, greeting):
+    """The hello app with its own greeting: same imports, another entry body."""
+    return bundle_cm(name, tgz({"app/telo.yaml": APP % json.dumps(greeting)}))
+
+
+def tag_of(data):
+    """The tag telo-build-check computes for a bundle with the operator's default inputs."""
+    path = "/tmp/telo-e2e-%s.tgz" % uuid.uuid4().hex
+    with open(path, "wb") as f:
+        f.write(data)
+    try:
+        out = subprocess.run([CHECK_BIN, "tag", path, "--base", BASE_IMAGE, "--telo-registry",
+                              TELO_REGISTRY], check=True, capture_output=True, text=True).stdout
+    finally:
+        os.unlink(path)
+    return out.split()[0][len("tag="):]
+
+
+def push_image(registry, tag, tmp):
+    """A one-file image built with umoci and pushed with skopeo as the registry's user."""
+    layout, rootfs = tmp / "oci", tmp / "unpacked"
+    image = "%s:%s" % (layout, tag)
+
+    def run(*argv):
+        subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120)
+    run("umoci", "init", "--layout", str(layout))
+    run("umoci", "new", "--image", image)
+    run("umoci", "unpack", "--rootless", "--image", image, str(rootfs))
+    (rootfs / "rootfs" / "hello.txt").write_text("built by the e2e test, not by a Job\n")
+    run("umoci", "repack", "--image", image, str(rootfs))
+    run("umoci", "config", "--image", image, "--os", "linux", "--architecture", "amd64")
+    run("skopeo", "copy", "--quiet", "--insecure-policy", "--dest-tls-verify=false",
+        "--dest-creds", "%s:%s" % (registry["user"], registry["password"]),
+        "oci:" + image, "docker://%s:%s" % (registry["repository"], tag))
+
+
+# --- the operator with builds --------------------------------------------------------------------
+
+@pytest.fixture
+def builds(cluster, registry, start, session_node):
+    """A build namespace with the push Secret, and builder(*sets, hold=None, password=None)
+    starting the operator with builds into it (builds held back by hold until released)."""
+    ns = "e2e-builds-%s" % uuid.uuid4().hex[:8]
+    cluster.kubectl("create", "namespace", ns)
+    holds = []
+
+    def push_secret(password):
+        auth = base64.b64encode(("%s:%s" % (registry["user"], password)).encode()).decode()
+        config = json.dumps({"auths": {registry["host"]: {"auth": auth}}})
+        secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+                  "metadata": {"name": "push", "namespace": ns},
+                  "data": {".dockerconfigjson": base64.b64encode(config.encode()).decode()}}
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(secret))
+
+    def builder(*sets, hold=None, password=None):
+        push_secret(password or registry["password"])
+        selector = {SESSION_NODE_KEY: session_node}
+        if hold:
+            selector[hold.key] = "yes"
+            holds.append(hold)
+        base = ["build.repository=" + registry["repository"], "build.namespace=" + ns,
+                "build.pushSecret=push", "build.insecureRegistry=true",
+                "build.builderImage=example.invalid/kaniko:test",
+                "build.nodeSelector=" + ",".join("%s=%s" % kv for kv in selector.items()),
+                "build.tolerations=" + json.dumps([{"key": SESSION_NODE_KEY, "operator": "Exists",
+                                                    "effect": "NoSchedule"}])]
+        return start(*(base + list(sets)))
+
+    builder.namespace = ns
+    builder.push_secret = push_secret
+    yield builder
+    for h in holds:
+        h.drop()
+    cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def jobs(cluster, ns):
+    return cluster.kubectl_json("get", "jobs", "-n", ns, "-l", "telo.run/build=true")["items"]
+
+
+def job_creates(cluster, ns):
+    return {name: n for (resource, name), n in Audit(cluster, ns).creates().items()
+            if resource == "jobs"}
+
+
+def build_pod(cluster, ns, job):
+    def find():
+        items = cluster.kubectl_json("get", "pods", "-n", ns, "-l",
+                                     "batch.kubernetes.io/job-name=" + job)["items"]
+        return items[0]["metadata"]["name"] if items else None
+    return wait_until(find, timeout=30, what="the pod of build Job %s" % job)
+
+
+def progress(cluster, ns, name):
+    return ((get_ts(cluster, ns, name) or {}).get("status", {}).get("progress") or {}).get("message")
+
+
+def wait_progress(cluster, ns, name, text, timeout=30):
+    return wait_until(lambda: progress(cluster, ns, name) == text, timeout=timeout,
+                      what="%s progress %r (now %r)" % (name, text, progress(cluster, ns, name)))
+
+
+def pod_image(cluster, ns, name):
+    return get(cluster, ns, "pod", "telo-run-" + name)["spec"]["containers"][0]["image"]
+
+
+# --- the Done-when bullets -----------------------------------------------------------------------
+
+def test_two_sessions_with_the_same_dependencies_share_one_build_job(cluster, builds, registry,
+                                                                     pod_namespace, session_node):
+    ns, hold = pod_namespace, Hold(cluster, session_node)
+    op = builds(hold=hold)
+    a, b = app_bundle("bundle-a", "from a"), app_bundle("bundle-b", "from b")
+    tag = tag_of(base64.b64decode(a["binaryData"]["bundle.tgz"]))
+    assert tag == tag_of(base64.b64decode(b["binaryData"]["bundle.tgz"]))
+    job = "telo-build-" + tag
+    apply(cluster, ns, a, session("a", bundle="bundle-a"))
+    wait_phase(cluster, ns, "a", "Building")
+    wait_progress(cluster, ns, "a", "Building image\u2026")
+    apply(cluster, ns, b, session("b", bundle="bundle-b"))
+    wait_phase(cluster, ns, "b", "Building")
+    wait_progress(cluster, ns, "b", "Waiting for in-progress build\u2026")
+    for name in ("a", "b"):
+        st = get_ts(cluster, ns, name)["status"]
+        assert st["image"] == {"ref": "%s:%s" % (registry["repository"], tag), "tag": tag,
+                               "buildJob": job}, st["image"]
+        ready = condition(get_ts(cluster, ns, name), "ImageReady")
+        assert ready["status"] == "False" and ready["reason"] == "Building", ready
+
+    found = jobs(cluster, builds.namespace)
+    assert [j["metadata"]["name"] for j in found] == [job]
+    spec = found[0]["spec"]
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 600
+    assert spec["ttlSecondsAfterFinished"] == 300
+    assert found[0]["metadata"]["annotations"]["telo.run/requested-by"] == "%s/a" % ns
+    args = spec["template"]["spec"]["containers"][0]["args"]
+    assert "--destination=%s:%s" % (registry["repository"], tag) in args
+    assert "--insecure" in args
+    # The build's context: the first session's bundle, owned by the Job.
+    ctx = cluster.kubectl_json("get", "configmap", job, "-n", builds.namespace)
+    assert ctx["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert ctx["metadata"]["ownerReferences"][0]["uid"] == found[0]["metadata"]["uid"]
+
+    hold.release()
+    for name in ("a", "b"):
+        ts = wait_phase(cluster, ns, name, "Running", timeout=60)
+        assert ts["status"]["image"]["reason"] == "Built", ts["status"]["image"]
+        assert condition(ts, "ImageReady")["reason"] == "Built"
+        assert pod_image(cluster, ns, name) == ts["status"]["image"]["ref"]
+    # The API server's word: one Job and one context created, never a second.
+    assert job_creates(cluster, builds.namespace) == {job: 1}
+    assert Audit(cluster, builds.namespace).creates()[("configmaps", job)] == 1
+    assert op.metric("telo_image_builds_total", {"result": "succeeded"}) == 1
+    assert op.metric("telo_image_builds_total", {"result": "failed"}) == 0
+    assert op.metric("telo_image_build_seconds_count") == 1
+    assert op.metric("telo_image_cache_hits_total") == 0
+
+
+def test_a_tag_already_in_the_registry_is_a_cache_hit_without_a_job(cluster, builds, registry,
+                                                                    pod_namespace, tmp_path):
+    ns = pod_namespace
+    # The tag covers the imports, not the body: make them unique to this test.
+    cm = bundle_cm("bundle", tgz({"app/telo.yaml": APP.replace(
+        "std/javascript@0.5.0", "std/javascript@0.5.%d" % (time.time_ns() % 100000)) % '"hi"'}))
+    tag = tag_of(base64.b64decode(cm["binaryData"]["bundle.tgz"]))
+    push_image(registry, tag, tmp_path)
+    op = builds()
+    apply(cluster, ns, cm, session("hit", bundle="bundle"))
+    ts = wait_phase(cluster, ns, "hit", "Running", timeout=60)
+    ref = "%s:%s" % (registry["repository"], tag)
+    assert ts["status"]["image"] == {"ref": ref, "tag": tag, "reason": "CacheHit"}, ts["status"]
+    assert condition(ts, "ImageReady")["status"] == "True"
+    assert condition(ts, "ImageReady")["reason"] == "CacheHit"
+    assert pod_image(cluster, ns, "hit") == ref
+    # A second session with the same dependencies: the positive answer is remembered.
+    apply(cluster, ns, session("hit2", bundle="bundle"))
+    wait_phase(cluster, ns, "hit2", "Running", timeout=60)
+    assert jobs(cluster, builds.namespace) == []
+    assert job_creates(cluster, builds.namespace) == {}
+    assert op.metric("telo_image_cache_hits_total") == 2
+    assert op.metric("telo_image_builds_total") == 0
+    events = cluster.kubectl_json("get", "events.events.k8s.io", "-n", ns,
+                                  "--field-selector", "regarding.name=hit")["items"]
+    assert any("Using cached image" in (e.get("note") or "") or e["reason"] == "Pending"
+               for e in events), events
+
+
+def write_build_log(cluster, lines):
+    """What the builder 'prints' on kwok: CRI log lines in the ClusterLogs file."""
+    path = os.path.join(cluster.dir, "kwok-logs", "build.log")
+    with open(path, "w") as f:
+        for line in lines:
+            f.write("2026-01-01T00:00:00.000000000Z stdout F %s\n" % line)
+
+
+def kwok_serves_build_logs(cluster):
+    try:
+        with open(os.path.join(cluster.dir, "kwok.yaml")) as f:
+            return "name: build-logs" in f.read()
+    except OSError:
+        return False
+
+
+def test_a_failing_build_puts_its_log_tail_into_the_session_message(cluster, builds,
+                                                                    pod_namespace, session_node):
+    if not kwok_serves_build_logs(cluster):
+        pytest.skip("this cluster's kwok was started without the build-logs ClusterLogs")
+    ns, hold = pod_namespace, Hold(cluster, session_node)
+    op = builds(hold=hold)
+    marker = uuid.uuid4().hex[:8]
+    cm = bundle_cm("bundle", tgz({"app/telo.yaml": APP.replace(
+        "std/http-server@0.15.0", "std/http-server@0.15.%s" % int(marker, 16)) % '"x"'}))
+    apply(cluster, ns, cm, session("broken", bundle="bundle"))
+    ts = wait_phase(cluster, ns, "broken", "Building")
+    job = ts["status"]["image"]["buildJob"]
+    pod = build_pod(cluster, builds.namespace, job)
+    write_build_log(cluster, ["%s line %02d" % (marker, i) for i in range(1, 26)] +
+                    ["error: telo install: module std/http-server not found"])
+    cluster.kubectl("annotate", "pod", pod, "-n", builds.namespace, "--overwrite",
+                    CHAOS_EXIT + "/exit-code=1", CHAOS_EXIT + "/container-name=kaniko",
+                    CHAOS_EXIT + "/reason=Error")
+    cluster.kubectl("label", "pod", pod, "-n", builds.namespace, CHAOS_EXIT + "=true")
+    hold.release()
+    ts = wait_phase(cluster, ns, "broken", "Failed", timeout=60)
+    st = ts["status"]
+    assert st["reason"] == "BuildFailed", st
+    message = st["message"]
+    assert "image build failed (job '%s/%s')" % (builds.namespace, job) in message
+    # The last 20 lines: 7..25 and the error, not line 06.
+    for i in range(7, 26):
+        assert "%s line %02d" % (marker, i) in message, message
+    assert "%s line 06" % marker not in message
+    assert "module std/http-server not found" in message
+    assert "kubectl delete job -n %s %s" % (builds.namespace, job) in message
+    assert condition(ts, "Stalled")["reason"] == "BuildFailed"
+    assert condition(ts, "ImageReady")["status"] == "False"
+    assert get(cluster, ns, "pod", "telo-run-broken") is None
+    assert op.metric("telo_image_builds_total", {"result": "failed"}) == 1
+    assert op.metric("telo_session_failures_total", {"reason": "BuildFailed"}) == 1
+
+
+def test_a_wrong_registry_password_is_actionable_and_builds_nothing(cluster, builds, registry,
+                                                                    pod_namespace):
+    ns = pod_namespace
+    builds(password="wrong-password")
+    apply(cluster, ns, app_bundle("bundle", "denied"), session("denied", bundle="bundle"))
+    ts = wait_phase(cluster, ns, "denied", "Pending", reason="RegistryAuthFailed", timeout=30)
+    st = ts["status"]
+    assert "refused the credentials of Secret %s/push" % builds.namespace in st["message"], st
+    assert "fix the username and password" in st["message"], st
+    assert condition(ts, "Stalled")["status"] == "True"
+    assert condition(ts, "ImageReady")["reason"] == "RegistryAuthFailed"
+    # It is looked at again (every 10 s), never built: no Job, however long it waits.
+    time.sleep(12)
+    assert job_creates(cluster, builds.namespace) == {}
+    assert jobs(cluster, builds.namespace) == []
+    assert get_ts(cluster, ns, "denied")["status"]["reason"] == "RegistryAuthFailed"
+    # Fixing the Secret is enough: the next look builds.
+    builds.push_secret(registry["password"])
+    wait_phase(cluster, ns, "denied", "Building", timeout=30)
+    assert len(job_creates(cluster, builds.namespace)) == 1
+
+
+def test_deleting_a_session_during_its_build_neither_leaks_nor_breaks_the_other(
+        cluster, builds, pod_namespace, session_node):
+    ns, hold = pod_namespace, Hold(cluster, session_node)
+    builds("build.ttlSecondsAfterFinished=3", hold=hold)
+    marker = "%d" % (time.time_ns() % 100000)
+    app = APP.replace("std/http-server@0.15.0", "std/http-server@0.16.%s" % marker)
+    apply(cluster, ns, bundle_cm("bundle-a", tgz({"app/telo.yaml": app % '"a"'})),
+          bundle_cm("bundle-b", tgz({"app/telo.yaml": app % '"b"'})),
+          session("a", bundle="bundle-a"))
+    job = wait_phase(cluster, ns, "a", "Building")["status"]["image"]["buildJob"]
+    apply(cluster, ns, session("b", bundle="bundle-b"))
+    wait_phase(cluster, ns, "b", "Building")
+    # a made the Job; a goes while it builds.
+    cluster.kubectl("delete", "ts", "a", "-n", ns)
+    wait_until(lambda: get_ts(cluster, ns, "a") is None, timeout=30, what="a to be gone")
+    time.sleep(2)
+    assert [j["metadata"]["name"] for j in jobs(cluster, builds.namespace)] == [job]
+    assert get_ts(cluster, ns, "b")["status"]["phase"] == "Building"
+    hold.release()
+    ts = wait_phase(cluster, ns, "b", "Running", timeout=60)
+    assert ts["status"]["image"]["reason"] == "Built"
+    assert get(cluster, ns, "pod", "telo-run-a") is None
+    # No leak: the finished Job and its context go with the Job's TTL.
+    wait_until(lambda: not jobs(cluster, builds.namespace) and
+               cluster.kubectl("get", "configmap", job, "-n", builds.namespace,
+                               check=False).returncode != 0,
+               timeout=60, what="the build Job and its context ConfigMap to be removed")
+    assert job_creates(cluster, builds.namespace) == {job: 1}
+
+
+def test_a_build_job_deleted_before_it_ends_fails_the_session_saying_so(cluster, builds,
+                                                                       pod_namespace,
+                                                                       session_node):
+    ns, hold = pod_namespace, Hold(cluster, session_node)
+    builds(hold=hold)
+    marker = "%d" % (time.time_ns() % 100000)
+    app = APP.replace("std/http-server@0.15.0", "std/http-server@0.17.%s" % marker)
+    apply(cluster, ns, bundle_cm("bundle", tgz({"app/telo.yaml": app % '"v"'})),
+          session("v", bundle="bundle"))
+    job = wait_phase(cluster, ns, "v", "Building")["status"]["image"]["buildJob"]
+    cluster.kubectl("delete", "job", job, "-n", builds.namespace, "--cascade=background")
+    ts = wait_phase(cluster, ns, "v", "Failed", timeout=60)
+    assert ts["status"]["reason"] == "BuildFailed"
+    assert "image build job '%s/%s'" % (builds.namespace, job) in ts["status"]["message"]
+    assert "before completing" in ts["status"]["message"]
+    hold.drop()
+
+
+def test_a_build_past_its_deadline_fails_with_build_timed_out(cluster, builds, pod_namespace,
+                                                             session_node):
+    ns, hold = pod_namespace, Hold(cluster, session_node)
+    op = builds("build.timeoutSeconds=3", hold=hold)
+    marker = "%d" % (time.time_ns() % 100000)
+    app = APP.replace("std/http-server@0.15.0", "std/http-server@0.18.%s" % marker)
+    apply(cluster, ns, bundle_cm("bundle", tgz({"app/telo.yaml": app % '"t"'})),
+          session("slow", bundle="bundle"))
+    job = wait_phase(cluster, ns, "slow", "Building")["status"]["image"]["buildJob"]
+    ts = wait_phase(cluster, ns, "slow", "Failed", timeout=60)
+    assert ts["status"]["reason"] == "BuildTimedOut", ts["status"]
+    assert "image build did not finish within 3s (job '%s/%s')" % (builds.namespace, job) \
+        in ts["status"]["message"]
+    assert "build.timeoutSeconds" in ts["status"]["message"]
+    assert op.metric("telo_image_builds_total", {"result": "timed_out"}) == 1
+
+
+def bomb():
+    """50 MiB of zeros: about 50 KiB of gzip, well under a ConfigMap's 1 MiB."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        info = tarfile.TarInfo("app/bomb.bin")
+        info.size = 50 << 20
+        t.addfile(info, io.BytesIO(bytes(50 << 20)))
+    return buf.getvalue()
+
+
+BAD_BUNDLES = {
+    "notgzip": (b"this is not a gzip file at all\n" * 20, "not gzip data"),
+    "traversal": (tgz({"app/telo.yaml": APP % '"x"', "../x": "escape"}), "'..' segment"),
+    "absolute": (tgz({"app/telo.yaml": APP % '"x"', "/etc/x": "escape"}), "absolute path"),
+    "bomb": (None, "larger than the 16777216 bytes allowed per file"),
+    "badyaml": (tgz({"app/telo.yaml": "kind: Telo.Application\nimports: [a\n  b: c: d\n"}),
+                "app/telo.yaml: line"),
+}
+
+
+def test_bad_bundles_fail_the_session_with_a_clear_reason(cluster, builds, pod_namespace):
+    ns = pod_namespace
+    op = builds()
+    objects = []
+    for name, (data, _) in BAD_BUNDLES.items():
+        objects += [bundle_cm("bundle-" + name, data if data is not None else bomb()),
+                    session(name, bundle="bundle-" + name)]
+    started = time.monotonic()
+    apply(cluster, ns, *objects)
+    for name, (_, words) in BAD_BUNDLES.items():
+        ts = wait_phase(cluster, ns, name, "Failed", timeout=60)
+        st = ts["status"]
+        assert st["reason"] == "BundleInvalid", (name, st)
+        assert words in st["message"], (name, st["message"])
+        assert "bundle ConfigMap %s/bundle-%s key bundle.tgz" % (ns, name) in st["message"], \
+            st["message"]
+        assert "fix the bundle" in st["message"]
+        assert get(cluster, ns, "pod", "telo-run-" + name) is None
+    assert time.monotonic() - started < 45
+    # The operator neither crashed nor stalled: it is healthy and still starts a good session.
+    assert op.running and op.get("/healthz")[0] == 200
+    apply(cluster, ns, hello_bundle(), session("good"))
+    assert wait_phase(cluster, ns, "good", "Running", timeout=60)["status"]["image"]["reason"] \
+        == "Built"
+    assert op.metric("telo_session_failures_total", {"reason": "BundleInvalid"}) == 5
