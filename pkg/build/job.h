@@ -31,9 +31,9 @@ struct build_config {
                                     * /kaniko/.docker; NULL: none (an open registry) */
     int insecure_registry;         /* 1: plain HTTP / unverified TLS for push and pull */
     long timeout_seconds;          /* the Job's activeDeadlineSeconds: 600 */
-    long ttl_seconds_after_finished; /* finished Jobs are deleted after: 300 */
-    const char *managed_by;          /* app.kubernetes.io/managed-by: "telo-operator" */
-    const char *cpu, *memory;        /* the builder's requests and limits; NULL: none */
+    long ttl_seconds_after_finished;   /* finished Jobs are deleted after: 300 */
+    const char *managed_by;            /* app.kubernetes.io/managed-by: "telo-operator" */
+    const char *cpu, *memory;          /* the builder's requests and limits; NULL: none */
     struct json_object *node_selector; /* the build pod's nodeSelector (borrowed); NULL: none */
     struct json_object *tolerations;   /* its tolerations, as in a PodSpec; NULL: none */
 };

@@ -22,14 +22,14 @@
 /* How long an answer stands. "Absent" must be fresh: the image may be pushed any moment (a build
  * of the same tag ends), and deciding on an old "absent" would build it twice. Positive answers
  * are also cached by pkg/build's registry check, which answers from memory. */
-#define ANSWER_TTL_S   5.0
-#define PRESENT_TTL_S  60.0
-#define LOG_TTL_S      600.0
-#define LOG_LINES      20
-#define MEMO_MAX       256
-#define MAX_WAITERS    4096
-#define TABLE_MAX      4096
-#define SECRET_KEY     ".dockerconfigjson"
+#define ANSWER_TTL_S  5.0
+#define PRESENT_TTL_S 60.0
+#define LOG_TTL_S     600.0
+#define LOG_LINES     20
+#define MEMO_MAX      256
+#define MAX_WAITERS   4096
+#define TABLE_MAX     4096
+#define SECRET_KEY    ".dockerconfigjson"
 
 struct waiters {
     char **keys;
@@ -296,8 +296,8 @@ static void answered(struct answer *a, enum session_presence presence, const cha
     waiters_wake(a->b, &a->w);
 }
 
-static void on_registry(struct build_registry_check *check,
-                        const struct build_registry_result *res, void *ud)
+static void on_registry(struct build_registry_check *check, const struct build_registry_result *res,
+                        void *ud)
 {
     (void)check;
     struct answer *a = ud;
@@ -375,10 +375,10 @@ static void on_secret(const struct kube_result *res, void *ud)
     }
     struct json_object *data = NULL, *v = NULL;
     json_object_object_get_ex(res->object, "data", &data);
-    const char *text = json_object_object_get_ex(data, SECRET_KEY, &v) &&
-                               json_object_is_type(v, json_type_string)
-                           ? json_object_get_string(v)
-                           : NULL;
+    const char *text =
+        json_object_object_get_ex(data, SECRET_KEY, &v) && json_object_is_type(v, json_type_string)
+            ? json_object_get_string(v)
+            : NULL;
     size_t len = 0;
     unsigned char *config = text ? util_base64_decode(text, strlen(text), &len) : NULL;
     if (!config) {
@@ -409,8 +409,7 @@ static void sweep_answers(struct session_builds *b, double now)
 }
 
 enum session_presence session_builds_presence(struct session_builds *b, const char *tag,
-                                              const char *waiter, int ask,
-                                              const char **message)
+                                              const char *waiter, int ask, const char **message)
 {
     double now = now_of(b);
     *message = "";

@@ -54,13 +54,12 @@ void session_builds_bundle_key(struct session_builds *b, const char *memo, const
                                struct session_bundle_key *out);
 
 /* The registry's answer about <build.repository>:<tag>, or SESSION_PRESENCE_NONE. With ask, a
- * missing answer is asked for (once per tag however many sessions ask) and waiter (a session key) is queued again when
- * it arrives. *message (for UNKNOWN and DENIED) is valid until the loop runs again. Answers are
- * kept for a short while (a positive one longer: pkg/build also caches those), so a session
- * never decides on an old "absent". */
+ * missing answer is asked for (once per tag however many sessions ask) and waiter (a session key)
+ * is queued again when it arrives. *message (for UNKNOWN and DENIED) is valid until the loop runs
+ * again. Answers are kept for a short while (a positive one longer: pkg/build also caches those),
+ * so a session never decides on an old "absent". */
 enum session_presence session_builds_presence(struct session_builds *b, const char *tag,
-                                              const char *waiter, int ask,
-                                              const char **message);
+                                              const char *waiter, int ask, const char **message);
 
 /* The log tail of the failed build Job job_name (uid job_uid, so a new Job of the same name is
  * read anew), or SESSION_LOG_NONE / SESSION_LOG_FETCHING. With ask, a missing one is fetched

@@ -38,8 +38,8 @@ static void building(struct session_image_plan *out, const char *progress, const
 {
     out->step = SESSION_IMAGE_BUILDING;
     /* A failed registry check is why this build runs: the progress says so. */
-    snprintf(out->progress, sizeof(out->progress), "%s%s%s%s", progress,
-             note && *note ? " (" : "", note && *note ? note : "", note && *note ? ")" : "");
+    snprintf(out->progress, sizeof(out->progress), "%s%s%s%s", progress, note && *note ? " (" : "",
+             note && *note ? note : "", note && *note ? ")" : "");
 }
 
 static void fail(struct session_image_plan *out, const char *reason)
@@ -129,7 +129,8 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
         out->ref = NULL;
         fail(out, "BundleInvalid");
         snprintf(out->message, sizeof(out->message),
-                 "%s; fix the bundle (spec.bundle) and create the session again", obs->bundle_error);
+                 "%s; fix the bundle (spec.bundle) and create the session again",
+                 obs->bundle_error);
         return;
     }
     if (obs->no_dependencies) {

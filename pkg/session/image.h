@@ -33,14 +33,14 @@ struct session_image_obs {
     enum session_presence presence;
     const char *presence_message; /* for UNKNOWN and DENIED */
     const char *build_namespace;
-    const char *job_name;           /* "telo-build-<tag>" */
-    const struct json_object *job;  /* the Job from the cache, or NULL */
-    int job_expected;               /* we created it and the cache has not shown it yet */
-    long timeout_seconds;           /* the Job's activeDeadlineSeconds */
+    const char *job_name;          /* "telo-build-<tag>" */
+    const struct json_object *job; /* the Job from the cache, or NULL */
+    int job_expected;              /* we created it and the cache has not shown it yet */
+    long timeout_seconds;          /* the Job's activeDeadlineSeconds */
     enum session_build_log log;
-    const char *log_tail;           /* with SESSION_LOG_DONE */
-    const struct json_object *old;  /* the session's status as last written, or NULL */
-    double now;                     /* Unix time */
+    const char *log_tail;          /* with SESSION_LOG_DONE */
+    const struct json_object *old; /* the session's status as last written, or NULL */
+    double now;                    /* Unix time */
 };
 
 /* The next step of the session. */
@@ -63,9 +63,9 @@ struct session_image_plan {
     char failure[32];   /* FAILED and BLOCKED: the session's reason */
     char message[2560]; /* FAILED and BLOCKED: what happened and what to do */
     /* Actions for the reconciler. */
-    int check_registry; /* ask the registry about ref (no answer held) */
-    int create_job;     /* create the build Job and its context */
-    int fetch_log;      /* read the failed build pod's log tail */
+    int check_registry;     /* ask the registry about ref (no answer held) */
+    int create_job;         /* create the build Job and its context */
+    int fetch_log;          /* read the failed build pod's log tail */
     const char *job_result; /* a finished Job: "succeeded", "failed", "timed_out", "vanished";
                              * NULL while it runs or when there is none */
     double requeue_after;   /* seconds until a deadline needs a look; 0: none */

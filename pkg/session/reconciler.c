@@ -524,8 +524,8 @@ static void on_job_created(const struct kube_result *res, void *ud)
     if (res->rc == 0 && res->code == 201 && uid) {
         struct build_config bc;
         job_config(p, &bc);
-        struct json_object *cm = build_desired_context(&bc, p->tag, json_object_get_string(uid),
-                                                       p->tgz, p->tgz_len);
+        struct json_object *cm =
+            build_desired_context(&bc, p->tag, json_object_get_string(uid), p->tgz, p->tgz_len);
         struct kube_ref ref = {.version = "v1",
                                .resource = "configmaps",
                                .namespace = bc.namespace,
@@ -534,9 +534,10 @@ static void on_job_created(const struct kube_result *res, void *ud)
         struct telo_err err;
         struct write_ctx *cw = cm ? write_ctx(p, NULL) : NULL;
         size_t len = 0;
-        const char *body = cm ? json_object_to_json_string_length(
-                                    cm, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
-                              : NULL;
+        const char *body =
+            cm ? json_object_to_json_string_length(
+                     cm, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
+               : NULL;
         if (cw) {
             p->pending++;
             p->r->stats.writes++;
@@ -560,8 +561,8 @@ static void on_job_created(const struct kube_result *res, void *ud)
             delete_object(p, &jref, 0);
         }
         json_object_put(cm);
-        telo_log(TELO_LOG_INFO, "build job created", "job=%s/%s session=%s/%s tag=%s",
-                 bc.namespace, p->job_name, p->s.namespace, p->s.name, p->tag);
+        telo_log(TELO_LOG_INFO, "build job created", "job=%s/%s session=%s/%s tag=%s", bc.namespace,
+                 p->job_name, p->s.namespace, p->s.name, p->tag);
     }
     on_write(res, ud);
 }
@@ -582,7 +583,8 @@ static void create_job(struct pass *p)
     struct json_object *job = build_desired_job(&bc, &in);
     if (!job) {
         p->failed = 1;
-        snprintf(p->error, sizeof(p->error), "cannot build the Job object for image %.300s", p->ref);
+        snprintf(p->error, sizeof(p->error), "cannot build the Job object for image %.300s",
+                 p->ref);
         return;
     }
     char key[320];
@@ -623,8 +625,8 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
     session_secret_name(&p->s, secret, sizeof(secret));
     struct json_object *secret_obj = cached(r->secrets, p->s.namespace, secret);
     const struct session_image_plan *plan = p->has_plan ? &p->plan : NULL;
-    const char *image = plan && plan->step == SESSION_IMAGE_READY ? plan->ref
-                                                                   : session_image(&p->s, r->cfg);
+    const char *image =
+        plan && plan->step == SESSION_IMAGE_READY ? plan->ref : session_image(&p->s, r->cfg);
     /* A session whose image comes from a build gets a pod only once the step says READY. */
     int image_ready = p->keep_image ? plan && plan->step == SESSION_IMAGE_READY : 1;
 
@@ -702,7 +704,8 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
                 count_failure(r, json_object_get_string(get(v.status, "reason")));
             const char *hit = json_object_get_string(get(get(v.status, "image"), "reason"));
             const char *old_hit = json_object_get_string(get(get(p->s.status, "image"), "reason"));
-            if (hit && strcmp(hit, "CacheHit") == 0 && !(old_hit && strcmp(old_hit, "CacheHit") == 0))
+            if (hit && strcmp(hit, "CacheHit") == 0 &&
+                !(old_hit && strcmp(old_hit, "CacheHit") == 0))
                 r->cache_hits++;
             if (strcmp(phase, "Running") == 0 &&
                 (!old_phase || strcmp(old_phase, "Running") != 0)) {
@@ -734,7 +737,8 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
 static void count_build(struct session_reconciler *r, const struct json_object *job,
                         const char *result, double now)
 {
-    const char *uid = json_object_get_string(get(get((struct json_object *)job, "metadata"), "uid"));
+    const char *uid =
+        json_object_get_string(get(get((struct json_object *)job, "metadata"), "uid"));
     if (!uid || strmap_get(r->counted_jobs, uid))
         return;
     if (strmap_len(r->counted_jobs) >= COUNTED_JOBS_MAX) {
@@ -756,8 +760,8 @@ static void count_build(struct session_reconciler *r, const struct json_object *
             r->builds_total[i]++;
     }
     struct json_object *status = get((struct json_object *)job, "status");
-    double start = timefmt_parse(
-        json_object_get_string(get(get((struct json_object *)job, "metadata"), "creationTimestamp")));
+    double start = timefmt_parse(json_object_get_string(
+        get(get((struct json_object *)job, "metadata"), "creationTimestamp")));
     double end = timefmt_parse(json_object_get_string(get(status, "completionTime")));
     struct json_object *conds = get(status, "conditions");
     for (size_t i = 0; end < 0 && conds && i < json_object_array_length(conds); i++) {
@@ -1097,7 +1101,8 @@ static void job_to_sessions(void *ud, const struct cache_object *obj,
 {
     struct session_reconciler *r = ud;
     struct json_object *job = json_tokener_parse(obj->json);
-    const char *tag = json_object_get_string(get(get(get(job, "metadata"), "labels"), BUILD_LABEL_TAG));
+    const char *tag =
+        json_object_get_string(get(get(get(job, "metadata"), "labels"), BUILD_LABEL_TAG));
     struct job_waiters w = {emit, ctx};
     if (tag)
         (void)cache_store_by_index(ctrl_informer_store(r->sessions), INDEX_BUILD_TAG, tag,

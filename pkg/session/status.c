@@ -432,8 +432,8 @@ static void image_condition(struct json_object *conds, const struct session_obse
         add_condition(conds, s->status, "ImageReady", 1, plan->reason, plan->ref, s->generation,
                       obs->now);
     else if (plan && plan->step == SESSION_IMAGE_BUILDING)
-        add_condition(conds, s->status, "ImageReady", 0, "Building", plan->progress,
-                      s->generation, obs->now);
+        add_condition(conds, s->status, "ImageReady", 0, "Building", plan->progress, s->generation,
+                      obs->now);
     else if (plan)
         add_condition(conds, s->status, "ImageReady", 0, plan->failure, plan->message,
                       s->generation, obs->now);

@@ -42,6 +42,8 @@ struct world {
     struct json_object *pod;
     const char *blocked_reason, *blocked_message;
     int attach_secret;
+    const struct session_image_plan *plan; /* builds: the image step of the pass */
+    int keep_image;
 };
 
 static void world_parse(struct world *w)
@@ -107,6 +109,8 @@ static void compute(struct world *w, double now, struct session_verdict *v)
         .attach_secret = w->attach_secret,
         .blocked_reason = w->blocked_reason,
         .blocked_message = w->blocked_message,
+        .image_plan = w->plan,
+        .keep_image = w->keep_image,
         .now = now,
     };
     assert_int_equal(session_status_compute(&obs, v), 0);
@@ -221,6 +225,115 @@ static void no_pod_is_pending_and_scheduling(void **state)
     assert_false(v.delete_session);
     assert_string_equal(v.event_type, "Normal");
     assert_string_equal(v.event_reason, "Pending");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* --- image builds ------------------------------------------------------------------------ */
+
+#define BUILT_REF "reg.example:5000/telo/apps:0123456789abcdef0123456789abcdef"
+
+static void a_running_build_is_building_with_its_progress(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    struct session_image_plan plan = {.step = SESSION_IMAGE_BUILDING,
+                                      .ref = BUILT_REF,
+                                      .tag = "0123456789abcdef0123456789abcdef",
+                                      .build_job = "telo-build-0123456789abcdef0123456789abcdef",
+                                      .progress = "Waiting for in-progress build\xe2\x80\xa6"};
+    w.plan = &plan;
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_string_equal(text(v.status, "phase"), "Building");
+    assert_string_equal(text(v.status, "progress.phase"), "build");
+    assert_string_equal(text(v.status, "progress.message"),
+                        "Waiting for in-progress build\xe2\x80\xa6");
+    assert_false(json_object_get_boolean(at(v.status, "progress.done")));
+    assert_string_equal(text(v.status, "image.ref"), BUILT_REF);
+    assert_string_equal(text(v.status, "image.buildJob"),
+                        "telo-build-0123456789abcdef0123456789abcdef");
+    assert_null(at(v.status, "image.reason"));
+    assert_string_equal(cond_status(v.status, "ImageReady"), "False");
+    assert_string_equal(text(condition(v.status, "ImageReady"), "reason"), "Building");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "True");
+    assert_string_equal(cond_status(v.status, "Stalled"), "False");
+    assert_false(v.delete_pod);
+    assert_string_equal(v.event_reason, "Building");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void a_built_image_is_pending_with_the_build_done(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    struct session_image_plan plan = {.step = SESSION_IMAGE_READY,
+                                      .ref = BUILT_REF,
+                                      .tag = "0123456789abcdef0123456789abcdef",
+                                      .reason = "CacheHit",
+                                      .progress = "Using cached image",
+                                      .progress_done = 1};
+    w.plan = &plan;
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    assert_string_equal(text(v.status, "progress.phase"), "build");
+    assert_string_equal(text(v.status, "progress.message"), "Using cached image");
+    assert_true(json_object_get_boolean(at(v.status, "progress.done")));
+    assert_string_equal(text(v.status, "image.reason"), "CacheHit");
+    assert_string_equal(cond_status(v.status, "ImageReady"), "True");
+    assert_string_equal(text(condition(v.status, "ImageReady"), "reason"), "CacheHit");
+    assert_string_equal(text(condition(v.status, "ImageReady"), "message"), BUILT_REF);
+    /* Once the pod exists, the image stays as decided (no step is taken any more). */
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    world_pod(&w, "running");
+    w.plan = NULL;
+    w.keep_image = 1;
+    compute(&w, T0 + 5, &v);
+    assert_string_equal(text(v.status, "phase"), "Running");
+    assert_string_equal(text(v.status, "image.ref"), BUILT_REF);
+    assert_string_equal(text(v.status, "image.reason"), "CacheHit");
+    assert_string_equal(text(condition(v.status, "ImageReady"), "reason"), "CacheHit");
+    assert_string_equal(cond_status(v.status, "ImageReady"), "True");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void a_failed_build_fails_the_session_and_blocked_credentials_stall_it(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    struct session_image_plan plan = {.step = SESSION_IMAGE_FAILED,
+                                      .ref = BUILT_REF,
+                                      .failure = "BuildFailed",
+                                      .message = "image build failed (job 'b/j'); the last "
+                                                 "lines of its log:\nerror: x"};
+    w.plan = &plan;
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_string_equal(text(v.status, "phase"), "Failed");
+    assert_string_equal(text(v.status, "reason"), "BuildFailed");
+    assert_string_equal(text(v.status, "message"), plan.message);
+    assert_string_equal(cond_status(v.status, "Stalled"), "True");
+    assert_string_equal(text(condition(v.status, "ImageReady"), "reason"), "BuildFailed");
+    assert_string_equal(v.event_type, "Warning");
+    session_verdict_release(&v);
+
+    struct session_image_plan denied = {.step = SESSION_IMAGE_BLOCKED,
+                                        .failure = "RegistryAuthFailed",
+                                        .message = "registry r refused the credentials"};
+    w.plan = &denied;
+    compute(&w, T0, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    assert_string_equal(text(v.status, "reason"), "RegistryAuthFailed");
+    assert_string_equal(cond_status(v.status, "Stalled"), "True");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "False");
+    assert_string_equal(cond_status(v.status, "ImageReady"), "False");
     session_verdict_release(&v);
     world_free(&w);
 }
@@ -1345,6 +1458,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_pod_is_pending_and_scheduling),
         cmocka_unit_test(blocked_on_a_missing_bundle_is_pending_and_stalled),
+        cmocka_unit_test(a_running_build_is_building_with_its_progress),
+        cmocka_unit_test(a_built_image_is_pending_with_the_build_done),
+        cmocka_unit_test(a_failed_build_fails_the_session_and_blocked_credentials_stall_it),
         cmocka_unit_test(scheduled_pod_without_statuses_is_scheduling),
         cmocka_unit_test(running_init_container_is_delivering_the_application),
         cmocka_unit_test(running_init_container_alone_is_delivering_the_application),
