@@ -38,8 +38,8 @@ static void building(struct session_image_plan *out, const char *progress, const
 {
     out->step = SESSION_IMAGE_BUILDING;
     /* A failed registry check is why this build runs: the progress says so. */
-    snprintf(out->progress, sizeof(out->progress), "%s%s%s%s", progress, note && *note ? " (" : "",
-             note && *note ? note : "", note && *note ? ")" : "");
+    snprintf(out->progress, sizeof(out->progress), "%s%s%.700s%s", progress,
+             note && *note ? " (" : "", note && *note ? note : "", note && *note ? ")" : "");
 }
 
 static void fail(struct session_image_plan *out, const char *reason)
@@ -71,6 +71,24 @@ static void vanished(const struct session_image_obs *obs, const char *job_key,
              "the operator could not see it finish); create the session again to build anew. "
              "Run: kubectl get events -n %s --field-selector involvedObject.name=%s",
              job_key, obs->build_namespace, obs->job_name);
+}
+
+/* The note a session's build progress carries, "Building image… (<note>)", kept while it
+ * follows its Job: the registry's answer that explains the build is gone by then. Copied into
+ * buf; NULL when there is none. */
+static const char *kept_note(const struct json_object *old, char *buf, size_t len)
+{
+    const char *text = str(get(old, "progress"), "message");
+    static const char *const bases[] = {BUILD_PROGRESS_BUILDING, BUILD_PROGRESS_WAITING};
+    for (size_t i = 0; text && i < 2; i++) {
+        size_t n = strlen(bases[i]), tl = strlen(text);
+        if (tl > n + 3 && strncmp(text, bases[i], n) == 0 && strncmp(text + n, " (", 2) == 0 &&
+            text[tl - 1] == ')') {
+            snprintf(buf, len, "%.*s", (int)(tl - n - 3), text + n + 2);
+            return buf;
+        }
+    }
+    return NULL;
 }
 
 /* Follows an observed Job. */
@@ -144,7 +162,8 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
     /* A session that waits on a build follows its Job; only a new one asks the registry. */
     int following = old_phase && strcmp(old_phase, "Building") == 0 && old_job &&
                     strcmp(old_job, obs->job_name) == 0;
-    const char *note = NULL;
+    char kept[sizeof(out->progress)];
+    const char *note = following ? kept_note(obs->old, kept, sizeof(kept)) : NULL;
     if (!following) {
         switch (obs->presence) {
         case SESSION_PRESENCE_NONE:

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tarfile
 import time
@@ -476,3 +477,21 @@ def test_bad_bundles_fail_the_session_with_a_clear_reason(cluster, builds, pod_n
     assert wait_phase(cluster, ns, "good", "Running", timeout=60)["status"]["image"]["reason"] \
         == "Built"
     assert op.metric("telo_session_failures_total", {"reason": "BundleInvalid"}) == 5
+
+
+def test_an_unreachable_registry_is_retried_a_bounded_number_of_times_then_built(
+        cluster, builds, pod_namespace, session_node):
+    ns, hold = pod_namespace, Hold(cluster, session_node)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    builds("build.registryApiUrl=http://127.0.0.1:%d" % dead, hold=hold)
+    started = time.monotonic()
+    apply(cluster, ns, app_bundle("bundle", "unreachable"), session("u", bundle="bundle"))
+    ts = wait_phase(cluster, ns, "u", "Building", timeout=30)
+    note = ts["status"]["progress"]["message"]
+    assert note.startswith("Building image\u2026 (registry check of "), note
+    assert "failed 3 times" in note and "treating the image as missing and building it" in note
+    # 500 ms and 1 s between three refused connections, then the build.
+    assert 1.4 < time.monotonic() - started < 20
+    assert len(jobs(cluster, builds.namespace)) == 1

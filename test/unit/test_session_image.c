@@ -215,6 +215,20 @@ static void a_failed_registry_check_builds_and_says_why(void **state)
                         BUILD_PROGRESS_BUILDING " (registry check of " REF " failed 3 times "
                                                 "(last: connection refused); treating the image "
                                                 "as missing and building it)");
+    /* Following its Job, the session keeps saying why it builds. */
+    char old[1024];
+    snprintf(old, sizeof(old),
+             "{\"phase\":\"Building\",\"image\":{\"buildJob\":\"" JOB "\"},"
+             "\"progress\":{\"message\":\"%s\"}}",
+             w.plan.progress);
+    w.old = json_tokener_parse(old);
+    w.obs.old = w.old;
+    w.obs.presence = SESSION_PRESENCE_NONE;
+    world_job(&w, "demo/a", "{\"active\":1}");
+    decide(&w);
+    assert_int_equal(w.plan.step, SESSION_IMAGE_BUILDING);
+    assert_false(w.plan.check_registry);
+    assert_non_null(strstr(w.plan.progress, BUILD_PROGRESS_BUILDING " (registry check of "));
     world_free(&w);
 }
 
