@@ -5,6 +5,7 @@
 #include "session/builds.h"
 
 #include "build/bundle.h"
+#include "build/http.h"
 #include "build/registry.h"
 #include "kube/rest.h"
 #include "session/desired.h"
@@ -14,6 +15,7 @@
 
 #include <ev.h>
 #include <json.h>
+#include <openssl/evp.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,11 @@
 #define MAX_WAITERS   4096
 #define TABLE_MAX     4096
 #define SECRET_KEY    ".dockerconfigjson"
+/* URL bundles: the download's cap (pkg/build/bundle.h's compressed cap), its timeout, and how
+ * long a failed download's answer stands before the next session asks again. */
+#define DOWNLOAD_MAX        ((size_t)64 << 20)
+#define DOWNLOAD_TIMEOUT_MS 60000L
+#define FETCH_ERROR_TTL_S   30.0
 
 struct waiters {
     char **keys;
@@ -66,13 +73,26 @@ struct memo_entry {
     struct session_bundle_key k;
 };
 
+/* A URL bundle being downloaded, or the failure of the last download. */
+struct fetch {
+    struct session_builds *b;
+    char key[4400]; /* the memo key: URL, digest and the tag's other inputs */
+    char url[2048], sha256[65], image[520], registry[2048], entry[1024];
+    int in_flight;
+    struct session_bundle_key failed; /* when !in_flight: why it could not be used */
+    double at;
+    struct waiters w;
+    struct build_http_call *call;
+};
+
 struct session_builds {
     struct kube_transport *t;
     const struct session_config *cfg;
     session_builds_requeue_fn *requeue;
     void *ud;
     struct build_registry *registry;
-    struct strmap *answers, *logs, *memo;
+    struct build_http *http;
+    struct strmap *answers, *logs, *memo, *fetches;
 };
 
 static double now_of(const struct session_builds *b)
@@ -161,7 +181,9 @@ struct session_builds *session_builds_new(struct kube_transport *t,
     b->requeue = requeue;
     b->ud = ud;
     if (!(b->answers = strmap_new()) || !(b->logs = strmap_new()) || !(b->memo = strmap_new()) ||
-        !(b->registry = build_registry_new(kube_transport_loop(t), NULL, err))) {
+        !(b->fetches = strmap_new()) ||
+        !(b->registry = build_registry_new(kube_transport_loop(t), NULL, err)) ||
+        !(b->http = build_http_new(kube_transport_loop(t), err))) {
         session_builds_free(b);
         telo_err_set(err, TELO_ENOMEM, "image builds: out of memory");
         return NULL;
@@ -186,6 +208,15 @@ static void log_free(struct log_entry *l)
     kube_call_cancel(l->call);
     waiters_free(&l->w);
     free(l);
+}
+
+static void fetch_free(struct fetch *f)
+{
+    if (!f)
+        return;
+    build_http_cancel(f->call);
+    waiters_free(&f->w);
+    free(f);
 }
 
 static void memo_clear(struct strmap *memo)
@@ -213,8 +244,13 @@ void session_builds_free(struct session_builds *b)
     it = (struct strmap_iter){0};
     while (b->logs && strmap_next(b->logs, &it, &key, &value))
         log_free(value);
+    it = (struct strmap_iter){0};
+    while (b->fetches && strmap_next(b->fetches, &it, &key, &value))
+        fetch_free(value);
     if (b->memo)
         memo_clear(b->memo);
+    strmap_free(b->fetches);
+    build_http_free(b->http);
     strmap_free(b->answers);
     strmap_free(b->logs);
     strmap_free(b->memo);
@@ -247,25 +283,22 @@ static void read_key(const void *tgz, size_t len, const char *source, const stru
     build_bundle_free(bundle);
 }
 
-void session_builds_bundle_key(struct session_builds *b, const char *memo, const void *tgz,
-                               size_t len, const char *source, const struct session *s,
-                               struct session_bundle_key *out)
+/* The memo key: what says the bytes are the same, and the tag's other inputs. */
+static void memo_key(const struct session_builds *b, const char *memo, const struct session *s,
+                     char *out, size_t len)
 {
-    memset(out, 0, sizeof(*out));
-    char key[1400];
-    if (memo) {
-        /* The tag's other inputs are part of what is remembered. */
-        snprintf(key, sizeof(key), "%s\n%s\n%s\n%s", memo, session_image(s, b->cfg),
-                 s->registry_url ? s->registry_url : b->cfg->registry_url, s->entry);
-        struct memo_entry *e = strmap_get(b->memo, key);
-        if (e) {
-            *out = e->k;
-            return;
-        }
-    }
-    read_key(tgz, len, source, s, b->cfg, out);
-    if (!memo)
-        return;
+    snprintf(out, len, "%s\n%s\n%s\n%s", memo, session_image(s, b->cfg),
+             s->registry_url ? s->registry_url : b->cfg->registry_url, s->entry);
+}
+
+static const struct session_bundle_key *memo_get(const struct session_builds *b, const char *key)
+{
+    const struct memo_entry *e = strmap_get(b->memo, key);
+    return e ? &e->k : NULL;
+}
+
+static void memo_put(struct session_builds *b, const char *key, const struct session_bundle_key *k)
+{
     if (strmap_len(b->memo) >= MEMO_MAX)
         memo_clear(b->memo);
     struct memo_entry *e = calloc(1, sizeof(*e));
@@ -275,7 +308,164 @@ void session_builds_bundle_key(struct session_builds *b, const char *memo, const
         free(e);
         return;
     }
-    e->k = *out;
+    e->k = *k;
+}
+
+void session_builds_bundle_key(struct session_builds *b, const char *memo, const void *tgz,
+                               size_t len, const char *source, const struct session *s,
+                               struct session_bundle_key *out)
+{
+    memset(out, 0, sizeof(*out));
+    char key[4400];
+    if (memo) {
+        memo_key(b, memo, s, key, sizeof(key));
+        const struct session_bundle_key *k = memo_get(b, key);
+        if (k) {
+            *out = *k;
+            return;
+        }
+    }
+    read_key(tgz, len, source, s, b->cfg, out);
+    if (memo)
+        memo_put(b, key, out);
+}
+
+/* --- URL bundles ------------------------------------------------------------------------- */
+
+static void fetch_failed(struct fetch *f, const char *detail)
+{
+    snprintf(f->failed.reason, sizeof(f->failed.reason), "BundleFetchFailed");
+    snprintf(f->failed.error, sizeof(f->failed.error), "%s", detail);
+}
+
+/* Checks the download against its digest and reads it; *detail says why it cannot be used. */
+static void downloaded(struct fetch *f, const struct build_http_response *resp, char *detail,
+                       size_t len)
+{
+    if (resp->rc < 0) {
+        snprintf(detail, len, "cannot download the bundle from %.900s: %.400s", f->url,
+                 resp->err ? resp->err->msg : "failed");
+        return;
+    }
+    if (resp->code != 200) {
+        snprintf(detail, len, "cannot download the bundle from %.900s: HTTP %ld", f->url,
+                 resp->code);
+        return;
+    }
+    if (resp->body->len >= DOWNLOAD_MAX) {
+        snprintf(detail, len, "the bundle at %.1000s is larger than %zu bytes", f->url,
+                 DOWNLOAD_MAX);
+        return;
+    }
+    unsigned char digest[32];
+    char hex[65];
+    unsigned int n = 0;
+    EVP_Digest(resp->body->data ? resp->body->data : "", resp->body->len, digest, &n, EVP_sha256(),
+               NULL);
+    for (unsigned int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    if (strcmp(hex, f->sha256) != 0) {
+        snprintf(
+            detail, len,
+            "bundle sha256 mismatch for %.1000s: spec.bundle.url.sha256 is %s but the download "
+            "is %s",
+            f->url, f->sha256, hex);
+        return;
+    }
+    struct session s = {.image = f->image, .registry_url = f->registry, .entry = f->entry};
+    struct session_bundle_key k;
+    char source[2100];
+    snprintf(source, sizeof(source), "bundle %s", f->url);
+    memset(&k, 0, sizeof(k));
+    read_key(resp->body->data, resp->body->len, source, &s, f->b->cfg, &k);
+    memo_put(f->b, f->key, &k);
+}
+
+static void on_download(struct build_http_call *call, const struct build_http_response *resp,
+                        void *ud)
+{
+    (void)call;
+    struct fetch *f = ud;
+    struct session_builds *b = f->b;
+    char detail[1536] = "";
+    f->call = NULL;
+    f->in_flight = 0;
+    f->at = now_of(b);
+    downloaded(f, resp, detail, sizeof(detail));
+    if (!detail[0]) {
+        /* In the memo now: the fetch is done with. */
+        strmap_remove(b->fetches, f->key);
+        waiters_wake(b, &f->w);
+        fetch_free(f);
+        return;
+    }
+    fetch_failed(f, detail);
+    telo_log(TELO_LOG_WARN, "bundle download failed", "url=%s error=\"%s\"", f->url, detail);
+    waiters_wake(b, &f->w);
+}
+
+int session_builds_url_key(struct session_builds *b, const struct session *s, const char *waiter,
+                           struct session_bundle_key *out)
+{
+    memset(out, 0, sizeof(*out));
+    char memo[2200], key[4400];
+    /* A digest names the bytes: the same URL and digest are the same bundle. */
+    snprintf(memo, sizeof(memo), "url %s sha256 %s", s->bundle_url, s->bundle_sha256);
+    memo_key(b, memo, s, key, sizeof(key));
+    const struct session_bundle_key *k = memo_get(b, key);
+    if (k) {
+        *out = *k;
+        return 1;
+    }
+    struct fetch *f = strmap_get(b->fetches, key);
+    if (f && !f->in_flight) {
+        if (now_of(b) - f->at <= FETCH_ERROR_TTL_S) {
+            *out = f->failed;
+            return 1;
+        }
+        strmap_remove(b->fetches, key);
+        fetch_free(f);
+        f = NULL;
+    }
+    if (f) {
+        waiters_add(&f->w, waiter);
+        return 0;
+    }
+    if (strmap_len(b->fetches) >= TABLE_MAX || !(f = calloc(1, sizeof(*f))))
+        return 0; /* looked at again by the pass's requeue-after */
+    f->b = b;
+    snprintf(f->key, sizeof(f->key), "%s", key);
+    snprintf(f->url, sizeof(f->url), "%s", s->bundle_url);
+    snprintf(f->sha256, sizeof(f->sha256), "%s", s->bundle_sha256);
+    snprintf(f->image, sizeof(f->image), "%s", session_image(s, b->cfg));
+    snprintf(f->registry, sizeof(f->registry), "%s",
+             s->registry_url ? s->registry_url : b->cfg->registry_url);
+    snprintf(f->entry, sizeof(f->entry), "%s", s->entry);
+    f->in_flight = 1;
+    if (strmap_put(b->fetches, f->key, f) < 0) {
+        free(f);
+        return 0;
+    }
+    waiters_add(&f->w, waiter);
+    struct build_http_request req = {.method = "GET",
+                                     .url = f->url,
+                                     .timeout_ms = DOWNLOAD_TIMEOUT_MS,
+                                     .max_body = DOWNLOAD_MAX};
+    struct telo_err err;
+    telo_err_clear(&err);
+    f->call = build_http_submit(b->http, &req, on_download, f, &err);
+    if (!f->call) {
+        char detail[1536];
+        snprintf(detail, sizeof(detail), "cannot download the bundle from %.900s: %.400s", f->url,
+                 err.msg);
+        f->in_flight = 0;
+        f->at = now_of(b);
+        fetch_failed(f, detail);
+        waiters_free(&f->w);
+        *out = f->failed;
+        return 1;
+    }
+    return 0;
 }
 
 /* --- the registry's answer --------------------------------------------------------------- */

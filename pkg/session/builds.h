@@ -43,6 +43,8 @@ struct session_bundle_key {
     char tag[BUILD_TAG_LEN + 1];
     int no_dependencies; /* nothing to install: the base image runs as it is */
     char error[1536];    /* the bundle cannot be used: why ("" when it can) */
+    char reason[32];     /* with error: "BundleFetchFailed" when it could not be downloaded,
+                          * else "" (BundleInvalid) */
 };
 
 /* The key of s's bundle (tgz, len bytes of gzip tar, borrowed), read once per memo string (the
@@ -52,6 +54,13 @@ struct session_bundle_key {
 void session_builds_bundle_key(struct session_builds *b, const char *memo, const void *tgz,
                                size_t len, const char *source, const struct session *s,
                                struct session_bundle_key *out);
+
+/* The key of s's URL bundle (spec.bundle.url): 1 with *out filled when it is known (downloaded,
+ * checked against spec.bundle.url.sha256 and read; remembered by URL and digest), 0 while it is
+ * being downloaded: waiter (a session key) is queued again when it is in. The download is capped
+ * like the bundle it holds; the build Job downloads the URL itself, the bytes are not kept. */
+int session_builds_url_key(struct session_builds *b, const struct session *s, const char *waiter,
+                           struct session_bundle_key *out);
 
 /* The registry's answer about <build.repository>:<tag>, or SESSION_PRESENCE_NONE. With ask, a
  * missing answer is asked for (once per tag however many sessions ask) and waiter (a session key)

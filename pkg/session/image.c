@@ -145,7 +145,7 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
     if (obs->bundle_error) {
         out->tag = NULL;
         out->ref = NULL;
-        fail(out, "BundleInvalid");
+        fail(out, obs->bundle_error_reason ? obs->bundle_error_reason : "BundleInvalid");
         snprintf(out->message, sizeof(out->message),
                  "%s; fix the bundle (spec.bundle) and create the session again",
                  obs->bundle_error);

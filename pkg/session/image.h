@@ -24,12 +24,13 @@ enum session_build_log {
 
 /* What was observed. Strings and objects are borrowed. */
 struct session_image_obs {
-    const char *self;         /* "ns/name" of the session */
-    const char *base_image;   /* FROM of the per-app image */
-    const char *bundle_error; /* the bundle cannot be read or used: why; NULL when it can */
-    int no_dependencies;      /* the bundle imports nothing: the base image runs as it is */
-    const char *tag;          /* BUILD_TAG_LEN hex characters */
-    const char *ref;          /* <repository>:<tag> */
+    const char *self;                /* "ns/name" of the session */
+    const char *base_image;          /* FROM of the per-app image */
+    const char *bundle_error;        /* the bundle cannot be read or used: why; NULL when it can */
+    const char *bundle_error_reason; /* the session's reason for it; NULL: "BundleInvalid" */
+    int no_dependencies;             /* the bundle imports nothing: the base image runs as it is */
+    const char *tag;                 /* BUILD_TAG_LEN hex characters */
+    const char *ref;                 /* <repository>:<tag> */
     enum session_presence presence;
     const char *presence_message; /* for UNKNOWN and DENIED */
     const char *build_namespace;

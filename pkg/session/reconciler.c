@@ -521,7 +521,7 @@ static void on_job_created(const struct kube_result *res, void *ud)
     struct write_ctx *w = ud;
     struct pass *p = w->p;
     struct json_object *uid = get(get(res->object, "metadata"), "uid");
-    if (res->rc == 0 && res->code == 201 && uid) {
+    if (res->rc == 0 && res->code == 201 && uid && p->s.bundle_configmap) {
         struct build_config bc;
         job_config(p, &bc);
         struct json_object *cm =
@@ -578,7 +578,10 @@ static void create_job(struct pass *p)
         .base_image = session_image(&p->s, p->r->cfg),
         .entry = p->s.entry,
         .requested_by = self,
-        .bundle_configmap = p->job_name,
+        /* The context: the bundle's copy in a ConfigMap beside the Job, or the URL. */
+        .bundle_configmap = p->s.bundle_url ? NULL : p->job_name,
+        .bundle_url = p->s.bundle_url,
+        .bundle_sha256 = p->s.bundle_sha256,
     };
     struct json_object *job = build_desired_job(&bc, &in);
     if (!job) {
@@ -809,6 +812,7 @@ static void image_step(struct pass *p, const struct session_bundle_key *k)
         .self = self,
         .base_image = session_image(&p->s, cfg),
         .bundle_error = k->error[0] ? k->error : NULL,
+        .bundle_error_reason = k->reason[0] ? k->reason : NULL,
         .no_dependencies = k->no_dependencies,
         .tag = k->tag,
         .ref = p->ref,
@@ -1005,7 +1009,18 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
                      !json_object_get_string(get(p->s.status, "podName")) &&
                      (!phase || strcmp(phase, "Pending") == 0 || strcmp(phase, "Building") == 0);
     /* Builds decide the image in the bundle's callback; other passes keep what was decided. */
-    p->keep_image = r->builds && session_builds_needed(r->cfg, &p->s) && p->s.bundle_configmap;
+    p->keep_image = r->builds && session_builds_needed(r->cfg, &p->s);
+    if (may_create && p->keep_image && p->s.bundle_url) {
+        /* The operator reads a URL bundle itself to know its tag; the build fetches it again. */
+        struct session_bundle_key k;
+        if (session_builds_url_key(r->builds, &p->s, key, &k)) {
+            image_step(p, &k);
+            return;
+        }
+        p->requeue_after = ANSWER_WAIT_S;
+        pass_done(p);
+        return;
+    }
     if (may_create && p->s.bundle_configmap) {
         struct kube_ref ref = {.version = "v1",
                                .resource = "configmaps",

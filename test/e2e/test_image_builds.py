@@ -13,6 +13,7 @@ Every test gets its own session namespace and its own build namespace (with the 
 Jobs of different tests never meet; writes are counted from the API server's audit log."""
 
 import base64
+import hashlib
 import io
 import json
 import os
@@ -20,8 +21,10 @@ import shutil
 import socket
 import subprocess
 import tarfile
+import threading
 import time
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -495,3 +498,63 @@ def test_an_unreachable_registry_is_retried_a_bounded_number_of_times_then_built
     # 500 ms and 1 s between three refused connections, then the build.
     assert 1.4 < time.monotonic() - started < 20
     assert len(jobs(cluster, builds.namespace)) == 1
+
+
+@pytest.fixture
+def bundle_server():
+    """An HTTP server on loopback serving the bytes put into it by path."""
+    files = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            data = files.get(self.path)
+            self.send_response(200 if data is not None else 404)
+            self.send_header("Content-Length", str(len(data or b"")))
+            self.end_headers()
+            self.wfile.write(data or b"")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server.files = files
+    server.url = "http://127.0.0.1:%d" % server.server_address[1]
+    yield server
+    server.shutdown()
+
+
+def test_url_bundles_are_read_by_the_operator_and_built_from_the_url(
+        cluster, builds, registry, pod_namespace, session_node, bundle_server):
+    ns, hold = pod_namespace, Hold(cluster, session_node)
+    builds(hold=hold)
+    marker = "%d" % (time.time_ns() % 100000)
+    data = tgz({"app/telo.yaml": APP.replace("std/http-server@0.15.0",
+                                             "std/http-server@0.19.%s" % marker) % '"u"'})
+    bundle_server.files["/app.tgz"] = data
+    digest = hashlib.sha256(data).hexdigest()
+    url = bundle_server.url + "/app.tgz"
+
+    def url_session(name, sha):
+        body = session(name)
+        body["spec"]["bundle"] = {"url": {"url": url, "sha256": sha}}
+        return body
+    apply(cluster, ns, url_session("u", digest), url_session("bad", "0" * 64))
+    ts = wait_phase(cluster, ns, "u", "Building", timeout=30)
+    tag = tag_of(data)
+    assert ts["status"]["image"]["tag"] == tag
+    job = jobs(cluster, builds.namespace)[0]
+    init = job["spec"]["template"]["spec"]["initContainers"][0]
+    env = {e["name"]: e.get("value") for e in init["env"]}
+    assert env["BUNDLE_URL"] == url and env["BUNDLE_SHA256"] == digest, env
+    # No context ConfigMap: the build fetches the URL itself.
+    assert cluster.kubectl("get", "configmap", job["metadata"]["name"], "-n", builds.namespace,
+                           check=False).returncode != 0
+    bad = wait_phase(cluster, ns, "bad", "Failed", timeout=30)["status"]
+    assert bad["reason"] == "BundleFetchFailed", bad
+    assert "bundle sha256 mismatch for %s: spec.bundle.url.sha256 is %s but the download is %s" \
+        % (url, "0" * 64, digest) in bad["message"], bad["message"]
+    hold.release()
+    ts = wait_phase(cluster, ns, "u", "Running", timeout=60)
+    assert ts["status"]["image"]["reason"] == "Built"
+    assert pod_image(cluster, ns, "u") == "%s:%s" % (registry["repository"], tag)
