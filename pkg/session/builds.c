@@ -362,7 +362,7 @@ static void downloaded(struct fetch *f, const struct build_http_response *resp, 
     unsigned int n = 0;
     EVP_Digest(resp->body->data ? resp->body->data : "", resp->body->len, digest, &n, EVP_sha256(),
                NULL);
-    for (unsigned int i = 0; i < 32; i++)
+    for (size_t i = 0; i < sizeof(digest); i++)
         snprintf(hex + 2 * i, 3, "%02x", digest[i]);
     if (strcmp(hex, f->sha256) != 0) {
         snprintf(
