@@ -17,17 +17,41 @@ hack/valgrind-unit.sh "$build"
 step "unit tests under ASan+UBSan"
 ctest --test-dir "$asan" --output-on-failure
 
+# The real node (kubelet on containerd and runc, hack/cluster/README.md) runs the session pods
+# of test_real_node.py and test_sessions_real_node.py for real. It needs root; as root it is on
+# unless TELO_REAL_NODE=0, otherwise those tests are skipped (pytest says why). Exported, so the
+# suite's own up.sh calls (after an API server restart, say) keep it too.
+if [ -z "${TELO_REAL_NODE:-}" ]; then
+	TELO_REAL_NODE=0
+	if [ "$(id -u)" -eq 0 ]; then
+		TELO_REAL_NODE=1
+	else
+		echo "test: not root, so no real node: its tests will be skipped (hack/cluster/README.md)"
+	fi
+fi
+export TELO_REAL_NODE
+
 step "cluster binaries"
+if [ "$TELO_REAL_NODE" = 1 ]; then
+	hack/install-deps.sh # containerd, runc, CNI plugins, busybox-static
+fi
 hack/build-tools.sh
 source hack/cluster/lib.sh
 started_here=0
+real_started_here=0
 if [ -z "$(component_pid kube-apiserver)" ]; then
 	started_here=1
+elif [ "$TELO_REAL_NODE" = 1 ] && [ -z "$(component_pid kubelet)" ]; then
+	real_started_here=1
 fi
 cleanup() {
-	if [ $started_here -eq 1 ] && [ -z "${TELO_KEEP_CLUSTER:-}" ]; then
+	[ -z "${TELO_KEEP_CLUSTER:-}" ] || return 0
+	if [ $started_here -eq 1 ]; then
 		step "stopping the cluster this run started (TELO_KEEP_CLUSTER=1 keeps it)"
 		hack/cluster/down.sh
+	elif [ $real_started_here -eq 1 ]; then
+		step "stopping the real node this run started (TELO_KEEP_CLUSTER=1 keeps it)"
+		hack/cluster/down.sh --real-node
 	fi
 }
 trap cleanup EXIT

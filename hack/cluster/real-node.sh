@@ -223,12 +223,14 @@ server = "http://127.0.0.1:$registry_port"
   skip_verify = true
 EOF
 
-	# CNI: the bridge made by ensure_real_network (isGateway false, no masquerading: pod traffic
+	# CNI: the network is named after the node's cgroup (telo-real by default) because libcni
+	# names its result cache files after it, and down.sh removes only this node's entries there.
+	# The bridge made by ensure_real_network (isGateway false, no masquerading: pod traffic
 	# can reach this host and the other pods, nothing else), host-local IPAM with its state here.
 	put "$real_dir/cni/net.d/10-telo-real.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
-  "name": "telo-real",
+  "name": "$real_cgroup",
   "plugins": [
     {
       "type": "bridge",
@@ -381,7 +383,7 @@ real_node_cleanup() {
 	# our socket path in their command line, killed by PID.
 	for p in /proc/[0-9]*; do
 		pid=${p#/proc/}
-		if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "containerd-shim.*-address $containerd_sock"; then
+		if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "containerd-shim.*-address $containerd_sock"; then
 			kill -KILL "$pid" 2>/dev/null && echo "down: killed leftover shim $pid" >&2
 		fi
 	done
@@ -425,7 +427,7 @@ real_node_cleanup() {
 		rmdir /var/log/containers 2>/dev/null || true # only when empty
 		rm -f "$real_dir/var-log-containers.made"
 	fi
-	rm -f /var/lib/cni/results/telo-real-* 2>/dev/null || true
+	rm -f /var/lib/cni/results/"$real_cgroup"-* 2>/dev/null || true
 	rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null || true # only when empty
 	# Per-run state; images (containerd content, registry, OCI layouts) are kept as a cache.
 	rm -rf "$real_dir/kubelet" "$real_dir/containerd/state" "$real_dir/containerd/runc" \
