@@ -102,7 +102,10 @@ static struct json_object *container_ports(const struct session *s)
 
 long session_download_timeout(const struct session_config *cfg)
 {
-    long t = cfg->start_deadline_seconds * 3 / 4;
+    long margin = cfg->start_deadline_seconds / 4;
+    if (margin < 15)
+        margin = 15;
+    long t = cfg->start_deadline_seconds - margin;
     return t < 5 ? 5 : t;
 }
 

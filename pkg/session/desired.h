@@ -37,9 +37,10 @@ struct json_object *session_desired_secret(const struct session *s,
 /* The name of the attach-token Secret. */
 void session_secret_name(const struct session *s, char *out, size_t len);
 
-/* Seconds the init container may spend downloading a URL bundle: three quarters of the start
- * deadline (at least 5), so a silent server ends in the download's own message rather than in
- * StartTimeout. */
+/* Seconds the init container may spend downloading a URL bundle: the start deadline less a
+ * quarter of it, or less 15 s if that is more (scheduling, pulling and starting the init image
+ * come first; on a loaded 2-core node that took over 5 s), and at least 5. So a silent server
+ * ends in the download's own message rather than in StartTimeout. */
 long session_download_timeout(const struct session_config *cfg);
 
 /* The image a session runs: spec.image or the configured default. */

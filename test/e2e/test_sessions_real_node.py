@@ -314,12 +314,12 @@ def test_url_bundle_failures(cluster, real, bundle_server, case):
         url, digest = "http://%s:1/bundle.tar.gz" % GATEWAY, sha
         words = ["cannot download the bundle from " + url, "Connection refused", "exit code 66"]
     else:
-        # A server that never answers: the download's own timeout (3/4 of the start deadline,
-        # here 15 s of 20) ends it with its message, before StartTimeout would.
+        # A server that never answers: the download's own timeout (the start deadline less
+        # 15 s, here 25 s of 40) ends it with its message, before StartTimeout would.
         url, digest = base + "/stall", sha
-        words = ["cannot download the bundle from " + url, "did not finish within 15 s",
+        words = ["cannot download the bundle from " + url, "did not finish within 25 s",
                  "exit code 66"]
-        sets = ("startDeadlineSeconds=20",)
+        sets = ("startDeadlineSeconds=40",)
     ns, _ = real(*sets)
     apply(cluster, ns, bundle_configmap("ok-bundle", {"app/main.telo": "print fine\n"}),
           real_session("fetch", bundle={"url": {"url": url, "sha256": digest}}),

@@ -352,7 +352,7 @@ static void init_container_gets_the_url_through_env(void **state)
     assert_string_equal(text(url, "value"), "https://example.com/a.tgz?x=\"$(reboot)\";`id`");
     assert_string_equal(text(env_var(init, "BUNDLE_SHA256", NULL), "value"),
                         "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
-    /* Bounded by timeout(1), three quarters of the 120 s start deadline: busybox 1.35's
+    /* Bounded by timeout(1), 30 s short of the 120 s start deadline: busybox 1.35's
      * `wget -T` crashes on every download. */
     assert_non_null(strstr(script, "timeout \"$BUNDLE_TIMEOUT\" wget "));
     assert_null(strstr(script, "-T"));
@@ -363,11 +363,14 @@ static void init_container_gets_the_url_through_env(void **state)
         assert_null(at(json_object_array_get_idx(volumes, i), "configMap"));
     assert_string_equal(text(pod, "spec.containers[0].command[2]"), "/app/main.yaml");
     json_object_put(pod);
-    /* A short start deadline still leaves the download a few seconds. */
+    /* Short deadlines keep 15 s for what comes before the download; the download always gets
+     * a few seconds. */
+    f.cfg->start_deadline_seconds = 40;
+    assert_int_equal(session_download_timeout(f.cfg), 25);
     f.cfg->start_deadline_seconds = 15;
-    assert_int_equal(session_download_timeout(f.cfg), 11);
-    f.cfg->start_deadline_seconds = 2;
     assert_int_equal(session_download_timeout(f.cfg), 5);
+    f.cfg->start_deadline_seconds = 600;
+    assert_int_equal(session_download_timeout(f.cfg), 450);
     teardown(&f);
 }
 
