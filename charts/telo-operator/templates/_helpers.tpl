@@ -36,6 +36,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* The operator's config file: the values, with the gateway's in-cluster URL by default. */}}
 {{- define "telo.config" -}}
 {{- $config := deepCopy .Values.config -}}
+{{- /* Builds run in the namespace the chart made for them unless config.build names another. */ -}}
+{{- if and $config.build (not $config.build.namespace) -}}
+{{- $_ := set $config.build "namespace" .Values.namespaces.builds -}}
+{{- end -}}
 {{- if and .Values.gateway.enabled (not $config.gatewayUrl) -}}
 {{- $_ := set $config "gatewayUrl" (printf "http://%s-gateway.%s.svc:%v" (include "telo.fullname" .) .Release.Namespace .Values.service.gateway.port) -}}
 {{- end -}}
