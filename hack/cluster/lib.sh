@@ -62,7 +62,12 @@ fi
 # For image builds on a kwok-only cluster: the operator's tag check and the e2e tests' pushes.
 # Credentials (user telo, a random password made once) are in $build_registry_dir/dockerconfig.json.
 build_registry_dir="$cluster_dir/build-registry"
-build_registry_port="${TELO_BUILD_REGISTRY_PORT:-$registry_port}"
+# Beside a real node (whose plain registry owns TELO_REGISTRY_PORT) it takes the next port.
+if real_node_enabled; then
+	build_registry_port="${TELO_BUILD_REGISTRY_PORT:-$((registry_port + 1))}"
+else
+	build_registry_port="${TELO_BUILD_REGISTRY_PORT:-$registry_port}"
+fi
 build_registry_enabled() {
 	[ "${TELO_BUILD_REGISTRY:-0}" = 1 ] || [ -f "$pid_dir/build-registry.pid" ]
 }
