@@ -233,8 +233,10 @@ static void receive(struct kube_attach *a, struct lws *wsi, const unsigned char 
         if (!lws_frame_is_binary(wsi)) {
             /* client-go treats a text message as a protocol error; keep the session going. */
             telo_log(TELO_LOG_DEBUG, "attach: text message dropped", "len=%zu", len);
-            if (!lws_is_final_fragment(wsi))
-                a->in_message = 1, a->channel = -1;
+            if (!lws_is_final_fragment(wsi)) {
+                a->in_message = 1;
+                a->channel = -1;
+            }
             return;
         }
         a->in_message = 1;
@@ -351,11 +353,14 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
         rc = add_auth_header(a, wsi, (unsigned char **)in, (unsigned char *)in + len) ? -1 : 0;
         break;
+    case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH:
+        /* The last moment the response headers are there: lws frees them before ESTABLISHED. */
+        if (lws_hdr_copy(wsi, a->protocol, (int)sizeof(a->protocol), WSI_TOKEN_PROTOCOL) < 0)
+            a->protocol[0] = '\0';
+        break;
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         a->wsi = wsi;
         a->open = 1;
-        if (lws_hdr_copy(wsi, a->protocol, (int)sizeof(a->protocol), WSI_TOKEN_PROTOCOL) < 0)
-            a->protocol[0] = '\0';
         if (a->cb.on_open != NULL)
             a->cb.on_open(a, a->protocol, a->ud);
         if (!a->freed && (a->resize_pending || a->queue.len > 0 || a->close_pending))

@@ -1,0 +1,371 @@
+/* Tests for pkg/kube/attach.c: the channel-protocol client against an in-process libwebsockets
+ * server on the same libev loop, playing the API server's pods/attach. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include <ev.h>
+#include <libwebsockets.h>
+
+#include "kube/attach.h"
+#include "kube/channel.h"
+#include "util/buf.h"
+
+#define BIG (200 * 1024) /* an output message larger than any rx buffer: arrives in pieces */
+
+/* ---- the server ---- */
+
+struct server {
+    struct lws_context *context;
+    struct lws_vhost *vhost;
+    int port;
+    int refuse;         /* answer the upgrade with 403 */
+    char auth[256];     /* the Authorization header the client sent */
+    char protocol[64];  /* the subprotocol it negotiated */
+    struct buf pending; /* messages to send: [u32 len][bytes]... */
+    int close_after;    /* close once pending is empty */
+    struct buf stdin_seen;
+    char resize_seen[64];
+    int closes_seen; /* [255, 0] messages */
+};
+
+static struct server srv;
+
+static void push(int channel, const void *data, size_t len)
+{
+    uint32_t n = (uint32_t)(len + 1);
+    unsigned char c = (unsigned char)channel;
+    buf_append(&srv.pending, &n, sizeof(n));
+    buf_append(&srv.pending, &c, 1);
+    if (len)
+        buf_append(&srv.pending, data, len);
+}
+
+static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                     size_t len)
+{
+    (void)user;
+    switch (reason) {
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        if (lws_hdr_copy(wsi, srv.auth, sizeof(srv.auth), WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+            srv.auth[0] = '\0';
+        if (srv.refuse) {
+            lws_return_http_status(wsi, 403, "forbidden");
+            return -1;
+        }
+        return 0;
+    case LWS_CALLBACK_ESTABLISHED:
+        snprintf(srv.protocol, sizeof(srv.protocol), "%s", lws_get_protocol(wsi)->name);
+        push(KUBE_CHANNEL_STDOUT, NULL, 0); /* the hello */
+        lws_callback_on_writable(wsi);
+        return 0;
+    case LWS_CALLBACK_RECEIVE: {
+        const unsigned char *p = in;
+        if (len == 0)
+            return 0;
+        if (p[0] == KUBE_CHANNEL_STDIN) {
+            buf_append(&srv.stdin_seen, p + 1, len - 1);
+            if (memchr(p + 1, '!', len - 1) != NULL) {
+                /* "!" asks for a big message, then the end with exit code 3. */
+                char *big = malloc(BIG);
+                for (size_t i = 0; i < BIG; i++)
+                    big[i] = (char)('a' + i % 26);
+                push(KUBE_CHANNEL_STDOUT, big, BIG);
+                free(big);
+                struct buf st;
+                buf_init(&st, 1024);
+                kube_exit_status_format(&st, 3, NULL);
+                push(KUBE_CHANNEL_ERROR, st.data, st.len);
+                buf_release(&st);
+                srv.close_after = 1;
+            } else {
+                push(KUBE_CHANNEL_STDOUT, p + 1, len - 1); /* the TTY's echo */
+            }
+        } else if (p[0] == KUBE_CHANNEL_RESIZE) {
+            snprintf(srv.resize_seen, sizeof(srv.resize_seen), "%.*s", (int)(len - 1),
+                     (const char *)p + 1);
+        } else if (p[0] == KUBE_CHANNEL_CLOSE && len == 2 && p[1] == 0) {
+            srv.closes_seen++;
+        }
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    case LWS_CALLBACK_SERVER_WRITEABLE: {
+        if (srv.pending.len >= sizeof(uint32_t)) {
+            uint32_t n;
+            memcpy(&n, srv.pending.data, sizeof(n));
+            unsigned char *frame = malloc(LWS_PRE + n);
+            memcpy(frame + LWS_PRE, srv.pending.data + sizeof(n), n);
+            buf_consume(&srv.pending, sizeof(n) + n);
+            int wrote = lws_write(wsi, frame + LWS_PRE, n, LWS_WRITE_BINARY);
+            free(frame);
+            if (wrote < (int)n)
+                return -1;
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        if (srv.close_after) {
+            lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, NULL, 0);
+            return -1;
+        }
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+static struct lws_protocols server_protocols[4];
+
+static void server_start(struct ev_loop *loop, const char *const *protocols)
+{
+    lws_set_log_level(LLL_ERR | LLL_WARN, NULL);
+    memset(&srv, 0, sizeof(srv));
+    buf_init(&srv.pending, 4u << 20);
+    buf_init(&srv.stdin_seen, 1u << 20);
+    memset(server_protocols, 0, sizeof(server_protocols));
+    for (int i = 0; protocols[i] != NULL; i++) {
+        server_protocols[i].name = protocols[i];
+        server_protocols[i].callback = server_cb;
+        server_protocols[i].rx_buffer_size = 4096;
+    }
+    void *loops[1] = {loop};
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof(info));
+    info.options = LWS_SERVER_OPTION_LIBEV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+    info.foreign_loops = loops;
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    srv.context = lws_create_context(&info);
+    assert_non_null(srv.context);
+    memset(&info, 0, sizeof(info));
+    info.port = 0;
+    info.iface = "127.0.0.1";
+    info.protocols = server_protocols;
+    srv.vhost = lws_create_vhost(srv.context, &info);
+    assert_non_null(srv.vhost);
+    srv.port = lws_get_vhost_listen_port(srv.vhost);
+}
+
+static void server_stop(void)
+{
+    lws_context_destroy(srv.context);
+    buf_release(&srv.pending);
+    buf_release(&srv.stdin_seen);
+}
+
+/* ---- the client under test ---- */
+
+struct client {
+    struct ev_loop *loop;
+    int opened;
+    char protocol[64];
+    struct buf out;
+    int ended;
+    struct kube_attach_end end;
+    struct telo_err end_err;
+};
+
+static void on_open(struct kube_attach *a, const char *protocol, void *ud)
+{
+    (void)a;
+    struct client *c = ud;
+    c->opened = 1;
+    snprintf(c->protocol, sizeof(c->protocol), "%s", protocol);
+}
+
+static void on_output(struct kube_attach *a, int channel, const unsigned char *data, size_t len,
+                      void *ud)
+{
+    (void)a;
+    struct client *c = ud;
+    assert_int_equal(channel, KUBE_CHANNEL_STDOUT);
+    buf_append(&c->out, data, len);
+}
+
+static void on_end(struct kube_attach *a, const struct kube_attach_end *end, void *ud)
+{
+    (void)a;
+    struct client *c = ud;
+    c->ended = 1;
+    c->end = *end;
+    if (end->err) {
+        c->end_err = *end->err;
+        c->end.err = &c->end_err;
+    }
+}
+
+static const struct kube_attach_callbacks callbacks = {on_open, on_output, on_end};
+
+/* Runs the loop until *flag or a 10 s budget is spent. */
+static void run_until(struct ev_loop *loop, const int *flag)
+{
+    ev_tstamp deadline = ev_time() + 10;
+    while (!*flag && ev_time() < deadline)
+        ev_run(loop, EVRUN_ONCE);
+    assert_true(*flag);
+}
+
+static struct kube_attach *connect_client(struct ev_loop *loop, struct client *c,
+                                          const char *const *offer)
+{
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/v1/namespaces/ns/pods/p/attach?tty=true",
+             srv.port);
+    memset(c, 0, sizeof(*c));
+    c->loop = loop;
+    buf_init(&c->out, 1u << 20);
+    struct kube_attach_opts opts = {.url = url, .token = "s3cret", .protocols = offer};
+    struct telo_err err;
+    struct kube_attach *a = kube_attach_open(loop, &opts, &callbacks, c, &err);
+    if (a == NULL)
+        fail_msg("%s", err.msg);
+    return a;
+}
+
+static void typed_resized_and_ended_with_a_status(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    const char *const protocols[] = {KUBE_CHANNEL_V5, KUBE_CHANNEL_V4, NULL};
+    server_start(loop, protocols);
+    struct client c;
+    struct kube_attach *a = connect_client(loop, &c, NULL);
+    assert_int_equal(kube_attach_write(a, "early", 5), -TELO_EINVAL); /* not open yet */
+    run_until(loop, &c.opened);
+    assert_string_equal(c.protocol, KUBE_CHANNEL_V5);
+    assert_string_equal(kube_attach_protocol(a), KUBE_CHANNEL_V5);
+    assert_string_equal(srv.auth, "Bearer s3cret");
+
+    /* Two resizes before the loop turns: only the newest goes out. */
+    assert_int_equal(kube_attach_resize(a, 81, 25), 0);
+    assert_int_equal(kube_attach_resize(a, 80, 24), 0);
+    assert_int_equal(kube_attach_resize(a, 0, 0), 0);
+    assert_int_equal(kube_attach_resize(a, 70000, 2), -TELO_EINVAL);
+    assert_int_equal(kube_attach_write(a, "ls\r", 3), 0);
+    while (c.out.len < 3 && !c.ended)
+        ev_run(loop, EVRUN_ONCE);
+    assert_string_equal(c.out.data, "ls\r"); /* the hello is not output */
+    assert_string_equal(srv.resize_seen, "{\"Width\":80,\"Height\":24}");
+
+    /* A big output message arrives whole, in order, then the Status and the close. */
+    buf_reset(&c.out);
+    assert_int_equal(kube_attach_close_stdin(a), 0);
+    assert_int_equal(kube_attach_write(a, "!", 1), 0);
+    run_until(loop, &c.ended);
+    assert_int_equal(srv.closes_seen, 1);
+    assert_int_equal(c.out.len, BIG);
+    for (size_t i = 0; i < BIG; i += 4099)
+        assert_int_equal(c.out.data[i], 'a' + i % 26);
+    assert_int_equal(c.end.rc, 0);
+    assert_true(c.end.have_status);
+    assert_int_equal(c.end.exit.code, 3);
+    assert_int_equal(c.end.close_code, 1000);
+    assert_int_equal(kube_attach_write(a, "late", 4), -TELO_EINVAL);
+    kube_attach_free(a);
+    buf_release(&c.out);
+    server_stop();
+    ev_loop_destroy(loop);
+}
+
+static void v4_when_the_server_has_no_v5(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    const char *const protocols[] = {KUBE_CHANNEL_V4, NULL};
+    server_start(loop, protocols);
+    struct client c;
+    struct kube_attach *a = connect_client(loop, &c, NULL);
+    run_until(loop, &c.opened);
+    assert_string_equal(c.protocol, KUBE_CHANNEL_V4);
+    /* v4 has no close channel: closing stdin sends nothing. */
+    assert_int_equal(kube_attach_close_stdin(a), 0);
+    assert_int_equal(kube_attach_write(a, "x\r", 2), 0);
+    while (c.out.len < 2)
+        ev_run(loop, EVRUN_ONCE);
+    assert_int_equal(srv.closes_seen, 0);
+    /* Freeing an open stream ends it without on_end. */
+    kube_attach_free(a);
+    assert_false(c.ended);
+    buf_release(&c.out);
+    server_stop();
+    ev_loop_destroy(loop);
+}
+
+static void a_refused_upgrade_reports_the_http_status(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
+    server_start(loop, protocols);
+    srv.refuse = 1;
+    struct client c;
+    struct kube_attach *a = connect_client(loop, &c, NULL);
+    run_until(loop, &c.ended);
+    assert_false(c.opened);
+    assert_int_equal(c.end.rc, -TELO_EAPI);
+    assert_int_equal(c.end.http_status, 403);
+    kube_attach_free(a);
+    buf_release(&c.out);
+    server_stop();
+    ev_loop_destroy(loop);
+}
+
+static void nobody_listening_is_a_connection_error(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
+    server_start(loop, protocols);
+    int port = srv.port;
+    server_stop(); /* the port is free again */
+    memset(&srv, 0, sizeof(srv));
+    srv.port = port;
+    struct client c;
+    struct kube_attach *a = connect_client(loop, &c, NULL);
+    run_until(loop, &c.ended);
+    assert_int_equal(c.end.rc, -TELO_EIO);
+    assert_int_equal(c.end.http_status, 0);
+    assert_non_null(c.end.err);
+    kube_attach_free(a);
+    buf_release(&c.out);
+    ev_loop_destroy(loop);
+}
+
+static void bad_options_are_refused(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct telo_err err;
+    struct kube_attach_opts opts = {.url = "ftp://example/x"};
+    assert_null(kube_attach_open(loop, &opts, &callbacks, NULL, &err));
+    assert_int_equal(err.code, TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "scheme must be"));
+    opts.url = "http://127.0.0.1:1/x";
+    opts.token = "line\r\nbreak";
+    assert_null(kube_attach_open(loop, &opts, &callbacks, NULL, &err));
+    assert_non_null(strstr(err.msg, "line break"));
+    struct kube_attach_callbacks none = {0};
+    opts.token = NULL;
+    assert_null(kube_attach_open(loop, &opts, &none, NULL, &err));
+    kube_attach_free(NULL);
+    ev_loop_destroy(loop);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(typed_resized_and_ended_with_a_status),
+        cmocka_unit_test(v4_when_the_server_has_no_v5),
+        cmocka_unit_test(a_refused_upgrade_reports_the_http_status),
+        cmocka_unit_test(nobody_listening_is_a_connection_error),
+        cmocka_unit_test(bad_options_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
