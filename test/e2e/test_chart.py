@@ -96,7 +96,8 @@ def test_one_session_namespace_gets_role_bindings_there(helm):
     assert kinds == {("RoleBinding", "telo-operator-manager", "team-a"),
                      ("RoleBinding", "telo-operator-gateway", "team-a"),
                      ("ClusterRoleBinding", "telo-operator-auth", None),
-                     ("RoleBinding", "telo-operator-leader-election", "telo-system")}, kinds
+                     ("RoleBinding", "telo-operator-leader-election", "telo-system"),
+                     ("RoleBinding", "telo-operator-builds", "telo-builds")}, kinds
     ns = next(d for d in docs if d["kind"] == "Namespace" and d["metadata"]["name"] == "team-a")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
@@ -226,15 +227,19 @@ def test_install_upgrade_rolls_the_pod_and_uninstall_leaves_only_the_crd(cluster
     assert yaml.safe_load(config)["namespaces"] == [sessions_ns]
     # The release's ServiceAccount may do the documented rules in its session namespace, the
     # Lease rules in its own, the cluster-scoped reviews everywhere, and nothing else.
-    from test_rbac import can_i_list, documented_rules
+    from test_rbac import can_i_list, documented_build_rules, documented_rules
     rules = documented_rules()
     user = "system:serviceaccount:%s:%s" % (release_ns, deployment)
     cluster.kubectl("create", "serviceaccount", "e2e-unbound", "-n", release_ns)
     baseline = can_i_list(cluster, "system:serviceaccount:%s:e2e-unbound" % release_ns,
                           release_ns)
+    # The build rules hold in the build namespace only.
+    build_rules = set(documented_build_rules())
     for ns, scopes in ((sessions_ns, ("sessions", "cluster")), (release_ns, ("operator", "cluster")),
-                       ("default", ("cluster",))):
+                       ("default", ("cluster",)), (builds_ns, ("builds", "cluster"))):
         want = {k for k, (scope, _c) in rules.items() if scope in scopes}
+        if ns == builds_ns:
+            want |= build_rules
         granted = can_i_list(cluster, user, ns) - baseline
         assert granted == want, "in %s: extra %s, missing %s" % (ns, sorted(granted - want),
                                                                 sorted(want - granted))

@@ -151,6 +151,12 @@ def builds(cluster, registry, start, session_node):
     starting the operator with builds into it (builds held back by hold until released)."""
     ns = "e2e-builds-%s" % uuid.uuid4().hex[:8]
     cluster.kubectl("create", "namespace", ns)
+    if os.environ.get("TELO_E2E_OPERATOR_KUBECONFIG"):
+        # Under the operator's ServiceAccount (test_rbac.py): the build rules of config/rbac,
+        # bound in this test's build namespace as build_role.yaml binds them in telo-builds.
+        cluster.kubectl("create", "rolebinding", "telo-operator-builds", "-n", ns,
+                        "--clusterrole=telo-operator-builds",
+                        "--serviceaccount=telo-system:telo-operator")
     holds = []
 
     def push_secret(password):

@@ -39,13 +39,13 @@ CHECKED_INSIDE = {("pods", "create"), ("services", "create"), ("secrets", "creat
 RECURRING_ONLY = {("events.events.k8s.io", "patch")}
 
 
-def documented_rules():
-    """{(resource, verb): (namespace scope, container)} from the README's rule table, resources
-    named as RBAC and can-i name them: "pods", "ingresses.networking.k8s.io",
-    "telosessions.telo.run/status"."""
+def documented_rules(section="## The rule set"):
+    """{(resource, verb): (namespace scope, container)} from the README's rule table under
+    section (the build namespace's has its own), resources named as RBAC and can-i name them:
+    "pods", "ingresses.networking.k8s.io", "telosessions.telo.run/status"."""
     with open(os.path.join(RBAC_DIR, "README.md")) as f:
         text = f.read()
-    table = text.split("## The rule set", 1)[1]
+    table = text.split(section, 1)[1].split("\n## ", 1)[0]
     rules = {}
     for line in table.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -59,8 +59,15 @@ def documented_rules():
             key = (name, verb)
             assert key not in rules, "the table lists %s %s twice" % key
             rules[key] = (scope, container)
-    assert len(rules) > 20, "could not read the rule table of config/rbac/README.md"
+    assert len(rules) > 5, "could not read the rule table %r of config/rbac/README.md" % section
     return rules
+
+
+BUILD_NAMESPACE = "telo-builds"
+
+
+def documented_build_rules():
+    return documented_rules("## The build namespace")
 
 
 def can_i_list(cluster, user, namespace):
@@ -90,8 +97,9 @@ def expected_in(rules, namespace_kind):
 
 @pytest.fixture(scope="module")
 def rbac(cluster, crd):
-    if cluster.kubectl("get", "namespace", SA_NAMESPACE, check=False).returncode != 0:
-        cluster.kubectl("create", "namespace", SA_NAMESPACE)
+    for ns in (SA_NAMESPACE, BUILD_NAMESPACE):
+        if cluster.kubectl("get", "namespace", ns, check=False).returncode != 0:
+            cluster.kubectl("create", "namespace", ns)
     cluster.kubectl("apply", "-f", RBAC_DIR)
     # A ServiceAccount bound to nothing: what every ServiceAccount may do anyway (discovery,
     # self reviews), subtracted from the operator's list.
@@ -111,6 +119,12 @@ def test_the_service_account_may_do_exactly_the_documented_verbs(cluster, rbac, 
         assert not extra and not missing, (
             "in namespace %s (%s): granted but not documented: %s; documented but not granted: "
             "%s" % (ns, kind, sorted(extra), sorted(missing)))
+    # The build namespace: the build rules on top (the plain YAML binds the session rules
+    # cluster-wide, so they hold there too).
+    granted = can_i_list(cluster, SA_USER, BUILD_NAMESPACE) - baseline
+    want = expected_in(rbac, "sessions") | set(documented_build_rules())
+    assert granted == want, "in %s: extra %s, missing %s" % (
+        BUILD_NAMESPACE, sorted(granted - want), sorted(want - granted))
 
 
 def test_the_attach_role_grants_only_telosessions_attach(cluster, rbac, namespace):
