@@ -1,0 +1,192 @@
+/* telo-gateway: terminal attach to TeloSessions over WebSocket (the Kubernetes channel protocol
+ * and telo.io.v1), one pods/attach upstream per session, fanned out to every client. */
+#include "gateway/server.h"
+#include "kube/config.h"
+#include "kube/transport.h"
+#include "util/log.h"
+
+#include <ev.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ORIGINS 32
+
+struct options {
+    const char *kubeconfig;
+    const char *context;
+    const char *bind; /* HOST:PORT */
+    const char *log_level;
+    const char *origins[MAX_ORIGINS];
+    size_t norigins;
+    struct gw_server_config cfg;
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: telo-gateway [--kubeconfig FILE] [--context NAME] [--bind-address HOST:PORT]\n"
+            "                    [--allowed-origin ORIGIN]... [--ring-bytes N]\n"
+            "                    [--client-queue-bytes N] [--ping-interval SECONDS]\n"
+            "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
+            "                    [--log-level debug|info|warn|error]\n"
+            "       telo-gateway --version | --help\n\n"
+            "Serves GET /v1/namespaces/NS/telosessions/NAME/attach as a WebSocket with the\n"
+            "subprotocols v5.channel.k8s.io, v4.channel.k8s.io and telo.io.v1, plus /healthz,\n"
+            "/readyz and /metrics, on --bind-address (default 0.0.0.0:8081). A client presents\n"
+            "the session's attach token (its Secret status.attach.secretName) or a Kubernetes\n"
+            "token allowed to create telosessions/attach, as Authorization: Bearer or the\n"
+            "base64url.bearer.authorization.k8s.io.<token> subprotocol. The gateway reaches the\n"
+            "session pod through the API server's pods/attach with its own credentials (the\n"
+            "kubeconfig as kubectl finds it, or the in-cluster service account).\n"
+            "--allowed-origin (repeatable, '*' for any) limits browser origins; without it any\n"
+            "origin is accepted. --ring-bytes is the replay buffer per session (default 1 MiB).\n");
+}
+
+static int parse_number(const char *flag, const char *v, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    double d = strtod(v, &end);
+    if (end == v || *end != '\0' || !(d >= lo && d <= hi)) {
+        fprintf(stderr, "telo-gateway: %s %s: want a number in %g..%g\n", flag, v, lo, hi);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    o->bind = "0.0.0.0:8081";
+    o->log_level = "info";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        double d = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("telo-gateway %s\n", TELO_VERSION);
+            exit(0);
+        }
+        if (v == NULL) {
+            fprintf(stderr, "telo-gateway: unknown or incomplete argument '%s'\n", a);
+            return -1;
+        }
+        if (strcmp(a, "--kubeconfig") == 0) {
+            o->kubeconfig = v;
+        } else if (strcmp(a, "--context") == 0) {
+            o->context = v;
+        } else if (strcmp(a, "--bind-address") == 0) {
+            o->bind = v;
+        } else if (strcmp(a, "--log-level") == 0) {
+            o->log_level = v;
+        } else if (strcmp(a, "--allowed-origin") == 0) {
+            if (o->norigins == MAX_ORIGINS) {
+                fprintf(stderr, "telo-gateway: at most %d --allowed-origin\n", MAX_ORIGINS);
+                return -1;
+            }
+            o->origins[o->norigins++] = v;
+        } else if (strcmp(a, "--ring-bytes") == 0) {
+            if (parse_number(a, v, 4096, 1 << 30, &d) != 0)
+                return -1;
+            o->cfg.hub.ring_bytes = (size_t)d;
+        } else if (strcmp(a, "--client-queue-bytes") == 0) {
+            if (parse_number(a, v, 4096, 1 << 28, &d) != 0)
+                return -1;
+            o->cfg.hub.client_queue_bytes = (size_t)d;
+        } else if (strcmp(a, "--ping-interval") == 0) {
+            if (parse_number(a, v, 1, 3600, &d) != 0)
+                return -1;
+            o->cfg.hub.ping_interval_s = d;
+        } else if (strcmp(a, "--auth-cache-seconds") == 0) {
+            if (parse_number(a, v, 0.001, 3600, &d) != 0)
+                return -1;
+            o->cfg.auth_cache_s = d;
+        } else if (strcmp(a, "--ended-keep-seconds") == 0) {
+            if (parse_number(a, v, 1, 86400, &d) != 0)
+                return -1;
+            o->cfg.hub.ended_keep_s = d;
+        } else {
+            fprintf(stderr, "telo-gateway: unknown argument '%s'\n", a);
+            return -1;
+        }
+        i++;
+    }
+    o->cfg.origins = o->origins;
+    o->cfg.norigins = o->norigins;
+    return 0;
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    (void)revents;
+    telo_log(TELO_LOG_INFO, "shutting down", "signal=%d", w->signum);
+    ev_break(loop, EVBREAK_ALL);
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    memset(&o, 0, sizeof(o));
+    if (parse_args(argc, argv, &o) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    enum telo_log_level level;
+    if (telo_log_parse_level(o.log_level, &level) != 0) {
+        fprintf(stderr, "telo-gateway: --log-level %s: want debug, info, warn or error\n",
+                o.log_level);
+        return 2;
+    }
+    telo_log_set_level(level);
+    char host[128];
+    const char *colon = strrchr(o.bind, ':');
+    if (colon == NULL || (size_t)(colon - o.bind) >= sizeof(host)) {
+        fprintf(stderr, "telo-gateway: --bind-address %s: want HOST:PORT (e.g. 0.0.0.0:8081)\n",
+                o.bind);
+        return 2;
+    }
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - o.bind), o.bind);
+    /* "[::1]:8081" */
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    o.cfg.address = host;
+    o.cfg.port = atoi(colon + 1);
+    /* Socket writes use MSG_NOSIGNAL, but OpenSSL's (through libcurl) do not. */
+    signal(SIGPIPE, SIG_IGN);
+
+    struct telo_err err = {0};
+    struct kube_config *kcfg = NULL;
+    struct kube_transport *t = NULL;
+    struct gw_server *srv = NULL;
+    struct ev_loop *loop = ev_default_loop(0);
+    int rc = 1;
+    if (kube_config_load_env(o.kubeconfig, o.context, &kcfg, &err) != 0 ||
+        (t = kube_transport_new(loop, kcfg, NULL, &err)) == NULL ||
+        (srv = gw_server_new(loop, t, &o.cfg, &err)) == NULL ||
+        gw_server_start(srv, &err) != 0) {
+        telo_log(TELO_LOG_ERROR, "cannot start", "error=\"%s\"", err.msg);
+        goto out;
+    }
+    telo_log(TELO_LOG_INFO, "serving attach", "address=%s port=%d api_server=%s", host,
+             gw_server_port(srv), kcfg->server);
+    ev_signal sigterm, sigint;
+    ev_signal_init(&sigterm, on_signal, SIGTERM);
+    ev_signal_init(&sigint, on_signal, SIGINT);
+    ev_signal_start(loop, &sigterm);
+    ev_signal_start(loop, &sigint);
+    ev_run(loop, 0);
+    ev_signal_stop(loop, &sigterm);
+    ev_signal_stop(loop, &sigint);
+    rc = 0;
+out:
+    gw_server_free(srv);
+    kube_transport_free(t);
+    kube_config_free(kcfg);
+    return rc;
+}

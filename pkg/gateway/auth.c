@@ -1,0 +1,391 @@
+/* Admission of an attach request: finds the TeloSession and decides whether the presented token
+ * may attach to it (the session's own attach token, or a Kubernetes bearer token that passes
+ * TokenReview and a SubjectAccessReview for create on telosessions/attach). */
+#include "gateway/auth.h"
+
+#include "kube/rest.h"
+#include "kube/transport.h"
+#include "util/log.h"
+#include "util/strmap.h"
+
+#include <ev.h>
+#include <json.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CACHE_MAX 4096
+
+struct cached {
+    char key[2 * SHA256_DIGEST_LENGTH + 2 * 254 + 3]; /* hex(sha256(token))/ns/name */
+    enum gw_verdict verdict;
+    char subject[128];
+    char reason[160];
+    double expires;
+};
+
+struct gw_auth {
+    struct kube_transport *t;
+    double ttl;
+    struct strmap *cache;
+};
+
+enum step { GET_SESSION, GET_SECRET, TOKEN_REVIEW, ACCESS_REVIEW };
+
+struct gw_admission {
+    struct gw_auth *a;
+    gw_admit_fn *cb;
+    void *ud;
+    struct kube_call *call;
+    enum step step;
+    char namespace[254];
+    char name[254];
+    char *token;
+    char cache_key[sizeof(((struct cached *)0)->key)];
+    int session_found;
+    char phase[32];
+    char pod[254];
+    int exit_code;
+    char subject[128];
+    struct json_object *user; /* TokenReview status.user, for the SubjectAccessReview */
+};
+
+int gw_token_equal(const char *a, const char *b)
+{
+    unsigned char da[SHA256_DIGEST_LENGTH], db[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)a, strlen(a), da);
+    SHA256((const unsigned char *)b, strlen(b), db);
+    return CRYPTO_memcmp(da, db, sizeof(da)) == 0;
+}
+
+struct gw_auth *gw_auth_new(struct kube_transport *t, double cache_ttl_s)
+{
+    struct gw_auth *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return NULL;
+    a->t = t;
+    a->ttl = cache_ttl_s;
+    a->cache = strmap_new();
+    if (a->cache == NULL) {
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+static void cache_clear(struct gw_auth *a)
+{
+    struct strmap_iter it = {0};
+    const char *key;
+    void *v;
+    while (strmap_next(a->cache, &it, &key, &v)) {
+        strmap_remove(a->cache, key);
+        free(v);
+    }
+}
+
+void gw_auth_free(struct gw_auth *a)
+{
+    if (a == NULL)
+        return;
+    cache_clear(a);
+    strmap_free(a->cache);
+    free(a);
+}
+
+static double now(const struct gw_auth *a)
+{
+    return ev_now(kube_transport_loop(a->t));
+}
+
+static void admission_free(struct gw_admission *adm)
+{
+    if (adm->token != NULL) {
+        OPENSSL_cleanse(adm->token, strlen(adm->token));
+        free(adm->token);
+    }
+    json_object_put(adm->user);
+    free(adm);
+}
+
+static void decide(struct gw_admission *adm, enum gw_verdict v, const char *reason)
+{
+    struct gw_admitted res = {.verdict = v,
+                              .reason = reason,
+                              .subject = adm->subject,
+                              .phase = adm->phase,
+                              .pod = adm->pod,
+                              .exit_code = adm->exit_code};
+    adm->call = NULL;
+    adm->cb(&res, adm->ud);
+    admission_free(adm);
+}
+
+/* Records a bearer-token decision (not API failures, which are retried next time). */
+static void remember(struct gw_admission *adm, enum gw_verdict v, const char *reason)
+{
+    struct gw_auth *a = adm->a;
+    if (a->ttl <= 0 || v == GW_UNAVAILABLE)
+        return;
+    if (strmap_len(a->cache) >= CACHE_MAX)
+        cache_clear(a);
+    struct cached *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return;
+    snprintf(c->key, sizeof(c->key), "%s", adm->cache_key);
+    snprintf(c->subject, sizeof(c->subject), "%s", adm->subject);
+    snprintf(c->reason, sizeof(c->reason), "%s", reason);
+    c->verdict = v;
+    c->expires = now(a) + a->ttl;
+    free(strmap_remove(a->cache, c->key));
+    if (strmap_put(a->cache, c->key, c) != 0)
+        free(c);
+}
+
+/* The verdict for a bearer token once the session question is settled. */
+static void bearer_verdict(struct gw_admission *adm, enum gw_verdict v, const char *reason)
+{
+    remember(adm, v, reason);
+    if (v == GW_ALLOW && !adm->session_found)
+        return decide(adm, GW_NOT_FOUND, "no such TeloSession");
+    decide(adm, v, reason);
+}
+
+static const char *str_at(struct json_object *o, const char *a, const char *b)
+{
+    struct json_object *v;
+    if (o == NULL || !json_object_object_get_ex(o, a, &v))
+        return NULL;
+    if (b != NULL && !json_object_object_get_ex(v, b, &v))
+        return NULL;
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static void start(struct gw_admission *adm, enum step step);
+
+static void unavailable(struct gw_admission *adm, const struct kube_result *res, const char *what)
+{
+    char why[TELO_ERR_MSG_MAX + 64];
+    snprintf(why, sizeof(why), "%s failed: %s", what, res->err ? res->err->msg : "no answer");
+    decide(adm, GW_UNAVAILABLE, why);
+}
+
+static void on_access_review(const struct kube_result *res, void *ud)
+{
+    struct gw_admission *adm = ud;
+    if (res->rc != 0)
+        return unavailable(adm, res, "SubjectAccessReview");
+    struct json_object *status, *allowed;
+    int ok = json_object_object_get_ex(res->object, "status", &status) &&
+             json_object_object_get_ex(status, "allowed", &allowed) &&
+             json_object_get_boolean(allowed);
+    if (ok)
+        return bearer_verdict(adm, GW_ALLOW, "RBAC allows create telosessions/attach");
+    bearer_verdict(adm, GW_FORBIDDEN, "RBAC does not allow create telosessions/attach");
+}
+
+static void on_token_review(const struct kube_result *res, void *ud)
+{
+    struct gw_admission *adm = ud;
+    if (res->rc != 0)
+        return unavailable(adm, res, "TokenReview");
+    struct json_object *status, *authenticated, *user;
+    if (!json_object_object_get_ex(res->object, "status", &status) ||
+        !json_object_object_get_ex(status, "authenticated", &authenticated) ||
+        !json_object_get_boolean(authenticated) ||
+        !json_object_object_get_ex(status, "user", &user))
+        return bearer_verdict(adm, GW_UNAUTHENTICATED,
+                              "neither the session's token nor a valid Kubernetes token");
+    const char *username = str_at(status, "user", "username");
+    snprintf(adm->subject, sizeof(adm->subject), "%s", username ? username : "");
+    adm->user = json_object_get(user);
+    start(adm, ACCESS_REVIEW);
+}
+
+static void on_secret(const struct kube_result *res, void *ud)
+{
+    struct gw_admission *adm = ud;
+    if (res->rc != 0 && res->code != 404)
+        return unavailable(adm, res, "reading the attach Secret");
+    struct json_object *data, *token;
+    if (res->rc == 0 && json_object_object_get_ex(res->object, "data", &data) &&
+        json_object_object_get_ex(data, "token", &token)) {
+        const char *b64 = json_object_get_string(token);
+        size_t n = strlen(b64);
+        unsigned char *plain = malloc(n / 4 * 3 + 4);
+        int len = plain != NULL ? EVP_DecodeBlock(plain, (const unsigned char *)b64, (int)n) : -1;
+        int equal = 0;
+        if (len >= 0) {
+            /* EVP_DecodeBlock counts padding as zero bytes; drop them. */
+            while (len > 0 && n > 0 && b64[n - 1] == '=') {
+                len--;
+                n--;
+            }
+            plain[len] = '\0';
+            equal = gw_token_equal((const char *)plain, adm->token);
+            OPENSSL_cleanse(plain, (size_t)len);
+        }
+        free(plain);
+        if (equal) {
+            snprintf(adm->subject, sizeof(adm->subject), "session-token");
+            return decide(adm, GW_ALLOW, "the session's attach token");
+        }
+    }
+    start(adm, TOKEN_REVIEW);
+}
+
+/* A cached bearer decision, if fresh. */
+static const struct cached *cache_get(struct gw_admission *adm)
+{
+    struct cached *c = strmap_get(adm->a->cache, adm->cache_key);
+    if (c == NULL)
+        return NULL;
+    if (c->expires < now(adm->a)) {
+        free(strmap_remove(adm->a->cache, adm->cache_key));
+        return NULL;
+    }
+    return c;
+}
+
+static void on_session(const struct kube_result *res, void *ud)
+{
+    struct gw_admission *adm = ud;
+    if (res->rc != 0 && res->code != 404)
+        return unavailable(adm, res, "reading the TeloSession");
+    adm->session_found = res->rc == 0;
+    const char *secret = NULL;
+    struct json_object *status = NULL, *code, *attach;
+    if (adm->session_found && json_object_object_get_ex(res->object, "status", &status)) {
+        const char *phase = str_at(status, "phase", NULL);
+        const char *pod = str_at(status, "podName", NULL);
+        snprintf(adm->phase, sizeof(adm->phase), "%s", phase ? phase : "");
+        snprintf(adm->pod, sizeof(adm->pod), "%s", pod ? pod : "");
+        if (json_object_object_get_ex(status, "exitCode", &code))
+            adm->exit_code = json_object_get_int(code);
+        if (json_object_object_get_ex(status, "attach", &attach))
+            secret = str_at(attach, "secretName", NULL);
+    }
+    /* A bearer token decided moments ago is not reviewed again (the cache never holds the
+     * session-token path, which is one cheap Secret read). */
+    const struct cached *c = cache_get(adm);
+    if (c != NULL) {
+        snprintf(adm->subject, sizeof(adm->subject), "%s", c->subject);
+        char reason[200];
+        snprintf(reason, sizeof(reason), "%s (cached)", c->reason);
+        if (c->verdict == GW_ALLOW && !adm->session_found)
+            return decide(adm, GW_NOT_FOUND, "no such TeloSession");
+        return decide(adm, c->verdict, reason);
+    }
+    if (secret == NULL)
+        return start(adm, TOKEN_REVIEW);
+    struct kube_ref ref = {.version = "v1",
+                           .resource = "secrets",
+                           .namespace = adm->namespace,
+                           .name = secret};
+    struct telo_err err = {0};
+    adm->step = GET_SECRET;
+    adm->call = kube_rest_get(adm->a->t, &ref, on_secret, adm, &err);
+    if (adm->call == NULL)
+        decide(adm, GW_UNAVAILABLE, err.msg);
+}
+
+static struct json_object *review(const char *group, const char *kind, struct json_object *spec)
+{
+    struct json_object *o = json_object_new_object();
+    char api_version[64];
+    snprintf(api_version, sizeof(api_version), "%s/v1", group);
+    json_object_object_add(o, "apiVersion", json_object_new_string(api_version));
+    json_object_object_add(o, "kind", json_object_new_string(kind));
+    json_object_object_add(o, "spec", spec);
+    return o;
+}
+
+static void start(struct gw_admission *adm, enum step step)
+{
+    struct json_object *spec = json_object_new_object(), *body;
+    struct kube_ref ref = {.version = "v1"};
+    kube_result_fn *cb;
+    if (step == TOKEN_REVIEW) {
+        json_object_object_add(spec, "token", json_object_new_string(adm->token));
+        body = review("authentication.k8s.io", "TokenReview", spec);
+        ref.group = "authentication.k8s.io";
+        ref.resource = "tokenreviews";
+        cb = on_token_review;
+    } else {
+        static const char *const copied[] = {"uid", "groups", "extra"};
+        struct json_object *attrs = json_object_new_object(), *v;
+        json_object_object_add(spec, "user",
+                               json_object_new_string(str_at(adm->user, "username", NULL)
+                                                          ? str_at(adm->user, "username", NULL)
+                                                          : ""));
+        for (size_t i = 0; i < sizeof(copied) / sizeof(copied[0]); i++) {
+            if (json_object_object_get_ex(adm->user, copied[i], &v))
+                json_object_object_add(spec, copied[i], json_object_get(v));
+        }
+        json_object_object_add(attrs, "namespace", json_object_new_string(adm->namespace));
+        json_object_object_add(attrs, "verb", json_object_new_string("create"));
+        json_object_object_add(attrs, "group", json_object_new_string("telo.run"));
+        json_object_object_add(attrs, "resource", json_object_new_string("telosessions"));
+        json_object_object_add(attrs, "subresource", json_object_new_string("attach"));
+        json_object_object_add(attrs, "name", json_object_new_string(adm->name));
+        json_object_object_add(spec, "resourceAttributes", attrs);
+        body = review("authorization.k8s.io", "SubjectAccessReview", spec);
+        ref.group = "authorization.k8s.io";
+        ref.resource = "subjectaccessreviews";
+        cb = on_access_review;
+    }
+    const char *text = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN);
+    struct telo_err err = {0};
+    adm->step = step;
+    adm->call = kube_rest_create(adm->a->t, &ref, text, strlen(text), NULL, cb, adm, &err);
+    json_object_put(body);
+    if (adm->call == NULL)
+        decide(adm, GW_UNAVAILABLE, err.msg);
+}
+
+struct gw_admission *gw_admit(struct gw_auth *a, const char *namespace, const char *name,
+                              const char *token, gw_admit_fn *cb, void *ud, struct telo_err *err)
+{
+    struct gw_admission *adm = calloc(1, sizeof(*adm));
+    if (adm == NULL || (adm->token = strdup(token)) == NULL) {
+        free(adm);
+        telo_err_set(err, TELO_ENOMEM, "admission: out of memory");
+        return NULL;
+    }
+    adm->a = a;
+    adm->cb = cb;
+    adm->ud = ud;
+    adm->exit_code = -1;
+    snprintf(adm->namespace, sizeof(adm->namespace), "%s", namespace);
+    snprintf(adm->name, sizeof(adm->name), "%s", name);
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)token, strlen(token), digest);
+    size_t pos = 0;
+    for (size_t i = 0; i < sizeof(digest); i++)
+        pos += (size_t)snprintf(adm->cache_key + pos, sizeof(adm->cache_key) - pos, "%02x",
+                                digest[i]);
+    snprintf(adm->cache_key + pos, sizeof(adm->cache_key) - pos, "/%s/%s", namespace, name);
+    struct kube_ref ref = {.group = "telo.run",
+                           .version = "v1alpha1",
+                           .resource = "telosessions",
+                           .namespace = namespace,
+                           .name = name};
+    adm->step = GET_SESSION;
+    adm->call = kube_rest_get(a->t, &ref, on_session, adm, err);
+    if (adm->call == NULL) {
+        admission_free(adm);
+        return NULL;
+    }
+    return adm;
+}
+
+void gw_admission_cancel(struct gw_admission *adm)
+{
+    if (adm == NULL)
+        return;
+    kube_call_cancel(adm->call);
+    admission_free(adm);
+}

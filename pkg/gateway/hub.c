@@ -1,0 +1,618 @@
+/* The attach sessions of the gateway: one upstream pods/attach per TeloSession, its replay ring,
+ * and the clients it fans out to (each with its own cursor, so a slow one never stalls the rest). */
+#include "gateway/hub.h"
+
+#include "gateway/ring.h"
+#include "gateway/upstream.h"
+#include "kube/rest.h"
+#include "kube/transport.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "util/strmap.h"
+#include "ws/conn.h"
+#include "ws/frame.h"
+
+#include <ev.h>
+#include <json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SESSION_CONTAINER "session"
+#define RETRY_MIN_S       0.5
+#define RETRY_MAX_S       5.0
+#define MAX_CLIENT_MSG    (1 << 20)
+
+enum state {
+    S_CONNECTING, /* upstream opening */
+    S_LIVE,       /* upstream open */
+    S_CHECKING,   /* upstream gone; reading the pod to learn whether the container ended */
+    S_WAITING,    /* the container still runs: reconnecting after a backoff */
+    S_ENDED,      /* the container ended; output kept for late clients until expiry */
+};
+
+struct client;
+
+struct session {
+    struct gw_hub *hub;
+    char key[512]; /* "ns/name" */
+    char namespace[254];
+    char name[254];
+    char pod[254];
+    struct gw_ring *ring;
+    struct gw_upstream *up;
+    enum state state;
+    struct client *clients;
+    struct kube_call *pod_call;
+    ev_timer retry, resize, expire;
+    double backoff;
+    int width, height; /* latest size asked by a client; 0: none yet */
+    double resize_sent_at;
+    int exit_code; /* S_ENDED: the container's exit code, -1 when unknown */
+    char end_message[200];
+};
+
+struct client {
+    struct session *s;
+    struct ws_conn *ws;
+    enum gw_proto proto;
+    uint64_t cursor; /* the next chunk to send */
+    int finished;    /* the exit status is queued and the close started */
+    char subject[128];
+    struct client *prev, *next;
+};
+
+struct gw_hub {
+    struct ev_loop *loop;
+    struct kube_transport *t;
+    struct gw_hub_opts opts;
+    struct strmap *sessions;
+    struct gw_hub_metrics m;
+};
+
+static void pump(struct client *c);
+static void session_free(struct session *s);
+
+/* ---- clients ------------------------------------------------------------------------------ */
+
+static void client_free(struct client *c)
+{
+    struct session *s = c->s;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        s->clients = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    ws_conn_free(c->ws);
+    s->hub->m.clients--;
+    free(c);
+}
+
+static int send_text(struct client *c, const char *text, int force)
+{
+    return ws_conn_send(c->ws, WS_OP_TEXT, NULL, 0, text, strlen(text), force);
+}
+
+/* The client has everything the ended session wrote: the exit reaches it as a Status (channel
+ * 3 on the Kubernetes protocols, a status frame on telo.io.v1), then the close. */
+static void finish_client(struct client *c)
+{
+    struct session *s = c->s;
+    struct buf b;
+    buf_init(&b, 4096);
+    c->finished = 1;
+    if (c->proto == GW_PROTO_IO_V1) {
+        if (s->exit_code >= 0)
+            buf_printf(&b, "{\"type\":\"status\",\"status\":{\"kind\":\"exited\",\"code\":%d}}",
+                       s->exit_code);
+        else
+            buf_printf(&b, "{\"type\":\"status\",\"status\":{\"kind\":\"failed\",\"message\":"
+                           "\"session ended\"}}");
+        send_text(c, b.data, 1);
+    } else {
+        static const uint8_t ch = GW_CH_STATUS;
+        gw_exit_status_json(&b, s->exit_code, s->end_message);
+        ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, b.data, b.len, 1);
+    }
+    buf_release(&b);
+    char reason[32];
+    snprintf(reason, sizeof(reason), "exit %d", s->exit_code);
+    ws_conn_close(c->ws, WS_CLOSE_NORMAL, reason);
+}
+
+/* Output this client lost by falling behind the ring (or resuming from evicted history). */
+static void send_gap(struct client *c, uint64_t first)
+{
+    struct gw_hub *h = c->s->hub;
+    h->m.gaps++;
+    if (c->proto == GW_PROTO_IO_V1) {
+        send_text(c, "{\"type\":\"gap\",\"reason\":\"buffer_evicted\"}", 1);
+    } else {
+        static const uint8_t ch = GW_CH_STDOUT;
+        static const char note[] = "\r\n[telo-gateway: output skipped: this terminal fell behind "
+                                   "the replay buffer]\r\n";
+        ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, note, sizeof(note) - 1, 1);
+    }
+    telo_log(TELO_LOG_INFO, "attach client behind the replay ring", "session=%s lost_chunks=%llu",
+             c->s->key, (unsigned long long)(first - c->cursor));
+    c->cursor = first;
+}
+
+/* Sends what the client has not seen yet while its queue has room: a stalled client only stops
+ * its own pump; it catches up (or gets a gap marker) when its socket drains. */
+static void pump(struct client *c)
+{
+    struct session *s = c->s;
+    size_t high = s->hub->opts.client_queue_bytes;
+    if (c->finished)
+        return;
+    while (c->cursor < gw_ring_next(s->ring)) {
+        if (ws_conn_queued(c->ws) >= high)
+            return;
+        uint64_t first = gw_ring_first(s->ring);
+        if (c->cursor < first) {
+            send_gap(c, first);
+            continue;
+        }
+        struct gw_chunk chunk;
+        if (!gw_ring_get(s->ring, c->cursor, &chunk))
+            return;
+        int rc;
+        if (c->proto == GW_PROTO_IO_V1) {
+            uint8_t seq[4] = {(uint8_t)(chunk.seq >> 24), (uint8_t)(chunk.seq >> 16),
+                              (uint8_t)(chunk.seq >> 8), (uint8_t)chunk.seq};
+            rc = ws_conn_send(c->ws, WS_OP_BINARY, seq, 4, chunk.data, chunk.len, 1);
+        } else {
+            static const uint8_t ch = GW_CH_STDOUT;
+            rc = ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, chunk.data, chunk.len, 1);
+        }
+        if (rc != 0)
+            return; /* closing: on_closed will clean up */
+        s->hub->m.bytes_out += chunk.len;
+        c->cursor++;
+    }
+    if (s->state == S_ENDED)
+        finish_client(c);
+}
+
+static void session_resize(struct session *s, int width, int height);
+
+static void client_message(struct ws_conn *ws, int opcode, const uint8_t *data, size_t len,
+                           void *ud)
+{
+    (void)ws;
+    struct client *c = ud;
+    struct session *s = c->s;
+    if (c->proto == GW_PROTO_IO_V1) {
+        if (opcode == WS_OP_BINARY) {
+            if (gw_upstream_stdin(s->up, data, len) == 0)
+                s->hub->m.stdin_bytes += len;
+            return;
+        }
+        struct gw_io_control ctl;
+        if (gw_parse_io_control(data, len, &ctl) == 0 && ctl.kind == GW_IO_RESIZE)
+            session_resize(s, ctl.cols, ctl.rows);
+        return;
+    }
+    /* The channel protocols are binary only; client-go treats text as an error, we ignore it. */
+    if (opcode != WS_OP_BINARY || len == 0)
+        return;
+    int w, h;
+    switch (data[0]) {
+    case GW_CH_STDIN:
+        if (len > 1 && gw_upstream_stdin(s->up, data + 1, len - 1) == 0)
+            s->hub->m.stdin_bytes += len - 1;
+        break;
+    case GW_CH_RESIZE:
+        if (gw_parse_resize(data + 1, len - 1, &w, &h) == 0)
+            session_resize(s, w, h);
+        break;
+    default:
+        /* 255 (close stdin): one viewer's EOF must not close the others' stdin. Unknown channels
+         * are discarded as the Kubernetes server does. */
+        break;
+    }
+}
+
+static void client_drain(struct ws_conn *ws, void *ud)
+{
+    (void)ws;
+    pump(ud);
+}
+
+static void client_closed(struct ws_conn *ws, int code, const char *reason, void *ud)
+{
+    (void)ws;
+    struct client *c = ud;
+    telo_log(TELO_LOG_INFO, "attach client left", "session=%s subject=\"%s\" code=%d reason=\"%s\"",
+             c->s->key, c->subject, code, reason);
+    client_free(c);
+}
+
+/* ---- the upstream ------------------------------------------------------------------------- */
+
+static void open_upstream(struct session *s);
+static void check_pod(struct session *s);
+
+static void end_session(struct session *s, int exit_code, const char *message)
+{
+    struct gw_hub *h = s->hub;
+    s->state = S_ENDED;
+    s->exit_code = exit_code;
+    snprintf(s->end_message, sizeof(s->end_message), "%s", message ? message : "");
+    gw_upstream_free(s->up);
+    s->up = NULL;
+    ev_timer_stop(h->loop, &s->retry);
+    ev_timer_stop(h->loop, &s->resize);
+    telo_log(TELO_LOG_INFO, "attach session ended", "session=%s exit_code=%d message=\"%s\"",
+             s->key, exit_code, s->end_message);
+    ev_timer_set(&s->expire, h->opts.ended_keep_s, 0.);
+    ev_timer_start(h->loop, &s->expire);
+    for (struct client *c = s->clients, *next; c != NULL; c = next) {
+        next = c->next;
+        pump(c);
+    }
+}
+
+static void schedule_retry(struct session *s)
+{
+    s->state = S_WAITING;
+    s->backoff = s->backoff <= 0 ? RETRY_MIN_S : s->backoff * 2;
+    if (s->backoff > RETRY_MAX_S)
+        s->backoff = RETRY_MAX_S;
+    ev_timer_set(&s->retry, s->backoff, 0.);
+    ev_timer_start(s->hub->loop, &s->retry);
+}
+
+/* The session container's state in pod: 1 terminated (exit code in *code), 0 still there, -1 the
+ * pod ended without telling. */
+static int container_ended(struct json_object *pod, int *code)
+{
+    struct json_object *status, *statuses, *phase;
+    if (!json_object_object_get_ex(pod, "status", &status))
+        return 0;
+    if (json_object_object_get_ex(status, "containerStatuses", &statuses) &&
+        json_object_is_type(statuses, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(statuses); i++) {
+            struct json_object *cs = json_object_array_get_idx(statuses, i), *name, *state, *term,
+                               *exit;
+            if (!json_object_object_get_ex(cs, "name", &name) ||
+                strcmp(json_object_get_string(name), SESSION_CONTAINER) != 0)
+                continue;
+            if (json_object_object_get_ex(cs, "state", &state) &&
+                json_object_object_get_ex(state, "terminated", &term) &&
+                json_object_object_get_ex(term, "exitCode", &exit)) {
+                *code = json_object_get_int(exit);
+                return 1;
+            }
+        }
+    }
+    if (json_object_object_get_ex(status, "phase", &phase) &&
+        (strcmp(json_object_get_string(phase), "Succeeded") == 0 ||
+         strcmp(json_object_get_string(phase), "Failed") == 0))
+        return -1;
+    return 0;
+}
+
+static void on_pod(const struct kube_result *res, void *ud)
+{
+    struct session *s = ud;
+    s->pod_call = NULL;
+    int code = -1;
+    if (res->code == 404)
+        return end_session(s, -1, "the session's pod is gone");
+    if (res->rc != 0) {
+        telo_log(TELO_LOG_WARN, "attach: cannot read the session pod", "session=%s error=\"%s\"",
+                 s->key, res->err ? res->err->msg : "");
+        return schedule_retry(s);
+    }
+    int ended = container_ended(res->object, &code);
+    if (ended > 0)
+        return end_session(s, code, NULL);
+    if (ended < 0)
+        return end_session(s, -1, "the session's pod ended without an exit code");
+    schedule_retry(s);
+}
+
+static void check_pod(struct session *s)
+{
+    struct kube_ref ref = {
+        .version = "v1", .resource = "pods", .namespace = s->namespace, .name = s->pod};
+    struct telo_err err = {0};
+    s->state = S_CHECKING;
+    s->pod_call = kube_rest_get(s->hub->t, &ref, on_pod, s, &err);
+    if (s->pod_call == NULL)
+        schedule_retry(s);
+}
+
+static void up_open(void *ud)
+{
+    struct session *s = ud;
+    s->state = S_LIVE;
+    s->backoff = 0;
+    s->hub->m.upstream_connects++;
+    telo_log(TELO_LOG_INFO, "attach upstream open", "session=%s pod=%s", s->key, s->pod);
+    if (s->width > 0 && gw_upstream_resize(s->up, s->width, s->height) == 0)
+        s->hub->m.resizes++;
+}
+
+static void up_output(const uint8_t *data, size_t len, void *ud)
+{
+    struct session *s = ud;
+    gw_ring_append(s->ring, data, len);
+    s->hub->m.bytes_in += len;
+    for (struct client *c = s->clients, *next; c != NULL; c = next) {
+        next = c->next;
+        pump(c);
+    }
+}
+
+static void up_closed(int http_status, const char *why, void *ud)
+{
+    struct session *s = ud;
+    if (s->state != S_LIVE)
+        s->hub->m.upstream_failures++;
+    telo_log(http_status ? TELO_LOG_WARN : TELO_LOG_INFO, "attach upstream closed",
+             "session=%s http_status=%d why=\"%s\"", s->key, http_status, why);
+    gw_upstream_free(s->up);
+    s->up = NULL;
+    /* Whether the container ended or the stream merely dropped, the pod says. */
+    check_pod(s);
+}
+
+static void open_upstream(struct session *s)
+{
+    static const struct gw_upstream_callbacks cbs = {
+        .on_open = up_open, .on_output = up_output, .on_closed = up_closed};
+    struct gw_hub *h = s->hub;
+    struct telo_err err = {0};
+    s->state = S_CONNECTING;
+    s->up = gw_upstream_open(h->loop, kube_transport_config(h->t), s->namespace, s->pod,
+                             SESSION_CONTAINER, h->opts.connect_timeout_ms,
+                             h->opts.ping_interval_s, &cbs, s, &err);
+    if (s->up == NULL) {
+        h->m.upstream_failures++;
+        telo_log(TELO_LOG_WARN, "attach upstream failed", "session=%s error=\"%s\"", s->key,
+                 err.msg);
+        schedule_retry(s);
+    }
+}
+
+static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    open_upstream(w->data);
+}
+
+static void send_resize(struct session *s)
+{
+    s->resize_sent_at = ev_now(s->hub->loop);
+    if (gw_upstream_resize(s->up, s->width, s->height) == 0)
+        s->hub->m.resizes++;
+}
+
+static void resize_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    send_resize(w->data);
+}
+
+/* The latest size wins; at most one resize per throttle interval reaches the container, and the
+ * last one asked always does. */
+static void session_resize(struct session *s, int width, int height)
+{
+    struct gw_hub *h = s->hub;
+    s->width = width;
+    s->height = height;
+    if (ev_is_active(&s->resize))
+        return;
+    double wait = s->resize_sent_at + h->opts.resize_throttle_s - ev_now(h->loop);
+    if (wait <= 0) {
+        send_resize(s);
+        return;
+    }
+    ev_timer_set(&s->resize, wait, 0.);
+    ev_timer_start(h->loop, &s->resize);
+}
+
+static void expire_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    session_free(w->data);
+}
+
+/* ---- sessions ----------------------------------------------------------------------------- */
+
+static void session_free(struct session *s)
+{
+    struct gw_hub *h = s->hub;
+    while (s->clients != NULL)
+        client_free(s->clients);
+    kube_call_cancel(s->pod_call);
+    gw_upstream_free(s->up);
+    ev_timer_stop(h->loop, &s->retry);
+    ev_timer_stop(h->loop, &s->resize);
+    ev_timer_stop(h->loop, &s->expire);
+    strmap_remove(h->sessions, s->key);
+    gw_ring_free(s->ring);
+    h->m.sessions--;
+    free(s);
+}
+
+static struct session *session_new(struct gw_hub *h, const struct gw_attach *req)
+{
+    struct session *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->ring = gw_ring_new(h->opts.ring_bytes, 0);
+    snprintf(s->key, sizeof(s->key), "%s/%s", req->namespace, req->name);
+    if (s->ring == NULL || strmap_put(h->sessions, s->key, s) != 0) {
+        gw_ring_free(s->ring);
+        free(s);
+        return NULL;
+    }
+    s->hub = h;
+    snprintf(s->namespace, sizeof(s->namespace), "%s", req->namespace);
+    snprintf(s->name, sizeof(s->name), "%s", req->name);
+    snprintf(s->pod, sizeof(s->pod), "%s", req->pod ? req->pod : "");
+    s->exit_code = -1;
+    ev_timer_init(&s->retry, retry_cb, 0., 0.);
+    ev_timer_init(&s->resize, resize_cb, 0., 0.);
+    ev_timer_init(&s->expire, expire_cb, 0., 0.);
+    s->retry.data = s->resize.data = s->expire.data = s;
+    h->m.sessions++;
+    return s;
+}
+
+static int terminal_phase(const char *phase)
+{
+    return phase != NULL && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0 ||
+                             strcmp(phase, "Stopped") == 0);
+}
+
+static int running(const struct gw_attach *req)
+{
+    return req->phase != NULL && strcmp(req->phase, "Running") == 0 && req->pod != NULL &&
+           req->pod[0] != '\0';
+}
+
+int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char **why)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", req->namespace, req->name);
+    if (strmap_get(h->sessions, key) != NULL || running(req) || terminal_phase(req->phase))
+        return 0;
+    *why = "the session is not running yet; attach once its phase is Running";
+    return 409;
+}
+
+int gw_hub_attach(struct gw_hub *h, int fd, const void *extra, size_t extra_len,
+                  const struct gw_attach *req, struct telo_err *err)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", req->namespace, req->name);
+    struct session *s = strmap_get(h->sessions, key);
+    /* An ended session whose TeloSession runs a new pod starts afresh. */
+    if (s != NULL && s->state == S_ENDED && running(req) && strcmp(s->pod, req->pod) != 0) {
+        session_free(s);
+        s = NULL;
+    }
+    int fresh = s == NULL;
+    if (fresh && (s = session_new(h, req)) == NULL) {
+        close(fd);
+        return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
+    }
+    struct client *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        close(fd);
+        if (fresh)
+            session_free(s);
+        return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
+    }
+    c->s = s;
+    c->proto = req->proto;
+    snprintf(c->subject, sizeof(c->subject), "%s", req->subject ? req->subject : "");
+    struct ws_conn_opts opts = {.max_message = MAX_CLIENT_MSG,
+                                .max_queued = h->opts.client_queue_bytes * 2,
+                                .low_water = h->opts.client_queue_bytes / 2,
+                                .ping_interval_s = h->opts.ping_interval_s};
+    struct ws_conn_callbacks cbs = {
+        .on_message = client_message, .on_drain = client_drain, .on_closed = client_closed};
+    c->ws = ws_conn_new(h->loop, fd, NULL, &opts, &cbs, c, err);
+    if (c->ws == NULL) {
+        free(c);
+        if (fresh)
+            session_free(s);
+        return -TELO_ENOMEM;
+    }
+    c->next = s->clients;
+    if (s->clients != NULL)
+        s->clients->prev = c;
+    s->clients = c;
+    h->m.clients++;
+    h->m.clients_total++;
+    telo_log(TELO_LOG_INFO, "attach client joined", "session=%s subject=\"%s\" protocol=%s",
+             s->key, c->subject, gw_proto_name(c->proto));
+
+    uint64_t first = gw_ring_first(s->ring), next = gw_ring_next(s->ring);
+    c->cursor = first;
+    if (c->proto == GW_PROTO_IO_V1) {
+        char text[64];
+        snprintf(text, sizeof(text), "{\"type\":\"seq\",\"seq\":%u}", (unsigned)(next - 1));
+        send_text(c, text, 1);
+        if (req->has_last_seq) {
+            uint64_t last = gw_seq_from_wire(req->last_seq, next - 1);
+            c->cursor = last + 1 < next ? last + 1 : next;
+            if (c->cursor < first)
+                send_gap(c, first);
+        }
+    } else {
+        /* The hello every Kubernetes streaming server sends: an empty message on stdout. */
+        static const uint8_t hello = GW_CH_STDOUT;
+        ws_conn_send(c->ws, WS_OP_BINARY, &hello, 1, NULL, 0, 1);
+    }
+    if (fresh) {
+        if (terminal_phase(req->phase) || !running(req)) {
+            end_session(s, req->exit_code, "the session has ended");
+        } else {
+            open_upstream(s);
+        }
+    }
+    if (ws_conn_feed(c->ws, extra, extra_len) != 0)
+        return 0; /* the client left at once; client_closed cleaned up */
+    pump(c);
+    return 0;
+}
+
+struct gw_hub *gw_hub_new(struct ev_loop *loop, struct kube_transport *t,
+                          const struct gw_hub_opts *opts)
+{
+    struct gw_hub *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return NULL;
+    h->loop = loop;
+    h->t = t;
+    if (opts != NULL)
+        h->opts = *opts;
+    if (h->opts.ring_bytes == 0)
+        h->opts.ring_bytes = (size_t)1 << 20;
+    if (h->opts.client_queue_bytes == 0)
+        h->opts.client_queue_bytes = (size_t)256 << 10;
+    if (h->opts.ping_interval_s <= 0)
+        h->opts.ping_interval_s = 20;
+    if (h->opts.resize_throttle_s <= 0)
+        h->opts.resize_throttle_s = 0.05;
+    if (h->opts.ended_keep_s <= 0)
+        h->opts.ended_keep_s = 300;
+    if (h->opts.connect_timeout_ms <= 0)
+        h->opts.connect_timeout_ms = 5000;
+    h->sessions = strmap_new();
+    if (h->sessions == NULL) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void gw_hub_free(struct gw_hub *h)
+{
+    if (h == NULL)
+        return;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *v;
+    while (strmap_next(h->sessions, &it, &key, &v))
+        session_free(v);
+    strmap_free(h->sessions);
+    free(h);
+}
+
+const struct gw_hub_metrics *gw_hub_metrics(const struct gw_hub *h)
+{
+    return &h->m;
+}

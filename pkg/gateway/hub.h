@@ -1,0 +1,72 @@
+/* The attach sessions of the gateway: one upstream pods/attach per TeloSession, its replay ring,
+ * and the clients it fans out to (each with its own cursor, so a slow one never stalls the rest). */
+#ifndef TELO_GATEWAY_HUB_H
+#define TELO_GATEWAY_HUB_H
+
+#include "gateway/proto.h"
+#include "util/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ev_loop;
+struct kube_transport;
+struct gw_hub;
+
+struct gw_hub_opts {
+    size_t ring_bytes;         /* replay ring per session; 0: 1 MiB */
+    size_t client_queue_bytes; /* a client's send queue before it counts as slow; 0: 256 KiB */
+    double ping_interval_s;    /* clients and upstreams; 0: 20 s */
+    double resize_throttle_s;  /* at most one resize upstream per this; 0: 0.05 s */
+    double ended_keep_s;       /* an ended session's output stays for late clients; 0: 300 s */
+    long connect_timeout_ms;   /* upstream TCP+TLS connect; 0: 5000 */
+};
+
+struct gw_hub_metrics {
+    unsigned long sessions;          /* in memory, live or ended */
+    unsigned long clients;           /* attached now */
+    unsigned long clients_total;     /* ever attached */
+    unsigned long upstream_connects; /* upgrades the API server accepted */
+    unsigned long upstream_failures; /* connections that could not be made or were refused */
+    unsigned long gaps;              /* times a client lost output (behind the ring) */
+    unsigned long resizes;           /* resizes sent upstream */
+    unsigned long long bytes_in;     /* output from containers */
+    unsigned long long bytes_out;    /* output queued to clients */
+    unsigned long long stdin_bytes;  /* input forwarded to containers */
+};
+
+/* A client the server has admitted and upgraded. Strings are borrowed for the call. */
+struct gw_attach {
+    const char *namespace, *name;
+    const char *pod;   /* the TeloSession's status.podName */
+    const char *phase; /* its status.phase */
+    int exit_code;     /* its status.exitCode, -1 when absent */
+    enum gw_proto proto;
+    int has_last_seq; /* telo.io.v1: the client sent ?lastSeq= */
+    uint32_t last_seq;
+    const char *subject; /* who, for the log */
+};
+
+/* Creates the hub on loop with t (both borrowed, must outlive it); opts may be NULL. Returns NULL
+ * when out of memory. */
+struct gw_hub *gw_hub_new(struct ev_loop *loop, struct kube_transport *t,
+                          const struct gw_hub_opts *opts);
+
+/* Closes every client and upstream and frees h. NULL is a no-op. */
+void gw_hub_free(struct gw_hub *h);
+
+/* Whether a client may be attached for req: returns 0, or an HTTP status (409) with *why set
+ * when the session is neither running with a pod, nor ended, nor held in memory. */
+int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char **why);
+
+/* Takes the upgraded socket fd (closed by the hub from now on, also on failure) and the bytes
+ * already read past the handshake, and attaches the client: the hello, the scrollback, then live
+ * output; the exit Status at the end. Returns 0, or a negative code with err filled (the client
+ * is then gone). */
+int gw_hub_attach(struct gw_hub *h, int fd, const void *extra, size_t extra_len,
+                  const struct gw_attach *req, struct telo_err *err);
+
+/* The counters; valid for the hub's lifetime. */
+const struct gw_hub_metrics *gw_hub_metrics(const struct gw_hub *h);
+
+#endif

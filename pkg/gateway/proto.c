@@ -1,0 +1,334 @@
+/* The gateway's wire formats: the route, subprotocol negotiation, channel messages, resize JSON,
+ * the exit Status and telo.io.v1 control frames. Pure. */
+#include "gateway/proto.h"
+
+#include "ws/http.h"
+
+#include <json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *gw_proto_name(enum gw_proto p)
+{
+    switch (p) {
+    case GW_PROTO_V5:
+        return "v5.channel.k8s.io";
+    case GW_PROTO_V4:
+        return "v4.channel.k8s.io";
+    case GW_PROTO_IO_V1:
+        return "telo.io.v1";
+    case GW_PROTO_NONE:
+        break;
+    }
+    return "";
+}
+
+/* Decodes unpadded base64url (RFC 4648 section 5) into out as a C string. Returns 0, or -1 when
+ * it is malformed, decodes to a NUL byte, or does not fit. */
+static int base64url_decode(const char *in, char *out, size_t outlen)
+{
+    unsigned int acc = 0;
+    int bits = 0;
+    size_t n = 0;
+    for (const char *p = in; *p != '\0'; p++) {
+        int v;
+        if (*p >= 'A' && *p <= 'Z')
+            v = *p - 'A';
+        else if (*p >= 'a' && *p <= 'z')
+            v = *p - 'a' + 26;
+        else if (*p >= '0' && *p <= '9')
+            v = *p - '0' + 52;
+        else if (*p == '-')
+            v = 62;
+        else if (*p == '_')
+            v = 63;
+        else if (*p == '=')
+            break; /* tolerate padding */
+        else
+            return -1;
+        acc = (acc << 6) | (unsigned int)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            char c = (char)((acc >> bits) & 0xFF);
+            if (c == '\0' || n + 1 >= outlen)
+                return -1;
+            out[n++] = c;
+        }
+    }
+    out[n] = '\0';
+    return n > 0 ? 0 : -1;
+}
+
+enum gw_proto gw_pick_protocol(const char *header, char *token, size_t token_len, int *bad_token)
+{
+    enum gw_proto chosen = GW_PROTO_NONE;
+    size_t plen = strlen(GW_BEARER_PREFIX);
+    /* Items are bounded by the request head (8 KiB), so one that long holds any token. */
+    char item[8192];
+    token[0] = '\0';
+    *bad_token = 0;
+    if (header == NULL)
+        return GW_PROTO_NONE;
+    const char *list = header;
+    while (ws_http_list_next(&list, item, sizeof(item))) {
+        if (strncmp(item, GW_BEARER_PREFIX, plen) == 0) {
+            if (base64url_decode(item + plen, token, token_len) != 0) {
+                token[0] = '\0';
+                *bad_token = 1;
+            }
+            continue;
+        }
+        if (chosen != GW_PROTO_NONE)
+            continue;
+        if (strcmp(item, "v5.channel.k8s.io") == 0)
+            chosen = GW_PROTO_V5;
+        else if (strcmp(item, "v4.channel.k8s.io") == 0)
+            chosen = GW_PROTO_V4;
+        else if (strcmp(item, "telo.io.v1") == 0)
+            chosen = GW_PROTO_IO_V1;
+    }
+    return chosen;
+}
+
+/* A DNS-1123 subdomain (namespaces are labels, names of custom resources subdomains). */
+static int dns_name(const char *s, size_t n)
+{
+    if (n == 0 || n > 253)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && c != '-' && c != '.')
+            return 0;
+        if ((i == 0 || i == n - 1) && !alnum)
+            return 0;
+    }
+    return 1;
+}
+
+/* Copies the segment at *p up to the next '/' (or end) into out and advances. */
+static int segment(const char **p, const char *end, char *out, size_t outlen)
+{
+    const char *s = *p;
+    const char *slash = memchr(s, '/', (size_t)(end - s));
+    const char *e = slash != NULL ? slash : end;
+    size_t n = (size_t)(e - s);
+    if (n == 0 || n >= outlen)
+        return -1;
+    memcpy(out, s, n);
+    out[n] = '\0';
+    *p = slash != NULL ? slash + 1 : end;
+    return slash != NULL ? 1 : 0;
+}
+
+int gw_parse_target(const char *target, struct gw_target *out)
+{
+    static const char prefix[] = "/v1/namespaces/";
+    memset(out, 0, sizeof(*out));
+    const char *q = strchr(target, '?');
+    const char *end = q != NULL ? q : target + strlen(target);
+    out->query = q != NULL ? q + 1 : "";
+    if (strncmp(target, prefix, sizeof(prefix) - 1) != 0)
+        return -TELO_ENOTFOUND;
+    const char *p = target + sizeof(prefix) - 1;
+    char kind[32];
+    if (segment(&p, end, out->namespace, sizeof(out->namespace)) != 1 ||
+        segment(&p, end, kind, sizeof(kind)) != 1 || strcmp(kind, "telosessions") != 0 ||
+        segment(&p, end, out->name, sizeof(out->name)) != 1 ||
+        segment(&p, end, out->action, sizeof(out->action)) != 0)
+        return -TELO_ENOTFOUND;
+    if (strcmp(out->action, "attach") != 0 && strcmp(out->action, "debug") != 0)
+        return -TELO_ENOTFOUND;
+    if (!dns_name(out->namespace, strlen(out->namespace)) || strlen(out->namespace) > 63 ||
+        strchr(out->namespace, '.') != NULL || !dns_name(out->name, strlen(out->name)))
+        return -TELO_ENOTFOUND;
+    return 0;
+}
+
+static int clamp_dim(long long v)
+{
+    if (v < 1)
+        return 1;
+    return v > GW_SIZE_MAX_DIM ? GW_SIZE_MAX_DIM : (int)v;
+}
+
+/* An integer member of o, or -1 when absent or not a number. */
+static long long int_member(struct json_object *o, const char *key)
+{
+    struct json_object *v;
+    if (!json_object_object_get_ex(o, key, &v))
+        return -1;
+    if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
+        return -1;
+    return json_object_get_int64(v);
+}
+
+int gw_parse_resize(const uint8_t *data, size_t len, int *width, int *height)
+{
+    struct json_tokener *tok = json_tokener_new();
+    if (tok == NULL)
+        return -TELO_ENOMEM;
+    int found = 0;
+    size_t pos = 0;
+    while (pos < len) {
+        while (pos < len && (data[pos] == ' ' || data[pos] == '\n' || data[pos] == '\r' ||
+                             data[pos] == '\t'))
+            pos++;
+        if (pos == len)
+            break;
+        json_tokener_reset(tok);
+        struct json_object *o = json_tokener_parse_ex(tok, (const char *)data + pos,
+                                                      (int)(len - pos < 65536 ? len - pos : 65536));
+        if (o == NULL) {
+            found = -1;
+            break;
+        }
+        pos += (size_t)json_tokener_get_parse_end(tok);
+        long long w = int_member(o, "Width"), h = int_member(o, "Height");
+        if (json_object_is_type(o, json_type_object) && w >= 0 && h >= 0) {
+            *width = clamp_dim(w);
+            *height = clamp_dim(h);
+            found = 1;
+        }
+        json_object_put(o);
+    }
+    json_tokener_free(tok);
+    return found == 1 ? 0 : -TELO_EPROTO;
+}
+
+int gw_parse_io_control(const uint8_t *data, size_t len, struct gw_io_control *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (len > 4096)
+        return -TELO_EPROTO;
+    struct json_tokener *tok = json_tokener_new();
+    if (tok == NULL)
+        return -TELO_ENOMEM;
+    struct json_object *o = json_tokener_parse_ex(tok, (const char *)data, (int)len);
+    int complete = o != NULL && (size_t)json_tokener_get_parse_end(tok) == len;
+    json_tokener_free(tok);
+    int rc = -TELO_EPROTO;
+    struct json_object *type;
+    if (complete && json_object_is_type(o, json_type_object)) {
+        rc = 0;
+        if (json_object_object_get_ex(o, "type", &type) &&
+            strcmp(json_object_get_string(type), "resize") == 0) {
+            long long cols = int_member(o, "cols"), rows = int_member(o, "rows");
+            if (cols < 0 || rows < 0) {
+                rc = -TELO_EPROTO;
+            } else {
+                out->kind = GW_IO_RESIZE;
+                out->cols = clamp_dim(cols);
+                out->rows = clamp_dim(rows);
+            }
+        }
+    }
+    json_object_put(o);
+    return rc;
+}
+
+int gw_resize_json(struct buf *out, int width, int height)
+{
+    return buf_printf(out, "{\"Width\":%d,\"Height\":%d}", width, height);
+}
+
+static int append_json(struct buf *out, struct json_object *o)
+{
+    int rc = -TELO_ENOMEM;
+    if (o != NULL) {
+        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+        rc = s != NULL ? buf_append_str(out, s) : -TELO_ENOMEM;
+    }
+    json_object_put(o);
+    return rc;
+}
+
+int gw_exit_status_json(struct buf *out, int exit_code, const char *message)
+{
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, "metadata", json_object_new_object());
+    if (exit_code == 0) {
+        json_object_object_add(o, "status", json_object_new_string("Success"));
+        return append_json(out, o);
+    }
+    json_object_object_add(o, "status", json_object_new_string("Failure"));
+    if (exit_code < 0) {
+        json_object_object_add(o, "message",
+                               json_object_new_string(message ? message : "session ended"));
+        json_object_object_add(o, "reason", json_object_new_string("InternalError"));
+        return append_json(out, o);
+    }
+    char code[16], msg[96];
+    snprintf(code, sizeof(code), "%d", exit_code);
+    snprintf(msg, sizeof(msg), "command terminated with non-zero exit code: exit status %d",
+             exit_code);
+    struct json_object *cause = json_object_new_object(), *causes = json_object_new_array(),
+                       *details = json_object_new_object();
+    json_object_object_add(cause, "reason", json_object_new_string("ExitCode"));
+    json_object_object_add(cause, "message", json_object_new_string(code));
+    json_object_array_add(causes, cause);
+    json_object_object_add(details, "causes", causes);
+    json_object_object_add(o, "message", json_object_new_string(msg));
+    json_object_object_add(o, "reason", json_object_new_string("NonZeroExitCode"));
+    json_object_object_add(o, "details", details);
+    return append_json(out, o);
+}
+
+int gw_status_exit_code(const uint8_t *data, size_t len)
+{
+    struct json_tokener *tok = json_tokener_new();
+    if (tok == NULL)
+        return -1;
+    struct json_object *o = json_tokener_parse_ex(tok, (const char *)data, (int)len);
+    json_tokener_free(tok);
+    int code = -1;
+    struct json_object *v, *details, *causes;
+    if (o != NULL && json_object_object_get_ex(o, "status", &v)) {
+        if (strcmp(json_object_get_string(v), "Success") == 0) {
+            code = 0;
+        } else if (json_object_object_get_ex(o, "details", &details) &&
+                   json_object_object_get_ex(details, "causes", &causes) &&
+                   json_object_is_type(causes, json_type_array)) {
+            for (size_t i = 0; i < json_object_array_length(causes); i++) {
+                struct json_object *c = json_object_array_get_idx(causes, i), *r, *m;
+                if (json_object_object_get_ex(c, "reason", &r) &&
+                    strcmp(json_object_get_string(r), "ExitCode") == 0 &&
+                    json_object_object_get_ex(c, "message", &m)) {
+                    char *e = NULL;
+                    long n = strtol(json_object_get_string(m), &e, 10);
+                    if (e != NULL && *e == '\0' && n >= 0 && n <= 255)
+                        code = (int)n;
+                }
+            }
+        }
+    }
+    json_object_put(o);
+    return code;
+}
+
+int gw_error_status_json(struct buf *out, int code, const char *reason, const char *message)
+{
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, "kind", json_object_new_string("Status"));
+    json_object_object_add(o, "apiVersion", json_object_new_string("v1"));
+    json_object_object_add(o, "metadata", json_object_new_object());
+    json_object_object_add(o, "status", json_object_new_string("Failure"));
+    json_object_object_add(o, "message", json_object_new_string(message));
+    json_object_object_add(o, "reason", json_object_new_string(reason));
+    json_object_object_add(o, "code", json_object_new_int(code));
+    return append_json(out, o);
+}
+
+uint64_t gw_seq_from_wire(uint32_t last_seq, uint64_t latest)
+{
+    uint64_t base = latest & ~(uint64_t)0xFFFFFFFFu;
+    uint64_t v = base | last_seq;
+    if (v > latest) {
+        if (base == 0)
+            return 0;
+        v -= (uint64_t)1 << 32;
+    }
+    return v;
+}

@@ -1,0 +1,577 @@
+/* The gateway's HTTP front: the attach route with its WebSocket handshake and admission, and
+ * /healthz, /readyz and /metrics, on one listening socket of the libev loop. */
+#include "gateway/server.h"
+
+#include "gateway/auth.h"
+#include "gateway/proto.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "ws/frame.h"
+#include "ws/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define HEAD_MAX   8192
+#define HEAD_S     10.0
+#define TOKEN_MAX  8192
+
+struct conn {
+    struct gw_server *srv;
+    int fd;
+    ev_io io;
+    ev_timer timer;
+    char head[HEAD_MAX + 1];
+    size_t len;
+    size_t head_end;
+    char remote[64];
+    struct gw_admission *adm;
+    struct gw_target target;
+    enum gw_proto proto;
+    char accept[WS_ACCEPT_KEY_SIZE];
+    int has_last_seq;
+    uint32_t last_seq;
+    struct conn *prev, *next;
+};
+
+struct gw_server {
+    struct ev_loop *loop;
+    struct kube_transport *t;
+    struct gw_server_config cfg;
+    char *address;
+    char **origins;
+    int fd;
+    int port;
+    ev_io accept_io;
+    struct gw_auth *auth;
+    struct gw_hub *hub;
+    struct conn *conns;
+    unsigned long refusals[6]; /* 400, 401, 403, 404, 409, 503 */
+    unsigned long requests;
+};
+
+static const int refusal_codes[6] = {400, 401, 403, 404, 409, 503};
+
+static void conn_free(struct conn *c)
+{
+    struct gw_server *srv = c->srv;
+    ev_io_stop(srv->loop, &c->io);
+    ev_timer_stop(srv->loop, &c->timer);
+    gw_admission_cancel(c->adm);
+    if (c->fd >= 0)
+        close(c->fd);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    free(c);
+}
+
+/* Writes all of data, waiting up to a second for room: answers are small and the socket's buffer
+ * is empty, so this does not block in practice. Returns 0 or -1. */
+static int write_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        if (n > 0) {
+            data += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            if (poll(&p, 1, 1000) == 1)
+                continue;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static const char *status_text(int code)
+{
+    switch (code) {
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
+    default:
+        return "Service Unavailable";
+    }
+}
+
+/* Sends a whole answer and ends the connection. */
+static void respond(struct conn *c, int code, const char *content_type, const char *body,
+                    const char *extra_headers)
+{
+    struct buf b;
+    buf_init(&b, (size_t)1 << 20);
+    size_t blen = body != NULL ? strlen(body) : 0;
+    if (buf_printf(&b,
+                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                   "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n",
+                   code, status_text(code), content_type, blen,
+                   extra_headers != NULL ? extra_headers : "") == 0 &&
+        blen > 0)
+        buf_append(&b, body, blen);
+    if (b.data != NULL)
+        write_all(c->fd, b.data, b.len);
+    buf_release(&b);
+    shutdown(c->fd, SHUT_WR);
+    conn_free(c);
+}
+
+/* Refuses an attach with a Kubernetes Status body, and logs why (never the token). */
+static void refuse(struct conn *c, int code, const char *reason, const char *message,
+                   const char *subject)
+{
+    struct gw_server *srv = c->srv;
+    for (size_t i = 0; i < sizeof(refusal_codes) / sizeof(refusal_codes[0]); i++) {
+        if (refusal_codes[i] == code)
+            srv->refusals[i]++;
+    }
+    telo_log(code >= 500 ? TELO_LOG_WARN : TELO_LOG_INFO, "attach refused",
+             "session=%s/%s code=%d reason=%s subject=\"%s\" remote=%s why=\"%s\"",
+             c->target.namespace, c->target.name, code, reason, subject ? subject : "", c->remote,
+             message);
+    struct buf b;
+    buf_init(&b, 4096);
+    gw_error_status_json(&b, code, reason, message);
+    respond(c, code, "application/json", b.data,
+            code == 401 ? "WWW-Authenticate: Bearer realm=\"telo-gateway\"\r\n" : NULL);
+    buf_release(&b);
+}
+
+static void upgrade(struct conn *c, const struct gw_admitted *a)
+{
+    struct gw_server *srv = c->srv;
+    struct gw_attach req = {.namespace = c->target.namespace,
+                            .name = c->target.name,
+                            .pod = a->pod,
+                            .phase = a->phase,
+                            .exit_code = a->exit_code,
+                            .proto = c->proto,
+                            .has_last_seq = c->has_last_seq,
+                            .last_seq = c->last_seq,
+                            .subject = a->subject};
+    const char *why = NULL;
+    int code = gw_hub_check(srv->hub, &req, &why);
+    if (code != 0)
+        return refuse(c, code, "Conflict", why, a->subject);
+    char answer[512];
+    snprintf(answer, sizeof(answer),
+             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n",
+             c->accept, gw_proto_name(c->proto));
+    if (write_all(c->fd, answer, strlen(answer)) != 0)
+        return conn_free(c);
+    int fd = c->fd;
+    c->fd = -1;
+    char extra[HEAD_MAX];
+    size_t extra_len = c->len - c->head_end;
+    memcpy(extra, c->head + c->head_end, extra_len);
+    conn_free(c);
+    struct telo_err err = {0};
+    if (gw_hub_attach(srv->hub, fd, extra, extra_len, &req, &err) != 0)
+        telo_log(TELO_LOG_WARN, "attach failed after the upgrade", "session=%s/%s error=\"%s\"",
+                 req.namespace, req.name, err.msg);
+}
+
+static void admitted(const struct gw_admitted *a, void *ud)
+{
+    struct conn *c = ud;
+    c->adm = NULL;
+    switch (a->verdict) {
+    case GW_ALLOW:
+        return upgrade(c, a);
+    case GW_UNAUTHENTICATED:
+        return refuse(c, 401, "Unauthorized", a->reason, a->subject);
+    case GW_FORBIDDEN:
+        return refuse(c, 403, "Forbidden", a->reason, a->subject);
+    case GW_NOT_FOUND:
+        return refuse(c, 404, "NotFound", a->reason, a->subject);
+    case GW_UNAVAILABLE:
+        break;
+    }
+    refuse(c, 503, "ServiceUnavailable", a->reason, a->subject);
+}
+
+static int origin_allowed(const struct gw_server *srv, const char *origin)
+{
+    if (origin == NULL || srv->cfg.norigins == 0)
+        return 1;
+    for (size_t i = 0; i < srv->cfg.norigins; i++) {
+        if (strcmp(srv->origins[i], "*") == 0 || strcasecmp(srv->origins[i], origin) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void metrics(struct conn *c)
+{
+    const struct gw_hub_metrics *m = gw_hub_metrics(c->srv->hub);
+    struct buf b;
+    buf_init(&b, (size_t)1 << 20);
+    buf_printf(&b,
+               "# HELP telo_gateway_sessions Attach sessions in memory (live or ended).\n"
+               "# TYPE telo_gateway_sessions gauge\ntelo_gateway_sessions %lu\n"
+               "# HELP telo_gateway_clients Attached clients.\n"
+               "# TYPE telo_gateway_clients gauge\ntelo_gateway_clients %lu\n"
+               "# HELP telo_gateway_clients_total Clients ever attached.\n"
+               "# TYPE telo_gateway_clients_total counter\ntelo_gateway_clients_total %lu\n"
+               "# HELP telo_gateway_upstream_connects_total pods/attach upgrades accepted.\n"
+               "# TYPE telo_gateway_upstream_connects_total counter\n"
+               "telo_gateway_upstream_connects_total %lu\n"
+               "# HELP telo_gateway_upstream_failures_total pods/attach connections that failed.\n"
+               "# TYPE telo_gateway_upstream_failures_total counter\n"
+               "telo_gateway_upstream_failures_total %lu\n"
+               "# HELP telo_gateway_gaps_total Times a client fell behind the replay ring.\n"
+               "# TYPE telo_gateway_gaps_total counter\ntelo_gateway_gaps_total %lu\n"
+               "# HELP telo_gateway_resizes_total Resizes sent to containers.\n"
+               "# TYPE telo_gateway_resizes_total counter\ntelo_gateway_resizes_total %lu\n"
+               "# HELP telo_gateway_output_bytes_total Output read from containers.\n"
+               "# TYPE telo_gateway_output_bytes_total counter\n"
+               "telo_gateway_output_bytes_total %llu\n"
+               "# HELP telo_gateway_sent_bytes_total Output queued to clients.\n"
+               "# TYPE telo_gateway_sent_bytes_total counter\ntelo_gateway_sent_bytes_total %llu\n"
+               "# HELP telo_gateway_stdin_bytes_total Input forwarded to containers.\n"
+               "# TYPE telo_gateway_stdin_bytes_total counter\n"
+               "telo_gateway_stdin_bytes_total %llu\n"
+               "# HELP telo_gateway_refusals_total Attach requests refused, by HTTP status.\n"
+               "# TYPE telo_gateway_refusals_total counter\n",
+               m->sessions, m->clients, m->clients_total, m->upstream_connects,
+               m->upstream_failures, m->gaps, m->resizes, m->bytes_in, m->bytes_out,
+               m->stdin_bytes);
+    for (size_t i = 0; i < sizeof(refusal_codes) / sizeof(refusal_codes[0]); i++)
+        buf_printf(&b, "telo_gateway_refusals_total{code=\"%d\"} %lu\n", refusal_codes[i],
+                   c->srv->refusals[i]);
+    respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, NULL);
+    buf_release(&b);
+}
+
+/* The bearer token of the request: the Authorization header, else the subprotocol's. */
+static void request_token(const struct ws_http_head *h, const char *sub_token, char *out,
+                          size_t outlen)
+{
+    const char *auth = ws_http_header(h, "Authorization");
+    out[0] = '\0';
+    if (auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0) {
+        const char *t = auth + 7;
+        while (*t == ' ')
+            t++;
+        snprintf(out, outlen, "%s", t);
+        return;
+    }
+    snprintf(out, outlen, "%s", sub_token);
+}
+
+static void attach_request(struct conn *c, const struct ws_http_head *h)
+{
+    struct gw_server *srv = c->srv;
+    const char *key = ws_http_header(h, "Sec-WebSocket-Key");
+    const char *version = ws_http_header(h, "Sec-WebSocket-Version");
+    if (strcmp(h->method, "GET") != 0 || !ws_http_list_has(ws_http_header(h, "Upgrade"), "websocket") ||
+        !ws_http_list_has(ws_http_header(h, "Connection"), "upgrade") || key == NULL ||
+        ws_accept_key(key, c->accept) != 0)
+        return refuse(c, 400, "BadRequest",
+                      "attach is a WebSocket endpoint: send GET with Upgrade: websocket and a "
+                      "valid Sec-WebSocket-Key",
+                      NULL);
+    if (version == NULL || strcmp(version, "13") != 0)
+        return refuse(c, 400, "BadRequest", "Sec-WebSocket-Version must be 13", NULL);
+    if (!origin_allowed(srv, ws_http_header(h, "Origin")))
+        return refuse(c, 403, "Forbidden", "forbidden origin", NULL);
+    if (strcmp(c->target.action, "attach") != 0)
+        return refuse(c, 404, "NotFound", "the debug stream is not served by this gateway yet",
+                      NULL);
+    char *sub_token = malloc(TOKEN_MAX), *token = malloc(TOKEN_MAX);
+    if (sub_token == NULL || token == NULL) {
+        free(sub_token);
+        free(token);
+        return refuse(c, 503, "ServiceUnavailable", "out of memory", NULL);
+    }
+    int bad_token = 0;
+    c->proto = gw_pick_protocol(ws_http_header(h, "Sec-WebSocket-Protocol"), sub_token, TOKEN_MAX,
+                                &bad_token);
+    request_token(h, sub_token, token, TOKEN_MAX);
+    free(sub_token);
+    if (c->proto == GW_PROTO_NONE) {
+        free(token);
+        return refuse(c, 400, "BadRequest",
+                      "no supported subprotocol: offer v5.channel.k8s.io, v4.channel.k8s.io or "
+                      "telo.io.v1",
+                      NULL);
+    }
+    char value[32];
+    if (ws_http_query_param(c->target.query, "lastSeq", value, sizeof(value))) {
+        char *end = NULL;
+        unsigned long long n = strtoull(value, &end, 10);
+        if (end != value && *end == '\0' && n <= 0xFFFFFFFFull) {
+            c->has_last_seq = 1;
+            c->last_seq = (uint32_t)n;
+        }
+    }
+    if (token[0] == '\0') {
+        free(token);
+        return refuse(c, 401, "Unauthorized",
+                      bad_token ? "the bearer token subprotocol does not decode"
+                                : "no token: send Authorization: Bearer <token> or the "
+                                  "base64url.bearer.authorization.k8s.io.<token> subprotocol",
+                      NULL);
+    }
+    struct telo_err err = {0};
+    c->adm = gw_admit(srv->auth, c->target.namespace, c->target.name, token, admitted, c, &err);
+    OPENSSL_cleanse(token, strlen(token));
+    free(token);
+    if (c->adm == NULL)
+        return refuse(c, 503, "ServiceUnavailable", err.msg, NULL);
+    /* Wait for the verdict; the handshake timer still bounds the whole exchange. */
+}
+
+static void handle(struct conn *c)
+{
+    struct ws_http_head h;
+    struct telo_err err = {0};
+    c->srv->requests++;
+    char saved = c->head[c->head_end];
+    if (ws_http_parse_request(c->head, c->head_end, &h, &err) != 0)
+        return respond(c, 400, "text/plain; charset=utf-8", "bad request\n", NULL);
+    c->head[c->head_end] = saved;
+    const char *target = h.target;
+    if (gw_parse_target(target, &c->target) == 0)
+        return attach_request(c, &h);
+    const char *q = strchr(target, '?');
+    size_t plen = q != NULL ? (size_t)(q - target) : strlen(target);
+    int health = (plen == 8 && strncmp(target, "/healthz", 8) == 0) ||
+                 (plen == 7 && strncmp(target, "/readyz", 7) == 0);
+    int is_metrics = plen == 8 && strncmp(target, "/metrics", 8) == 0;
+    if (!health && !is_metrics)
+        return respond(c, 404, "text/plain; charset=utf-8", "not found\n", NULL);
+    if (strcmp(h.method, "GET") != 0)
+        return respond(c, 405, "text/plain; charset=utf-8", "method not allowed\n",
+                       "Allow: GET\r\n");
+    if (health)
+        return respond(c, 200, "text/plain; charset=utf-8", "ok\n", NULL);
+    metrics(c);
+}
+
+static void conn_read(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct conn *c = w->data;
+    if (c->adm != NULL) {
+        /* Waiting for admission: a peer that hangs up frees its slot; bytes it sends early (a
+         * first WebSocket frame) stay in the kernel until the upgrade. */
+        char probe;
+        ssize_t n = recv(c->fd, &probe, 1, MSG_PEEK);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            conn_free(c);
+        else
+            ev_io_stop(c->srv->loop, &c->io);
+        return;
+    }
+    for (;;) {
+        ssize_t n = read(c->fd, c->head + c->len, HEAD_MAX - c->len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0)
+            return conn_free(c);
+        c->len += (size_t)n;
+        long end = ws_http_head_end(c->head, c->len, HEAD_MAX);
+        if (end < 0)
+            return respond(c, 431, "text/plain; charset=utf-8", "request head too large\n",
+                           NULL);
+        if (end > 0) {
+            c->head_end = (size_t)end;
+            return handle(c);
+        }
+        if (c->len == HEAD_MAX)
+            return respond(c, 431, "text/plain; charset=utf-8", "request head too large\n",
+                           NULL);
+    }
+}
+
+static void conn_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct conn *c = w->data;
+    if (c->adm != NULL)
+        return refuse(c, 503, "ServiceUnavailable", "admission timed out", NULL);
+    conn_free(c);
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)revents;
+    struct gw_server *srv = w->data;
+    for (;;) {
+        struct sockaddr_storage addr;
+        socklen_t alen = sizeof(addr);
+        int fd = accept(srv->fd, (struct sockaddr *)&addr, &alen);
+        if (fd < 0)
+            return; /* EAGAIN, or a transient error (EMFILE...): try on the next event */
+        if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+            close(fd);
+            continue;
+        }
+        struct conn *c = calloc(1, sizeof(*c));
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
+        c->srv = srv;
+        c->fd = fd;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (addr.ss_family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&addr;
+            inet_ntop(AF_INET, &in->sin_addr, c->remote, sizeof(c->remote));
+        } else if (addr.ss_family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&addr;
+            inet_ntop(AF_INET6, &in6->sin6_addr, c->remote, sizeof(c->remote));
+        }
+        c->next = srv->conns;
+        if (srv->conns != NULL)
+            srv->conns->prev = c;
+        srv->conns = c;
+        ev_io_init(&c->io, conn_read, fd, EV_READ);
+        ev_timer_init(&c->timer, conn_timeout, HEAD_S, 0.);
+        c->io.data = c->timer.data = c;
+        ev_io_start(loop, &c->io);
+        ev_timer_start(loop, &c->timer);
+    }
+}
+
+struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
+                                const struct gw_server_config *cfg, struct telo_err *err)
+{
+    struct gw_server *srv = calloc(1, sizeof(*srv));
+    if (srv == NULL)
+        goto nomem;
+    srv->loop = loop;
+    srv->t = t;
+    srv->fd = -1;
+    srv->port = -1;
+    srv->cfg = *cfg;
+    srv->address = strdup(cfg->address != NULL ? cfg->address : "");
+    srv->origins = calloc(cfg->norigins + 1, sizeof(char *));
+    if (srv->address == NULL || srv->origins == NULL)
+        goto nomem;
+    for (size_t i = 0; i < cfg->norigins; i++) {
+        if ((srv->origins[i] = strdup(cfg->origins[i])) == NULL)
+            goto nomem;
+    }
+    srv->auth = gw_auth_new(t, cfg->auth_cache_s > 0 ? cfg->auth_cache_s : 10);
+    srv->hub = gw_hub_new(loop, t, &cfg->hub);
+    if (srv->auth == NULL || srv->hub == NULL)
+        goto nomem;
+    return srv;
+nomem:
+    gw_server_free(srv);
+    telo_err_set(err, TELO_ENOMEM, "gateway: out of memory");
+    return NULL;
+}
+
+int gw_server_start(struct gw_server *srv, struct telo_err *err)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    socklen_t slen;
+    const char *addr = srv->address[0] != '\0' ? srv->address : "::";
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, addr, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons((uint16_t)srv->cfg.port);
+        slen = sizeof(*in);
+    } else if (inet_pton(AF_INET6, addr, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)srv->cfg.port);
+        slen = sizeof(*in6);
+    } else {
+        return telo_err_set(err, TELO_EINVAL,
+                            "gateway: bind address '%s' is not an IPv4 or IPv6 literal", addr);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1, zero = 0;
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (ss.ss_family == AF_INET6)
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    }
+    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, slen) != 0 || listen(fd, 128) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return telo_err_set(err, TELO_EIO, "gateway: cannot listen on [%s]:%d: %s", addr,
+                            srv->cfg.port, strerror(e));
+    }
+    socklen_t alen = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &alen);
+    srv->port = ntohs(ss.ss_family == AF_INET ? in->sin_port : in6->sin6_port);
+    srv->fd = fd;
+    ev_io_init(&srv->accept_io, accept_cb, fd, EV_READ);
+    srv->accept_io.data = srv;
+    ev_io_start(srv->loop, &srv->accept_io);
+    return 0;
+}
+
+int gw_server_port(const struct gw_server *srv)
+{
+    return srv->port;
+}
+
+void gw_server_free(struct gw_server *srv)
+{
+    if (srv == NULL)
+        return;
+    if (srv->fd >= 0) {
+        ev_io_stop(srv->loop, &srv->accept_io);
+        close(srv->fd);
+    }
+    while (srv->conns != NULL)
+        conn_free(srv->conns);
+    gw_hub_free(srv->hub);
+    gw_auth_free(srv->auth);
+    if (srv->origins != NULL) {
+        for (size_t i = 0; i < srv->cfg.norigins; i++)
+            free(srv->origins[i]);
+    }
+    free(srv->origins);
+    free(srv->address);
+    free(srv);
+}

@@ -1,0 +1,39 @@
+/* The gateway's HTTP front: the attach route with its WebSocket handshake and admission, and
+ * /healthz, /readyz and /metrics, on one listening socket of the libev loop. */
+#ifndef TELO_GATEWAY_SERVER_H
+#define TELO_GATEWAY_SERVER_H
+
+#include "gateway/hub.h"
+#include "util/err.h"
+
+#include <stddef.h>
+
+struct ev_loop;
+struct kube_transport;
+struct gw_server;
+
+struct gw_server_config {
+    const char *address;              /* IPv4 or IPv6 literal; NULL or "": every interface */
+    int port;                         /* 0: the kernel picks (read it with gw_server_port) */
+    const char *const *origins;       /* allowed Origin values; none: any (tokens are explicit,
+                                       * never cookies, so a foreign page gains nothing) */
+    size_t norigins;
+    double auth_cache_s;              /* bearer-token decisions cached this long; 0: 10 s */
+    struct gw_hub_opts hub;           /* sessions: ring, queues, pings, resize throttle */
+};
+
+/* Creates a server for loop and t (borrowed, must outlive it) with a copy of cfg. Returns NULL
+ * with err filled (-TELO_ENOMEM). */
+struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
+                                const struct gw_server_config *cfg, struct telo_err *err);
+
+/* Binds and listens. Returns 0, or -TELO_EIO / -TELO_EINVAL with err naming the address. */
+int gw_server_start(struct gw_server *srv, struct telo_err *err);
+
+/* The bound port, or -1 before start. */
+int gw_server_port(const struct gw_server *srv);
+
+/* Closes the listener, every connection and session, and frees srv. NULL is a no-op. */
+void gw_server_free(struct gw_server *srv);
+
+#endif
