@@ -13,6 +13,9 @@ demo_ns=${TELO_DEMO_NAMESPACE:-telo-demo}
 operator_log="$log_dir/telo-operator.log"
 operator_pid="$pid_dir/telo-operator.pid"
 metrics_port=${TELO_OPERATOR_HTTP_PORT:-18080}
+gateway_log="$log_dir/telo-gateway.log"
+gateway_pid="$pid_dir/telo-gateway.pid"
+gateway_port=${TELO_GATEWAY_PORT:-18081}
 
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -29,16 +32,39 @@ done
 [ "$established" = True ] || { echo "run: the TeloSession CRD was not Established within 60 s" >&2; exit 1; }
 echo "telosessions.telo.run established"
 
+# A previous `make run` left a process running: replace it with this build.
+stop_previous() { # pidfile
+	if [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; then
+		kill -TERM "$(cat "$1")"
+		for _ in $(seq 1 100); do kill -0 "$(cat "$1")" 2>/dev/null || break; sleep 0.1; done
+	fi
+}
+
+step "gateway"
+stop_previous "$gateway_pid"
+echo "--- $(date -u +%FT%TZ) starting" >>"$gateway_log"
+setsid "$build/bin/telo-gateway" --kubeconfig "$kubeconfig" \
+	--bind-address "127.0.0.1:$gateway_port" \
+	>>"$gateway_log" 2>&1 </dev/null &
+echo $! >"$gateway_pid"
+for _ in $(seq 1 100); do
+	curl -fsS "http://127.0.0.1:$gateway_port/readyz" >/dev/null 2>&1 && break
+	if ! kill -0 "$(cat "$gateway_pid")" 2>/dev/null; then
+		echo "run: the gateway exited (is port $gateway_port taken? set TELO_GATEWAY_PORT); last lines of $gateway_log:" >&2
+		tail -n 20 "$gateway_log" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+echo "telo-gateway running (pid $(cat "$gateway_pid"), log $gateway_log, attach http://127.0.0.1:$gateway_port/v1/namespaces/NS/telosessions/NAME/attach)"
+
 step "operator"
-# A previous `make run` left its operator running: replace it with this build.
-if [ -f "$operator_pid" ] && kill -0 "$(cat "$operator_pid")" 2>/dev/null; then
-	kill -TERM "$(cat "$operator_pid")"
-	for _ in $(seq 1 100); do kill -0 "$(cat "$operator_pid")" 2>/dev/null || break; sleep 0.1; done
-fi
+stop_previous "$operator_pid"
 echo "--- $(date -u +%FT%TZ) starting" >>"$operator_log"
 setsid "$build/bin/telo-operator" run --kubeconfig "$kubeconfig" \
 	--http-bind-address "127.0.0.1:$metrics_port" \
 	--set "ingress.baseDomain=${TELO_BASE_DOMAIN:-sessions.localtest.me}" \
+	--set "gatewayUrl=http://127.0.0.1:$gateway_port" \
 	>>"$operator_log" 2>&1 </dev/null &
 echo $! >"$operator_pid"
 for _ in $(seq 1 100); do
@@ -76,6 +102,9 @@ ones: the session pod is reported Running without a container behind it).
   $k8s_bin/kubectl describe telosession hello -n $demo_ns
   $k8s_bin/kubectl patch telosession hello -n $demo_ns --type merge -p '{"spec":{"stopped":true}}'   # stop it
   $k8s_bin/kubectl delete telosession hello -n $demo_ns                                               # clean up
-Attach (once the gateway lands): kubectl telo attach hello -n $demo_ns
-Stop everything: make cluster-down (the operator: kill \$(cat $operator_pid))
+Attach: status.attach.url of the session, with the token of Secret status.attach.secretName
+(kubectl telo attach hello -n $demo_ns, once the plugin is installed); the session runs on a
+kwok node here, so its attach needs the real node (TELO_REAL_NODE=1 make cluster-up).
+Stop everything: make cluster-down (the operator: kill \$(cat $operator_pid); the gateway:
+kill \$(cat $gateway_pid))
 EOF

@@ -168,8 +168,7 @@ int main(int argc, char **argv)
     int rc = 1;
     if (kube_config_load_env(o.kubeconfig, o.context, &kcfg, &err) != 0 ||
         (t = kube_transport_new(loop, kcfg, NULL, &err)) == NULL ||
-        (srv = gw_server_new(loop, t, &o.cfg, &err)) == NULL ||
-        gw_server_start(srv, &err) != 0) {
+        (srv = gw_server_new(loop, t, &o.cfg, &err)) == NULL || gw_server_start(srv, &err) != 0) {
         telo_log(TELO_LOG_ERROR, "cannot start", "error=\"%s\"", err.msg);
         goto out;
     }

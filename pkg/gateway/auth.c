@@ -281,10 +281,8 @@ static void on_session(const struct kube_result *res, void *ud)
     }
     if (secret == NULL)
         return start(adm, TOKEN_REVIEW);
-    struct kube_ref ref = {.version = "v1",
-                           .resource = "secrets",
-                           .namespace = adm->namespace,
-                           .name = secret};
+    struct kube_ref ref = {
+        .version = "v1", .resource = "secrets", .namespace = adm->namespace, .name = secret};
     struct telo_err err = {0};
     adm->step = GET_SECRET;
     adm->call = kube_rest_get(adm->a->t, &ref, on_secret, adm, &err);
@@ -365,8 +363,8 @@ struct gw_admission *gw_admit(struct gw_auth *a, const char *namespace, const ch
     SHA256((const unsigned char *)token, strlen(token), digest);
     size_t pos = 0;
     for (size_t i = 0; i < sizeof(digest); i++)
-        pos += (size_t)snprintf(adm->cache_key + pos, sizeof(adm->cache_key) - pos, "%02x",
-                                digest[i]);
+        pos +=
+            (size_t)snprintf(adm->cache_key + pos, sizeof(adm->cache_key) - pos, "%02x", digest[i]);
     snprintf(adm->cache_key + pos, sizeof(adm->cache_key) - pos, "/%s/%s", namespace, name);
     struct kube_ref ref = {.group = "telo.run",
                            .version = "v1alpha1",

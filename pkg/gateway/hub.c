@@ -1,5 +1,6 @@
 /* The attach sessions of the gateway: one upstream pods/attach per TeloSession, its replay ring,
- * and the clients it fans out to (each with its own cursor, so a slow one never stalls the rest). */
+ * and the clients it fans out to (each with its own cursor, so a slow one never stalls the rest).
+ */
 #include "gateway/hub.h"
 
 #include "gateway/ring.h"
@@ -23,6 +24,7 @@
 #define RETRY_MIN_S       0.5
 #define RETRY_MAX_S       5.0
 #define MAX_CLIENT_MSG    (1 << 20)
+#define MAX_PENDING_STDIN (64 << 10)
 
 enum state {
     S_CONNECTING, /* upstream opening */
@@ -49,7 +51,8 @@ struct session {
     double backoff;
     int width, height; /* latest size asked by a client; 0: none yet */
     double resize_sent_at;
-    int exit_code; /* S_ENDED: the container's exit code, -1 when unknown */
+    struct buf pending_stdin; /* typed while the upstream was not open; sent when it opens */
+    int exit_code;            /* S_ENDED: the container's exit code, -1 when unknown */
     char end_message[200];
 };
 
@@ -179,6 +182,22 @@ static void pump(struct client *c)
 
 static void session_resize(struct session *s, int width, int height);
 
+/* Input goes to the container; typed before the upstream opened (the first client types at
+ * once) or while it reconnects, it waits in a bounded buffer rather than being lost. */
+static void session_stdin(struct session *s, const uint8_t *data, size_t len)
+{
+    if (s->state == S_ENDED || len == 0)
+        return;
+    if (gw_upstream_is_open(s->up) && s->pending_stdin.len == 0) {
+        if (gw_upstream_stdin(s->up, data, len) == 0)
+            s->hub->m.stdin_bytes += len;
+        return;
+    }
+    if (buf_append(&s->pending_stdin, data, len) != 0)
+        telo_log(TELO_LOG_WARN, "attach input dropped while the upstream is not open",
+                 "session=%s bytes=%zu", s->key, len);
+}
+
 static void client_message(struct ws_conn *ws, int opcode, const uint8_t *data, size_t len,
                            void *ud)
 {
@@ -186,11 +205,8 @@ static void client_message(struct ws_conn *ws, int opcode, const uint8_t *data, 
     struct client *c = ud;
     struct session *s = c->s;
     if (c->proto == GW_PROTO_IO_V1) {
-        if (opcode == WS_OP_BINARY) {
-            if (gw_upstream_stdin(s->up, data, len) == 0)
-                s->hub->m.stdin_bytes += len;
-            return;
-        }
+        if (opcode == WS_OP_BINARY)
+            session_stdin(s, data, len);
         struct gw_io_control ctl;
         if (gw_parse_io_control(data, len, &ctl) == 0 && ctl.kind == GW_IO_RESIZE)
             session_resize(s, ctl.cols, ctl.rows);
@@ -202,8 +218,7 @@ static void client_message(struct ws_conn *ws, int opcode, const uint8_t *data, 
     int w, h;
     switch (data[0]) {
     case GW_CH_STDIN:
-        if (len > 1 && gw_upstream_stdin(s->up, data + 1, len - 1) == 0)
-            s->hub->m.stdin_bytes += len - 1;
+        session_stdin(s, data + 1, len - 1);
         break;
     case GW_CH_RESIZE:
         if (gw_parse_resize(data + 1, len - 1, &w, &h) == 0)
@@ -336,6 +351,10 @@ static void up_open(void *ud)
     telo_log(TELO_LOG_INFO, "attach upstream open", "session=%s pod=%s", s->key, s->pod);
     if (s->width > 0 && gw_upstream_resize(s->up, s->width, s->height) == 0)
         s->hub->m.resizes++;
+    if (s->pending_stdin.len > 0 &&
+        gw_upstream_stdin(s->up, s->pending_stdin.data, s->pending_stdin.len) == 0)
+        s->hub->m.stdin_bytes += s->pending_stdin.len;
+    buf_reset(&s->pending_stdin);
 }
 
 static void up_output(const uint8_t *data, size_t len, void *ud)
@@ -370,8 +389,8 @@ static void open_upstream(struct session *s)
     struct telo_err err = {0};
     s->state = S_CONNECTING;
     s->up = gw_upstream_open(h->loop, kube_transport_config(h->t), s->namespace, s->pod,
-                             SESSION_CONTAINER, h->opts.connect_timeout_ms,
-                             h->opts.ping_interval_s, &cbs, s, &err);
+                             SESSION_CONTAINER, h->opts.connect_timeout_ms, h->opts.ping_interval_s,
+                             &cbs, s, &err);
     if (s->up == NULL) {
         h->m.upstream_failures++;
         telo_log(TELO_LOG_WARN, "attach upstream failed", "session=%s error=\"%s\"", s->key,
@@ -431,8 +450,10 @@ static void expire_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void session_free(struct session *s)
 {
     struct gw_hub *h = s->hub;
-    while (s->clients != NULL)
-        client_free(s->clients);
+    for (struct client *c = s->clients, *next; c != NULL; c = next) {
+        next = c->next;
+        client_free(c);
+    }
     kube_call_cancel(s->pod_call);
     gw_upstream_free(s->up);
     ev_timer_stop(h->loop, &s->retry);
@@ -440,6 +461,7 @@ static void session_free(struct session *s)
     ev_timer_stop(h->loop, &s->expire);
     strmap_remove(h->sessions, s->key);
     gw_ring_free(s->ring);
+    buf_release(&s->pending_stdin);
     h->m.sessions--;
     free(s);
 }
@@ -461,6 +483,7 @@ static struct session *session_new(struct gw_hub *h, const struct gw_attach *req
     snprintf(s->name, sizeof(s->name), "%s", req->name);
     snprintf(s->pod, sizeof(s->pod), "%s", req->pod ? req->pod : "");
     s->exit_code = -1;
+    buf_init(&s->pending_stdin, MAX_PENDING_STDIN);
     ev_timer_init(&s->retry, retry_cb, 0., 0.);
     ev_timer_init(&s->resize, resize_cb, 0., 0.);
     ev_timer_init(&s->expire, expire_cb, 0., 0.);
@@ -536,8 +559,8 @@ int gw_hub_attach(struct gw_hub *h, int fd, const void *extra, size_t extra_len,
     s->clients = c;
     h->m.clients++;
     h->m.clients_total++;
-    telo_log(TELO_LOG_INFO, "attach client joined", "session=%s subject=\"%s\" protocol=%s",
-             s->key, c->subject, gw_proto_name(c->proto));
+    telo_log(TELO_LOG_INFO, "attach client joined", "session=%s subject=\"%s\" protocol=%s", s->key,
+             c->subject, gw_proto_name(c->proto));
 
     uint64_t first = gw_ring_first(s->ring), next = gw_ring_next(s->ring);
     c->cursor = first;

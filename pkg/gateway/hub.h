@@ -1,5 +1,6 @@
 /* The attach sessions of the gateway: one upstream pods/attach per TeloSession, its replay ring,
- * and the clients it fans out to (each with its own cursor, so a slow one never stalls the rest). */
+ * and the clients it fans out to (each with its own cursor, so a slow one never stalls the rest).
+ */
 #ifndef TELO_GATEWAY_HUB_H
 #define TELO_GATEWAY_HUB_H
 

@@ -173,8 +173,8 @@ int gw_parse_resize(const uint8_t *data, size_t len, int *width, int *height)
     int found = 0;
     size_t pos = 0;
     while (pos < len) {
-        while (pos < len && (data[pos] == ' ' || data[pos] == '\n' || data[pos] == '\r' ||
-                             data[pos] == '\t'))
+        while (pos < len &&
+               (data[pos] == ' ' || data[pos] == '\n' || data[pos] == '\r' || data[pos] == '\t'))
             pos++;
         if (pos == len)
             break;

@@ -70,6 +70,7 @@ uint64_t gw_ring_append(struct gw_ring *r, const void *data, size_t len)
     if (len == 0)
         return 0;
     const uint8_t *p = data;
+    r->total += len;
     if (len > r->cap) {
         p += len - r->cap;
         len = r->cap;
@@ -93,7 +94,6 @@ uint64_t gw_ring_append(struct gw_ring *r, const void *data, size_t len)
     r->count++;
     r->held += len;
     r->write_pos = pos + len;
-    r->total += len;
     return r->first_seq + r->count - 1;
 }
 

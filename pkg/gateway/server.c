@@ -24,9 +24,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define HEAD_MAX   8192
-#define HEAD_S     10.0
-#define TOKEN_MAX  8192
+#define HEAD_MAX  8192
+#define HEAD_S    10.0
+#define TOKEN_MAX 8192
 
 struct conn {
     struct gw_server *srv;
@@ -300,7 +300,8 @@ static void attach_request(struct conn *c, const struct ws_http_head *h)
     struct gw_server *srv = c->srv;
     const char *key = ws_http_header(h, "Sec-WebSocket-Key");
     const char *version = ws_http_header(h, "Sec-WebSocket-Version");
-    if (strcmp(h->method, "GET") != 0 || !ws_http_list_has(ws_http_header(h, "Upgrade"), "websocket") ||
+    if (strcmp(h->method, "GET") != 0 ||
+        !ws_http_list_has(ws_http_header(h, "Upgrade"), "websocket") ||
         !ws_http_list_has(ws_http_header(h, "Connection"), "upgrade") || key == NULL ||
         ws_accept_key(key, c->accept) != 0)
         return refuse(c, 400, "BadRequest",
@@ -412,15 +413,13 @@ static void conn_read(struct ev_loop *loop, ev_io *w, int revents)
         c->len += (size_t)n;
         long end = ws_http_head_end(c->head, c->len, HEAD_MAX);
         if (end < 0)
-            return respond(c, 431, "text/plain; charset=utf-8", "request head too large\n",
-                           NULL);
+            return respond(c, 431, "text/plain; charset=utf-8", "request head too large\n", NULL);
         if (end > 0) {
             c->head_end = (size_t)end;
             return handle(c);
         }
         if (c->len == HEAD_MAX)
-            return respond(c, 431, "text/plain; charset=utf-8", "request head too large\n",
-                           NULL);
+            return respond(c, 431, "text/plain; charset=utf-8", "request head too large\n", NULL);
     }
 }
 

@@ -13,13 +13,13 @@ struct kube_transport;
 struct gw_server;
 
 struct gw_server_config {
-    const char *address;              /* IPv4 or IPv6 literal; NULL or "": every interface */
-    int port;                         /* 0: the kernel picks (read it with gw_server_port) */
-    const char *const *origins;       /* allowed Origin values; none: any (tokens are explicit,
-                                       * never cookies, so a foreign page gains nothing) */
+    const char *address;        /* IPv4 or IPv6 literal; NULL or "": every interface */
+    int port;                   /* 0: the kernel picks (read it with gw_server_port) */
+    const char *const *origins; /* allowed Origin values; none: any (tokens are explicit,
+                                 * never cookies, so a foreign page gains nothing) */
     size_t norigins;
-    double auth_cache_s;              /* bearer-token decisions cached this long; 0: 10 s */
-    struct gw_hub_opts hub;           /* sessions: ring, queues, pings, resize throttle */
+    double auth_cache_s;    /* bearer-token decisions cached this long; 0: 10 s */
+    struct gw_hub_opts hub; /* sessions: ring, queues, pings, resize throttle */
 };
 
 /* Creates a server for loop and t (borrowed, must outlive it) with a copy of cfg. Returns NULL

@@ -20,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HEAD_MAX     16384
-#define HANDSHAKE_S  10.0
-#define MAX_QUEUED   (1 << 20)
-#define MAX_MESSAGE  (1 << 20)
-#define SUBPROTOCOL  "v5.channel.k8s.io"
+#define HEAD_MAX    16384
+#define HANDSHAKE_S 10.0
+#define MAX_QUEUED  (1 << 20)
+#define MAX_MESSAGE (1 << 20)
+#define SUBPROTOCOL "v5.channel.k8s.io"
 
 enum phase { SENDING, READING, OPEN, CLOSED };
 

@@ -36,9 +36,8 @@ struct gw_upstream *gw_upstream_open(struct ev_loop *loop, struct kube_config *c
                                      const struct gw_upstream_callbacks *cb, void *ud,
                                      struct telo_err *err);
 
-/* Sends bytes to the container's stdin. Returns 0, or -TELO_EIO when not open (the bytes are
- * dropped: keystrokes typed while reconnecting are not replayed), or -TELO_ETOOBIG when the
- * send queue is full. */
+/* Sends bytes to the container's stdin. Returns 0, or -TELO_EIO when not open (nothing is sent;
+ * the caller keeps what it wants to send later), or -TELO_ETOOBIG when the send queue is full. */
 int gw_upstream_stdin(struct gw_upstream *u, const void *data, size_t len);
 
 /* Sends a terminal size on the resize channel. Returns as gw_upstream_stdin. */

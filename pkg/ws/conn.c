@@ -43,7 +43,7 @@ struct ws_conn {
     enum state state;
     int peer_close_seen;
     int close_code;
-    char close_reason[124];
+    char close_reason[WS_MAX_CONTROL + 1];
     int paused;
     int depth; /* callbacks of ours running on the stack */
     int dead;  /* ws_conn_free called while depth > 0 */
@@ -78,6 +78,12 @@ static void finish(struct ws_conn *c, int code, const char *reason)
 {
     if (c->state == FINISHED)
         return;
+    /* Once a close frame was exchanged its code is the outcome, even when the peer then hangs up
+     * before taking our answer. */
+    if (c->peer_close_seen && c->close_code != 0) {
+        code = c->close_code;
+        reason = c->close_reason;
+    }
     c->state = FINISHED;
     ev_io_stop(c->loop, &c->rio);
     ev_io_stop(c->loop, &c->wio);
@@ -137,8 +143,8 @@ static int flush_out(struct ws_conn *c)
     return 0;
 }
 
-static int enqueue(struct ws_conn *c, int opcode, const void *prefix, size_t plen,
-                   const void *data, size_t len)
+static int enqueue(struct ws_conn *c, int opcode, const void *prefix, size_t plen, const void *data,
+                   size_t len)
 {
     uint8_t header[WS_MAX_HEADER];
     uint8_t mask[4];
@@ -230,8 +236,8 @@ static void on_control(struct ws_conn *c, const struct ws_frame *f)
     char reason[WS_MAX_CONTROL] = "";
     if (f->payload_len >= 2) {
         code = (f->payload[0] << 8) | f->payload[1];
-        size_t rlen = f->payload_len - 2 < sizeof(reason) - 1 ? f->payload_len - 2
-                                                              : sizeof(reason) - 1;
+        size_t rlen =
+            f->payload_len - 2 < sizeof(reason) - 1 ? f->payload_len - 2 : sizeof(reason) - 1;
         memcpy(reason, f->payload + 2, rlen);
         reason[rlen] = '\0';
     }
@@ -254,8 +260,8 @@ static void parse_input(struct ws_conn *c)
         struct ws_frame f;
         size_t used = 0;
         struct telo_err err = {0};
-        int rc = ws_frame_parse(c->in + pos, c->in_len - pos, c->opts.max_message,
-                                !c->opts.client, &f, &used, &err);
+        int rc = ws_frame_parse(c->in + pos, c->in_len - pos, c->opts.max_message, !c->opts.client,
+                                &f, &used, &err);
         if (rc != 0) {
             protocol_error(c, rc == -TELO_ETOOBIG ? WS_CLOSE_TOO_BIG : WS_CLOSE_PROTOCOL_ERROR,
                            err.msg);
@@ -411,7 +417,9 @@ static void ping_cb(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     struct ws_conn *c = w->data;
     c->depth++;
-    if (ev_now(loop) - c->last_rx > 2 * c->opts.ping_interval_s + 1) {
+    /* Four intervals of silence: a peer that merely stops reading for a minute (a suspended
+     * terminal) is not taken for a dead one at the default 20 s. */
+    if (ev_now(loop) - c->last_rx > 4 * c->opts.ping_interval_s) {
         finish(c, 1006, "no answer to pings");
     } else if (c->state == OPEN && enqueue(c, WS_OP_PING, NULL, 0, NULL, 0) != 0) {
         finish(c, 1006, "out of memory sending a ping");

@@ -34,18 +34,18 @@ struct ws_conn_callbacks {
 };
 
 struct ws_conn_opts {
-    int client;              /* 1: mask what we send, expect unmasked frames (RFC 6455 5.1) */
-    size_t max_message;      /* largest message accepted; 0: 1 MiB */
-    size_t max_queued;       /* send queue bound for ws_conn_send without force; 0: 1 MiB */
-    size_t low_water;        /* on_drain threshold; 0: max_queued / 4 */
-    double ping_interval_s;  /* a ping this often, 0: none; no pong for two intervals closes */
-    double close_timeout_s;  /* wait for the peer's close frame after ours; 0: 5 s */
-    int keep_fd;             /* 1: the io layer owns fd and closes it; 0: the connection does */
+    int client;             /* 1: mask what we send, expect unmasked frames (RFC 6455 5.1) */
+    size_t max_message;     /* largest message accepted; 0: 1 MiB */
+    size_t max_queued;      /* send queue bound for ws_conn_send without force; 0: 1 MiB */
+    size_t low_water;       /* on_drain threshold; 0: max_queued / 4 */
+    double ping_interval_s; /* a ping this often, 0: none; nothing received for four closes */
+    double close_timeout_s; /* wait for the peer's close frame after ours; 0: 5 s */
+    int keep_fd;            /* 1: the io layer owns fd and closes it; 0: the connection does */
 };
 
 /* Wraps the connected, non-blocking socket fd (ownership passes to the connection, which closes
- * it, unless opts->keep_fd) on loop. io NULL means read/write on fd. cb and opts are copied; ud is passed to the
- * callbacks. Returns NULL with err filled on -TELO_ENOMEM (fd is then closed). */
+ * it, unless opts->keep_fd) on loop. io NULL means read/write on fd. cb and opts are copied; ud is
+ * passed to the callbacks. Returns NULL with err filled on -TELO_ENOMEM (fd is then closed). */
 struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_io *io,
                             const struct ws_conn_opts *opts, const struct ws_conn_callbacks *cb,
                             void *ud, struct telo_err *err);

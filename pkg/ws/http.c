@@ -94,8 +94,7 @@ int ws_http_parse_request(char *buf, size_t head_len, struct ws_http_head *h, st
     return parse_headers(eol + 2, end, h, err);
 }
 
-int ws_http_parse_response(char *buf, size_t head_len, struct ws_http_head *h,
-                           struct telo_err *err)
+int ws_http_parse_response(char *buf, size_t head_len, struct ws_http_head *h, struct telo_err *err)
 {
     memset(h, 0, sizeof(*h));
     char *end = buf + head_len;

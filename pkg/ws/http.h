@@ -10,7 +10,7 @@
 #define WS_HTTP_MAX_HEADERS 48
 
 struct ws_http_header {
-    const char *name; /* as sent; compare case-insensitively */
+    const char *name;  /* as sent; compare case-insensitively */
     const char *value; /* leading and trailing blanks removed */
 };
 

@@ -1,0 +1,494 @@
+"""The terminal gateway end to end on the real node (TELO_REAL_NODE=1 hack/cluster/up.sh):
+build/bin/telo-gateway and build/bin/telo-operator (gatewayUrl pointing at it) run against the
+local cluster, sessions run the stand-in app (hack/images/README.md: it echoes stdin lines, and
+`size`, `flood BYTES`, `quit CODE` are commands), and the tests attach with websocket-client
+exactly as a browser or client-go would: v5.channel.k8s.io, v4.channel.k8s.io and telo.io.v1.
+Skipped when no Ready node is labelled telo.run/node=real."""
+
+import base64
+import io
+import json
+import os
+import re
+import subprocess
+import tarfile
+import threading
+import time
+import uuid
+
+import pytest
+import websocket
+
+from conftest import (OPERATOR_BIN_DIR, ROOT, Operator, foreign_operators,
+                      wait_for_default_service_account, wait_until)
+
+V5, V4, IO = "v5.channel.k8s.io", "v4.channel.k8s.io", "telo.io.v1"
+ALLOWED_ORIGIN = "http://allowed.example"
+
+
+def _real_node(cluster):
+    proc = cluster.kubectl("get", "nodes", "-l", "telo.run/node=real", "-o", "json", check=False)
+    if proc.returncode != 0:
+        return None
+    for node in json.loads(proc.stdout)["items"]:
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"]):
+            return node
+    return None
+
+
+def _images(cluster):
+    """This checkout's stand-in and init images (the tests need its stand-in's stdin commands;
+    refs.json holds whatever checkout built last), built and imported when missing."""
+    def ref(name):
+        return subprocess.run([os.path.join(ROOT, "hack", "images", "build.sh"), "--ref", name],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    want = {name: ref(name) for name in ("telo-init", "telo-session-test")}
+    listed = subprocess.run(["ctr", "--address", os.path.join(cluster.dir, "real-node",
+                                                               "containerd", "containerd.sock"),
+                             "-n", "k8s.io", "images", "ls", "-q"],
+                            capture_output=True, text=True).stdout.split()
+    if not all(r in listed for r in want.values()):
+        subprocess.run([os.path.join(ROOT, "hack", "images", "build.sh")], check=True,
+                       capture_output=True, timeout=600)
+    return want
+
+
+class Gateway:
+    """build/bin/telo-gateway on a free loopback port, its log in a file."""
+
+    def __init__(self, cluster, log_path, args=()):
+        self.log_path = log_path
+        argv = [os.path.join(OPERATOR_BIN_DIR, "telo-gateway"), "--kubeconfig", cluster.kubeconfig,
+                "--bind-address", "127.0.0.1:0", *args]
+        with open(log_path, "a") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+
+        def port():
+            assert self.proc.poll() is None, "telo-gateway exited:\n" + self.log()
+            m = re.search(r'msg="serving attach".* port=(\d+)', self.log())
+            return int(m.group(1)) if m else None
+        self.port = wait_until(port, timeout=20, interval=0.05, what="the gateway's port")
+        self.base = "127.0.0.1:%d" % self.port
+
+    def log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def metric(self, name):
+        import urllib.request
+        with urllib.request.urlopen("http://%s/metrics" % self.base, timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return None
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return "killed"
+
+
+@pytest.fixture(scope="module")
+def env(cluster, crd, tmp_path_factory):
+    """One namespace (Pod Security restricted), one gateway and one operator for the module."""
+    if _real_node(cluster) is None:
+        pytest.skip("no Ready node labelled telo.run/node=real: attach needs a container that "
+                    "runs (start it: TELO_REAL_NODE=1 hack/cluster/up.sh)")
+    images = _images(cluster)
+    ns = "e2e-gateway-" + uuid.uuid4().hex[:6]
+    cluster.kubectl("create", "namespace", ns)
+    cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+    wait_for_default_service_account(cluster, ns)
+    others = foreign_operators({os.getpid()}, ns)
+    if others:
+        pytest.fail("another telo-operator watches every namespace and would reconcile this "
+                    "module's sessions too; stop it first:\n  " + "\n  ".join(others),
+                    pytrace=False)
+    logs = tmp_path_factory.mktemp("gateway")
+    gw = Gateway(cluster, str(logs / "gateway.log"), ["--allowed-origin", ALLOWED_ORIGIN])
+    op = Operator(cluster, ns, str(logs / "operator.log"), [
+        'tolerations=[{"key":"telo.run/node","operator":"Equal","value":"real",'
+        '"effect":"NoSchedule"}]',
+        "nodeSelector=telo.run/node=real", "images.init=" + images["telo-init"],
+        "images.default=" + images["telo-session-test"], "startDeadlineSeconds=90",
+        "gatewayUrl=http://" + gw.base]).start()
+    yield {"cluster": cluster, "ns": ns, "gw": gw, "op": op}
+    op.stop()
+    rc = gw.stop()
+    print("--- telo-gateway log:\n" + gw.log()[-6000:])
+    cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    assert rc == 0, "telo-gateway must exit 0 on SIGTERM (got %s)" % rc
+
+
+@pytest.fixture
+def sessions(env):
+    """Deletes the sessions a test started: the real node has 2 CPUs for every suite's pods."""
+    started = []
+    yield started
+    if started:
+        env["cluster"].kubectl("delete", "telosession", "-n", env["ns"], *started,
+                               "--wait=false", check=False)
+
+
+def start_session(env, name, cleanup, cpu="100m", entry="print gateway test %s\n"):
+    """A TeloSession running the stand-in with a one-line entry (and cpu, limits = requests);
+    returns its status once Running (with attach.url and attach.secretName) and the attach
+    token. cleanup (the sessions fixture) deletes it after the test."""
+    cluster, ns = env["cluster"], env["ns"]
+    cleanup.append(name)
+    text = (entry % name if "%s" in entry else entry).encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        info = tarfile.TarInfo("main.telo")
+        info.size = len(text)
+        tf.addfile(info, io.BytesIO(text))
+    objects = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name + "-bundle"},
+         "binaryData": {"bundle.tgz": base64.b64encode(buf.getvalue()).decode()}},
+        {"apiVersion": "telo.run/v1alpha1", "kind": "TeloSession", "metadata": {"name": name},
+         "spec": {"entry": "main.telo", "bundle": {"configMap": {"name": name + "-bundle"}},
+                  "resources": {"cpu": cpu, "memory": "64Mi"}}},
+    ]
+    cluster.kubectl("apply", "-n", ns, "-f", "-",
+                    input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+
+    def running():
+        ts = cluster.kubectl_json("get", "telosession", name, "-n", ns)
+        st = ts.get("status", {})
+        assert st.get("phase") not in ("Failed", "Succeeded"), json.dumps(st)
+        return st if st.get("phase") == "Running" and st.get("attach", {}).get("url") else None
+    status = wait_until(running, timeout=120, interval=0.5, what="session %s Running" % name)
+    secret = cluster.kubectl_json("get", "secret", status["attach"]["secretName"], "-n", ns)
+    return status, base64.b64decode(secret["data"]["token"]).decode()
+
+
+class Client:
+    """One attached terminal. Output is collected by a reader thread (unless stalled)."""
+
+    def __init__(self, url, token, proto=V5, query="", via_subprotocol=False, origin=None,
+                 read=True):
+        headers, protocols = [], [proto]
+        if via_subprotocol:
+            enc = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+            protocols.append("base64url.bearer.authorization.k8s.io." + enc)
+        elif token is not None:
+            headers.append("Authorization: Bearer " + token)
+        opts = {"origin": origin} if origin else {"suppress_origin": True}
+        self.ws = websocket.create_connection(url + query, subprotocols=protocols, header=headers,
+                                              timeout=30, **opts)
+        self.proto = proto
+        assert self.ws.getsubprotocol() == proto
+        self.lock = threading.Condition()
+        self.out = bytearray()  # stdout as received
+        self.frames = []        # (kind, payload): ("out", bytes, seq), ("status", obj), ...
+        self.closed = None      # close code once closed
+        self.reader = None
+        if read:
+            self.start_reading()
+
+    def start_reading(self):
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        while True:
+            try:
+                op, data = self.ws.recv_data(control_frame=True)
+            except (websocket.WebSocketException, OSError):
+                with self.lock:
+                    self.closed = self.closed or "dropped"
+                    self.lock.notify_all()
+                return
+            with self.lock:
+                if op == websocket.ABNF.OPCODE_CLOSE:
+                    self.closed = int.from_bytes(data[:2], "big") if len(data) >= 2 else 1005
+                    self.lock.notify_all()
+                    return
+                if op == websocket.ABNF.OPCODE_BINARY and self.proto != IO and data:
+                    if data[0] == 1:
+                        self.out += data[1:]
+                        self.frames.append(("out", data[1:], None))
+                    elif data[0] == 3:
+                        self.frames.append(("status", json.loads(data[1:]), None))
+                elif op == websocket.ABNF.OPCODE_BINARY and self.proto == IO:
+                    seq = int.from_bytes(data[:4], "big")
+                    self.out += data[4:]
+                    self.frames.append(("out", data[4:], seq))
+                elif op == websocket.ABNF.OPCODE_TEXT:
+                    self.frames.append(("text", json.loads(data), None))
+                self.lock.notify_all()
+
+    def wait_for(self, needle, timeout=30, start=0):
+        """Waits until needle appears in the output at or after offset start; returns where."""
+        needle = needle.encode() if isinstance(needle, str) else needle
+        deadline = time.monotonic() + timeout
+        pos = start
+        with self.lock:
+            while True:
+                found = self.out.find(needle, pos)
+                if found >= 0:
+                    return found
+                pos = max(pos, len(self.out) - len(needle) + 1)
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    raise AssertionError("%r not seen (closed=%s); got %r" %
+                                         (needle, self.closed, bytes(self.out[-2000:])))
+                self.lock.wait(min(left, 1))
+
+    def wait_closed(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self.closed is None and time.monotonic() < deadline:
+                self.lock.wait(1)
+        return self.closed
+
+    def type(self, text):
+        data = text.encode()
+        if self.proto == IO:
+            self.ws.send_binary(data)
+        else:
+            self.ws.send_binary(b"\x00" + data)
+
+    def resize(self, cols, rows):
+        if self.proto == IO:
+            self.ws.send(json.dumps({"type": "resize", "cols": cols, "rows": rows}))
+        else:
+            self.ws.send_binary(b"\x04" + json.dumps({"Width": cols, "Height": rows}).encode())
+
+    def close(self):
+        try:
+            self.ws.close()
+        except (websocket.WebSocketException, OSError):
+            pass
+
+
+def url(env, name):
+    return "ws://%s/v1/namespaces/%s/telosessions/%s/attach" % (env["gw"].base, env["ns"], name)
+
+
+def refused(env, name, token, **kw):
+    """The HTTP status the handshake is refused with (101 is an accepted one)."""
+    try:
+        c = Client(url(env, name), token, read=False, **kw)
+    except websocket.WebSocketBadStatusException as e:
+        return e.status_code
+    c.close()
+    return 101
+
+
+def test_status_publishes_the_gateway_url(env, sessions):
+    status, token = start_session(env, "pub", sessions)
+    assert status["attach"]["url"] == url(env, "pub").replace("ws://", "http://")
+    assert status["attach"]["secretName"].endswith("-attach")
+    assert re.fullmatch(r"[0-9a-f]{64}", token)
+
+
+def test_viewers_share_output_scrollback_and_input(env, sessions):
+    """Two clients see the same output; typing in either is echoed to both; a third attaching
+    later gets the scrollback first."""
+    _, token = start_session(env, "share", sessions)
+    a = Client(url(env, "share"), token, V5)
+    b = Client(url(env, "share"), token, V4)
+    a.type("from-a\n")
+    for c in (a, b):
+        c.wait_for("echo: from-a")
+    b.type("from-b\n")
+    for c in (a, b):
+        c.wait_for("echo: from-b")
+    assert a.out == b.out, "both viewers must see the same bytes"
+    late = Client(url(env, "share"), token, V5)
+    late.wait_for("echo: from-b")
+    a.type("after-late\n")
+    late.wait_for("echo: after-late")
+    text = late.out.decode()
+    assert text.index("echo: from-a") < text.index("echo: from-b") < text.index("echo: after-late")
+    # The scrollback came first: the late viewer saw everything a saw, in the same order.
+    a.wait_for("echo: after-late")
+    assert late.out == a.out
+    for c in (a, b, late):
+        c.close()
+
+
+def test_resize_reaches_the_app(env, sessions):
+    _, token = start_session(env, "size", sessions)
+    k8s = Client(url(env, "size"), token, V5)
+    k8s.resize(123, 45)
+    time.sleep(0.2)  # the resize goes upstream on its own channel; stdin is another
+    k8s.type("size\n")
+    k8s.wait_for("size: 45 123")
+    io_client = Client(url(env, "size"), token, IO)
+    io_client.resize(77, 22)
+    time.sleep(0.2)
+    io_client.type("size\n")
+    io_client.wait_for("size: 22 77")
+    k8s.wait_for("size: 22 77")  # every viewer sees the app's answer
+    # Out-of-range sizes are clamped, not passed on (the reference's 1..10000).
+    k8s.resize(99999, 50)
+    time.sleep(0.2)
+    k8s.type("size\n")
+    k8s.wait_for("size: 50 10000")
+    k8s.close()
+    io_client.close()
+
+
+def test_io_client_resumes_from_last_seq(env, sessions):
+    _, token = start_session(env, "resume", sessions)
+    first = Client(url(env, "resume"), token, IO)
+    first.type("before\n")
+    first.wait_for("echo: before")
+    time.sleep(0.3)
+    with first.lock:
+        seqs = [f[2] for f in first.frames if f[0] == "out"]
+        head = [f[1] for f in first.frames if f[0] == "text" and f[1].get("type") == "seq"]
+    assert head, "a telo.io.v1 client is told the current sequence first"
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), seqs
+    last = seqs[-1]
+    first.close()
+    typist = Client(url(env, "resume"), token, V5)
+    typist.type("missed-1\n")
+    typist.wait_for("echo: missed-1")
+    typist.type("missed-2\n")
+    typist.wait_for("echo: missed-2")
+    again = Client(url(env, "resume"), token, IO, query="?lastSeq=%d" % last)
+    again.wait_for("echo: missed-2")
+    time.sleep(0.3)
+    with again.lock:
+        got = [f for f in again.frames if f[0] == "out"]
+    assert got and all(f[2] > last for f in got), [(f[2], f[1][:30]) for f in got]
+    assert got[0][2] == last + 1, "nothing missed may be skipped"
+    assert b"before" not in again.out, "what the client had must not come again"
+    assert b"echo: missed-1" in again.out
+    typist.close()
+    again.close()
+
+
+def test_exit_reaches_every_client_as_a_status(env, sessions):
+    _, token = start_session(env, "exit", sessions)
+    clients = [Client(url(env, "exit"), token, p) for p in (V5, V4, IO)]
+    clients[0].type("hello\n")
+    for c in clients:
+        c.wait_for("echo: hello")
+    clients[1].type("quit 7\n")
+    for c in clients:
+        assert c.wait_closed(60) == 1000, (c.proto, c.closed, c.out[-300:])
+        with c.lock:
+            statuses = [f[1] for f in c.frames if f[0] in ("status", "text")
+                        and (f[0] == "status" or f[1].get("type") == "status")]
+        assert statuses, (c.proto, c.frames[-3:])
+        st = statuses[-1]
+        if c.proto == IO:
+            assert st["status"] == {"kind": "exited", "code": 7}, st
+        else:
+            assert st["status"] == "Failure" and st["reason"] == "NonZeroExitCode", st
+            assert st["details"]["causes"] == [{"reason": "ExitCode", "message": "7"}], st
+        assert b"telo: exiting with code 7" in c.out
+    # A client attaching after the end still gets the output and then the same Status.
+    late = Client(url(env, "exit"), token, V5)
+    assert late.wait_closed(30) == 1000
+    assert b"echo: hello" in late.out
+    assert [f[1]["details"]["causes"][0]["message"] for f in late.frames if f[0] == "status"] \
+        == ["7"]
+    cluster = env["cluster"]
+    wait_until(lambda: cluster.kubectl_json("get", "telosession", "exit", "-n", env["ns"])
+               ["status"].get("exitCode") == 7, timeout=60, what="status.exitCode 7")
+
+
+def _b64url(data):
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _resign(cluster, token, **claims):
+    """token with claims replaced, signed again with the cluster's service-account key, so the
+    only difference the API server can see is the changed claims."""
+    header, payload, _ = token.split(".")
+    body = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    body.update(claims)
+    signing_input = header + "." + _b64url(json.dumps(body, separators=(",", ":")).encode())
+    sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign",
+                          os.path.join(cluster.dir, "pki", "sa.key")],
+                         input=signing_input.encode(), capture_output=True, check=True).stdout
+    return signing_input + "." + _b64url(sig)
+
+
+def test_refusals_401_403_and_allowed_paths(env, sessions):
+    cluster, ns = env["cluster"], env["ns"]
+    _, token = start_session(env, "guard", sessions)
+    # The session's own token, in the header or in the browser subprotocol.
+    assert refused(env, "guard", token) == 101
+    assert refused(env, "guard", token, proto=IO, via_subprotocol=True) == 101
+    # No token, a wrong one, garbage that is no Kubernetes token.
+    assert refused(env, "guard", None) == 401
+    assert refused(env, "guard", "0" * 64) == 401
+    assert refused(env, "guard", "not.a.jwt") == 401
+    # Service accounts: one with the verb, one without.
+    cluster.kubectl("create", "serviceaccount", "viewer", "-n", ns)
+    cluster.kubectl("create", "serviceaccount", "attacher", "-n", ns)
+    cluster.kubectl("create", "role", "attach", "-n", ns, "--verb=create",
+                    "--resource=telosessions.telo.run/attach")
+    cluster.kubectl("create", "rolebinding", "attach", "-n", ns, "--role=attach",
+                    "--serviceaccount=%s:attacher" % ns)
+    viewer = cluster.kubectl("create", "token", "viewer", "-n", ns).stdout.strip()
+    attacher = cluster.kubectl("create", "token", "attacher", "-n", ns).stdout.strip()
+    assert refused(env, "guard", viewer) == 403
+    assert wait_until(lambda: refused(env, "guard", attacher) == 101, timeout=15,
+                      what="RBAC for the attacher (a RoleBinding takes a moment)")
+    # The same signed token, expired: a Kubernetes token that no longer passes TokenReview.
+    now = int(time.time())
+    fresh = _resign(cluster, attacher)
+    expired = _resign(cluster, attacher, iat=now - 7200, nbf=now - 7200, exp=now - 3600)
+    assert refused(env, "guard", fresh) == 101, "our re-signing must keep a token valid"
+    assert refused(env, "guard", expired) == 401
+    # A session that does not exist: 404 to whoever may attach there, 401 to strangers.
+    assert refused(env, "missing", attacher) == 404
+    assert refused(env, "missing", "0" * 64) == 401
+    # Origins: the gateway runs with --allowed-origin http://allowed.example.
+    assert refused(env, "guard", token, origin="http://evil.example") == 403
+    assert refused(env, "guard", token, origin=ALLOWED_ORIGIN) == 101
+    log = env["gw"].log()
+    assert 'msg="attach refused"' in log and "code=403" in log and "code=401" in log
+    for secret in (token, viewer, attacher, expired):
+        assert secret not in log, "a token reached the gateway's log"
+    assert env["gw"].metric('telo_gateway_refusals_total{code="401"}') >= 5
+
+
+def _timed_flood(client, size):
+    """Seconds from asking the app for size bytes to its `flood: done` after them."""
+    mark = len(client.out)
+    start = time.monotonic()
+    client.type("flood %d\n" % size)
+    client.wait_for("flood: done\r\n", timeout=300, start=mark + size)
+    return time.monotonic() - start
+
+
+@pytest.mark.slow
+def test_stalled_client_does_not_slow_another(env, sessions):
+    """A client that stops reading for 60 s while the app writes 50 MB does not slow the other:
+    the reader's throughput with and without the stalled one is printed and compared; the stalled
+    one, reading again, gets a gap marker (it fell more than the 1 MiB ring behind)."""
+    _, token = start_session(env, "flood", sessions, cpu="500m")
+    size = 50 * 1000 * 1000
+    reader = Client(url(env, "flood"), token, V5)
+    reader.type("warm\n")
+    reader.wait_for("echo: warm")
+    alone = _timed_flood(reader, size)
+    stalled = Client(url(env, "flood"), token, V5, read=False)
+    stalled_at = time.monotonic()
+    gaps_before = env["gw"].metric("telo_gateway_gaps_total")
+    beside = _timed_flood(reader, size)
+    time.sleep(max(0, 60 - (time.monotonic() - stalled_at)))
+    line = ("gateway flood of %d bytes to one reader: alone %.2f s (%.1f MB/s), beside a client "
+            "stalled for 60 s %.2f s (%.1f MB/s), ratio %.2f" %
+            (size, alone, size / alone / 1e6, beside, size / beside / 1e6, beside / alone))
+    print("\n" + line)
+    with open(os.path.join(os.path.dirname(env["gw"].log_path), "flood.txt"), "w") as f:
+        f.write(line + "\n")
+    assert beside < alone * 1.5 + 1, line
+    stalled.start_reading()
+    stalled.wait_for("[telo-gateway: output skipped", timeout=60)
+    assert env["gw"].metric("telo_gateway_gaps_total") > gaps_before
+    reader.close()
+    stalled.close()

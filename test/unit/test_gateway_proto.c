@@ -1,0 +1,153 @@
+/* Tests for pkg/gateway/proto.c: route, subprotocols, resize JSON, Status bodies, seq wrap. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "gateway/proto.h"
+
+#include <string.h>
+
+static void parses_the_attach_route(void **state)
+{
+    (void)state;
+    struct gw_target t;
+    assert_int_equal(gw_parse_target("/v1/namespaces/dev/telosessions/my.app/attach?lastSeq=3", &t),
+                     0);
+    assert_string_equal(t.namespace, "dev");
+    assert_string_equal(t.name, "my.app");
+    assert_string_equal(t.action, "attach");
+    assert_string_equal(t.query, "lastSeq=3");
+    assert_int_equal(gw_parse_target("/v1/namespaces/dev/telosessions/x/debug", &t), 0);
+    assert_string_equal(t.query, "");
+    static const char *const bad[] = {
+        "/v1/namespaces/dev/telosessions/x/exec",
+        "/v1/namespaces/dev/telosessions/x/attach/more",
+        "/v1/namespaces/dev/pods/x/attach",
+        "/v1/namespaces//telosessions/x/attach",
+        "/v1/namespaces/Dev/telosessions/x/attach",
+        "/v1/namespaces/a.b/telosessions/x/attach",
+        "/v1/namespaces/dev/telosessions/%2e%2e/attach",
+        "/v1/namespaces/dev/telosessions/-x/attach",
+        "/v2/namespaces/dev/telosessions/x/attach",
+        "/healthz",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(gw_parse_target(bad[i], &t), -TELO_ENOTFOUND);
+}
+
+static void picks_the_first_supported_protocol_and_the_bearer_token(void **state)
+{
+    (void)state;
+    char tok[64];
+    int bad = 0;
+    assert_int_equal(
+        gw_pick_protocol("v4.channel.k8s.io, v5.channel.k8s.io", tok, sizeof(tok), &bad),
+        GW_PROTO_V4);
+    assert_string_equal(tok, "");
+    /* "my-token" in unpadded base64url is bXktdG9rZW4. */
+    assert_int_equal(gw_pick_protocol("base64url.bearer.authorization.k8s.io.bXktdG9rZW4, "
+                                      "channel.k8s.io, v5.channel.k8s.io",
+                                      tok, sizeof(tok), &bad),
+                     GW_PROTO_V5);
+    assert_string_equal(tok, "my-token");
+    assert_false(bad);
+    assert_int_equal(gw_pick_protocol("telo.io.v1", tok, sizeof(tok), &bad), GW_PROTO_IO_V1);
+    assert_int_equal(gw_pick_protocol("base64.channel.k8s.io", tok, sizeof(tok), &bad),
+                     GW_PROTO_NONE);
+    assert_int_equal(gw_pick_protocol(NULL, tok, sizeof(tok), &bad), GW_PROTO_NONE);
+    assert_int_equal(gw_pick_protocol("base64url.bearer.authorization.k8s.io.!!!,telo.io.v1", tok,
+                                      sizeof(tok), &bad),
+                     GW_PROTO_IO_V1);
+    assert_true(bad);
+    assert_string_equal(tok, "");
+    assert_string_equal(gw_proto_name(GW_PROTO_V5), "v5.channel.k8s.io");
+}
+
+static void parses_resize_streams_and_clamps(void **state)
+{
+    (void)state;
+    int w = 0, h = 0;
+    const char *one = "{\"Width\":120,\"Height\":40}";
+    assert_int_equal(gw_parse_resize((const uint8_t *)one, strlen(one), &w, &h), 0);
+    assert_int_equal(w, 120);
+    assert_int_equal(h, 40);
+    /* client-go's json.Encoder: objects back to back with newlines; the last one wins. */
+    const char *many = "{\"Width\":80,\"Height\":24}\n{\"Width\":0,\"Height\":99999}\n";
+    assert_int_equal(gw_parse_resize((const uint8_t *)many, strlen(many), &w, &h), 0);
+    assert_int_equal(w, 1);
+    assert_int_equal(h, GW_SIZE_MAX_DIM);
+    const char *bad[] = {"", "{", "[1,2]", "{\"Width\":\"80\",\"Height\":24}", "not json"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(gw_parse_resize((const uint8_t *)bad[i], strlen(bad[i]), &w, &h),
+                         -TELO_EPROTO);
+}
+
+static void parses_io_control_frames(void **state)
+{
+    (void)state;
+    struct gw_io_control c;
+    const char *rs = "{\"type\":\"resize\",\"cols\":132,\"rows\":0}";
+    assert_int_equal(gw_parse_io_control((const uint8_t *)rs, strlen(rs), &c), 0);
+    assert_int_equal(c.kind, GW_IO_RESIZE);
+    assert_int_equal(c.cols, 132);
+    assert_int_equal(c.rows, 1);
+    const char *other = "{\"type\":\"ping\"}";
+    assert_int_equal(gw_parse_io_control((const uint8_t *)other, strlen(other), &c), 0);
+    assert_int_equal(c.kind, GW_IO_UNKNOWN);
+    const char *bad = "{\"type\":\"resize\",\"cols\":\"x\",\"rows\":3}";
+    assert_int_equal(gw_parse_io_control((const uint8_t *)bad, strlen(bad), &c), -TELO_EPROTO);
+    const char *trailing = "{\"type\":\"resize\",\"cols\":1,\"rows\":1} junk";
+    assert_int_equal(gw_parse_io_control((const uint8_t *)trailing, strlen(trailing), &c),
+                     -TELO_EPROTO);
+}
+
+static void exit_statuses_round_trip(void **state)
+{
+    (void)state;
+    for (int code = 0; code < 256; code += 51) {
+        struct buf b;
+        buf_init(&b, 4096);
+        assert_int_equal(gw_exit_status_json(&b, code, NULL), 0);
+        assert_int_equal(gw_status_exit_code((const uint8_t *)b.data, b.len), code);
+        if (code != 0)
+            assert_non_null(strstr(b.data, "\"reason\":\"NonZeroExitCode\""));
+        buf_release(&b);
+    }
+    struct buf b;
+    buf_init(&b, 4096);
+    assert_int_equal(gw_exit_status_json(&b, -1, "pod gone"), 0);
+    assert_int_equal(gw_status_exit_code((const uint8_t *)b.data, b.len), -1);
+    assert_non_null(strstr(b.data, "pod gone"));
+    buf_reset(&b);
+    assert_int_equal(gw_error_status_json(&b, 403, "Forbidden", "no"), 0);
+    assert_non_null(strstr(b.data, "\"code\":403"));
+    buf_release(&b);
+}
+
+static void wire_seq_reconstruction(void **state)
+{
+    (void)state;
+    assert_int_equal(gw_seq_from_wire(5, 10), 5);
+    assert_int_equal(gw_seq_from_wire(0, 0), 0);
+    assert_int_equal(gw_seq_from_wire(11, 10), 0); /* from the future: nothing before it */
+    uint64_t latest = ((uint64_t)1 << 32) + 7;
+    assert_int_equal(gw_seq_from_wire(5, latest), ((uint64_t)1 << 32) + 5);
+    assert_int_equal(gw_seq_from_wire(0xFFFFFFF0u, latest), 0xFFFFFFF0u);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parses_the_attach_route),
+        cmocka_unit_test(picks_the_first_supported_protocol_and_the_bearer_token),
+        cmocka_unit_test(parses_resize_streams_and_clamps),
+        cmocka_unit_test(parses_io_control_frames),
+        cmocka_unit_test(exit_statuses_round_trip),
+        cmocka_unit_test(wire_seq_reconstruction),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

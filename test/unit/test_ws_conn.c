@@ -1,0 +1,224 @@
+/* Tests for pkg/ws/conn.c: a client and a server connection over a socketpair on a libev loop. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "ws/conn.h"
+#include "ws/frame.h"
+
+#include <ev.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct side {
+    struct ws_conn *c;
+    int messages;
+    int last_opcode;
+    uint8_t last[300000];
+    size_t last_len;
+    int drains;
+    int closed;
+    int close_code;
+    char close_reason[128];
+};
+
+static void on_message(struct ws_conn *c, int opcode, const uint8_t *data, size_t len, void *ud)
+{
+    (void)c;
+    struct side *s = ud;
+    s->messages++;
+    s->last_opcode = opcode;
+    s->last_len = len < sizeof(s->last) ? len : sizeof(s->last);
+    memcpy(s->last, data, s->last_len);
+}
+
+static void on_drain(struct ws_conn *c, void *ud)
+{
+    (void)c;
+    ((struct side *)ud)->drains++;
+}
+
+static void on_closed(struct ws_conn *c, int code, const char *reason, void *ud)
+{
+    struct side *s = ud;
+    s->closed++;
+    s->close_code = code;
+    snprintf(s->close_reason, sizeof(s->close_reason), "%s", reason);
+    ws_conn_free(c);
+    s->c = NULL;
+}
+
+static const struct ws_conn_callbacks cbs = {
+    .on_message = on_message, .on_drain = on_drain, .on_closed = on_closed};
+
+struct pair {
+    struct ev_loop *loop;
+    struct side server, client;
+    int fds[2];
+};
+
+static struct pair *pair_new(size_t max_message, size_t max_queued)
+{
+    struct pair *p = calloc(1, sizeof(*p));
+    p->loop = ev_loop_new(EVFLAG_AUTO);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, p->fds), 0);
+    fcntl(p->fds[0], F_SETFL, O_NONBLOCK);
+    fcntl(p->fds[1], F_SETFL, O_NONBLOCK);
+    struct ws_conn_opts so = {.max_message = max_message, .max_queued = max_queued};
+    struct ws_conn_opts co = so;
+    co.client = 1;
+    p->server.c = ws_conn_new(p->loop, p->fds[0], NULL, &so, &cbs, &p->server, NULL);
+    p->client.c = ws_conn_new(p->loop, p->fds[1], NULL, &co, &cbs, &p->client, NULL);
+    assert_non_null(p->server.c);
+    assert_non_null(p->client.c);
+    return p;
+}
+
+static void run_until(struct pair *p, const int *flag, int want)
+{
+    for (int i = 0; i < 2000 && *flag < want; i++)
+        ev_run(p->loop, EVRUN_ONCE | EVRUN_NOWAIT);
+}
+
+static void pair_free(struct pair *p)
+{
+    ws_conn_free(p->server.c);
+    ws_conn_free(p->client.c);
+    ev_loop_destroy(p->loop);
+    free(p);
+}
+
+static void messages_both_ways_with_prefix(void **state)
+{
+    (void)state;
+    struct pair *p = pair_new(0, 0);
+    const uint8_t ch = 1;
+    assert_int_equal(ws_conn_send(p->server.c, WS_OP_BINARY, &ch, 1, "hello", 5, 0), 0);
+    run_until(p, &p->client.messages, 1);
+    assert_int_equal(p->client.last_opcode, WS_OP_BINARY);
+    assert_int_equal(p->client.last_len, 6);
+    assert_memory_equal(p->client.last, "\x01hello", 6);
+    /* Client frames are masked on the wire; the server sees the clear text. */
+    static uint8_t big[200000];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (uint8_t)(i * 13);
+    assert_int_equal(ws_conn_send(p->client.c, WS_OP_TEXT, NULL, 0, big, sizeof(big), 0), 0);
+    run_until(p, &p->server.messages, 1);
+    assert_int_equal(p->server.last_opcode, WS_OP_TEXT);
+    assert_int_equal(p->server.last_len, sizeof(big));
+    assert_memory_equal(p->server.last, big, sizeof(big));
+    pair_free(p);
+}
+
+static void fragments_and_pings_from_a_raw_peer(void **state)
+{
+    (void)state;
+    struct pair *p = pair_new(0, 0);
+    /* Write raw frames from the client's socket: stop the client's conn first. */
+    int raw = dup(p->fds[1]); /* stays open when the client's conn closes its fd */
+    ws_conn_free(p->client.c);
+    p->client.c = NULL;
+    const uint8_t mask[4] = {9, 8, 7, 6};
+    uint8_t buf[64];
+    size_t n = 0;
+    uint8_t part1[] = "ab", part2[] = "cd";
+    n += ws_frame_header(buf + n, WS_OP_TEXT, 0, 2, mask);
+    memcpy(buf + n, part1, 2);
+    ws_mask(buf + n, 2, mask, 0);
+    n += 2;
+    n += ws_frame_header(buf + n, WS_OP_PING, 1, 0, mask); /* a ping between fragments */
+    n += ws_frame_header(buf + n, WS_OP_CONT, 1, 2, mask);
+    memcpy(buf + n, part2, 2);
+    ws_mask(buf + n, 2, mask, 0);
+    n += 2;
+    assert_int_equal(write(raw, buf, n), (ssize_t)n);
+    run_until(p, &p->server.messages, 1);
+    assert_int_equal(p->server.messages, 1);
+    assert_memory_equal(p->server.last, "abcd", 4);
+    /* The pong came back, unmasked. */
+    uint8_t in[16];
+    ssize_t got = read(raw, in, sizeof(in));
+    assert_int_equal(got, 2);
+    assert_int_equal(in[0], 0x80 | WS_OP_PONG);
+    /* A client frame without a mask is a protocol error: close 1002, then the end. */
+    uint8_t unmasked[] = {0x82, 0x00};
+    assert_int_equal(write(raw, unmasked, 2), 2);
+    run_until(p, &p->server.closed, 1);
+    assert_int_equal(p->server.closed, 1);
+    got = read(raw, in, sizeof(in));
+    assert_true(got >= 4);
+    assert_int_equal(in[0], 0x80 | WS_OP_CLOSE);
+    assert_int_equal((in[2] << 8) | in[3], WS_CLOSE_PROTOCOL_ERROR);
+    close(raw);
+    pair_free(p);
+}
+
+static void closing_handshake_reports_once_on_both_sides(void **state)
+{
+    (void)state;
+    struct pair *p = pair_new(0, 0);
+    ws_conn_close(p->server.c, WS_CLOSE_NORMAL, "exit 3");
+    assert_int_equal(ws_conn_send(p->server.c, WS_OP_BINARY, NULL, 0, "x", 1, 1), -TELO_EIO);
+    run_until(p, &p->server.closed, 1);
+    run_until(p, &p->client.closed, 1);
+    assert_int_equal(p->client.closed, 1);
+    assert_int_equal(p->client.close_code, WS_CLOSE_NORMAL);
+    assert_string_equal(p->client.close_reason, "exit 3");
+    assert_int_equal(p->server.closed, 1);
+    assert_int_equal(p->server.close_code, WS_CLOSE_NORMAL);
+    pair_free(p);
+}
+
+static void bounded_queue_refuses_then_drains(void **state)
+{
+    (void)state;
+    struct pair *p = pair_new(0, 100000);
+    static uint8_t chunk[30000];
+    int sent = 0;
+    /* Nobody runs the loop, so the socket fills and the queue grows to its bound. */
+    while (ws_conn_send(p->server.c, WS_OP_BINARY, NULL, 0, chunk, sizeof(chunk), 0) == 0)
+        sent++;
+    assert_true(ws_conn_queued(p->server.c) > 0);
+    assert_int_equal(ws_conn_send(p->server.c, WS_OP_BINARY, NULL, 0, chunk, sizeof(chunk), 0),
+                     -TELO_ETOOBIG);
+    /* force ignores the bound (a final status must not be lost). */
+    assert_int_equal(ws_conn_send(p->server.c, WS_OP_BINARY, NULL, 0, "end", 3, 1), 0);
+    run_until(p, &p->client.messages, sent + 1);
+    assert_int_equal(p->client.messages, sent + 1);
+    assert_memory_equal(p->client.last, "end", 3);
+    assert_true(p->server.drains >= 1);
+    assert_int_equal(ws_conn_queued(p->server.c), 0);
+    pair_free(p);
+}
+
+static void oversized_message_closes_with_1009(void **state)
+{
+    (void)state;
+    struct pair *p = pair_new(1000, 0);
+    static uint8_t big[2000];
+    assert_int_equal(ws_conn_send(p->client.c, WS_OP_BINARY, NULL, 0, big, sizeof(big), 0), 0);
+    run_until(p, &p->client.closed, 1);
+    assert_int_equal(p->server.messages, 0);
+    assert_int_equal(p->client.close_code, WS_CLOSE_TOO_BIG);
+    pair_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(messages_both_ways_with_prefix),
+        cmocka_unit_test(fragments_and_pings_from_a_raw_peer),
+        cmocka_unit_test(closing_handshake_reports_once_on_both_sides),
+        cmocka_unit_test(bounded_queue_refuses_then_drains),
+        cmocka_unit_test(oversized_message_closes_with_1009),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,130 @@
+/* Tests for pkg/ws/http.c: the handshake's HTTP request and response heads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "ws/http.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void parses_an_upgrade_request(void **state)
+{
+    (void)state;
+    char req[] = "GET /v1/namespaces/a/telosessions/b/attach?lastSeq=4 HTTP/1.1\r\n"
+                 "Host: gw\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n"
+                 "Sec-WebSocket-Protocol:  v5.channel.k8s.io , telo.io.v1\t\r\n\r\nTAIL";
+    long end = ws_http_head_end(req, strlen(req), 8192);
+    assert_int_equal(end, (long)(strstr(req, "TAIL") - req));
+    struct ws_http_head h;
+    assert_int_equal(ws_http_parse_request(req, (size_t)end, &h, NULL), 0);
+    assert_string_equal(h.method, "GET");
+    assert_string_equal(h.target, "/v1/namespaces/a/telosessions/b/attach?lastSeq=4");
+    assert_int_equal(h.minor_version, 1);
+    assert_int_equal(h.nheaders, 4);
+    assert_string_equal(ws_http_header(&h, "upgrade"), "websocket");
+    assert_string_equal(ws_http_header(&h, "SEC-WEBSOCKET-PROTOCOL"),
+                        "v5.channel.k8s.io , telo.io.v1");
+    assert_true(ws_http_list_has(ws_http_header(&h, "Connection"), "upgrade"));
+    assert_false(ws_http_list_has(ws_http_header(&h, "Connection"), "close"));
+    assert_null(ws_http_header(&h, "Origin"));
+}
+
+static void head_end_needs_the_blank_line_and_respects_the_limit(void **state)
+{
+    (void)state;
+    const char *partial = "GET / HTTP/1.1\r\nHost: x\r\n";
+    assert_int_equal(ws_http_head_end(partial, strlen(partial), 8192), 0);
+    assert_int_equal(ws_http_head_end(partial, strlen(partial), 10), -TELO_ETOOBIG);
+}
+
+static void refuses_malformed_requests(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "GET /\r\n\r\n",                             /* no version */
+        "get / HTTP/1.1\r\n\r\n",                    /* lower-case method */
+        "GET / HTTP/2.0\r\n\r\n",                    /* not 1.x */
+        "GET /a b HTTP/1.1\r\n\r\n",                 /* space in the target */
+        "GET / HTTP/1.1\r\nNoColon\r\n\r\n",         /* header without a colon */
+        "GET / HTTP/1.1\r\nName : v\r\n\r\n",        /* space before the colon */
+        "GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n", /* obsolete folding */
+        "GET / HTTP/1.1\r\nA: b\x01\r\n\r\n",        /* control character */
+        "GET / HTTP/1.1\nA: b\r\n\r\n",              /* bare LF */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", bad[i]);
+        struct ws_http_head h;
+        struct telo_err err = {0};
+        assert_int_equal(ws_http_parse_request(buf, strlen(buf), &h, &err), -TELO_EPROTO);
+        assert_true(err.msg[0] != '\0');
+    }
+}
+
+static void refuses_too_many_headers(void **state)
+{
+    (void)state;
+    char buf[4096] = "GET / HTTP/1.1\r\n";
+    for (int i = 0; i <= WS_HTTP_MAX_HEADERS; i++)
+        snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "H%d: v\r\n", i);
+    strcat(buf, "\r\n");
+    struct ws_http_head h;
+    assert_int_equal(ws_http_parse_request(buf, strlen(buf), &h, NULL), -TELO_EPROTO);
+}
+
+static void parses_responses(void **state)
+{
+    (void)state;
+    char ok[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                "Sec-WebSocket-Accept: abc\r\n\r\n";
+    struct ws_http_head h;
+    assert_int_equal(ws_http_parse_response(ok, strlen(ok), &h, NULL), 0);
+    assert_int_equal(h.status, 101);
+    assert_string_equal(ws_http_header(&h, "sec-websocket-accept"), "abc");
+    char bare[] = "HTTP/1.1 403\r\n\r\n";
+    assert_int_equal(ws_http_parse_response(bare, strlen(bare), &h, NULL), 0);
+    assert_int_equal(h.status, 403);
+    char bad[] = "HTTP/1.1 1O1 x\r\n\r\n";
+    assert_int_equal(ws_http_parse_response(bad, strlen(bad), &h, NULL), -TELO_EPROTO);
+}
+
+static void lists_and_query_parameters(void **state)
+{
+    (void)state;
+    const char *list = " a, ,b ,c";
+    char item[8];
+    assert_int_equal(ws_http_list_next(&list, item, sizeof(item)), 1);
+    assert_string_equal(item, "a");
+    assert_int_equal(ws_http_list_next(&list, item, sizeof(item)), 1);
+    assert_string_equal(item, "b");
+    assert_int_equal(ws_http_list_next(&list, item, sizeof(item)), 1);
+    assert_string_equal(item, "c");
+    assert_int_equal(ws_http_list_next(&list, item, sizeof(item)), 0);
+
+    char v[16];
+    assert_int_equal(ws_http_query_param("x=1&lastSeq=42&y", "lastSeq", v, sizeof(v)), 1);
+    assert_string_equal(v, "42");
+    assert_int_equal(ws_http_query_param("lastSeqX=1", "lastSeq", v, sizeof(v)), 0);
+    assert_int_equal(ws_http_query_param("a=%41+b", "a", v, sizeof(v)), 1);
+    assert_string_equal(v, "A b");
+    assert_int_equal(ws_http_query_param("flag", "flag", v, sizeof(v)), 1);
+    assert_string_equal(v, "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parses_an_upgrade_request),
+        cmocka_unit_test(head_end_needs_the_blank_line_and_respects_the_limit),
+        cmocka_unit_test(refuses_malformed_requests),
+        cmocka_unit_test(refuses_too_many_headers),
+        cmocka_unit_test(parses_responses),
+        cmocka_unit_test(lists_and_query_parameters),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
