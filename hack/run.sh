@@ -40,47 +40,36 @@ stop_previous() { # pidfile
 	fi
 }
 
+# start NAME PIDFILE LOG PORT PORT_VARIABLE COMMAND...: starts COMMAND in the background (its
+# log appended to LOG) and waits until it answers /readyz on PORT; fails with the log's tail.
+start() {
+	local name=$1 pidfile=$2 log=$3 port=$4 port_var=$5
+	shift 5
+	stop_previous "$pidfile"
+	echo "--- $(date -u +%FT%TZ) starting" >>"$log"
+	setsid "$@" >>"$log" 2>&1 </dev/null &
+	echo $! >"$pidfile"
+	for _ in $(seq 1 300); do
+		curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return 0
+		kill -0 "$(cat "$pidfile")" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "run: $name did not come up (is port $port taken? set $port_var); last lines of $log:" >&2
+	tail -n 20 "$log" >&2
+	exit 1
+}
+
 step "gateway"
-stop_previous "$gateway_pid"
-echo "--- $(date -u +%FT%TZ) starting" >>"$gateway_log"
-setsid "$build/bin/telo-gateway" --kubeconfig "$kubeconfig" \
-	--bind-address "127.0.0.1:$gateway_port" \
-	>>"$gateway_log" 2>&1 </dev/null &
-echo $! >"$gateway_pid"
-for _ in $(seq 1 100); do
-	curl -fsS "http://127.0.0.1:$gateway_port/readyz" >/dev/null 2>&1 && break
-	if ! kill -0 "$(cat "$gateway_pid")" 2>/dev/null; then
-		echo "run: the gateway exited (is port $gateway_port taken? set TELO_GATEWAY_PORT); last lines of $gateway_log:" >&2
-		tail -n 20 "$gateway_log" >&2
-		exit 1
-	fi
-	sleep 0.1
-done
+start telo-gateway "$gateway_pid" "$gateway_log" "$gateway_port" TELO_GATEWAY_PORT \
+	"$build/bin/telo-gateway" --kubeconfig "$kubeconfig" --bind-address "127.0.0.1:$gateway_port"
 echo "telo-gateway running (pid $(cat "$gateway_pid"), log $gateway_log, attach http://127.0.0.1:$gateway_port/v1/namespaces/NS/telosessions/NAME/attach)"
 
 step "operator"
-stop_previous "$operator_pid"
-echo "--- $(date -u +%FT%TZ) starting" >>"$operator_log"
-setsid "$build/bin/telo-operator" run --kubeconfig "$kubeconfig" \
+start telo-operator "$operator_pid" "$operator_log" "$metrics_port" TELO_OPERATOR_HTTP_PORT \
+	"$build/bin/telo-operator" run --kubeconfig "$kubeconfig" \
 	--http-bind-address "127.0.0.1:$metrics_port" \
 	--set "ingress.baseDomain=${TELO_BASE_DOMAIN:-sessions.localtest.me}" \
-	--set "gatewayUrl=http://127.0.0.1:$gateway_port" \
-	>>"$operator_log" 2>&1 </dev/null &
-echo $! >"$operator_pid"
-for _ in $(seq 1 100); do
-	curl -fsS "http://127.0.0.1:$metrics_port/readyz" >/dev/null 2>&1 && break
-	if ! kill -0 "$(cat "$operator_pid")" 2>/dev/null; then
-		echo "run: the operator exited; last lines of $operator_log:" >&2
-		tail -n 20 "$operator_log" >&2
-		exit 1
-	fi
-	sleep 0.1
-done
-if ! kill -0 "$(cat "$operator_pid")" 2>/dev/null; then
-	echo "run: the operator exited (is port $metrics_port taken? set TELO_OPERATOR_HTTP_PORT); last lines of $operator_log:" >&2
-	tail -n 20 "$operator_log" >&2
-	exit 1
-fi
+	--set "gatewayUrl=http://127.0.0.1:$gateway_port"
 echo "telo-operator running (pid $(cat "$operator_pid"), log $operator_log, metrics http://127.0.0.1:$metrics_port/metrics)"
 
 step "sample session"

@@ -63,6 +63,15 @@ static int parse_args(int argc, char **argv, struct options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double d = 0;
+        /* --flag=value as well as --flag value (the chart writes the first). */
+        char flag[64];
+        const char *eq = strchr(a, '=');
+        int joined = strncmp(a, "--", 2) == 0 && eq != NULL && (size_t)(eq - a) < sizeof(flag);
+        if (joined) {
+            snprintf(flag, sizeof(flag), "%.*s", (int)(eq - a), a);
+            a = flag;
+            v = eq + 1;
+        }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -113,7 +122,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             fprintf(stderr, "telo-gateway: unknown argument '%s'\n", a);
             return -1;
         }
-        i++;
+        if (!joined)
+            i++;
     }
     o->cfg.origins = o->origins;
     o->cfg.norigins = o->norigins;

@@ -4,12 +4,15 @@
 #include "gateway/hub.h"
 
 #include "gateway/ring.h"
-#include "gateway/upstream.h"
+#include "kube/attach.h"
+#include "kube/channel.h"
+#include "kube/config.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/strmap.h"
+#include "util/url.h"
 #include "ws/conn.h"
 #include "ws/frame.h"
 
@@ -43,7 +46,7 @@ struct session {
     char name[254];
     char pod[254];
     struct gw_ring *ring;
-    struct gw_upstream *up;
+    struct kube_attach *up; /* pods/attach of the session container, NULL when none */
     enum state state;
     struct client *clients;
     struct kube_call *pod_call;
@@ -115,8 +118,8 @@ static void finish_client(struct client *c)
                            "\"session ended\"}}");
         send_text(c, b.data, 1);
     } else {
-        static const uint8_t ch = GW_CH_STATUS;
-        gw_exit_status_json(&b, s->exit_code, s->end_message);
+        static const uint8_t ch = KUBE_CHANNEL_ERROR;
+        kube_exit_status_format(&b, s->exit_code, s->end_message[0] ? s->end_message : NULL);
         ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, b.data, b.len, 1);
     }
     buf_release(&b);
@@ -133,7 +136,7 @@ static void send_gap(struct client *c, uint64_t first)
     if (c->proto == GW_PROTO_IO_V1) {
         send_text(c, "{\"type\":\"gap\",\"reason\":\"buffer_evicted\"}", 1);
     } else {
-        static const uint8_t ch = GW_CH_STDOUT;
+        static const uint8_t ch = KUBE_CHANNEL_STDOUT;
         static const char note[] = "\r\n[telo-gateway: output skipped: this terminal fell behind "
                                    "the replay buffer]\r\n";
         ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, note, sizeof(note) - 1, 1);
@@ -168,7 +171,7 @@ static void pump(struct client *c)
                               (uint8_t)(chunk.seq >> 8), (uint8_t)chunk.seq};
             rc = ws_conn_send(c->ws, WS_OP_BINARY, seq, 4, chunk.data, chunk.len, 1);
         } else {
-            static const uint8_t ch = GW_CH_STDOUT;
+            static const uint8_t ch = KUBE_CHANNEL_STDOUT;
             rc = ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, chunk.data, chunk.len, 1);
         }
         if (rc != 0)
@@ -188,8 +191,8 @@ static void session_stdin(struct session *s, const uint8_t *data, size_t len)
 {
     if (s->state == S_ENDED || len == 0)
         return;
-    if (gw_upstream_is_open(s->up) && s->pending_stdin.len == 0) {
-        if (gw_upstream_stdin(s->up, data, len) == 0)
+    if (s->state == S_LIVE && s->pending_stdin.len == 0) {
+        if (kube_attach_write(s->up, data, len) == 0)
             s->hub->m.stdin_bytes += len;
         return;
     }
@@ -215,14 +218,14 @@ static void client_message(struct ws_conn *ws, int opcode, const uint8_t *data, 
     /* The channel protocols are binary only; client-go treats text as an error, we ignore it. */
     if (opcode != WS_OP_BINARY || len == 0)
         return;
-    int w, h;
+    struct kube_term_size size;
     switch (data[0]) {
-    case GW_CH_STDIN:
+    case KUBE_CHANNEL_STDIN:
         session_stdin(s, data + 1, len - 1);
         break;
-    case GW_CH_RESIZE:
-        if (gw_parse_resize(data + 1, len - 1, &w, &h) == 0)
-            session_resize(s, w, h);
+    case KUBE_CHANNEL_RESIZE:
+        if (kube_resize_parse(data + 1, len - 1, &size, NULL) > 0)
+            session_resize(s, gw_clamp_dim(size.width), gw_clamp_dim(size.height));
         break;
     default:
         /* 255 (close stdin): one viewer's EOF must not close the others' stdin. Unknown channels
@@ -257,7 +260,7 @@ static void end_session(struct session *s, int exit_code, const char *message)
     s->state = S_ENDED;
     s->exit_code = exit_code;
     snprintf(s->end_message, sizeof(s->end_message), "%s", message ? message : "");
-    gw_upstream_free(s->up);
+    kube_attach_free(s->up);
     s->up = NULL;
     ev_timer_stop(h->loop, &s->retry);
     ev_timer_stop(h->loop, &s->resize);
@@ -342,23 +345,28 @@ static void check_pod(struct session *s)
         schedule_retry(s);
 }
 
-static void up_open(void *ud)
+static void up_open(struct kube_attach *a, const char *protocol, void *ud)
 {
+    (void)a;
+    (void)protocol;
     struct session *s = ud;
     s->state = S_LIVE;
     s->backoff = 0;
     s->hub->m.upstream_connects++;
     telo_log(TELO_LOG_INFO, "attach upstream open", "session=%s pod=%s", s->key, s->pod);
-    if (s->width > 0 && gw_upstream_resize(s->up, s->width, s->height) == 0)
+    if (s->width > 0 && kube_attach_resize(s->up, (unsigned)s->width, (unsigned)s->height) == 0)
         s->hub->m.resizes++;
     if (s->pending_stdin.len > 0 &&
-        gw_upstream_stdin(s->up, s->pending_stdin.data, s->pending_stdin.len) == 0)
+        kube_attach_write(s->up, s->pending_stdin.data, s->pending_stdin.len) == 0)
         s->hub->m.stdin_bytes += s->pending_stdin.len;
     buf_reset(&s->pending_stdin);
 }
 
-static void up_output(const uint8_t *data, size_t len, void *ud)
+static void up_output(struct kube_attach *a, int channel, const unsigned char *data, size_t len,
+                      void *ud)
 {
+    (void)a;
+    (void)channel; /* stdout and stderr are one stream under a TTY */
     struct session *s = ud;
     gw_ring_append(s->ring, data, len);
     s->hub->m.bytes_in += len;
@@ -368,33 +376,51 @@ static void up_output(const uint8_t *data, size_t len, void *ud)
     }
 }
 
-static void up_closed(int http_status, const char *why, void *ud)
+static void up_end(struct kube_attach *a, const struct kube_attach_end *end, void *ud)
 {
     struct session *s = ud;
     if (s->state != S_LIVE)
         s->hub->m.upstream_failures++;
-    telo_log(http_status ? TELO_LOG_WARN : TELO_LOG_INFO, "attach upstream closed",
-             "session=%s http_status=%d why=\"%s\"", s->key, http_status, why);
-    gw_upstream_free(s->up);
+    telo_log(end->http_status ? TELO_LOG_WARN : TELO_LOG_INFO, "attach upstream closed",
+             "session=%s http_status=%ld close_code=%d error=\"%s\"", s->key, end->http_status,
+             end->close_code, end->rc != 0 && end->err != NULL ? end->err->msg : "");
+    kube_attach_free(a);
     s->up = NULL;
-    /* Whether the container ended or the stream merely dropped, the pod says. */
+    /* Whether the container ended or the stream merely dropped, the pod says (an attach stream
+     * carries no exit code). */
     check_pod(s);
 }
 
 static void open_upstream(struct session *s)
 {
-    static const struct gw_upstream_callbacks cbs = {
-        .on_open = up_open, .on_output = up_output, .on_closed = up_closed};
+    static const struct kube_attach_callbacks cbs = {
+        .on_open = up_open, .on_output = up_output, .on_end = up_end};
+    static const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
     struct gw_hub *h = s->hub;
+    struct kube_config *cfg = kube_transport_config(h->t);
     struct telo_err err = {0};
+    struct buf url;
+    buf_init(&url, 4096);
+    int rc = buf_printf(&url, "%s/api/v1/namespaces/", cfg->server);
+    rc = rc ? rc : url_escape(&url, s->namespace);
+    rc = rc ? rc : buf_append_str(&url, "/pods/");
+    rc = rc ? rc : url_escape(&url, s->pod);
+    rc = rc ? rc : buf_append_str(&url, "/attach");
+    rc = rc ? rc : url_query_add(&url, "container", SESSION_CONTAINER);
+    rc = rc ? rc : url_query_add(&url, "stdin", "true");
+    rc = rc ? rc : url_query_add(&url, "stdout", "true");
+    rc = rc ? rc : url_query_add(&url, "tty", "true");
+    struct kube_attach_opts opts = {.url = url.data,
+                                    .cfg = cfg,
+                                    .protocols = protocols,
+                                    .ping_interval_s = (int)h->opts.ping_interval_s};
     s->state = S_CONNECTING;
-    s->up = gw_upstream_open(h->loop, kube_transport_config(h->t), s->namespace, s->pod,
-                             SESSION_CONTAINER, h->opts.connect_timeout_ms, h->opts.ping_interval_s,
-                             &cbs, s, &err);
+    s->up = rc == 0 ? kube_attach_open(h->loop, &opts, &cbs, s, &err) : NULL;
+    buf_release(&url);
     if (s->up == NULL) {
         h->m.upstream_failures++;
         telo_log(TELO_LOG_WARN, "attach upstream failed", "session=%s error=\"%s\"", s->key,
-                 err.msg);
+                 rc == 0 ? err.msg : "out of memory building the attach URL");
         schedule_retry(s);
     }
 }
@@ -409,7 +435,8 @@ static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void send_resize(struct session *s)
 {
     s->resize_sent_at = ev_now(s->hub->loop);
-    if (gw_upstream_resize(s->up, s->width, s->height) == 0)
+    if (s->state == S_LIVE &&
+        kube_attach_resize(s->up, (unsigned)s->width, (unsigned)s->height) == 0)
         s->hub->m.resizes++;
 }
 
@@ -455,7 +482,7 @@ static void session_free(struct session *s)
         client_free(c);
     }
     kube_call_cancel(s->pod_call);
-    gw_upstream_free(s->up);
+    kube_attach_free(s->up);
     ev_timer_stop(h->loop, &s->retry);
     ev_timer_stop(h->loop, &s->resize);
     ev_timer_stop(h->loop, &s->expire);
@@ -576,7 +603,7 @@ int gw_hub_attach(struct gw_hub *h, int fd, const void *extra, size_t extra_len,
         }
     } else {
         /* The hello every Kubernetes streaming server sends: an empty message on stdout. */
-        static const uint8_t hello = GW_CH_STDOUT;
+        static const uint8_t hello = KUBE_CHANNEL_STDOUT;
         ws_conn_send(c->ws, WS_OP_BINARY, &hello, 1, NULL, 0, 1);
     }
     if (fresh) {
@@ -612,8 +639,6 @@ struct gw_hub *gw_hub_new(struct ev_loop *loop, struct kube_transport *t,
         h->opts.resize_throttle_s = 0.05;
     if (h->opts.ended_keep_s <= 0)
         h->opts.ended_keep_s = 300;
-    if (h->opts.connect_timeout_ms <= 0)
-        h->opts.connect_timeout_ms = 5000;
     h->sessions = strmap_new();
     if (h->sessions == NULL) {
         free(h);

@@ -20,7 +20,6 @@ struct gw_hub_opts {
     double ping_interval_s;    /* clients and upstreams; 0: 20 s */
     double resize_throttle_s;  /* at most one resize upstream per this; 0: 0.05 s */
     double ended_keep_s;       /* an ended session's output stays for late clients; 0: 300 s */
-    long connect_timeout_ms;   /* upstream TCP+TLS connect; 0: 5000 */
 };
 
 struct gw_hub_metrics {

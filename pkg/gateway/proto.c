@@ -1,5 +1,5 @@
-/* The gateway's wire formats: the route, subprotocol negotiation, channel messages, resize JSON,
- * the exit Status and telo.io.v1 control frames. Pure. */
+/* The gateway's wire formats beyond the channel protocol (kube/channel.h): the route, subprotocol
+ * negotiation, telo.io.v1 control frames, refusal bodies and sequence numbers. Pure. */
 #include "gateway/proto.h"
 
 #include "ws/http.h"
@@ -147,7 +147,7 @@ int gw_parse_target(const char *target, struct gw_target *out)
     return 0;
 }
 
-static int clamp_dim(long long v)
+int gw_clamp_dim(long long v)
 {
     if (v < 1)
         return 1;
@@ -163,39 +163,6 @@ static long long int_member(struct json_object *o, const char *key)
     if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
         return -1;
     return json_object_get_int64(v);
-}
-
-int gw_parse_resize(const uint8_t *data, size_t len, int *width, int *height)
-{
-    struct json_tokener *tok = json_tokener_new();
-    if (tok == NULL)
-        return -TELO_ENOMEM;
-    int found = 0;
-    size_t pos = 0;
-    while (pos < len) {
-        while (pos < len &&
-               (data[pos] == ' ' || data[pos] == '\n' || data[pos] == '\r' || data[pos] == '\t'))
-            pos++;
-        if (pos == len)
-            break;
-        json_tokener_reset(tok);
-        struct json_object *o = json_tokener_parse_ex(tok, (const char *)data + pos,
-                                                      (int)(len - pos < 65536 ? len - pos : 65536));
-        if (o == NULL) {
-            found = -1;
-            break;
-        }
-        pos += (size_t)json_tokener_get_parse_end(tok);
-        long long w = int_member(o, "Width"), h = int_member(o, "Height");
-        if (json_object_is_type(o, json_type_object) && w >= 0 && h >= 0) {
-            *width = clamp_dim(w);
-            *height = clamp_dim(h);
-            found = 1;
-        }
-        json_object_put(o);
-    }
-    json_tokener_free(tok);
-    return found == 1 ? 0 : -TELO_EPROTO;
 }
 
 int gw_parse_io_control(const uint8_t *data, size_t len, struct gw_io_control *out)
@@ -220,18 +187,13 @@ int gw_parse_io_control(const uint8_t *data, size_t len, struct gw_io_control *o
                 rc = -TELO_EPROTO;
             } else {
                 out->kind = GW_IO_RESIZE;
-                out->cols = clamp_dim(cols);
-                out->rows = clamp_dim(rows);
+                out->cols = gw_clamp_dim(cols);
+                out->rows = gw_clamp_dim(rows);
             }
         }
     }
     json_object_put(o);
     return rc;
-}
-
-int gw_resize_json(struct buf *out, int width, int height)
-{
-    return buf_printf(out, "{\"Width\":%d,\"Height\":%d}", width, height);
 }
 
 static int append_json(struct buf *out, struct json_object *o)
@@ -243,69 +205,6 @@ static int append_json(struct buf *out, struct json_object *o)
     }
     json_object_put(o);
     return rc;
-}
-
-int gw_exit_status_json(struct buf *out, int exit_code, const char *message)
-{
-    struct json_object *o = json_object_new_object();
-    json_object_object_add(o, "metadata", json_object_new_object());
-    if (exit_code == 0) {
-        json_object_object_add(o, "status", json_object_new_string("Success"));
-        return append_json(out, o);
-    }
-    json_object_object_add(o, "status", json_object_new_string("Failure"));
-    if (exit_code < 0) {
-        json_object_object_add(o, "message",
-                               json_object_new_string(message ? message : "session ended"));
-        json_object_object_add(o, "reason", json_object_new_string("InternalError"));
-        return append_json(out, o);
-    }
-    char code[16], msg[96];
-    snprintf(code, sizeof(code), "%d", exit_code);
-    snprintf(msg, sizeof(msg), "command terminated with non-zero exit code: exit status %d",
-             exit_code);
-    struct json_object *cause = json_object_new_object(), *causes = json_object_new_array(),
-                       *details = json_object_new_object();
-    json_object_object_add(cause, "reason", json_object_new_string("ExitCode"));
-    json_object_object_add(cause, "message", json_object_new_string(code));
-    json_object_array_add(causes, cause);
-    json_object_object_add(details, "causes", causes);
-    json_object_object_add(o, "message", json_object_new_string(msg));
-    json_object_object_add(o, "reason", json_object_new_string("NonZeroExitCode"));
-    json_object_object_add(o, "details", details);
-    return append_json(out, o);
-}
-
-int gw_status_exit_code(const uint8_t *data, size_t len)
-{
-    struct json_tokener *tok = json_tokener_new();
-    if (tok == NULL)
-        return -1;
-    struct json_object *o = json_tokener_parse_ex(tok, (const char *)data, (int)len);
-    json_tokener_free(tok);
-    int code = -1;
-    struct json_object *v, *details, *causes;
-    if (o != NULL && json_object_object_get_ex(o, "status", &v)) {
-        if (strcmp(json_object_get_string(v), "Success") == 0) {
-            code = 0;
-        } else if (json_object_object_get_ex(o, "details", &details) &&
-                   json_object_object_get_ex(details, "causes", &causes) &&
-                   json_object_is_type(causes, json_type_array)) {
-            for (size_t i = 0; i < json_object_array_length(causes); i++) {
-                struct json_object *c = json_object_array_get_idx(causes, i), *r, *m;
-                if (json_object_object_get_ex(c, "reason", &r) &&
-                    strcmp(json_object_get_string(r), "ExitCode") == 0 &&
-                    json_object_object_get_ex(c, "message", &m)) {
-                    char *e = NULL;
-                    long n = strtol(json_object_get_string(m), &e, 10);
-                    if (e != NULL && *e == '\0' && n >= 0 && n <= 255)
-                        code = (int)n;
-                }
-            }
-        }
-    }
-    json_object_put(o);
-    return code;
 }
 
 int gw_error_status_json(struct buf *out, int code, const char *reason, const char *message)

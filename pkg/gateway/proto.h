@@ -1,5 +1,5 @@
-/* The gateway's wire formats: the route, subprotocol negotiation, channel messages, resize JSON,
- * the exit Status and telo.io.v1 control frames. Pure. */
+/* The gateway's wire formats beyond the channel protocol (kube/channel.h): the route, subprotocol
+ * negotiation, telo.io.v1 control frames, refusal bodies and sequence numbers. Pure. */
 #ifndef TELO_GATEWAY_PROTO_H
 #define TELO_GATEWAY_PROTO_H
 
@@ -8,16 +8,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* Kubernetes remote-command channels (apimachinery remotecommand constants). */
-enum gw_channel {
-    GW_CH_STDIN = 0,
-    GW_CH_STDOUT = 1,
-    GW_CH_STDERR = 2,
-    GW_CH_STATUS = 3,
-    GW_CH_RESIZE = 4,
-    GW_CH_CLOSE = 255,
-};
 
 enum gw_proto {
     GW_PROTO_NONE = 0,
@@ -52,11 +42,8 @@ struct gw_target {
  * name (so no path trickery reaches an API URL). */
 int gw_parse_target(const char *target, struct gw_target *out);
 
-/* Parses the resize channel's payload: one or more JSON objects {"Width":W,"Height":H} (client-go
- * uses json.Encoder, so objects may follow one another, with whitespace between). Sets *width and
- * *height from the last one, clamped to 1..GW_SIZE_MAX_DIM. Returns 0, or -TELO_EPROTO when the
- * payload holds no such object or is not JSON. */
-int gw_parse_resize(const uint8_t *data, size_t len, int *width, int *height);
+/* v clamped to 1..GW_SIZE_MAX_DIM: the size a terminal may be given (the reference's bound). */
+int gw_clamp_dim(long long v);
 
 /* A telo.io.v1 text frame from a client. */
 enum gw_io_control_kind { GW_IO_UNKNOWN = 0, GW_IO_RESIZE };
@@ -68,19 +55,6 @@ struct gw_io_control {
 /* Parses {"type":"resize","cols":C,"rows":R}; any other valid JSON object is GW_IO_UNKNOWN.
  * Returns 0, or -TELO_EPROTO when it is not a JSON object or a resize lacks numeric cols/rows. */
 int gw_parse_io_control(const uint8_t *data, size_t len, struct gw_io_control *out);
-
-/* Appends the resize message the API server expects on channel 4, {"Width":W,"Height":H}. */
-int gw_resize_json(struct buf *out, int width, int height);
-
-/* Appends the channel-3 metav1.Status for an exit: Success for 0, else Failure with reason
- * NonZeroExitCode and an ExitCode cause (what client-go's v4 error decoder turns into the exit
- * code); exit_code < 0 means the session ended without one: Failure with reason InternalError
- * and message. */
-int gw_exit_status_json(struct buf *out, int exit_code, const char *message);
-
-/* Reads the exit code out of a channel-3 Status sent by the API server: 0 for Success, the
- * ExitCode cause for NonZeroExitCode; -1 when it carries none (other failures). */
-int gw_status_exit_code(const uint8_t *data, size_t len);
 
 /* Appends a Kubernetes Status error body ({"kind":"Status",...,"code":code}) for refusals. */
 int gw_error_status_json(struct buf *out, int code, const char *reason, const char *message);

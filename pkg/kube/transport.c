@@ -285,35 +285,6 @@ static void queue_pending(struct kube_call *c)
     }
 }
 
-/* Sets e's proxy, server verification and client certificate from cfg (cert_pem and key_pem
- * from kube_config_client_cert, else the config's files). */
-static void kube_easy_tls(CURL *e, const struct kube_config *cfg, const char *cert_pem,
-                          const char *key_pem)
-{
-    if (cfg->proxy_url != NULL)
-        curl_easy_setopt(e, CURLOPT_PROXY, cfg->proxy_url);
-    if (cfg->insecure_skip_tls_verify) {
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-    } else if (cfg->ca_pem != NULL) {
-        struct curl_blob blob = {cfg->ca_pem, cfg->ca_pem_len, CURL_BLOB_COPY};
-        curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &blob);
-    } else if (cfg->ca_file != NULL) {
-        curl_easy_setopt(e, CURLOPT_CAINFO, cfg->ca_file);
-    }
-    if (cert_pem != NULL && key_pem != NULL) {
-        struct curl_blob cert = {(void *)cert_pem, strlen(cert_pem), CURL_BLOB_COPY};
-        struct curl_blob key = {(void *)key_pem, strlen(key_pem), CURL_BLOB_COPY};
-        curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
-        curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
-        curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
-        curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
-    } else if (cfg->client_cert_file != NULL && cfg->client_key_file != NULL) {
-        curl_easy_setopt(e, CURLOPT_SSLCERT, cfg->client_cert_file);
-        curl_easy_setopt(e, CURLOPT_SSLKEY, cfg->client_key_file);
-    }
-}
-
 /* Builds the easy handle for the next attempt. Returns 0 or a negative code with err filled. */
 static int call_prepare(struct kube_call *c, struct telo_err *err)
 {
@@ -384,7 +355,28 @@ static int call_prepare(struct kube_call *c, struct telo_err *err)
         /* The URL carries tls_server_name so curl sends it as SNI and verifies against it. */
         curl_easy_setopt(e, CURLOPT_CONNECT_TO, &t->connect_to_list);
     }
-    kube_easy_tls(e, cfg, cert_pem, key_pem);
+    if (cfg->proxy_url != NULL)
+        curl_easy_setopt(e, CURLOPT_PROXY, cfg->proxy_url);
+    if (cfg->insecure_skip_tls_verify) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else if (cfg->ca_pem != NULL) {
+        struct curl_blob blob = {cfg->ca_pem, cfg->ca_pem_len, CURL_BLOB_COPY};
+        curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &blob);
+    } else if (cfg->ca_file != NULL) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, cfg->ca_file);
+    }
+    if (cert_pem != NULL && key_pem != NULL) {
+        struct curl_blob cert = {(void *)cert_pem, strlen(cert_pem), CURL_BLOB_COPY};
+        struct curl_blob key = {(void *)key_pem, strlen(key_pem), CURL_BLOB_COPY};
+        curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
+        curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
+        curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    } else if (cfg->client_cert_file != NULL && cfg->client_key_file != NULL) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, cfg->client_cert_file);
+        curl_easy_setopt(e, CURLOPT_SSLKEY, cfg->client_key_file);
+    }
     if (strcmp(c->method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else {
@@ -790,17 +782,4 @@ struct ev_loop *kube_transport_loop(const struct kube_transport *t)
 struct kube_config *kube_transport_config(const struct kube_transport *t)
 {
     return t->cfg;
-}
-
-int kube_transport_setup_easy(void *easy, struct kube_config *cfg, const char **token,
-                              struct telo_err *err)
-{
-    const char *cert_pem = NULL, *key_pem = NULL;
-    int rc = kube_config_token(cfg, token, err);
-    if (rc == 0)
-        rc = kube_config_client_cert(cfg, &cert_pem, &key_pem, err);
-    if (rc != 0)
-        return rc;
-    kube_easy_tls(easy, cfg, cert_pem, key_pem);
-    return 0;
 }

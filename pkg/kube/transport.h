@@ -118,14 +118,6 @@ struct ev_loop *kube_transport_loop(const struct kube_transport *t);
 /* The config the transport authenticates with. */
 struct kube_config *kube_transport_config(const struct kube_transport *t);
 
-/* For a caller that opens its own connection to the API server (pods/attach over WebSocket):
- * sets the libcurl easy handle easy (a CURL *) up with cfg's proxy, server verification and client
- * certificate, exactly as the transport's requests, and sets *token to the bearer token to send
- * (NULL when the config authenticates otherwise; owned by cfg, valid as for kube_config_token).
- * Returns 0, or a negative code with err filled when a credential cannot be had. */
-int kube_transport_setup_easy(void *easy, struct kube_config *cfg, const char **token,
-                              struct telo_err *err);
-
 /* Kinds of failed attempt, for kube_retry_delay_ms. */
 enum kube_failure {
     KUBE_FAIL_NONE = 0,   /* an HTTP response arrived; look at the code */

@@ -19,21 +19,12 @@ import uuid
 import pytest
 import websocket
 
+from test_real_node import _real_node
 from conftest import (OPERATOR_BIN_DIR, ROOT, Operator, foreign_operators,
                       wait_for_default_service_account, wait_until)
 
 V5, V4, IO = "v5.channel.k8s.io", "v4.channel.k8s.io", "telo.io.v1"
 ALLOWED_ORIGIN = "http://allowed.example"
-
-
-def _real_node(cluster):
-    proc = cluster.kubectl("get", "nodes", "-l", "telo.run/node=real", "-o", "json", check=False)
-    if proc.returncode != 0:
-        return None
-    for node in json.loads(proc.stdout)["items"]:
-        if any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"]):
-            return node
-    return None
 
 
 def _images(cluster):
@@ -326,8 +317,8 @@ def test_resize_reaches_the_app(env, sessions):
     io_client.type("size\n")
     io_client.wait_for("size: 22 77")
     k8s.wait_for("size: 22 77")  # every viewer sees the app's answer
-    # Out-of-range sizes are clamped, not passed on (the reference's 1..10000).
-    k8s.resize(99999, 50)
+    # Sizes past the reference bound are clamped to 1..10000 (uint16 is the wire limit).
+    k8s.resize(20000, 50)
     time.sleep(0.2)
     k8s.type("size\n")
     k8s.wait_for("size: 50 10000")
