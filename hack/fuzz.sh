@@ -34,7 +34,11 @@ build() {
 	command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 	cmake -S . -B "$out" "${gen[@]}" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DTELO_FUZZ=ON -DTELO_TESTS=OFF >/dev/null
-	cmake --build "$out" --parallel >/dev/null
+	# Only the targets (and the library they link): the commands are not fuzzed, and clang's
+	# warnings on them must not stop a fuzz run.
+	local names=()
+	for f in test/fuzz/fuzz_*.c; do names+=(--target "$(basename "$f" .c)"); done
+	cmake --build "$out" --parallel "${names[@]}" >/dev/null
 }
 
 targets() {
@@ -80,7 +84,7 @@ for t in $(targets "$@"); do
 		failed=1
 	fi
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-	cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+	cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
 	corpus=$(find "$out/corpus/$t" "test/fuzz/corpus/$t" -type f | wc -l)
 	echo "fuzz: $t: ${seconds}s, ${execs:-?} executions, coverage ${cov:-?} edges, corpus $corpus: $result"
 done
