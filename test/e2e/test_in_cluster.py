@@ -149,8 +149,11 @@ def attach_through_gateway(gateway_ip, port, ns, name, token, line):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, crd, real_node,  # noqa: F811
+def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, real_node,  # noqa: F811
                                                                   image):
+    # No crd fixture: the CRD is the cluster's as it is (--skip-crds), which a shared cluster
+    # may hold in another version; the test only needs it to exist.
+    cluster.kubectl("get", "crd", "telosessions.telo.run")
     suffix = uuid.uuid4().hex[:6]
     release, ns, sessions = "e2e-ic-" + suffix, "e2e-ic-" + suffix, "e2e-ic-%s-s" % suffix
     lease = "e2e-ic-%s.telo.run" % suffix
