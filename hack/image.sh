@@ -82,8 +82,10 @@ for b in "$rootfs"/usr/bin/*; do
 		grep -i "not found" || true)
 	[ -z "$missing" ] || fail "$(basename "$b") misses libraries in the image: $missing"
 done
-chroot --userspec=65532:65532 "$rootfs" /usr/bin/telo-operator --help >/dev/null 2>&1 ||
-	fail "telo-operator does not run in the image's rootfs as user 65532"
+for b in "$rootfs"/usr/bin/*; do
+	chroot --userspec=65532:65532 "$rootfs" "/usr/bin/$(basename "$b")" --help >/dev/null 2>&1 ||
+		fail "$(basename "$b") does not run in the image's rootfs as user 65532"
+done
 
 tag="$version-$( (cd "$rootfs" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) |
 	sha256sum | cut -c1-12)"

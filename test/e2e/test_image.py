@@ -37,6 +37,8 @@ def test_the_image_holds_the_binaries_their_libraries_and_no_shell():
         with tarfile.open(os.path.join(layout, "blobs", *layer["digest"].split(":"))) as t:
             files |= {m.name.lstrip("./") for m in t.getmembers() if m.isfile()}
     assert "usr/bin/telo-operator" in files
+    if os.path.exists(os.path.join(OPERATOR_BIN_DIR, "telo-gateway")):
+        assert "usr/bin/telo-gateway" in files
     assert "etc/ssl/certs/ca-certificates.crt" in files
     assert not {"bin/sh", "usr/bin/sh", "bin/busybox"} & files
     others = {f for f in files if not (f.startswith("usr/bin/telo-") or ".so" in f
