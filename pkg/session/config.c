@@ -25,7 +25,7 @@ struct key {
 static const struct key keys[] = {
     {"namespaces", K_STRLIST, AT(namespaces), "namespaces to watch; empty: all"},
     {"images.default", K_STRING, AT(default_image), "base image of sessions without spec.image"},
-    {"images.init", K_STRING, AT(init_image), "bundle delivery image: needs wget, sha256sum, tar"},
+    {"images.init", K_STRING, AT(init_image), "bundle delivery: timeout, wget, sha256sum, tar"},
     {"limits.cpu", K_QUANTITY, AT(max_cpu), "CPU ceiling; requests above it are clamped"},
     {"limits.memory", K_QUANTITY, AT(max_memory), "memory ceiling"},
     {"limits.ephemeralStorage", K_QUANTITY, AT(max_ephemeral_storage), "ephemeral storage ceiling"},

@@ -14,7 +14,7 @@ struct session_config {
     char **namespaces; /* namespaces to watch; none: all */
     size_t nnamespaces;
     char *default_image;               /* images.default: "telorun/node:latest-slim" */
-    char *init_image;                  /* images.init: "busybox:stable" (wget, sha256sum, tar) */
+    char *init_image;                  /* images.init: "busybox:stable" (timeout, wget, tar...) */
     char *max_cpu;                     /* limits.cpu: "500m" */
     char *max_memory;                  /* limits.memory: "512Mi" */
     char *max_ephemeral_storage;       /* limits.ephemeralStorage: "1Gi" */
