@@ -195,16 +195,16 @@ static void upgrade(struct conn *c, const struct gw_admitted *a)
              c->accept, gw_proto_name(c->proto));
     if (write_all(c->fd, answer, strlen(answer)) != 0)
         return conn_free(c);
+    /* The hub takes the socket; the request (target, head bytes past the handshake) stays ours
+     * until it returns. */
     int fd = c->fd;
     c->fd = -1;
-    char extra[HEAD_MAX];
-    size_t extra_len = c->len - c->head_end;
-    memcpy(extra, c->head + c->head_end, extra_len);
-    conn_free(c);
     struct telo_err err = {0};
-    if (gw_hub_attach(srv->hub, fd, extra, extra_len, &req, &err) != 0)
+    int rc = gw_hub_attach(srv->hub, fd, c->head + c->head_end, c->len - c->head_end, &req, &err);
+    if (rc != 0)
         telo_log(TELO_LOG_WARN, "attach failed after the upgrade", "session=%s/%s error=\"%s\"",
                  req.namespace, req.name, err.msg);
+    conn_free(c);
 }
 
 static void admitted(const struct gw_admitted *a, void *ud)

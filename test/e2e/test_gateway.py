@@ -108,11 +108,13 @@ def env(cluster, crd, tmp_path_factory):
         "images.default=" + images["telo-session-test"], "startDeadlineSeconds=90",
         "gatewayUrl=http://" + gw.base]).start()
     yield {"cluster": cluster, "ns": ns, "gw": gw, "op": op}
-    op.stop()
+    op_rc = op.stop()
     rc = gw.stop()
     print("--- telo-gateway log:\n" + gw.log()[-6000:])
     cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
     assert rc == 0, "telo-gateway must exit 0 on SIGTERM (got %s)" % rc
+    assert op_rc == 0, "telo-operator must exit 0 on SIGTERM (got %s):\n%s" % (op_rc,
+                                                                             op.log_tail())
 
 
 @pytest.fixture
