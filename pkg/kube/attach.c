@@ -527,7 +527,9 @@ struct kube_attach *kube_attach_open(struct ev_loop *loop, const struct kube_att
     ci.port = port;
     ci.path = a->path;
     ci.host = host;
-    ci.origin = host;
+    /* No Origin: it is what a browser sends, and servers (the gateway with --allowed-origin)
+     * check it only then; client-go sends none either. */
+    ci.origin = NULL;
     ci.protocol = a->offer;
     ci.local_protocol_name = a->protocols[0].name;
     ci.retry_and_idle_policy = &a->idle_policy;

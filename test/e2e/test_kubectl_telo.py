@@ -5,8 +5,9 @@ image, Pod Security `restricted`). The stand-in echoes every line read on its TT
 `echo: <line>` (hack/images/README.md), which is what the terminal tests look for.
 
 Attach goes through the gateway when the session publishes status.attach.url, else through the
-API server's pods/attach; the operator here runs without a gateway URL, so these tests cover the
-pods/attach path. Skipped, with the reason, when no Ready real node exists."""
+API server's pods/attach: the operator of the `real` fixture runs without a gateway URL (the
+pods/attach path); test_gateway.py's `env` (build/bin/telo-gateway and an operator with
+gatewayUrl) gives the gateway path. Skipped, with the reason, when no Ready real node exists."""
 
 import fcntl
 import json
@@ -23,6 +24,7 @@ import pytest
 
 from conftest import OPERATOR_BIN_DIR, wait_until
 from test_sessions import get_ts, wait_phase
+from test_gateway import env, sessions  # noqa: F401 (fixtures)
 from test_sessions_real_node import real, real_node  # noqa: F401 (fixtures)
 
 PLUGIN = os.path.join(OPERATOR_BIN_DIR, "kubectl-telo")
@@ -304,3 +306,36 @@ def test_run_refuses_to_replace_an_existing_session(cluster, real, tmp_path):
     assert second.returncode == 1
     assert 'telosession "twice" already exists' in second.stderr, second.stderr
     assert "kubectl telo attach twice" in second.stderr
+
+
+def test_run_through_the_gateway_replays_types_resizes_and_exits_with_the_code(env, sessions,
+                                                                               tmp_path,
+                                                                               terminal):
+    """With a gateway (status.attach.url) a second attach gets what the app wrote since the
+    gateway's upstream opened (its replay ring), and the exit code comes in the gateway's
+    Status. (The upstream opens with the first client, so output from before that is the
+    pod log's, not the terminal's.)"""
+    cluster, ns = env["cluster"], env["ns"]
+    sessions.append("via-gw")
+    d = app_dir(tmp_path, "via-gw", {"telo.yaml": "print a session behind the gateway\n"})
+    t = terminal(plugin_argv(cluster, ns, "run", str(d)), rows=27, cols=90)
+    t.expect(b"attached to via-gw (gateway)", timeout=120)
+    ts = get_ts(cluster, ns, "via-gw")
+    assert ts["status"]["attach"]["url"].startswith("http://" + env["gw"].base), ts["status"]
+    t.type(b"typed-before-the-detach\r")
+    t.expect(b"echo: typed-before-the-detach")
+    t.type(b"\x10\x11")
+    assert t.wait() == 0
+
+    t = terminal(plugin_argv(cluster, ns, "attach", "via-gw"), rows=27, cols=90)
+    t.expect(b"attached to via-gw (gateway)")
+    t.expect(b"echo: typed-before-the-detach")  # replayed by the gateway, not typed again
+    t.type(b"size\r")
+    t.expect(b"size: 27 90")
+    t.resize(35, 121)
+    time.sleep(0.5)
+    t.type(b"size\r")
+    t.expect(b"size: 35 121")
+    t.type(b"quit 4\r")
+    assert t.wait(timeout=60) == 4, t.seen[-2000:]
+    assert wait_phase(cluster, ns, "via-gw", "Failed", timeout=60)["status"]["exitCode"] == 4
