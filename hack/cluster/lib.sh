@@ -68,6 +68,27 @@ if real_node_enabled; then
 else
 	build_registry_port="${TELO_BUILD_REGISTRY_PORT:-$registry_port}"
 fi
+# registry_config ROOT PORT [HTPASSWD]: docker-registry's config on stdout, storing in ROOT,
+# listening on 127.0.0.1:PORT, with htpasswd Basic auth when HTPASSWD names the file.
+registry_config() {
+	cat <<EOF
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $1
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:$2
+EOF
+	if [ -n "${3:-}" ]; then
+		printf 'auth:\n  htpasswd:\n    realm: telo-registry\n    path: %s\n' "$3"
+	fi
+}
 build_registry_enabled() {
 	[ "${TELO_BUILD_REGISTRY:-0}" = 1 ] || [ -f "$pid_dir/build-registry.pid" ]
 }

@@ -160,20 +160,7 @@ write_real_config() {
 	mkdir -p "$c/root" "$c/state" "$c/runc" "$c/certs.d/127.0.0.1:$registry_port" "$real_dir/cni/net.d" \
 		"$real_dir/cni/ipam" "$real_dir/kubelet" "$real_dir/pod-logs" "$real_dir/registry"
 
-	put "$real_dir/registry.yml" <<EOF
-version: 0.1
-log:
-  level: warn
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: $real_dir/registry
-  delete:
-    enabled: true
-http:
-  addr: 127.0.0.1:$registry_port
-EOF
+	registry_config "$real_dir/registry" "$registry_port" | put "$real_dir/registry.yml"
 
 	put "$c/config.toml" <<EOF
 # containerd for the telo-operator real node (hack/cluster/real-node.sh). Own root, state,

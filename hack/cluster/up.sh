@@ -227,24 +227,7 @@ start_build_registry() {
 	auth=$(printf 'telo:%s' "$password" | base64 -w0)
 	(umask 077 && printf '{"auths":{"127.0.0.1:%s":{"auth":"%s"}}}\n' "$build_registry_port" "$auth" \
 		>"$d/dockerconfig.json")
-	cat >"$d/config.yml" <<EOF
-version: 0.1
-log:
-  level: warn
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: $d/data
-  delete:
-    enabled: true
-auth:
-  htpasswd:
-    realm: telo-build-registry
-    path: $d/htpasswd
-http:
-  addr: 127.0.0.1:$build_registry_port
-EOF
+	registry_config "$d/data" "$build_registry_port" "$d/htpasswd" >"$d/config.yml"
 	launch build-registry docker-registry serve "$d/config.yml" || return 0
 	wait_for build-registry 30 curl -fsS -u "telo:$password" "http://127.0.0.1:$build_registry_port/v2/"
 }

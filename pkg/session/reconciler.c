@@ -1340,14 +1340,25 @@ static void collect(struct metrics_registry *reg, void *user)
     metrics_histogram_load(metrics_series(r->build_hist, NULL, NULL), &r->build_seconds);
 }
 
+/* A histogram family whose buckets are those of h (copied into buckets, n of them). */
+static struct metrics_desc histogram_desc(const char *name, const char *help,
+                                          const struct histogram *h, double *buckets, int n)
+{
+    for (int i = 0; i < n; i++)
+        buckets[i] = h->bounds[i];
+    return (struct metrics_desc){.type = METRICS_HISTOGRAM,
+                                 .name = name,
+                                 .help = help,
+                                 .buckets = buckets,
+                                 .nbuckets = (size_t)n};
+}
+
 int session_reconciler_register_metrics(struct session_reconciler *r, struct metrics_registry *reg,
                                         struct telo_err *err)
 {
     static const char *const phase_label[] = {"phase", NULL};
     static const char *const reason_label[] = {"reason", NULL};
     double buckets[STARTUP_BUCKETS];
-    for (int i = 0; i < STARTUP_BUCKETS; i++)
-        buckets[i] = r->stats.startup_seconds.bounds[i];
     struct metrics_desc phases = {.type = METRICS_GAUGE,
                                   .name = "telo_sessions",
                                   .help = "TeloSessions by phase",
@@ -1359,15 +1370,11 @@ int session_reconciler_register_metrics(struct session_reconciler *r, struct met
                                     .name = "telo_session_failures_total",
                                     .help = "Sessions that ended Failed, by status.reason",
                                     .labels = reason_label};
-    struct metrics_desc startup = {.type = METRICS_HISTOGRAM,
-                                   .name = "telo_session_startup_seconds",
-                                   .help = "Seconds from a TeloSession's creation to Running",
-                                   .buckets = buckets,
-                                   .nbuckets = STARTUP_BUCKETS};
+    struct metrics_desc startup = histogram_desc(
+        "telo_session_startup_seconds", "Seconds from a TeloSession's creation to Running",
+        &r->stats.startup_seconds, buckets, STARTUP_BUCKETS);
     static const char *const result_label[] = {"result", NULL};
     double build_buckets[BUILD_BUCKETS];
-    for (int i = 0; i < BUILD_BUCKETS; i++)
-        build_buckets[i] = r->build_seconds.bounds[i];
     struct metrics_desc builds = {.type = METRICS_COUNTER,
                                   .name = "telo_image_builds_total",
                                   .help = "Image build Jobs that finished, by result",
@@ -1375,11 +1382,9 @@ int session_reconciler_register_metrics(struct session_reconciler *r, struct met
     struct metrics_desc hits = {.type = METRICS_COUNTER,
                                 .name = "telo_image_cache_hits_total",
                                 .help = "Sessions that found their image in the registry"};
-    struct metrics_desc build_hist = {.type = METRICS_HISTOGRAM,
-                                      .name = "telo_image_build_seconds",
-                                      .help = "Seconds from a build Job's creation to its end",
-                                      .buckets = build_buckets,
-                                      .nbuckets = BUILD_BUCKETS};
+    struct metrics_desc build_hist =
+        histogram_desc("telo_image_build_seconds", "Seconds from a build Job's creation to its end",
+                       &r->build_seconds, build_buckets, BUILD_BUCKETS);
     if (!(r->builds_fam = metrics_register(reg, &builds, err)) ||
         !(r->hits_fam = metrics_register(reg, &hits, err)) ||
         !(r->build_hist = metrics_register(reg, &build_hist, err)))

@@ -560,3 +560,24 @@ def test_url_bundles_are_read_by_the_operator_and_built_from_the_url(
     ts = wait_phase(cluster, ns, "u", "Running", timeout=60)
     assert ts["status"]["image"]["reason"] == "Built"
     assert pod_image(cluster, ns, "u") == "%s:%s" % (registry["repository"], tag)
+
+
+def test_an_operator_killed_during_a_build_follows_the_same_job_after_restart(
+        cluster, builds, pod_namespace, session_node):
+    ns, hold = pod_namespace, Hold(cluster, session_node)
+    op = builds(hold=hold)
+    marker = "%d" % (time.time_ns() % 100000)
+    app = APP.replace("std/http-server@0.15.0", "std/http-server@0.20.%s" % marker)
+    apply(cluster, ns, bundle_cm("bundle", tgz({"app/telo.yaml": app % '"k"'})),
+          session("k1", bundle="bundle"))
+    job = wait_phase(cluster, ns, "k1", "Building")["status"]["image"]["buildJob"]
+    op.kill()
+    apply(cluster, ns, session("k2", bundle="bundle"))
+    op.start()
+    wait_phase(cluster, ns, "k2", "Building", timeout=30)
+    assert get_ts(cluster, ns, "k2")["status"]["image"]["buildJob"] == job
+    hold.release()
+    for name in ("k1", "k2"):
+        ts = wait_phase(cluster, ns, name, "Running", timeout=60)
+        assert ts["status"]["image"]["reason"] == "Built", ts["status"]
+    assert job_creates(cluster, builds.namespace) == {job: 1}
