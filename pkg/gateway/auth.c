@@ -48,6 +48,8 @@ struct gw_admission {
     int session_found;
     char phase[32];
     char pod[254];
+    char pod_ip[64];
+    int inspect;
     int exit_code;
     char subject[128];
     struct json_object *user; /* TokenReview status.user, for the SubjectAccessReview */
@@ -118,6 +120,8 @@ static void decide(struct gw_admission *adm, enum gw_verdict v, const char *reas
                               .subject = adm->subject,
                               .phase = adm->phase,
                               .pod = adm->pod,
+                              .pod_ip = adm->pod_ip,
+                              .inspect = adm->inspect,
                               .exit_code = adm->exit_code};
     adm->call = NULL;
     adm->cb(&res, adm->ud);
@@ -262,7 +266,10 @@ static void on_session(const struct kube_result *res, void *ud)
         const char *phase = str_at(status, "phase", NULL);
         const char *pod = str_at(status, "podName", NULL);
         snprintf(adm->phase, sizeof(adm->phase), "%s", phase ? phase : "");
+        const char *ip = str_at(status, "podIP", NULL);
         snprintf(adm->pod, sizeof(adm->pod), "%s", pod ? pod : "");
+        snprintf(adm->pod_ip, sizeof(adm->pod_ip), "%s", ip ? ip : "");
+        adm->inspect = str_at(status, "inspectUrl", NULL) != NULL;
         if (json_object_object_get_ex(status, "exitCode", &code))
             adm->exit_code = json_object_get_int(code);
         if (json_object_object_get_ex(status, "attach", &attach))

@@ -27,6 +27,8 @@ struct gw_admitted {
     const char *subject; /* "session-token" or the Kubernetes user name; "" when unknown */
     const char *phase;   /* the TeloSession's status.phase ("" when absent) */
     const char *pod;     /* status.podName ("" when absent) */
+    const char *pod_ip;  /* status.podIP ("" when absent) */
+    int inspect;         /* 1 when the session publishes status.inspectUrl (spec.inspect) */
     int exit_code;       /* status.exitCode, -1 when absent */
 };
 

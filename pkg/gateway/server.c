@@ -3,6 +3,7 @@
 #include "gateway/server.h"
 
 #include "gateway/auth.h"
+#include "gateway/debug.h"
 #include "gateway/proto.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -57,6 +58,7 @@ struct gw_server {
     ev_io accept_io;
     struct gw_auth *auth;
     struct gw_hub *hub;
+    struct gw_relays *relays;
     struct conn *conns;
     unsigned long refusals[6]; /* 400, 401, 403, 404, 409, 503 */
     unsigned long requests;
@@ -207,13 +209,33 @@ static void upgrade(struct conn *c, const struct gw_admitted *a)
     conn_free(c);
 }
 
+static void relay(struct conn *c, const struct gw_admitted *a)
+{
+    struct gw_server *srv = c->srv;
+    if (!a->inspect)
+        return refuse(c, 404, "NotFound",
+                      "the session has no debug stream: start it with spec.inspect: true",
+                      a->subject);
+    if (strcmp(a->phase, "Running") != 0 || a->pod_ip[0] == '\0')
+        return refuse(c, 409, "Conflict",
+                      "the session is not running; its debug stream starts with it", a->subject);
+    char session[600];
+    snprintf(session, sizeof(session), "%s/%s", c->target.namespace, c->target.name);
+    int fd = c->fd;
+    c->fd = -1;
+    conn_free(c);
+    struct telo_err err = {0};
+    if (gw_relays_add(srv->relays, fd, a->pod_ip, GW_INSPECT_PORT, session, &err) != 0)
+        telo_log(TELO_LOG_WARN, "debug relay failed", "session=%s error=\"%s\"", session, err.msg);
+}
+
 static void admitted(const struct gw_admitted *a, void *ud)
 {
     struct conn *c = ud;
     c->adm = NULL;
     switch (a->verdict) {
     case GW_ALLOW:
-        return upgrade(c, a);
+        return strcmp(c->target.action, "debug") == 0 ? relay(c, a) : upgrade(c, a);
     case GW_UNAUTHENTICATED:
         return refuse(c, 401, "Unauthorized", a->reason, a->subject);
     case GW_FORBIDDEN:
@@ -275,6 +297,13 @@ static void metrics(struct conn *c)
     for (size_t i = 0; i < sizeof(refusal_codes) / sizeof(refusal_codes[0]); i++)
         buf_printf(&b, "telo_gateway_refusals_total{code=\"%d\"} %lu\n", refusal_codes[i],
                    c->srv->refusals[i]);
+    buf_printf(&b,
+               "# HELP telo_gateway_debug_streams Debug streams being relayed.\n"
+               "# TYPE telo_gateway_debug_streams gauge\ntelo_gateway_debug_streams %zu\n"
+               "# HELP telo_gateway_debug_frames_total Debug frames relayed to clients.\n"
+               "# TYPE telo_gateway_debug_frames_total counter\n"
+               "telo_gateway_debug_frames_total %lu\n",
+               gw_relays_count(c->srv->relays), gw_relays_frames(c->srv->relays));
     respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, NULL);
     buf_release(&b);
 }
@@ -295,9 +324,41 @@ static void request_token(const struct ws_http_head *h, const char *sub_token, c
     snprintf(out, outlen, "%s", sub_token);
 }
 
+/* Starts admission of token for the request's session; the verdict arrives in admitted. */
+static void admit(struct conn *c, char *token)
+{
+    struct telo_err err = {0};
+    c->adm = gw_admit(c->srv->auth, c->target.namespace, c->target.name, token, admitted, c, &err);
+    OPENSSL_cleanse(token, strlen(token));
+    free(token);
+    if (c->adm == NULL)
+        return refuse(c, 503, "ServiceUnavailable", err.msg, NULL);
+    /* Wait for the verdict; the connection's timer still bounds the whole exchange. */
+}
+
+/* GET .../debug: a server-sent-event stream, authorized as attach is. */
+static void debug_request(struct conn *c, const struct ws_http_head *h)
+{
+    if (strcmp(h->method, "GET") != 0)
+        return refuse(c, 400, "BadRequest", "the debug stream is GET only", NULL);
+    if (!origin_allowed(c->srv, ws_http_header(h, "Origin")))
+        return refuse(c, 403, "Forbidden", "forbidden origin", NULL);
+    char *token = malloc(TOKEN_MAX);
+    if (token == NULL)
+        return refuse(c, 503, "ServiceUnavailable", "out of memory", NULL);
+    request_token(h, "", token, TOKEN_MAX);
+    if (token[0] == '\0') {
+        free(token);
+        return refuse(c, 401, "Unauthorized", "no token: send Authorization: Bearer <token>", NULL);
+    }
+    admit(c, token);
+}
+
 static void attach_request(struct conn *c, const struct ws_http_head *h)
 {
     struct gw_server *srv = c->srv;
+    if (strcmp(c->target.action, "debug") == 0)
+        return debug_request(c, h);
     const char *key = ws_http_header(h, "Sec-WebSocket-Key");
     const char *version = ws_http_header(h, "Sec-WebSocket-Version");
     if (strcmp(h->method, "GET") != 0 ||
@@ -312,9 +373,6 @@ static void attach_request(struct conn *c, const struct ws_http_head *h)
         return refuse(c, 400, "BadRequest", "Sec-WebSocket-Version must be 13", NULL);
     if (!origin_allowed(srv, ws_http_header(h, "Origin")))
         return refuse(c, 403, "Forbidden", "forbidden origin", NULL);
-    if (strcmp(c->target.action, "attach") != 0)
-        return refuse(c, 404, "NotFound", "the debug stream is not served by this gateway yet",
-                      NULL);
     char *sub_token = malloc(TOKEN_MAX), *token = malloc(TOKEN_MAX);
     if (sub_token == NULL || token == NULL) {
         free(sub_token);
@@ -350,13 +408,7 @@ static void attach_request(struct conn *c, const struct ws_http_head *h)
                                   "base64url.bearer.authorization.k8s.io.<token> subprotocol",
                       NULL);
     }
-    struct telo_err err = {0};
-    c->adm = gw_admit(srv->auth, c->target.namespace, c->target.name, token, admitted, c, &err);
-    OPENSSL_cleanse(token, strlen(token));
-    free(token);
-    if (c->adm == NULL)
-        return refuse(c, 503, "ServiceUnavailable", err.msg, NULL);
-    /* Wait for the verdict; the handshake timer still bounds the whole exchange. */
+    admit(c, token);
 }
 
 static void handle(struct conn *c)
@@ -496,7 +548,8 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     }
     srv->auth = gw_auth_new(t, cfg->auth_cache_s > 0 ? cfg->auth_cache_s : 10);
     srv->hub = gw_hub_new(loop, t, &cfg->hub);
-    if (srv->auth == NULL || srv->hub == NULL)
+    srv->relays = gw_relays_new(loop, cfg->hub.ping_interval_s);
+    if (srv->auth == NULL || srv->hub == NULL || srv->relays == NULL)
         goto nomem;
     return srv;
 nomem:
@@ -564,6 +617,7 @@ void gw_server_free(struct gw_server *srv)
     }
     while (srv->conns != NULL)
         conn_free(srv->conns);
+    gw_relays_free(srv->relays);
     gw_hub_free(srv->hub);
     gw_auth_free(srv->auth);
     if (srv->origins != NULL) {

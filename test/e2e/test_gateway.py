@@ -6,6 +6,7 @@ exactly as a browser or client-go would: v5.channel.k8s.io, v4.channel.k8s.io an
 Skipped when no Ready node is labelled telo.run/node=real."""
 
 import base64
+import http.client
 import io
 import json
 import os
@@ -127,7 +128,8 @@ def sessions(env):
                                "--wait=false", check=False)
 
 
-def start_session(env, name, cleanup, cpu="100m", entry="print gateway test %s\n"):
+def start_session(env, name, cleanup, cpu="100m", entry="print gateway test %s\n",
+                  inspect=False):
     """A TeloSession running the stand-in with a one-line entry (and cpu, limits = requests);
     returns its status once Running (with attach.url and attach.secretName) and the attach
     token. cleanup (the sessions fixture) deletes it after the test."""
@@ -144,7 +146,7 @@ def start_session(env, name, cleanup, cpu="100m", entry="print gateway test %s\n
          "binaryData": {"bundle.tgz": base64.b64encode(buf.getvalue()).decode()}},
         {"apiVersion": "telo.run/v1alpha1", "kind": "TeloSession", "metadata": {"name": name},
          "spec": {"entry": "main.telo", "bundle": {"configMap": {"name": name + "-bundle"}},
-                  "resources": {"cpu": cpu, "memory": "64Mi"}}},
+                  "resources": {"cpu": cpu, "memory": "64Mi"}, "inspect": inspect}},
     ]
     cluster.kubectl("apply", "-n", ns, "-f", "-",
                     input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
@@ -446,6 +448,52 @@ def test_refusals_401_403_and_allowed_paths(env, sessions):
     for secret in (token, viewer, attacher, expired):
         assert secret not in log, "a token reached the gateway's log"
     assert env["gw"].metric('telo_gateway_refusals_total{code="401"}') >= 5
+
+
+def _debug_get(env, name, token):
+    conn = http.client.HTTPConnection(env["gw"].base, timeout=30)
+    headers = {"Accept": "text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = "Bearer " + token
+    conn.request("GET", "/v1/namespaces/%s/telosessions/%s/debug" % (env["ns"], name),
+                 headers=headers)
+    return conn, conn.getresponse()
+
+
+def test_debug_stream_relays_the_inspector_events(env, sessions):
+    """GET .../debug: the pod's inspector /events as server-sent events, event frames only,
+    wrapped as the reference relays them ({"type":"debug","frame":...})."""
+    status, token = start_session(env, "dbg", sessions, inspect=True)
+    assert status.get("inspectUrl", "").endswith("/telosessions/dbg/debug"), status
+    conn, resp = _debug_get(env, "dbg", None)
+    assert resp.status == 401
+    conn.close()
+    conn, resp = _debug_get(env, "dbg", token)
+    assert resp.status == 200
+    assert resp.getheader("Content-Type") == "text/event-stream"
+    frames, ids, deadline = [], [], time.monotonic() + 30
+    event = None
+    while time.monotonic() < deadline and len([f for f in frames if "seq" in f]) < 2:
+        line = resp.fp.readline().decode().rstrip("\n")
+        if line.startswith("id: "):
+            ids.append(int(line[4:]))
+        elif line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            assert event == "debug", line
+            body = json.loads(line[6:])
+            assert body["type"] == "debug"
+            frames.append(body["frame"])
+    conn.close()
+    assert frames[0] == {"entry": "/app/main.telo", "state": "running"}, frames[:3]
+    seqs = [f["seq"] for f in frames if "seq" in f]
+    assert len(seqs) >= 2 and seqs == sorted(seqs), frames
+    assert ids == list(range(1, len(ids) + 1)), ids
+    # A session without spec.inspect has no debug stream.
+    _, plain_token = start_session(env, "nodbg", sessions)
+    conn, resp = _debug_get(env, "nodbg", plain_token)
+    assert resp.status == 404
+    conn.close()
 
 
 def _timed_flood(client, size):

@@ -1,0 +1,358 @@
+/* The debug stream relay: a client's server-sent-event stream fed from the session pod's
+ * inspector (GET http://<podIP>:9230/events), event frames only, reconnecting, with heartbeats. */
+#include "gateway/debug.h"
+
+#include "gateway/sse.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "ws/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define OUT_MAX       ((size_t)1 << 20) /* a client further behind loses frames */
+#define EVENT_MAX     ((size_t)256 << 10)
+#define HEAD_MAX      8192
+#define RECONNECT_S   0.5 /* as the reference's relayDebugStream */
+#define UP_READ_CHUNK 16384
+
+enum up_state { UP_IDLE, UP_CONNECTING, UP_HEAD, UP_BODY };
+
+struct relay {
+    struct gw_relays *set;
+    struct relay *prev, *next;
+    char session[300];
+    char pod_ip[64];
+    int port;
+
+    int cfd; /* the client */
+    ev_io cread, cwrite;
+    struct buf out; /* what the client has not taken yet, from out_off */
+    size_t out_off;
+    unsigned long long next_id;
+    unsigned long dropped;
+
+    int ufd; /* the inspector, -1 when not connected */
+    enum up_state ustate;
+    ev_io uio;
+    char head[HEAD_MAX + 1];
+    size_t head_len;
+    struct gw_sse_parser sse;
+    ev_timer retry, heartbeat;
+    int up_logged; /* the inspector's absence was logged once */
+};
+
+struct gw_relays {
+    struct ev_loop *loop;
+    double heartbeat_s;
+    struct relay *list;
+    size_t count;
+    unsigned long frames;
+};
+
+static void relay_free(struct relay *rl)
+{
+    struct gw_relays *set = rl->set;
+    ev_io_stop(set->loop, &rl->cread);
+    ev_io_stop(set->loop, &rl->cwrite);
+    ev_io_stop(set->loop, &rl->uio);
+    ev_timer_stop(set->loop, &rl->retry);
+    ev_timer_stop(set->loop, &rl->heartbeat);
+    if (rl->ufd >= 0)
+        close(rl->ufd);
+    close(rl->cfd);
+    buf_release(&rl->out);
+    gw_sse_release(&rl->sse);
+    if (rl->prev != NULL)
+        rl->prev->next = rl->next;
+    else
+        set->list = rl->next;
+    if (rl->next != NULL)
+        rl->next->prev = rl->prev;
+    set->count--;
+    free(rl);
+}
+
+/* Writes what the client takes. Returns 0, or -1 when the client is gone. */
+static int flush_client(struct relay *rl)
+{
+    while (rl->out_off < rl->out.len) {
+        ssize_t n =
+            send(rl->cfd, rl->out.data + rl->out_off, rl->out.len - rl->out_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            rl->out_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            ev_io_start(rl->set->loop, &rl->cwrite);
+            return 0;
+        }
+        return -1;
+    }
+    buf_reset(&rl->out);
+    rl->out_off = 0;
+    ev_io_stop(rl->set->loop, &rl->cwrite);
+    return 0;
+}
+
+static void on_event(const char *event, const char *data, size_t len, void *ud)
+{
+    (void)event;
+    struct relay *rl = ud;
+    if (rl->out_off > 0 && rl->out_off == rl->out.len) {
+        buf_reset(&rl->out);
+        rl->out_off = 0;
+    }
+    int rc = gw_sse_debug_frame(&rl->out, rl->next_id, data, len);
+    if (rc == 1) {
+        rl->next_id++;
+        rl->set->frames++;
+    } else if (rc < 0) {
+        rl->dropped++; /* the client is more than OUT_MAX behind */
+    }
+}
+
+static void up_close(struct relay *rl)
+{
+    ev_io_stop(rl->set->loop, &rl->uio);
+    if (rl->ufd >= 0)
+        close(rl->ufd);
+    rl->ufd = -1;
+    rl->ustate = UP_IDLE;
+    rl->head_len = 0;
+    gw_sse_release(&rl->sse);
+    gw_sse_init(&rl->sse, EVENT_MAX);
+    ev_timer_set(&rl->retry, RECONNECT_S, 0.);
+    ev_timer_start(rl->set->loop, &rl->retry);
+}
+
+static void up_fail(struct relay *rl, const char *why)
+{
+    if (!rl->up_logged)
+        telo_log(TELO_LOG_INFO, "debug relay: inspector not answering, retrying",
+                 "session=%s address=%s:%d why=\"%s\"", rl->session, rl->pod_ip, rl->port, why);
+    rl->up_logged = 1;
+    up_close(rl);
+}
+
+/* Bytes of the inspector's body: parsed, relayed, flushed. Returns -1 when the client is gone. */
+static int up_body(struct relay *rl, const char *data, size_t len)
+{
+    gw_sse_feed(&rl->sse, data, len, on_event, rl);
+    return flush_client(rl);
+}
+
+static void up_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct relay *rl = w->data;
+    if (rl->ustate == UP_CONNECTING) {
+        int soerr = 0;
+        socklen_t slen = sizeof(soerr);
+        if (getsockopt(rl->ufd, SOL_SOCKET, SO_ERROR, &soerr, &slen) != 0 || soerr != 0)
+            return up_fail(rl, strerror(soerr ? soerr : errno));
+        char req[256];
+        int n = snprintf(req, sizeof(req),
+                         "GET /events HTTP/1.0\r\nHost: %s:%d\r\nAccept: text/event-stream\r\n"
+                         "User-Agent: telo-gateway/" TELO_VERSION "\r\n\r\n",
+                         rl->pod_ip, rl->port);
+        /* HTTP/1.0 so the inspector streams the body as is, without chunked encoding. A fresh
+         * socket's buffer takes these bytes at once. */
+        if (send(rl->ufd, req, (size_t)n, MSG_NOSIGNAL) != n)
+            return up_fail(rl, "sending the request failed");
+        rl->ustate = UP_HEAD;
+        ev_io_stop(rl->set->loop, &rl->uio);
+        ev_io_set(&rl->uio, rl->ufd, EV_READ);
+        ev_io_start(rl->set->loop, &rl->uio);
+        return;
+    }
+    char chunk[UP_READ_CHUNK];
+    for (;;) {
+        ssize_t n = read(rl->ufd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0)
+            return up_fail(rl, n == 0 ? "the inspector closed the stream" : strerror(errno));
+        if (rl->ustate == UP_BODY) {
+            if (up_body(rl, chunk, (size_t)n) != 0)
+                return relay_free(rl);
+            continue;
+        }
+        size_t take = (size_t)n < HEAD_MAX - rl->head_len ? (size_t)n : HEAD_MAX - rl->head_len;
+        memcpy(rl->head + rl->head_len, chunk, take);
+        rl->head_len += take;
+        long end = ws_http_head_end(rl->head, rl->head_len, HEAD_MAX);
+        if (end < 0)
+            return up_fail(rl, "answer head too long");
+        if (end == 0)
+            continue;
+        struct ws_http_head h;
+        size_t body_len = rl->head_len - (size_t)end;
+        char body[HEAD_MAX];
+        memcpy(body, rl->head + end, body_len);
+        if (ws_http_parse_response(rl->head, (size_t)end, &h, NULL) != 0 || h.status != 200)
+            return up_fail(rl, "the inspector did not answer 200");
+        if (rl->up_logged)
+            telo_log(TELO_LOG_INFO, "debug relay: inspector back", "session=%s", rl->session);
+        rl->up_logged = 0;
+        rl->ustate = UP_BODY;
+        if (up_body(rl, body, body_len) != 0 ||
+            ((size_t)n > take && up_body(rl, chunk + take, (size_t)n - take) != 0))
+            return relay_free(rl);
+    }
+}
+
+static void up_connect(struct relay *rl)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    socklen_t slen;
+    if (inet_pton(AF_INET, rl->pod_ip, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons((uint16_t)rl->port);
+        slen = sizeof(*in);
+    } else if (inet_pton(AF_INET6, rl->pod_ip, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)rl->port);
+        slen = sizeof(*in6);
+    } else {
+        return up_fail(rl, "the pod IP is not an address");
+    }
+    rl->ufd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (rl->ufd < 0)
+        return up_fail(rl, strerror(errno));
+    if (connect(rl->ufd, (struct sockaddr *)&ss, slen) != 0 && errno != EINPROGRESS)
+        return up_fail(rl, strerror(errno));
+    rl->ustate = UP_CONNECTING;
+    ev_io_init(&rl->uio, up_cb, rl->ufd, EV_WRITE);
+    rl->uio.data = rl;
+    ev_io_start(rl->set->loop, &rl->uio);
+}
+
+static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    up_connect(w->data);
+}
+
+static void heartbeat_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct relay *rl = w->data;
+    /* A comment line: ignored by EventSource, enough traffic for idle-timeout proxies. */
+    if (buf_append_str(&rl->out, ": heartbeat\n\n") == 0 && flush_client(rl) != 0)
+        relay_free(rl);
+}
+
+static void client_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct relay *rl = w->data;
+    char sink[512];
+    ssize_t n = read(rl->cfd, sink, sizeof(sink));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        telo_log(TELO_LOG_INFO, "debug relay: client left", "session=%s frames=%llu dropped=%lu",
+                 rl->session, rl->next_id - 1, rl->dropped);
+        relay_free(rl);
+    }
+}
+
+static void client_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct relay *rl = w->data;
+    if (flush_client(rl) != 0)
+        relay_free(rl);
+}
+
+struct gw_relays *gw_relays_new(struct ev_loop *loop, double heartbeat_s)
+{
+    struct gw_relays *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->loop = loop;
+    r->heartbeat_s = heartbeat_s > 0 ? heartbeat_s : 20;
+    return r;
+}
+
+void gw_relays_free(struct gw_relays *r)
+{
+    if (r == NULL)
+        return;
+    for (struct relay *rl = r->list, *next; rl != NULL; rl = next) {
+        next = rl->next;
+        relay_free(rl);
+    }
+    free(r);
+}
+
+int gw_relays_add(struct gw_relays *r, int fd, const char *pod_ip, int port, const char *session,
+                  struct telo_err *err)
+{
+    struct relay *rl = calloc(1, sizeof(*rl));
+    if (rl == NULL) {
+        close(fd);
+        return telo_err_set(err, TELO_ENOMEM, "debug relay: out of memory");
+    }
+    rl->set = r;
+    rl->cfd = fd;
+    rl->ufd = -1;
+    rl->port = port;
+    rl->next_id = 1;
+    snprintf(rl->pod_ip, sizeof(rl->pod_ip), "%s", pod_ip);
+    snprintf(rl->session, sizeof(rl->session), "%s", session);
+    buf_init(&rl->out, OUT_MAX);
+    gw_sse_init(&rl->sse, EVENT_MAX);
+    ev_io_init(&rl->cread, client_read_cb, fd, EV_READ);
+    ev_io_init(&rl->cwrite, client_write_cb, fd, EV_WRITE);
+    ev_timer_init(&rl->retry, retry_cb, 0., 0.);
+    ev_timer_init(&rl->heartbeat, heartbeat_cb, r->heartbeat_s, r->heartbeat_s);
+    rl->cread.data = rl->cwrite.data = rl->retry.data = rl->heartbeat.data = rl;
+    rl->next = r->list;
+    if (r->list != NULL)
+        r->list->prev = rl;
+    r->list = rl;
+    r->count++;
+    if (buf_append_str(&rl->out,
+                       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                       "Cache-Control: no-cache\r\nConnection: close\r\n"
+                       "X-Accel-Buffering: no\r\n\r\n: relaying the inspector\n\n") != 0 ||
+        flush_client(rl) != 0) {
+        relay_free(rl);
+        return telo_err_set(err, TELO_EIO, "debug relay: the client is gone");
+    }
+    ev_io_start(r->loop, &rl->cread);
+    ev_timer_start(r->loop, &rl->heartbeat);
+    telo_log(TELO_LOG_INFO, "debug relay started", "session=%s inspector=%s:%d", session, pod_ip,
+             port);
+    up_connect(rl);
+    return 0;
+}
+
+size_t gw_relays_count(const struct gw_relays *r)
+{
+    return r->count;
+}
+
+unsigned long gw_relays_frames(const struct gw_relays *r)
+{
+    return r->frames;
+}

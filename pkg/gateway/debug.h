@@ -1,0 +1,36 @@
+/* The debug stream relay: a client's server-sent-event stream fed from the session pod's
+ * inspector (GET http://<podIP>:9230/events), event frames only, reconnecting, with heartbeats. */
+#ifndef TELO_GATEWAY_DEBUG_H
+#define TELO_GATEWAY_DEBUG_H
+
+#include "util/err.h"
+
+#include <stddef.h>
+
+struct ev_loop;
+struct gw_relays;
+
+#define GW_INSPECT_PORT 9230
+
+/* Creates the set of relays on loop (borrowed; must outlive it). heartbeat_s: a comment line this
+ * often so proxies keep idle streams (0: 20 s). Returns NULL when out of memory. */
+struct gw_relays *gw_relays_new(struct ev_loop *loop, double heartbeat_s);
+
+/* Ends every relay (closing its client) and frees r. NULL is a no-op. */
+void gw_relays_free(struct gw_relays *r);
+
+/* Starts relaying to the client on fd (a connected, non-blocking socket whose request was read and
+ * admitted; the relay owns it from now on, also on failure): answers 200 text/event-stream, then
+ * relays the inspector at pod_ip:port until the client leaves, reconnecting every 500 ms when the
+ * inspector is away. session names the session for the log. Returns 0, or a negative code with
+ * err filled (fd closed). */
+int gw_relays_add(struct gw_relays *r, int fd, const char *pod_ip, int port, const char *session,
+                  struct telo_err *err);
+
+/* Relays running now. */
+size_t gw_relays_count(const struct gw_relays *r);
+
+/* Debug frames relayed to clients since the start. */
+unsigned long gw_relays_frames(const struct gw_relays *r);
+
+#endif
