@@ -137,6 +137,7 @@ static char *session_token(struct kt *kt, const char *secret)
 struct session {
     struct kt *kt;
     const char *name;
+    int via_gateway;
     struct kube_attach *attach;
     int tty;
     struct termios saved;
@@ -210,6 +211,10 @@ static void on_open(struct kube_attach *a, const char *protocol, void *ud)
     (void)a;
     (void)protocol;
     struct session *s = ud;
+    /* Raw mode is on: end lines with CR LF ourselves. */
+    fprintf(stderr, "kubectl-telo: attached to %s (%s)%s\r\n", s->name,
+            s->via_gateway ? "gateway" : "API server pods/attach",
+            s->tty ? "; detach with ctrl-p ctrl-q" : "");
     send_size(s, 1);
     ev_io_start(s->kt->loop, &s->in);
     if (s->tty)
@@ -359,6 +364,7 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
     if (rc != 0)
         return rc;
     const char *gateway = flags->direct ? NULL : kt_str(ts, "status", "attach", "url");
+    int via_gateway = gateway != NULL;
     const char *secret = kt_str(ts, "status", "attach", "secretName");
     const char *pod = kt_str(ts, "status", "podName");
     char *url = NULL, *token = NULL;
@@ -380,7 +386,8 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
         return 1;
     }
 
-    struct session s = {.kt = kt, .name = name, .tty = isatty(STDIN_FILENO)};
+    struct session s = {
+        .kt = kt, .name = name, .via_gateway = via_gateway, .tty = isatty(STDIN_FILENO)};
     ev_io_init(&s.in, stdin_cb, STDIN_FILENO, EV_READ);
     s.in.data = &s;
     ev_signal_init(&s.winch, winch_cb, SIGWINCH);
@@ -392,10 +399,10 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
      * the Secret, their own token, which the gateway checks with TokenReview); its TLS is not
      * the API server's, so the kubeconfig's CA does not apply. */
     struct kube_attach_opts opts = {.url = url,
-                                    .cfg = gateway ? NULL : kt->cfg,
+                                    .cfg = via_gateway ? NULL : kt->cfg,
                                     .token = token,
                                     .insecure_skip_tls_verify = flags->insecure};
-    if (gateway && token == NULL) {
+    if (via_gateway && token == NULL) {
         struct telo_err terr;
         const char *own = NULL;
         if (kube_config_token(kt->cfg, &own, &terr) == 0 && own != NULL)
@@ -415,9 +422,6 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
         free(url);
         return 1;
     }
-    fprintf(stderr, "kubectl-telo: attached to %s (%s)%s\n", name,
-            gateway ? "gateway" : "API server pods/attach",
-            s.tty ? "; detach with ctrl-p ctrl-q" : "");
     free(url);
     if (s.tty)
         raw_mode(&s);
@@ -438,7 +442,7 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
     if (s.end_rc != 0) {
         if (s.http_status == 401 || s.http_status == 403)
             fprintf(stderr, "kubectl-telo: %s refused the attach with HTTP %ld (%s)\n",
-                    gateway ? "the gateway" : "the API server", s.http_status,
+                    via_gateway ? "the gateway" : "the API server", s.http_status,
                     s.http_status == 401 ? "the credential was not accepted"
                                          : "not allowed to attach to this session");
         else
@@ -450,7 +454,7 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
      * session's record has the exit code. */
     if (s.have_status && s.exit.code > 0)
         return s.exit.code;
-    if (s.have_status && s.exit.code == 0 && gateway != NULL)
+    if (s.have_status && s.exit.code == 0 && via_gateway)
         return 0;
     if (s.have_status && s.exit.code < 0) {
         fprintf(stderr, "kubectl-telo: session %s: %s%s%s\n", name, s.exit.reason,
