@@ -11,6 +11,8 @@ import io
 import json
 import os
 import re
+import select
+import socket
 import subprocess
 import tarfile
 import threading
@@ -494,6 +496,102 @@ def test_debug_stream_relays_the_inspector_events(env, sessions):
     conn, resp = _debug_get(env, "nodbg", plain_token)
     assert resp.status == 404
     conn.close()
+
+
+class DroppingProxy:
+    """A TCP proxy in front of the API server whose connections the test can cut, to drop the
+    gateway's upstream without touching the shared API server."""
+
+    def __init__(self, target_host, target_port):
+        self.target = (target_host, target_port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.conns.append((client, server))
+            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                ready, _, _ = select.select([a, b], [], [])
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        raise OSError("closed")
+                    (b if s is a else a).sendall(data)
+        except OSError:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def drop_all(self):
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for pair in conns:
+            for s in pair:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        return len(conns)
+
+    def close(self):
+        self.listener.close()
+        self.drop_all()
+
+
+def test_upstream_reconnects_while_the_session_runs(env, sessions, tmp_path):
+    """The gateway's pods/attach connection drops (here: a proxy in front of the API server cuts
+    every connection) while the session runs: the clients stay attached, the gateway reconnects,
+    and input and output flow again."""
+    cluster = env["cluster"]
+    server = cluster.kubectl("config", "view", "--minify", "-o",
+                             "jsonpath={.clusters[0].cluster.server}").stdout
+    host, port = server.split("://")[1].rsplit(":", 1)
+    proxy = DroppingProxy(host, int(port))
+    kubeconfig = tmp_path / "kubeconfig"
+    cfg = cluster.kubectl("config", "view", "--raw", "--minify", "--flatten").stdout
+    kubeconfig.write_text(cfg.replace(server, "https://127.0.0.1:%d" % proxy.port))
+    gw = Gateway(cluster, str(tmp_path / "gateway.log"), ["--kubeconfig", str(kubeconfig)])
+    try:
+        _, token = start_session(env, "redial", sessions)
+        attach_url = "ws://%s/v1/namespaces/%s/telosessions/redial/attach" % (gw.base, env["ns"])
+        a = Client(attach_url, token, V5)
+        b = Client(attach_url, token, IO)
+        a.type("before-drop\n")
+        b.wait_for("echo: before-drop")
+        assert gw.metric("telo_gateway_upstream_connects_total") == 1
+        assert proxy.drop_all() >= 1
+        wait_until(lambda: gw.metric("telo_gateway_upstream_connects_total") == 2, timeout=30,
+                   what="the gateway's second pods/attach")
+        a.type("after-drop\n")
+        for c in (a, b):
+            c.wait_for("echo: after-drop")
+            assert c.closed is None, "clients stay attached through the upstream's drop"
+        assert 'msg="attach upstream closed"' in gw.log()
+        a.close()
+        b.close()
+    finally:
+        assert gw.stop() == 0
+        proxy.close()
 
 
 def _timed_flood(client, size):
