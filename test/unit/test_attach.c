@@ -207,6 +207,8 @@ struct client {
     int ended;
     struct kube_attach_end end;
     struct telo_err end_err;
+    int free_in; /* 1: free the handle in on_output, 2: in on_end */
+    int freed;
 };
 
 static void on_open(struct kube_attach *a, const char *protocol, void *ud)
@@ -223,14 +225,23 @@ static void on_output(struct kube_attach *a, int channel, const unsigned char *d
     (void)a;
     struct client *c = ud;
     assert_int_equal(channel, KUBE_CHANNEL_STDOUT);
+    assert_false(c->freed);
     buf_append(&c->out, data, len);
+    if (c->free_in == 1) {
+        kube_attach_free(a);
+        c->freed = 1;
+    }
 }
 
 static void on_end(struct kube_attach *a, const struct kube_attach_end *end, void *ud)
 {
-    (void)a;
     struct client *c = ud;
+    assert_false(c->freed);
     c->ended = 1;
+    if (c->free_in == 2) {
+        kube_attach_free(a);
+        c->freed = 1;
+    }
     c->end = *end;
     if (end->err) {
         c->end_err = *end->err;
@@ -309,6 +320,31 @@ static void typed_resized_and_ended_with_a_status(void **state)
     buf_release(&c.out);
     server_stop();
     ev_loop_destroy(loop);
+}
+
+/* What the gateway does: free the handle from inside its own callbacks, mid-stream or at the
+ * end; nothing is called afterwards, and the loop frees the rest (valgrind and ASan check). */
+static void freed_from_its_own_callbacks(void **state)
+{
+    (void)state;
+    for (int where = 1; where <= 2; where++) {
+        struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+        const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
+        server_start(loop, protocols);
+        struct client c;
+        struct kube_attach *a = connect_client(loop, &c, NULL);
+        c.free_in = where;
+        run_until(loop, &c.opened);
+        assert_int_equal(kube_attach_write(a, where == 1 ? "x\r" : "!", where == 1 ? 2 : 1), 0);
+        run_until(loop, &c.freed);
+        ev_tstamp deadline = ev_time() + 0.5;
+        while (ev_time() < deadline)
+            ev_run(loop, EVRUN_NOWAIT);
+        assert_int_equal(c.ended, where == 2);
+        buf_release(&c.out);
+        server_stop();
+        ev_loop_destroy(loop);
+    }
 }
 
 static void v4_when_the_server_has_no_v5(void **state)
@@ -558,6 +594,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(typed_resized_and_ended_with_a_status),
+        cmocka_unit_test(freed_from_its_own_callbacks),
         cmocka_unit_test(v4_when_the_server_has_no_v5),
         cmocka_unit_test(a_refused_upgrade_reports_the_http_status),
         cmocka_unit_test(nobody_listening_is_a_connection_error),
