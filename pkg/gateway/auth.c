@@ -7,6 +7,7 @@
 #include "kube/transport.h"
 #include "util/log.h"
 #include "util/strmap.h"
+#include "util/timefmt.h"
 
 #include <ev.h>
 #include <json.h>
@@ -50,6 +51,8 @@ struct gw_admission {
     char pod[254];
     char pod_ip[64];
     int inspect;
+    char uid[64];
+    double ready_since;
     int exit_code;
     char subject[128];
     struct json_object *user; /* TokenReview status.user, for the SubjectAccessReview */
@@ -122,6 +125,8 @@ static void decide(struct gw_admission *adm, enum gw_verdict v, const char *reas
                               .pod = adm->pod,
                               .pod_ip = adm->pod_ip,
                               .inspect = adm->inspect,
+                              .uid = adm->uid,
+                              .ready_since = adm->ready_since,
                               .exit_code = adm->exit_code};
     adm->call = NULL;
     adm->cb(&res, adm->ud);
@@ -254,12 +259,32 @@ static const struct cached *cache_get(struct gw_admission *adm)
     return c;
 }
 
+/* When status.conditions' Ready last turned True, 0 when it is not True. */
+static double ready_since(struct json_object *status)
+{
+    struct json_object *conds;
+    if (!json_object_object_get_ex(status, "conditions", &conds) ||
+        !json_object_is_type(conds, json_type_array))
+        return 0;
+    for (size_t i = 0; i < json_object_array_length(conds); i++) {
+        struct json_object *c = json_object_array_get_idx(conds, i);
+        const char *type = str_at(c, "type", NULL), *st = str_at(c, "status", NULL);
+        if (type != NULL && strcmp(type, "Ready") == 0 && st != NULL && strcmp(st, "True") == 0) {
+            double t = timefmt_parse(str_at(c, "lastTransitionTime", NULL));
+            return t > 0 ? t : 0;
+        }
+    }
+    return 0;
+}
+
 static void on_session(const struct kube_result *res, void *ud)
 {
     struct gw_admission *adm = ud;
     if (res->rc != 0 && res->code != 404)
         return unavailable(adm, res, "reading the TeloSession");
     adm->session_found = res->rc == 0;
+    const char *uid = adm->session_found ? str_at(res->object, "metadata", "uid") : NULL;
+    snprintf(adm->uid, sizeof(adm->uid), "%s", uid ? uid : "");
     const char *secret = NULL;
     struct json_object *status = NULL, *code, *attach;
     if (adm->session_found && json_object_object_get_ex(res->object, "status", &status)) {
@@ -270,6 +295,7 @@ static void on_session(const struct kube_result *res, void *ud)
         snprintf(adm->pod, sizeof(adm->pod), "%s", pod ? pod : "");
         snprintf(adm->pod_ip, sizeof(adm->pod_ip), "%s", ip ? ip : "");
         adm->inspect = str_at(status, "inspectUrl", NULL) != NULL;
+        adm->ready_since = ready_since(status);
         if (json_object_object_get_ex(status, "exitCode", &code))
             adm->exit_code = json_object_get_int(code);
         if (json_object_object_get_ex(status, "attach", &attach))

@@ -29,6 +29,8 @@ struct gw_admitted {
     const char *pod;     /* status.podName ("" when absent) */
     const char *pod_ip;  /* status.podIP ("" when absent) */
     int inspect;         /* 1 when the session publishes status.inspectUrl (spec.inspect) */
+    const char *uid;     /* the TeloSession's metadata.uid ("" when not found) */
+    double ready_since;  /* when its Ready condition last became True (epoch s), 0 when not */
     int exit_code;       /* status.exitCode, -1 when absent */
 };
 

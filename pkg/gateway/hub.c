@@ -18,6 +18,7 @@
 
 #include <ev.h>
 #include <json.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,8 @@ struct session {
     char namespace[254];
     char name[254];
     char pod[254];
+    char uid[64];    /* the TeloSession's, so a new session of the same name starts afresh */
+    double ended_at; /* S_ENDED: when (loop time, epoch seconds) */
     struct gw_ring *ring;
     struct kube_attach *up; /* pods/attach of the session container, NULL when none */
     enum state state;
@@ -258,6 +261,7 @@ static void end_session(struct session *s, int exit_code, const char *message)
 {
     struct gw_hub *h = s->hub;
     s->state = S_ENDED;
+    s->ended_at = ev_now(h->loop);
     s->exit_code = exit_code;
     snprintf(s->end_message, sizeof(s->end_message), "%s", message ? message : "");
     kube_attach_free(s->up);
@@ -509,6 +513,7 @@ static struct session *session_new(struct gw_hub *h, const struct gw_attach *req
     snprintf(s->namespace, sizeof(s->namespace), "%s", req->namespace);
     snprintf(s->name, sizeof(s->name), "%s", req->name);
     snprintf(s->pod, sizeof(s->pod), "%s", req->pod ? req->pod : "");
+    snprintf(s->uid, sizeof(s->uid), "%s", req->uid ? req->uid : "");
     s->exit_code = -1;
     buf_init(&s->pending_stdin, MAX_PENDING_STDIN);
     ev_timer_init(&s->retry, retry_cb, 0., 0.);
@@ -531,6 +536,19 @@ static int running(const struct gw_attach *req)
            req->pod[0] != '\0';
 }
 
+/* Whether req is about a newer run than the ended session s holds: another TeloSession of the
+ * same name, another pod, or one that became Ready after s ended (a stopped session started
+ * again gets a pod of the same name). A Running status older than the end is only the status
+ * catching up with it. Ready's time stamp has whole seconds, and no pod starts within the second
+ * its predecessor ended, hence the floor. */
+static int new_run(const struct session *s, const struct gw_attach *req)
+{
+    if (s->state != S_ENDED || !running(req))
+        return 0;
+    return strcmp(s->uid, req->uid ? req->uid : "") != 0 || strcmp(s->pod, req->pod) != 0 ||
+           req->ready_since >= floor(s->ended_at);
+}
+
 int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char **why)
 {
     char key[512];
@@ -547,8 +565,7 @@ int gw_hub_attach(struct gw_hub *h, int fd, const void *extra, size_t extra_len,
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", req->namespace, req->name);
     struct session *s = strmap_get(h->sessions, key);
-    /* An ended session whose TeloSession runs a new pod starts afresh. */
-    if (s != NULL && s->state == S_ENDED && running(req) && strcmp(s->pod, req->pod) != 0) {
+    if (s != NULL && new_run(s, req)) {
         session_free(s);
         s = NULL;
     }

@@ -38,9 +38,11 @@ struct gw_hub_metrics {
 /* A client the server has admitted and upgraded. Strings are borrowed for the call. */
 struct gw_attach {
     const char *namespace, *name;
-    const char *pod;   /* the TeloSession's status.podName */
-    const char *phase; /* its status.phase */
-    int exit_code;     /* its status.exitCode, -1 when absent */
+    const char *pod;    /* the TeloSession's status.podName */
+    const char *phase;  /* its status.phase */
+    int exit_code;      /* its status.exitCode, -1 when absent */
+    const char *uid;    /* its metadata.uid */
+    double ready_since; /* when its Ready condition last became True (epoch s), 0 when not */
     enum gw_proto proto;
     int has_last_seq; /* telo.io.v1: the client sent ?lastSeq= */
     uint32_t last_seq;

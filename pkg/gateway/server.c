@@ -182,6 +182,8 @@ static void upgrade(struct conn *c, const struct gw_admitted *a)
                             .pod = a->pod,
                             .phase = a->phase,
                             .exit_code = a->exit_code,
+                            .uid = a->uid,
+                            .ready_since = a->ready_since,
                             .proto = c->proto,
                             .has_last_seq = c->has_last_seq,
                             .last_seq = c->last_seq,

@@ -394,6 +394,29 @@ def test_exit_reaches_every_client_as_a_status(env, sessions):
                ["status"].get("exitCode") == 7, timeout=60, what="status.exitCode 7")
 
 
+def test_a_recreated_session_gets_a_fresh_terminal(env, sessions):
+    """A TeloSession deleted after its app ended and created again under the same name (same pod
+    name) is a new run: its clients must not get the old run's output and exit Status."""
+    cluster, ns = env["cluster"], env["ns"]
+    _, token = start_session(env, "again", sessions)
+    first = Client(url(env, "again"), token, V5)
+    first.type("first-run\n")
+    first.wait_for("echo: first-run")
+    first.type("quit 4\n")
+    assert first.wait_closed(60) == 1000
+    cluster.kubectl("delete", "telosession", "again", "-n", ns, "--wait=true", "--timeout=60s")
+    wait_until(lambda: cluster.kubectl("get", "pod", "telo-run-again", "-n", ns,
+                                       check=False).returncode != 0,
+               timeout=60, what="the first run's pod gone")
+    _, token = start_session(env, "again", sessions)
+    second = Client(url(env, "again"), token, V5)
+    second.type("second-run\n")
+    second.wait_for("echo: second-run")
+    assert second.closed is None
+    assert b"first-run" not in second.out and not [f for f in second.frames if f[0] == "status"]
+    second.close()
+
+
 def _b64url(data):
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
