@@ -213,12 +213,9 @@ EOF
 # data kept across restarts in $build_registry_dir/data.
 start_build_registry() {
 	local d="$build_registry_dir"
-	# The real node's registry (no auth) has TELO_REGISTRY_PORT: take the next port unless one
-	# was chosen.
+	# lib.sh picks the port after the real node's registry (no auth); a chosen one must differ.
 	if real_node_enabled && [ "$build_registry_port" = "$registry_port" ]; then
-		[ -z "${TELO_BUILD_REGISTRY_PORT:-}" ] ||
-			fail build-registry "the real node's registry uses port $registry_port: set another TELO_BUILD_REGISTRY_PORT"
-		build_registry_port=$((registry_port + 1))
+		fail build-registry "the real node's registry uses port $registry_port: set another TELO_BUILD_REGISTRY_PORT"
 	fi
 	mkdir -p "$d/data"
 	if [ ! -s "$d/password" ]; then
