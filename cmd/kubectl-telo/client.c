@@ -108,6 +108,13 @@ void kt_patch(struct kt *kt, const struct kube_ref *ref, const char *merge_patch
              &p);
 }
 
+void kt_delete(struct kt *kt, const struct kube_ref *ref, struct kt_result *res)
+{
+    reset(res);
+    struct pending p = {.res = res};
+    wait_for(kt, kube_rest_delete(kt->t, ref, NULL, on_result, &p, &res->err), &p);
+}
+
 struct stream {
     int done, fd, rc;
     struct telo_err *err;

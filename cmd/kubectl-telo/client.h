@@ -44,6 +44,7 @@ void kt_create(struct kt *kt, const struct kube_ref *ref, struct json_object *bo
                struct kt_result *res);
 void kt_patch(struct kt *kt, const struct kube_ref *ref, const char *merge_patch,
               struct kt_result *res);
+void kt_delete(struct kt *kt, const struct kube_ref *ref, struct kt_result *res);
 
 /* Streams GET path's body to fd as it arrives (pod logs). Returns 0 when the body ended, or a
  * negative code with err filled (an HTTP error's Status message, a write error on fd). */

@@ -399,6 +399,9 @@ static int cmd_run(struct kt *kt, const struct args *a)
     json_object_put(ts);
     if (res.rc != 0) {
         fprintf(stderr, "kubectl-telo: run: creating TeloSession %s: %s\n", name, res.err.msg);
+        /* The bundle was made for this session only: do not leave it behind. */
+        kt_delete(kt, &cm_ref, &res);
+        kt_result_release(&res);
         return 1;
     }
     const char *uid = kt_str(res.obj, "metadata", "uid");
