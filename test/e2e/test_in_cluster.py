@@ -79,28 +79,26 @@ def phase(cluster, ns, name):
     return cluster.kubectl_json("get", "ts", name, "-n", ns).get("status", {}).get("phase")
 
 
-def operator_pid(lease):
-    """The manager's process on this machine: the only one with this lease name."""
+def pod_rss_kib(pod_uid):
+    """{program: VmRSS in KiB} of the processes of one pod on this machine (the real node), found
+    by the pod's UID in their cgroup path (the kubelet's cgroupfs layout)."""
+    out = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
+            with open("/proc/%s/cgroup" % pid) as f:
+                cgroups = f.read()
+            if pod_uid not in cgroups and pod_uid.replace("-", "_") not in cgroups:
+                continue
             with open("/proc/%s/cmdline" % pid, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
+                program = os.path.basename(f.read().split(b"\0")[0].decode())
+            with open("/proc/%s/status" % pid) as f:
+                rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        except (OSError, StopIteration):
             continue
-        if argv and argv[0].endswith(b"telo-operator") and \
-                ("--leader-election-id=%s" % lease).encode() in argv:
-            return int(pid)
-    return None
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for pid %d" % pid)
+        out[program] = out.get(program, 0) + rss
+    return out
 
 
 def kubelet_working_set_kib(cluster, node, ns, pod):
@@ -209,9 +207,10 @@ def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, r
             out = attach_through_gateway(pod["status"]["podIP"], 8081, sessions, "hello", token,
                                          "typed through the gateway")
             assert "echo: typed through the gateway" in out, out
-        pid = operator_pid(lease)
-        assert pid, "no telo-operator process with --leader-election-id=%s" % lease
-        figures["rss_kib_one_session"] = rss_kib(pid)
+        rss = pod_rss_kib(pod["metadata"]["uid"])
+        assert "telo-operator" in rss, "no telo-operator process of pod %s here: %s" % (
+            pod["metadata"]["name"], rss)
+        figures["rss_kib_one_session"] = rss
 
         # A changed value rolls the pod; sessions now go to kwok's nodes, for 100 of them.
         values["config"]["nodeSelector"] = {"type": "kwok"}
@@ -229,8 +228,7 @@ def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, r
         assert new["metadata"]["annotations"]["checksum/config"] != \
             pod["metadata"]["annotations"]["checksum/config"]
         time.sleep(10)
-        pid = operator_pid(lease)
-        figures["rss_kib_idle"] = rss_kib(pid)
+        figures["rss_kib_idle"] = pod_rss_kib(new["metadata"]["uid"])
         node = real_node["metadata"]["name"]
         figures["kubelet_working_set_kib_idle"] = kubelet_working_set_kib(
             cluster, node, ns, new["metadata"]["name"])
@@ -244,7 +242,7 @@ def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, r
         wait_until(all_running, timeout=300, interval=2, what="%d sessions Running" % n)
         figures["100_sessions_running_s"] = round(time.monotonic() - t1, 1)
         time.sleep(10)
-        figures["rss_kib_100_sessions"] = rss_kib(pid)
+        figures["rss_kib_100_sessions"] = pod_rss_kib(new["metadata"]["uid"])
         figures["kubelet_working_set_kib_100_sessions"] = kubelet_working_set_kib(
             cluster, node, ns, new["metadata"]["name"])
         print("in-cluster figures: %s" % json.dumps(figures))
