@@ -118,7 +118,7 @@ static void collect(struct metrics_registry *reg, void *user)
         char code[16];
         const char *method;
         unsigned long count;
-    } requests[KUBE_METRICS_MAX_SERIES];
+    } requests[KUBE_METRICS_MAX_SERIES] = {0};
     int nrequests = 0;
     struct histogram by_method[KUBE_METRICS_MAX_SERIES];
     const char *methods[KUBE_METRICS_MAX_SERIES];
@@ -139,10 +139,11 @@ static void collect(struct metrics_registry *reg, void *user)
         if (r == nrequests) {
             snprintf(requests[r].code, sizeof(requests[r].code), "%s", code);
             requests[r].method = method;
-            requests[r].count = 0;
+            requests[r].count = s->count;
             nrequests++;
+        } else {
+            requests[r].count += s->count;
         }
-        requests[r].count += s->count;
         int m;
         for (m = 0; m < nmethods && strcmp(methods[m], method) != 0; m++)
             ;
