@@ -73,7 +73,9 @@ ensure_real_network() {
 # (CVE-2020-8558) we drop every other packet from the bridge to 127.0.0.0/8, so pods reach no
 # other loopback service (etcd, the kubelet's healthz). The apiserver's certificate names the
 # ClusterIP, so in-cluster clients verify it as usual.
-real_apiserver_chain=TELO-REAL-APISERVER
+# One chain per bridge (a name of at most 15 characters), so a second cluster's real node neither
+# flushes nor DNATs to the wrong apiserver for the first one.
+real_apiserver_chain="TELO-APISERVER-$real_bridge_if"
 ensure_real_apiserver_route() {
 	local ip
 	ip=$(kubectl_cmd get service kubernetes -n default -o jsonpath='{.spec.clusterIP}') && [ -n "$ip" ] ||
