@@ -25,23 +25,27 @@ struct options {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: telo-gateway [--kubeconfig FILE] [--context NAME] [--bind-address HOST:PORT]\n"
-            "                    [--allowed-origin ORIGIN]... [--ring-bytes N]\n"
-            "                    [--client-queue-bytes N] [--ping-interval SECONDS]\n"
-            "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
-            "                    [--log-level debug|info|warn|error]\n"
-            "       telo-gateway --version | --help\n\n"
-            "Serves GET /v1/namespaces/NS/telosessions/NAME/attach as a WebSocket with the\n"
-            "subprotocols v5.channel.k8s.io, v4.channel.k8s.io and telo.io.v1, plus /healthz,\n"
-            "/readyz and /metrics, on --bind-address (default 0.0.0.0:8081). A client presents\n"
-            "the session's attach token (its Secret status.attach.secretName) or a Kubernetes\n"
-            "token allowed to create telosessions/attach, as Authorization: Bearer or the\n"
-            "base64url.bearer.authorization.k8s.io.<token> subprotocol. The gateway reaches the\n"
-            "session pod through the API server's pods/attach with its own credentials (the\n"
-            "kubeconfig as kubectl finds it, or the in-cluster service account).\n"
-            "--allowed-origin (repeatable, '*' for any) limits browser origins; without it any\n"
-            "origin is accepted. --ring-bytes is the replay buffer per session (default 1 MiB).\n");
+    fprintf(
+        out,
+        "usage: telo-gateway [--kubeconfig FILE] [--context NAME] [--bind-address HOST:PORT]\n"
+        "                    [--allowed-origin ORIGIN]... [--ring-bytes N]\n"
+        "                    [--client-queue-bytes N] [--ping-interval SECONDS]\n"
+        "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
+        "                    [--tls-cert-file PEM --tls-private-key-file PEM]\n"
+        "                    [--log-level debug|info|warn|error]\n"
+        "       telo-gateway --version | --help\n\n"
+        "Serves GET /v1/namespaces/NS/telosessions/NAME/attach as a WebSocket with the\n"
+        "subprotocols v5.channel.k8s.io, v4.channel.k8s.io and telo.io.v1, plus /healthz,\n"
+        "/readyz and /metrics, on --bind-address (default 0.0.0.0:8081). A client presents\n"
+        "the session's attach token (its Secret status.attach.secretName) or a Kubernetes\n"
+        "token allowed to create telosessions/attach, as Authorization: Bearer or the\n"
+        "base64url.bearer.authorization.k8s.io.<token> subprotocol. The gateway reaches the\n"
+        "session pod through the API server's pods/attach with its own credentials (the\n"
+        "kubeconfig as kubectl finds it, or the in-cluster service account).\n"
+        "--allowed-origin (repeatable, '*' for any) limits browser origins; without it any\n"
+        "origin is accepted. --ring-bytes is the replay buffer per session (default 1 MiB).\n"
+        "With --tls-cert-file and --tls-private-key-file it serves HTTPS and WSS (TLS 1.2+).\n"
+        "GET .../telosessions/NAME/debug relays the session's inspector as server-sent events.\n");
 }
 
 static int parse_number(const char *flag, const char *v, double lo, double hi, double *out)
@@ -90,6 +94,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->context = v;
         } else if (strcmp(a, "--bind-address") == 0) {
             o->bind = v;
+        } else if (strcmp(a, "--tls-cert-file") == 0) {
+            o->cfg.tls_cert_path = v;
+        } else if (strcmp(a, "--tls-private-key-file") == 0) {
+            o->cfg.tls_key_path = v;
         } else if (strcmp(a, "--log-level") == 0) {
             o->log_level = v;
         } else if (strcmp(a, "--allowed-origin") == 0) {
@@ -182,8 +190,8 @@ int main(int argc, char **argv)
         telo_log(TELO_LOG_ERROR, "cannot start", "error=\"%s\"", err.msg);
         goto out;
     }
-    telo_log(TELO_LOG_INFO, "serving attach", "address=%s port=%d api_server=%s", host,
-             gw_server_port(srv), kcfg->server);
+    telo_log(TELO_LOG_INFO, "serving attach", "address=%s port=%d tls=%s api_server=%s", host,
+             gw_server_port(srv), o.cfg.tls_cert_path ? "on" : "off", kcfg->server);
     ev_signal sigterm, sigint;
     ev_signal_init(&sigterm, on_signal, SIGTERM);
     ev_signal_init(&sigint, on_signal, SIGINT);

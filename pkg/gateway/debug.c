@@ -32,7 +32,8 @@ struct relay {
     char pod_ip[64];
     int port;
 
-    int cfd; /* the client */
+    int cfd;               /* the client */
+    struct ws_conn_io cio; /* its TLS stream; send NULL: plain */
     ev_io cread, cwrite;
     struct buf out; /* what the client has not taken yet, from out_off */
     size_t out_off;
@@ -67,6 +68,8 @@ static void relay_free(struct relay *rl)
     ev_timer_stop(set->loop, &rl->heartbeat);
     if (rl->ufd >= 0)
         close(rl->ufd);
+    if (rl->cio.close != NULL)
+        rl->cio.close(rl->cio.io_ud);
     close(rl->cfd);
     buf_release(&rl->out);
     gw_sse_release(&rl->sse);
@@ -84,8 +87,10 @@ static void relay_free(struct relay *rl)
 static int flush_client(struct relay *rl)
 {
     while (rl->out_off < rl->out.len) {
-        ssize_t n =
-            send(rl->cfd, rl->out.data + rl->out_off, rl->out.len - rl->out_off, MSG_NOSIGNAL);
+        const char *p = rl->out.data + rl->out_off;
+        size_t len = rl->out.len - rl->out_off;
+        ssize_t n = rl->cio.send != NULL ? rl->cio.send(rl->cio.io_ud, p, len)
+                                         : send(rl->cfd, p, len, MSG_NOSIGNAL);
         if (n > 0) {
             rl->out_off += (size_t)n;
             continue;
@@ -266,7 +271,8 @@ static void client_read_cb(struct ev_loop *loop, ev_io *w, int revents)
     (void)revents;
     struct relay *rl = w->data;
     char sink[512];
-    ssize_t n = read(rl->cfd, sink, sizeof(sink));
+    ssize_t n = rl->cio.recv != NULL ? rl->cio.recv(rl->cio.io_ud, sink, sizeof(sink))
+                                     : read(rl->cfd, sink, sizeof(sink));
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         telo_log(TELO_LOG_INFO, "debug relay: client left", "session=%s frames=%llu dropped=%lu",
                  rl->session, rl->next_id - 1, rl->dropped);
@@ -304,16 +310,20 @@ void gw_relays_free(struct gw_relays *r)
     free(r);
 }
 
-int gw_relays_add(struct gw_relays *r, int fd, const char *pod_ip, int port, const char *session,
-                  struct telo_err *err)
+int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, const char *pod_ip,
+                  int port, const char *session, struct telo_err *err)
 {
     struct relay *rl = calloc(1, sizeof(*rl));
     if (rl == NULL) {
+        if (io != NULL && io->close != NULL)
+            io->close(io->io_ud);
         close(fd);
         return telo_err_set(err, TELO_ENOMEM, "debug relay: out of memory");
     }
     rl->set = r;
     rl->cfd = fd;
+    if (io != NULL && io->close != NULL)
+        rl->cio = *io;
     rl->ufd = -1;
     rl->port = port;
     rl->next_id = 1;

@@ -4,6 +4,7 @@
 #define TELO_GATEWAY_DEBUG_H
 
 #include "util/err.h"
+#include "ws/conn.h"
 
 #include <stddef.h>
 
@@ -20,12 +21,13 @@ struct gw_relays *gw_relays_new(struct ev_loop *loop, double heartbeat_s);
 void gw_relays_free(struct gw_relays *r);
 
 /* Starts relaying to the client on fd (a connected, non-blocking socket whose request was read and
- * admitted; the relay owns it from now on, also on failure): answers 200 text/event-stream, then
+ * admitted) written through io (TLS; NULL or one without close: plain writes); the relay owns
+ * both from now on, also on failure): answers 200 text/event-stream, then
  * relays the inspector at pod_ip:port until the client leaves, reconnecting every 500 ms when the
  * inspector is away. session names the session for the log. Returns 0, or a negative code with
  * err filled (fd closed). */
-int gw_relays_add(struct gw_relays *r, int fd, const char *pod_ip, int port, const char *session,
-                  struct telo_err *err);
+int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, const char *pod_ip,
+                  int port, const char *session, struct telo_err *err);
 
 /* Relays running now. */
 size_t gw_relays_count(const struct gw_relays *r);

@@ -559,8 +559,16 @@ int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char
     return 409;
 }
 
-int gw_hub_attach(struct gw_hub *h, int fd, const void *extra, size_t extra_len,
-                  const struct gw_attach *req, struct telo_err *err)
+/* Closes a socket that never became a client. */
+static void drop_socket(int fd, const struct ws_conn_io *io)
+{
+    if (io != NULL && io->close != NULL)
+        io->close(io->io_ud);
+    close(fd);
+}
+
+int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const void *extra,
+                  size_t extra_len, const struct gw_attach *req, struct telo_err *err)
 {
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", req->namespace, req->name);
@@ -571,12 +579,12 @@ int gw_hub_attach(struct gw_hub *h, int fd, const void *extra, size_t extra_len,
     }
     int fresh = s == NULL;
     if (fresh && (s = session_new(h, req)) == NULL) {
-        close(fd);
+        drop_socket(fd, io);
         return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
     }
     struct client *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        close(fd);
+        drop_socket(fd, io);
         if (fresh)
             session_free(s);
         return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
@@ -590,7 +598,9 @@ int gw_hub_attach(struct gw_hub *h, int fd, const void *extra, size_t extra_len,
                                 .ping_interval_s = h->opts.ping_interval_s};
     struct ws_conn_callbacks cbs = {
         .on_message = client_message, .on_drain = client_drain, .on_closed = client_closed};
-    c->ws = ws_conn_new(h->loop, fd, NULL, &opts, &cbs, c, err);
+    /* A plain socket's io points at the server's copy of fd; the connection reads its own. */
+    c->ws =
+        ws_conn_new(h->loop, fd, io != NULL && io->close != NULL ? io : NULL, &opts, &cbs, c, err);
     if (c->ws == NULL) {
         free(c);
         if (fresh)

@@ -6,6 +6,7 @@
 
 #include "gateway/proto.h"
 #include "util/err.h"
+#include "ws/conn.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -61,12 +62,12 @@ void gw_hub_free(struct gw_hub *h);
  * when the session is neither running with a pod, nor ended, nor held in memory. */
 int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char **why);
 
-/* Takes the upgraded socket fd (closed by the hub from now on, also on failure) and the bytes
- * already read past the handshake, and attaches the client: the hello, the scrollback, then live
- * output; the exit Status at the end. Returns 0, or a negative code with err filled (the client
- * is then gone). */
-int gw_hub_attach(struct gw_hub *h, int fd, const void *extra, size_t extra_len,
-                  const struct gw_attach *req, struct telo_err *err);
+/* Takes the upgraded socket fd and how to read and write it (io: plain or TLS; NULL for plain),
+ * both closed by the hub from now on, also on failure, and the bytes already read past the
+ * handshake, and attaches the client: the hello, the scrollback, then live output; the exit
+ * Status at the end. Returns 0, or a negative code with err filled (the client is then gone). */
+int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const void *extra,
+                  size_t extra_len, const struct gw_attach *req, struct telo_err *err);
 
 /* The counters; valid for the hub's lifetime. */
 const struct gw_hub_metrics *gw_hub_metrics(const struct gw_hub *h);

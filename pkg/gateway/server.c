@@ -9,6 +9,7 @@
 #include "util/log.h"
 #include "ws/frame.h"
 #include "ws/http.h"
+#include "ws/tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +33,8 @@
 struct conn {
     struct gw_server *srv;
     int fd;
+    struct ws_conn_io sock; /* how to read and write fd: plain, or TLS (then owning it) */
+    int handshaking;        /* TLS handshake not finished */
     ev_io io;
     ev_timer timer;
     char head[HEAD_MAX + 1];
@@ -59,6 +62,7 @@ struct gw_server {
     struct gw_auth *auth;
     struct gw_hub *hub;
     struct gw_relays *relays;
+    struct ws_tls_ctx *tls; /* NULL: plain HTTP */
     struct conn *conns;
     unsigned long refusals[6]; /* 400, 401, 403, 404, 409, 503 */
     unsigned long requests;
@@ -72,6 +76,8 @@ static void conn_free(struct conn *c)
     ev_io_stop(srv->loop, &c->io);
     ev_timer_stop(srv->loop, &c->timer);
     gw_admission_cancel(c->adm);
+    if (c->sock.close != NULL)
+        c->sock.close(c->sock.io_ud);
     if (c->fd >= 0)
         close(c->fd);
     if (c->prev != NULL)
@@ -83,12 +89,22 @@ static void conn_free(struct conn *c)
     free(c);
 }
 
+static ssize_t plain_recv(void *io_ud, void *buf, size_t len)
+{
+    return read(*(int *)io_ud, buf, len);
+}
+
+static ssize_t plain_send(void *io_ud, const void *buf, size_t len)
+{
+    return send(*(int *)io_ud, buf, len, MSG_NOSIGNAL);
+}
+
 /* Writes all of data, waiting up to a second for room: answers are small and the socket's buffer
  * is empty, so this does not block in practice. Returns 0 or -1. */
-static int write_all(int fd, const char *data, size_t len)
+static int write_all(struct conn *c, const char *data, size_t len)
 {
     while (len > 0) {
-        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        ssize_t n = c->sock.send(c->sock.io_ud, data, len);
         if (n > 0) {
             data += n;
             len -= (size_t)n;
@@ -97,13 +113,24 @@ static int write_all(int fd, const char *data, size_t len)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            /* TLS may wait to read (a key update) as well as to write. */
+            struct pollfd p = {.fd = c->fd, .events = POLLOUT | POLLIN};
             if (poll(&p, 1, 1000) == 1)
                 continue;
         }
         return -1;
     }
     return 0;
+}
+
+/* Hands fd and its TLS stream (when there is one) to a new owner: the connection keeps neither. */
+static int take_socket(struct conn *c, struct ws_conn_io *io)
+{
+    int fd = c->fd;
+    *io = c->sock;
+    c->fd = -1;
+    memset(&c->sock, 0, sizeof(c->sock));
+    return fd;
 }
 
 static const char *status_text(int code)
@@ -147,7 +174,7 @@ static void respond(struct conn *c, int code, const char *content_type, const ch
         blen > 0)
         buf_append(&b, body, blen);
     if (b.data != NULL)
-        write_all(c->fd, b.data, b.len);
+        write_all(c, b.data, b.len);
     buf_release(&b);
     shutdown(c->fd, SHUT_WR);
     conn_free(c);
@@ -197,14 +224,15 @@ static void upgrade(struct conn *c, const struct gw_admitted *a)
              "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
              "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n",
              c->accept, gw_proto_name(c->proto));
-    if (write_all(c->fd, answer, strlen(answer)) != 0)
+    if (write_all(c, answer, strlen(answer)) != 0)
         return conn_free(c);
     /* The hub takes the socket; the request (target, head bytes past the handshake) stays ours
      * until it returns. */
-    int fd = c->fd;
-    c->fd = -1;
+    struct ws_conn_io io;
+    int fd = take_socket(c, &io);
     struct telo_err err = {0};
-    int rc = gw_hub_attach(srv->hub, fd, c->head + c->head_end, c->len - c->head_end, &req, &err);
+    int rc =
+        gw_hub_attach(srv->hub, fd, &io, c->head + c->head_end, c->len - c->head_end, &req, &err);
     if (rc != 0)
         telo_log(TELO_LOG_WARN, "attach failed after the upgrade", "session=%s/%s error=\"%s\"",
                  req.namespace, req.name, err.msg);
@@ -223,11 +251,11 @@ static void relay(struct conn *c, const struct gw_admitted *a)
                       "the session is not running; its debug stream starts with it", a->subject);
     char session[600];
     snprintf(session, sizeof(session), "%s/%s", c->target.namespace, c->target.name);
-    int fd = c->fd;
-    c->fd = -1;
+    struct ws_conn_io io;
+    int fd = take_socket(c, &io);
     conn_free(c);
     struct telo_err err = {0};
-    if (gw_relays_add(srv->relays, fd, a->pod_ip, GW_INSPECT_PORT, session, &err) != 0)
+    if (gw_relays_add(srv->relays, fd, &io, a->pod_ip, GW_INSPECT_PORT, session, &err) != 0)
         telo_log(TELO_LOG_WARN, "debug relay failed", "session=%s error=\"%s\"", session, err.msg);
 }
 
@@ -456,8 +484,20 @@ static void conn_read(struct ev_loop *loop, ev_io *w, int revents)
             ev_io_stop(c->srv->loop, &c->io);
         return;
     }
+    if (c->handshaking) {
+        int want_write = 0;
+        int rc = ws_tls_handshake(c->sock.io_ud, &want_write);
+        if (rc < 0)
+            return conn_free(c); /* not TLS, or nothing in common: no HTTP answer possible */
+        ev_io_stop(c->srv->loop, &c->io);
+        ev_io_set(&c->io, c->fd, want_write ? EV_WRITE : EV_READ);
+        ev_io_start(c->srv->loop, &c->io);
+        if (rc == 0)
+            return;
+        c->handshaking = 0;
+    }
     for (;;) {
-        ssize_t n = read(c->fd, c->head + c->len, HEAD_MAX - c->len);
+        ssize_t n = c->sock.recv(c->sock.io_ud, c->head + c->len, HEAD_MAX - c->len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -508,6 +548,17 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         c->srv = srv;
         c->fd = fd;
+        c->sock = (struct ws_conn_io){.recv = plain_recv, .send = plain_send, .io_ud = &c->fd};
+        if (srv->tls != NULL) {
+            struct ws_tls *t = ws_tls_new(srv->tls, fd);
+            if (t == NULL) {
+                close(fd);
+                free(c);
+                continue;
+            }
+            ws_tls_io(t, &c->sock);
+            c->handshaking = 1;
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (addr.ss_family == AF_INET) {
@@ -562,6 +613,15 @@ nomem:
 
 int gw_server_start(struct gw_server *srv, struct telo_err *err)
 {
+    int has_cert = srv->cfg.tls_cert_path != NULL && srv->cfg.tls_cert_path[0] != '\0';
+    int has_key = srv->cfg.tls_key_path != NULL && srv->cfg.tls_key_path[0] != '\0';
+    if (has_cert != has_key)
+        return telo_err_set(err, TELO_EINVAL,
+                            "gateway: TLS needs both a certificate and a key file; got only the %s",
+                            has_cert ? "certificate" : "key");
+    if (has_cert && srv->tls == NULL &&
+        (srv->tls = ws_tls_ctx_new(srv->cfg.tls_cert_path, srv->cfg.tls_key_path, err)) == NULL)
+        return -err->code;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     socklen_t slen;
@@ -620,6 +680,7 @@ void gw_server_free(struct gw_server *srv)
     while (srv->conns != NULL)
         conn_free(srv->conns);
     gw_relays_free(srv->relays);
+    ws_tls_ctx_free(srv->tls);
     gw_hub_free(srv->hub);
     gw_auth_free(srv->auth);
     if (srv->origins != NULL) {

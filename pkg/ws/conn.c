@@ -55,6 +55,8 @@ static void destroy(struct ws_conn *c)
     ev_io_stop(c->loop, &c->wio);
     ev_timer_stop(c->loop, &c->ping_timer);
     ev_timer_stop(c->loop, &c->close_timer);
+    if (c->io.close != NULL)
+        c->io.close(c->io.io_ud);
     if (c->fd >= 0 && !c->opts.keep_fd)
         close(c->fd);
     free(c->in);
@@ -450,6 +452,8 @@ struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_i
     }
     if (c == NULL || c->in == NULL) {
         free(c);
+        if (io != NULL && io->close != NULL)
+            io->close(io->io_ud);
         if (opts == NULL || !opts->keep_fd)
             close(fd);
         telo_err_set(err, TELO_ENOMEM, "websocket: out of memory");
@@ -484,6 +488,8 @@ struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_i
     ev_timer_init(&c->close_timer, close_timeout_cb, 0., 0.);
     c->ping_timer.data = c->close_timer.data = c;
     ev_io_start(loop, &c->rio);
+    /* One read now: a TLS layer may already hold decrypted bytes the socket will not signal. */
+    ev_feed_event(loop, &c->rio, EV_READ);
     if (c->opts.ping_interval_s > 0)
         ev_timer_start(loop, &c->ping_timer);
     return c;

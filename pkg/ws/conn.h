@@ -19,6 +19,7 @@ struct ws_conn;
 struct ws_conn_io {
     ssize_t (*recv)(void *io_ud, void *buf, size_t len);
     ssize_t (*send)(void *io_ud, const void *buf, size_t len);
+    void (*close)(void *io_ud); /* releases io_ud when the connection goes; may be NULL */
     void *io_ud;
 };
 

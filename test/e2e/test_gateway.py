@@ -13,6 +13,7 @@ import os
 import re
 import select
 import socket
+import ssl
 import subprocess
 import tarfile
 import threading
@@ -167,7 +168,7 @@ class Client:
     """One attached terminal. Output is collected by a reader thread (unless stalled)."""
 
     def __init__(self, url, token, proto=V5, query="", via_subprotocol=False, origin=None,
-                 read=True):
+                 read=True, sslopt=None):
         headers, protocols = [], [proto]
         if via_subprotocol:
             enc = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
@@ -175,6 +176,8 @@ class Client:
         elif token is not None:
             headers.append("Authorization: Bearer " + token)
         opts = {"origin": origin} if origin else {"suppress_origin": True}
+        if sslopt:
+            opts["sslopt"] = sslopt
         self.ws = websocket.create_connection(url + query, subprotocols=protocols, header=headers,
                                               timeout=30, **opts)
         self.proto = proto
@@ -615,6 +618,50 @@ def test_upstream_reconnects_while_the_session_runs(env, sessions, tmp_path):
     finally:
         assert gw.stop() == 0
         proxy.close()
+
+
+def test_tls_serves_wss_and_https(env, sessions, tmp_path):
+    """With --tls-cert-file and --tls-private-key-file the gateway speaks only TLS: attach over
+    wss, the debug stream and /healthz over https, and a plain request gets no answer."""
+    cert, key = tmp_path / "gw.crt", tmp_path / "gw.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    gw = Gateway(env["cluster"], str(tmp_path / "gateway.log"),
+                 ["--tls-cert-file", str(cert), "--tls-private-key-file", str(key)])
+    try:
+        _, token = start_session(env, "tls", sessions, inspect=True)
+        attach_url = "wss://%s/v1/namespaces/%s/telosessions/tls/attach" % (gw.base, env["ns"])
+        verify = {"ca_certs": str(cert)}
+        a = Client(attach_url, token, V5, sslopt=verify)
+        b = Client(attach_url, token, IO, sslopt=verify)
+        a.type("over-tls\n")
+        for c in (a, b):
+            c.wait_for("echo: over-tls")
+        ctx = ssl.create_default_context(cafile=str(cert))
+        conn = http.client.HTTPSConnection(gw.base, timeout=30, context=ctx)
+        conn.request("GET", "/v1/namespaces/%s/telosessions/tls/debug" % env["ns"],
+                     headers={"Authorization": "Bearer " + token})
+        resp = conn.getresponse()
+        assert resp.status == 200
+        line = ""
+        while not line.startswith("data: "):
+            line = resp.fp.readline().decode()
+        assert json.loads(line[6:])["type"] == "debug"
+        conn.close()
+        conn = http.client.HTTPSConnection(gw.base, timeout=10, context=ctx)
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().status == 200
+        conn.close()
+        plain = http.client.HTTPConnection(gw.base, timeout=10)
+        with pytest.raises((http.client.HTTPException, OSError)):
+            plain.request("GET", "/healthz")
+            plain.getresponse()
+        plain.close()
+        a.close()
+        b.close()
+    finally:
+        assert gw.stop() == 0
 
 
 def _timed_flood(client, size):

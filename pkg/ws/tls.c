@@ -1,0 +1,159 @@
+/* TLS for the server side of a connection (OpenSSL): a context from certificate and key files and
+ * a per-connection stream that reads and writes like a non-blocking socket (struct ws_conn_io). */
+#include "ws/tls.h"
+
+#include <errno.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ws_tls_ctx {
+    SSL_CTX *ctx;
+};
+
+struct ws_tls {
+    SSL *ssl;
+};
+
+/* Offers only http/1.1: the handshake that follows is an HTTP/1.1 upgrade. */
+static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned int inlen, void *arg)
+{
+    (void)ssl;
+    (void)arg;
+    static const unsigned char ours[] = "\x08http/1.1";
+    unsigned char *chosen = NULL;
+    if (SSL_select_next_proto(&chosen, outlen, ours, sizeof(ours) - 1, in, inlen) !=
+        OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK;
+    *out = chosen;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+struct ws_tls_ctx *ws_tls_ctx_new(const char *cert_path, const char *key_path, struct telo_err *err)
+{
+    struct ws_tls_ctx *c = calloc(1, sizeof(*c));
+    if (c == NULL || (c->ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
+        free(c);
+        telo_err_set(err, TELO_ENOMEM, "tls: out of memory");
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
+    /* The connection's send queue moves and grows between a blocked write and its retry. */
+    SSL_CTX_set_mode(c->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_alpn_select_cb(c->ctx, select_alpn, NULL);
+    const char *bad = NULL;
+    if (SSL_CTX_use_certificate_chain_file(c->ctx, cert_path) != 1)
+        bad = cert_path;
+    else if (SSL_CTX_use_PrivateKey_file(c->ctx, key_path, SSL_FILETYPE_PEM) != 1 ||
+             SSL_CTX_check_private_key(c->ctx) != 1)
+        bad = key_path;
+    if (bad != NULL) {
+        char why[256];
+        ERR_error_string_n(ERR_get_error(), why, sizeof(why));
+        ERR_clear_error();
+        telo_err_set(err, TELO_EINVAL,
+                     "tls: cannot use %s (a PEM certificate chain, and the PEM key that matches "
+                     "it): %s",
+                     bad, why);
+        ws_tls_ctx_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void ws_tls_ctx_free(struct ws_tls_ctx *ctx)
+{
+    if (ctx == NULL)
+        return;
+    SSL_CTX_free(ctx->ctx);
+    free(ctx);
+}
+
+struct ws_tls *ws_tls_new(struct ws_tls_ctx *ctx, int fd)
+{
+    struct ws_tls *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->ssl = SSL_new(ctx->ctx);
+    if (t->ssl == NULL || SSL_set_fd(t->ssl, fd) != 1) {
+        SSL_free(t->ssl);
+        free(t);
+        return NULL;
+    }
+    SSL_set_accept_state(t->ssl);
+    return t;
+}
+
+int ws_tls_handshake(struct ws_tls *t, int *want_write)
+{
+    *want_write = 0;
+    int rc = SSL_do_handshake(t->ssl);
+    if (rc == 1)
+        return 1;
+    int e = SSL_get_error(t->ssl, rc);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ)
+        return 0;
+    if (e == SSL_ERROR_WANT_WRITE) {
+        *want_write = 1;
+        return 0;
+    }
+    return -1;
+}
+
+/* Maps an SSL_read/SSL_write result to socket conventions. */
+static ssize_t result(struct ws_tls *t, int rc)
+{
+    if (rc > 0)
+        return rc;
+    int e = SSL_get_error(t->ssl, rc);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0; /* close_notify: the peer's orderly end */
+    errno = EIO;
+    return -1;
+}
+
+static ssize_t tls_recv(void *io_ud, void *buf, size_t len)
+{
+    struct ws_tls *t = io_ud;
+    return result(t, SSL_read(t->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len));
+}
+
+static ssize_t tls_send(void *io_ud, const void *buf, size_t len)
+{
+    struct ws_tls *t = io_ud;
+    return result(t, SSL_write(t->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len));
+}
+
+static void tls_close(void *io_ud)
+{
+    ws_tls_free(io_ud);
+}
+
+void ws_tls_io(struct ws_tls *t, struct ws_conn_io *io)
+{
+    io->recv = tls_recv;
+    io->send = tls_send;
+    io->close = tls_close;
+    io->io_ud = t;
+}
+
+void ws_tls_free(struct ws_tls *t)
+{
+    if (t == NULL)
+        return;
+    /* One attempt at close_notify; a peer that left or a full socket does not get it. */
+    if (SSL_is_init_finished(t->ssl))
+        SSL_shutdown(t->ssl);
+    ERR_clear_error();
+    SSL_free(t->ssl);
+    free(t);
+}

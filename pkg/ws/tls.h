@@ -1,0 +1,41 @@
+/* TLS for the server side of a connection (OpenSSL): a context from certificate and key files and
+ * a per-connection stream that reads and writes like a non-blocking socket (struct ws_conn_io). */
+#ifndef TELO_WS_TLS_H
+#define TELO_WS_TLS_H
+
+#include "util/err.h"
+#include "ws/conn.h"
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct ws_tls_ctx;
+struct ws_tls;
+
+/* Loads the PEM certificate chain and private key (TLS 1.2 and newer, ALPN http/1.1). Returns the
+ * context, or NULL with err naming the file that could not be used (-TELO_EINVAL) or
+ * -TELO_ENOMEM. */
+struct ws_tls_ctx *ws_tls_ctx_new(const char *cert_path, const char *key_path,
+                                  struct telo_err *err);
+
+/* Frees ctx; connections made from it keep what they need. NULL is a no-op. */
+void ws_tls_ctx_free(struct ws_tls_ctx *ctx);
+
+/* A server-side TLS stream on the connected, non-blocking socket fd (borrowed: the caller closes
+ * it after ws_tls_free). Returns NULL when out of memory. */
+struct ws_tls *ws_tls_new(struct ws_tls_ctx *ctx, int fd);
+
+/* Advances the handshake. Returns 1 when it is done, 0 when it waits for the socket (*want_write
+ * says whether for writing or reading), -1 when it failed (the peer is not speaking TLS, or no
+ * common version or cipher). */
+int ws_tls_handshake(struct ws_tls *t, int *want_write);
+
+/* Fills io with t's recv and send (non-blocking-socket conventions: bytes, or -1 with errno
+ * EAGAIN when the socket would block, 0 at the peer's end) and close (ws_tls_free), for
+ * ws_conn_new; from then on io owns t. */
+void ws_tls_io(struct ws_tls *t, struct ws_conn_io *io);
+
+/* Sends close_notify when it can without waiting and frees t (not the socket). NULL is a no-op. */
+void ws_tls_free(struct ws_tls *t);
+
+#endif
