@@ -44,7 +44,6 @@ struct ws_conn {
     int peer_close_seen;
     int close_code;
     char close_reason[WS_MAX_CONTROL + 1];
-    int paused;
     int depth; /* callbacks of ours running on the stack */
     int dead;  /* ws_conn_free called while depth > 0 */
 };
@@ -57,7 +56,7 @@ static void destroy(struct ws_conn *c)
     ev_timer_stop(c->loop, &c->close_timer);
     if (c->io.close != NULL)
         c->io.close(c->io.io_ud);
-    if (c->fd >= 0 && !c->opts.keep_fd)
+    if (c->fd >= 0)
         close(c->fd);
     free(c->in);
     free(c->msg);
@@ -377,7 +376,7 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
             c->in_len += (size_t)n;
             c->last_rx = ev_now(c->loop);
             parse_input(c);
-            if (c->dead || c->state == FINISHED || c->paused || c->peer_close_seen)
+            if (c->dead || c->state == FINISHED || c->peer_close_seen)
                 break;
             continue;
         }
@@ -454,8 +453,7 @@ struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_i
         free(c);
         if (io != NULL && io->close != NULL)
             io->close(io->io_ud);
-        if (opts == NULL || !opts->keep_fd)
-            close(fd);
+        close(fd);
         telo_err_set(err, TELO_ENOMEM, "websocket: out of memory");
         return NULL;
     }
@@ -535,15 +533,6 @@ void ws_conn_close(struct ws_conn *c, int code, const char *reason)
     send_close(c, code, reason);
     ev_timer_set(&c->close_timer, c->opts.close_timeout_s, 0.);
     ev_timer_start(c->loop, &c->close_timer);
-}
-
-void ws_conn_pause_reading(struct ws_conn *c, int paused)
-{
-    c->paused = paused;
-    if (paused)
-        ev_io_stop(c->loop, &c->rio);
-    else if (c->state == OPEN || (c->state == CLOSE_SENT && !c->peer_close_seen))
-        ev_io_start(c->loop, &c->rio);
 }
 
 void ws_conn_free(struct ws_conn *c)

@@ -41,11 +41,10 @@ struct ws_conn_opts {
     size_t low_water;       /* on_drain threshold; 0: max_queued / 4 */
     double ping_interval_s; /* a ping this often, 0: none; nothing received for four closes */
     double close_timeout_s; /* wait for the peer's close frame after ours; 0: 5 s */
-    int keep_fd;            /* 1: the io layer owns fd and closes it; 0: the connection does */
 };
 
 /* Wraps the connected, non-blocking socket fd (ownership passes to the connection, which closes
- * it, unless opts->keep_fd) on loop. io NULL means read/write on fd. cb and opts are copied; ud is
+ * it) on loop. io NULL means read/write on fd. cb and opts are copied; ud is
  * passed to the callbacks. Returns NULL with err filled on -TELO_ENOMEM (fd is then closed). */
 struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_io *io,
                             const struct ws_conn_opts *opts, const struct ws_conn_callbacks *cb,
@@ -70,10 +69,6 @@ size_t ws_conn_queued(const struct ws_conn *c);
  * already queued, then waits for the peer's close (at most close_timeout_s) and reports
  * on_closed. Further sends fail. A second call is a no-op. */
 void ws_conn_close(struct ws_conn *c, int code, const char *reason);
-
-/* Stops reading (paused 1) or resumes it (0): a reader that stops reading makes the peer's
- * sends back up through TCP. */
-void ws_conn_pause_reading(struct ws_conn *c, int paused);
 
 /* Releases the connection and closes the socket without any handshake; no callback is called
  * afterwards. May be called from inside a callback of c. NULL is a no-op. */
