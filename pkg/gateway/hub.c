@@ -197,6 +197,9 @@ static void session_stdin(struct session *s, const uint8_t *data, size_t len)
     if (s->state == S_LIVE && s->pending_stdin.len == 0) {
         if (kube_attach_write(s->up, data, len) == 0)
             s->hub->m.stdin_bytes += len;
+        else /* more than 1 MiB of input the container has not taken: a paste too far */
+            telo_log(TELO_LOG_WARN, "attach input dropped: the container is not reading",
+                     "session=%s bytes=%zu", s->key, len);
         return;
     }
     if (buf_append(&s->pending_stdin, data, len) != 0)

@@ -13,7 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define READ_CHUNK 65536
+#define READ_CHUNK  65536
+#define READ_ROUNDS 16 /* reads per readiness event */
 
 enum state { OPEN, CLOSE_SENT, CLOSE_RECEIVED, FINISHED };
 
@@ -349,7 +350,14 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
     (void)revents;
     struct ws_conn *c = w->data;
     c->depth++;
-    for (;;) {
+    for (int round = 0;; round++) {
+        /* A peer that sends without pause gets one turn, not the loop: come back after the
+         * other watchers (fed rather than waited for, as TLS may hold what the socket does not
+         * show). */
+        if (round == READ_ROUNDS) {
+            ev_feed_event(c->loop, &c->rio, EV_READ);
+            break;
+        }
         /* Room for one more chunk, bounded by one maximal frame plus what is being parsed. */
         if (c->in_cap - c->in_len < READ_CHUNK) {
             size_t limit = c->opts.max_message + WS_MAX_HEADER + READ_CHUNK;
