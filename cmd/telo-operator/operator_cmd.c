@@ -12,6 +12,7 @@
 #include "kube/transport.h"
 #include "session/config.h"
 #include "session/reconciler.h"
+#include "util/argv.h"
 #include "util/log.h"
 
 #include <ev.h>
@@ -75,10 +76,16 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->lease_name = "telo-operator.telo.run";
     o->lease_namespace = getenv("POD_NAMESPACE") ? getenv("POD_NAMESPACE") : "telo-system";
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
+        const char *a = arg.name, *v = arg.value;
         if (strcmp(a, "--leader-elect") == 0) {
-            o->leader_elect = 1;
+            /* A switch: bare, or =true / =false as Go's boolean flags take it. */
+            if (arg.joined && strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+                fprintf(stderr, "telo-operator: --leader-elect=%s: want true or false\n", v);
+                return -1;
+            }
+            o->leader_elect = !arg.joined || strcmp(v, "true") == 0;
             continue;
         }
         if (!v) {
@@ -113,7 +120,7 @@ static int parse_args(int argc, char **argv, struct options *o)
             fprintf(stderr, "telo-operator: unknown argument '%s'\n", a);
             return -1;
         }
-        i++;
+        i += util_arg_consumed(&arg);
     }
     return 0;
 }

@@ -1,0 +1,71 @@
+/* Tests for pkg/util/argv.c: options as "--name value" and as "--name=value". */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "util/argv.h"
+
+#include <string.h>
+
+static void reads_a_value_from_the_next_word(void **state)
+{
+    (void)state;
+    char *argv[] = {"--config", "/etc/c.yaml", "--leader-elect"};
+    struct util_arg arg;
+    util_arg_read(3, argv, 0, &arg);
+    assert_string_equal(arg.name, "--config");
+    assert_string_equal(arg.value, "/etc/c.yaml");
+    assert_int_equal(util_arg_consumed(&arg), 1);
+    util_arg_read(3, argv, 2, &arg);
+    assert_string_equal(arg.name, "--leader-elect");
+    assert_null(arg.value); /* the last word has no next one */
+}
+
+static void reads_a_value_joined_with_an_equals_sign(void **state)
+{
+    (void)state;
+    char *argv[] = {"--config=/etc/c.yaml", "--set=a=b", "--empty=", "next"};
+    struct util_arg arg;
+    util_arg_read(4, argv, 0, &arg);
+    assert_string_equal(arg.name, "--config");
+    assert_string_equal(arg.value, "/etc/c.yaml");
+    assert_int_equal(util_arg_consumed(&arg), 0);
+    util_arg_read(4, argv, 1, &arg); /* only the first '=' splits */
+    assert_string_equal(arg.name, "--set");
+    assert_string_equal(arg.value, "a=b");
+    util_arg_read(4, argv, 2, &arg); /* an explicit empty value is not the next word */
+    assert_string_equal(arg.value, "");
+    assert_true(arg.joined);
+}
+
+static void leaves_other_words_whole(void **state)
+{
+    (void)state;
+    char long_name[100];
+    memset(long_name, 'x', sizeof(long_name));
+    memcpy(long_name, "--", 2);
+    long_name[80] = '=';
+    long_name[99] = '\0';
+    char *argv[] = {"a=b", "-x=1", long_name, "v"};
+    struct util_arg arg;
+    for (int i = 0; i < 3; i++) {
+        util_arg_read(4, argv, i, &arg);
+        assert_false(arg.joined);
+        assert_ptr_equal(arg.name, argv[i]); /* reported whole, as an unknown argument */
+        assert_ptr_equal(arg.value, argv[i + 1]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(reads_a_value_from_the_next_word),
+        cmocka_unit_test(reads_a_value_joined_with_an_equals_sign),
+        cmocka_unit_test(leaves_other_words_whole),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
