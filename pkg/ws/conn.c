@@ -224,6 +224,14 @@ static void deliver(struct ws_conn *c, int opcode, const uint8_t *data, size_t l
     c->depth--;
 }
 
+/* Codes a peer may send in a close frame (RFC 6455 section 7.4): the defined ones that are not
+ * reserved for reporting (1005, 1006, 1015), and the registered and private ranges. */
+static int valid_close_code(int code)
+{
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+           (code >= 3000 && code <= 4999);
+}
+
 static void on_control(struct ws_conn *c, const struct ws_frame *f)
 {
     if (f->opcode == WS_OP_PING) {
@@ -240,9 +248,17 @@ static void on_control(struct ws_conn *c, const struct ws_frame *f)
         code = (f->payload[0] << 8) | f->payload[1];
         size_t rlen =
             f->payload_len - 2 < sizeof(reason) - 1 ? f->payload_len - 2 : sizeof(reason) - 1;
-        memcpy(reason, f->payload + 2, rlen);
+        /* The reason reaches logs: nothing that could end or fake a log field. */
+        for (size_t i = 0; i < rlen; i++) {
+            uint8_t b = f->payload[2 + i];
+            if (b < 0x20 || b == 0x7F || b == '"' || b == '\\')
+                b = '?';
+            memcpy(&reason[i], &b, 1);
+        }
         reason[rlen] = '\0';
     }
+    if (f->payload_len == 1 || (f->payload_len >= 2 && !valid_close_code(code)))
+        return protocol_error(c, WS_CLOSE_PROTOCOL_ERROR, "invalid close frame");
     c->peer_close_seen = 1;
     ev_io_stop(c->loop, &c->rio);
     if (c->state == OPEN) {
@@ -456,8 +472,15 @@ struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_i
     if (c != NULL) {
         c->in_cap = READ_CHUNK;
         c->in = malloc(c->in_cap);
+        /* Never NULL, so an empty first fragment copies nothing to a real buffer. */
+        c->msg_cap = 4096;
+        c->msg = malloc(c->msg_cap);
     }
-    if (c == NULL || c->in == NULL) {
+    if (c == NULL || c->in == NULL || c->msg == NULL) {
+        if (c != NULL) {
+            free(c->in);
+            free(c->msg);
+        }
         free(c);
         if (io != NULL && io->close != NULL)
             io->close(io->io_ud);

@@ -161,6 +161,31 @@ static void fragments_and_pings_from_a_raw_peer(void **state)
     pair_free(p);
 }
 
+static void an_invalid_close_code_is_a_protocol_error(void **state)
+{
+    (void)state;
+    struct pair *p = pair_new(0, 0);
+    int raw = dup(p->fds[1]);
+    ws_conn_free(p->client.c);
+    p->client.c = NULL;
+    const uint8_t mask[4] = {1, 2, 3, 4};
+    uint8_t buf[16], payload[3] = {0x03, 0xE7, '\n'}; /* 999, and a newline in the reason */
+    size_t n = ws_frame_header(buf, WS_OP_CLOSE, 1, sizeof(payload), mask);
+    memcpy(buf + n, payload, sizeof(payload));
+    ws_mask(buf + n, sizeof(payload), mask, 0);
+    n += sizeof(payload);
+    assert_int_equal(write(raw, buf, n), (ssize_t)n);
+    run_until(p, &p->server.closed, 1);
+    assert_int_equal(p->server.closed, 1);
+    assert_int_equal(p->server.close_code, WS_CLOSE_PROTOCOL_ERROR);
+    uint8_t in[64];
+    ssize_t got = read(raw, in, sizeof(in));
+    assert_true(got >= 4);
+    assert_int_equal((in[2] << 8) | in[3], WS_CLOSE_PROTOCOL_ERROR);
+    close(raw);
+    pair_free(p);
+}
+
 static void closing_handshake_reports_once_on_both_sides(void **state)
 {
     (void)state;
@@ -216,6 +241,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(messages_both_ways_with_prefix),
         cmocka_unit_test(fragments_and_pings_from_a_raw_peer),
+        cmocka_unit_test(an_invalid_close_code_is_a_protocol_error),
         cmocka_unit_test(closing_handshake_reports_once_on_both_sides),
         cmocka_unit_test(bounded_queue_refuses_then_drains),
         cmocka_unit_test(oversized_message_closes_with_1009),
