@@ -3,6 +3,7 @@
 #include "gateway/server.h"
 #include "kube/config.h"
 #include "kube/transport.h"
+#include "util/argv.h"
 #include "util/log.h"
 
 #include <ev.h>
@@ -65,17 +66,11 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->bind = "0.0.0.0:8081";
     o->log_level = "info";
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        double d = 0;
         /* --flag=value as well as --flag value (the chart writes the first). */
-        char flag[64];
-        const char *eq = strchr(a, '=');
-        int joined = strncmp(a, "--", 2) == 0 && eq != NULL && (size_t)(eq - a) < sizeof(flag);
-        if (joined) {
-            snprintf(flag, sizeof(flag), "%.*s", (int)(eq - a), a);
-            a = flag;
-            v = eq + 1;
-        }
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
+        const char *a = arg.name, *v = arg.value;
+        double d = 0;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -130,8 +125,7 @@ static int parse_args(int argc, char **argv, struct options *o)
             fprintf(stderr, "telo-gateway: unknown argument '%s'\n", a);
             return -1;
         }
-        if (!joined)
-            i++;
+        i += util_arg_consumed(&arg);
     }
     o->cfg.origins = o->origins;
     o->cfg.norigins = o->norigins;
