@@ -388,6 +388,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_CLIENT_CLOSED:
         finish(a);
         break;
+    case LWS_CALLBACK_CLOSED_CLIENT_HTTP:
+    case LWS_CALLBACK_WSI_DESTROY:
+        /* lws can drop a connection before the upgrade without a connection error: a TLS 1.3
+         * server that refuses our certificate does so after the client's half of the handshake
+         * has finished. Without this the stream would wait forever. */
+        if (!a->ended) {
+            fail(a, TELO_EIO, "the connection closed before the WebSocket upgrade completed");
+            finish(a);
+        }
+        break;
     default:
         break;
     }
