@@ -212,22 +212,39 @@ OPERATOR_KUBECONFIG = os.environ.get("TELO_E2E_OPERATOR_KUBECONFIG")
 OPERATOR_ARGS = os.environ.get("TELO_E2E_OPERATOR_ARGS", "").split()
 
 
-def _watched_namespaces(argv):
+def _options(argv):
+    """(name, value) of each --name value / --name=value option of a command line."""
+    i = 0
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        if eq:
+            yield name, value
+        elif i + 1 < len(argv):
+            yield name, argv[i + 1]
+            i += 1
+        i += 1
+
+
+def _watched_namespaces(pid, argv):
     """The namespaces a `telo-operator run` command line watches: from its last
-    `--set namespaces=...`, else its --config file's `namespaces`; None means every namespace."""
+    `--set namespaces=...`, else its --config file's `namespaces`; None means every namespace.
+    The file is read through /proc/PID, so an operator in a container (a chart's pod on the real
+    node) is judged by its own config, not taken for one that watches everything."""
     watched = None
-    for i, a in enumerate(argv[:-1]):
-        if a == "--config":
+    for name, value in _options(argv):
+        if name == "--config":
+            path = (os.path.join("/proc/%s/root" % pid, value.lstrip("/")) if value.startswith("/")
+                    else os.path.join("/proc/%s/cwd" % pid, value))
             try:
                 import yaml
-                with open(argv[i + 1]) as f:
+                with open(path) as f:
                     ns = (yaml.safe_load(f) or {}).get("namespaces")
                 watched = [ns] if isinstance(ns, str) else ns or None
             except (OSError, ValueError, AttributeError):
                 watched = None
-    for i, a in enumerate(argv[:-1]):
-        if a == "--set" and argv[i + 1].startswith("namespaces="):
-            watched = [n for n in argv[i + 1][len("namespaces="):].split(",") if n] or None
+    for name, value in _options(argv):
+        if name == "--set" and value.startswith("namespaces="):
+            watched = [n for n in value[len("namespaces="):].split(",") if n] or None
     return watched
 
 
@@ -246,7 +263,7 @@ def foreign_operators(own_pids, namespace):
             continue
         if not argv or os.path.basename(argv[0]) != "telo-operator" or "run" not in argv[1:2]:
             continue
-        watched = _watched_namespaces(argv)
+        watched = _watched_namespaces(pid, argv)
         if watched is None or namespace in watched:
             found.append("pid %s: %s" % (pid, " ".join(argv)))
     return found
