@@ -66,25 +66,6 @@ static char *dup_or_null(const char *s)
     return strdup(s);
 }
 
-/* lws logs through this so library code never prints. Failures the caller must act on also come
- * back as a telo_err, so lws's errors are warnings here and its warnings debug lines. */
-static void lws_log_emit(int level, const char *line)
-{
-    char text[256];
-    size_t n = 0;
-    for (const char *p = line; *p != '\0' && n + 1 < sizeof(text); p++) {
-        char c = *p;
-        if (c == '\n' || c == '\r')
-            continue;
-        if (c == '"' || c == '\\')
-            c = '\'';
-        text[n++] = c;
-    }
-    text[n] = '\0';
-    telo_log(level & LLL_ERR ? TELO_LOG_WARN : TELO_LOG_DEBUG, "libwebsockets", "detail=\"%s\"",
-             text);
-}
-
 static const struct route *route_find(const struct httpd_server *srv, const char *path)
 {
     for (size_t i = 0; i < srv->nroutes; i++) {
@@ -377,7 +358,7 @@ int httpd_start(struct httpd_server *srv, struct telo_err *err)
         return telo_err_set(err, TELO_EINVAL, "httpd: server already started");
 
     /* Process-wide in lws; errors and warnings go to our log, the rest is dropped. */
-    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
+    lws_set_log_level(LLL_ERR | LLL_WARN, telo_log_lws);
 
     void *foreign_loops[1] = {srv->loop};
     struct lws_context_creation_info info;
