@@ -8,7 +8,8 @@
 #   hack/build-tools.sh kubelet    also build the kubelet
 #   hack/build-tools.sh crictl     also build crictl (cri-tools; the real node's down.sh uses it)
 #   hack/build-tools.sh helm       also build helm (the chart's tests)
-#   hack/build-tools.sh --print-dir k8s|etcd|kwok|cri-tools|helm   print the cache dir of a tool set
+#   hack/build-tools.sh netpol     also build telo-netpol (the real node's NetworkPolicy enforcer)
+#   hack/build-tools.sh --print-dir k8s|etcd|kwok|cri-tools|helm|netpol   print the cache dir of a tool set
 #
 # Each build's log is kept next to the binaries (build-<name>.log) with its peak memory; a
 # failed build names the binary and the step and prints the tail of its log.
@@ -29,12 +30,15 @@ etcd_version=$(mod_version etcd go.etcd.io/etcd/server/v3)
 kwok_version=$(mod_version kwok sigs.k8s.io/kwok)
 cri_tools_version=$(mod_version cri-tools sigs.k8s.io/cri-tools)
 helm_version=$(mod_version helm helm.sh/helm/v3)
+netpol_version=$(mod_version kube-network-policies sigs.k8s.io/kube-network-policies)
 if [ -z "$k8s_version" ] || [ -z "$etcd_version" ] || [ -z "$kwok_version" ] || [ -z "$cri_tools_version" ] ||
-	[ -z "$helm_version" ]; then
+	[ -z "$helm_version" ] || [ -z "$netpol_version" ]; then
 	echo "build-tools: cannot read the pinned versions from hack/tools/*/go.mod" >&2
 	exit 1
 fi
 go_version=$(go env GOVERSION)
+# telo-netpol is our own main around the pinned library: its cache key also covers our source.
+netpol_src=$(cat "$tools/kube-network-policies/main.go" "$tools/kube-network-policies/go.sum" | cksum | cut -d' ' -f1)
 
 bin_dir() { # set -> directory
 	case "$1" in
@@ -43,12 +47,13 @@ bin_dir() { # set -> directory
 	kwok) echo "$cache/bin/kwok-$kwok_version-$go_version" ;;
 	cri-tools) echo "$cache/bin/cri-tools-$cri_tools_version-$go_version" ;;
 	helm) echo "$cache/bin/helm-$helm_version-$go_version" ;;
-	*) echo "unknown tool set '$1' (want k8s, etcd, kwok, cri-tools or helm)" >&2; return 2 ;;
+	netpol) echo "$cache/bin/kube-network-policies-$netpol_version-$netpol_src-$go_version" ;;
+	*) echo "unknown tool set '$1' (want k8s, etcd, kwok, cri-tools, helm or netpol)" >&2; return 2 ;;
 	esac
 }
 
 if [ "${1:-}" = "--print-dir" ]; then
-	bin_dir "${2:?--print-dir needs k8s, etcd, kwok, cri-tools or helm}"
+	bin_dir "${2:?--print-dir needs k8s, etcd, kwok, cri-tools, helm or netpol}"
 	exit 0
 fi
 
@@ -56,9 +61,9 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 # A shared Go build cache keyed by nothing but content: warm builds of a new checkout reuse it.
 export GOCACHE="${GOCACHE:-$(go env GOCACHE)}"
 
-# build <set> <name> <package> [ldflags]
+# build <set> <name> <package> [ldflags] [module dir under hack/tools, default <set>]
 build() {
-	local set=$1 name=$2 pkg=$3 ldflags=${4:-}
+	local set=$1 name=$2 pkg=$3 ldflags=${4:-} mod=${5:-$1}
 	local dir out log
 	dir=$(bin_dir "$set")
 	out="$dir/$name"
@@ -67,9 +72,9 @@ build() {
 	log="$dir/build-$name.log"
 	echo "build-tools: building $name ($set) into $dir ..." >&2
 	local start=$SECONDS
-	if ! (cd "$tools/$set" && /usr/bin/time -f "peak_rss_kb=%M wall_s=%e" \
+	if ! (cd "$tools/$mod" && /usr/bin/time -f "peak_rss_kb=%M wall_s=%e" \
 		go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg") >"$log" 2>&1; then
-		echo "build-tools: FAILED to build $name ($pkg in hack/tools/$set, step: go build); last lines of $log:" >&2
+		echo "build-tools: FAILED to build $name ($pkg in hack/tools/$mod, step: go build); last lines of $log:" >&2
 		tail -n 25 "$log" >&2
 		rm -f "$out.tmp"
 		exit 1
@@ -118,6 +123,7 @@ for extra in "$@"; do
 	crictl) build cri-tools crictl sigs.k8s.io/cri-tools/cmd/crictl \
 		"-X sigs.k8s.io/cri-tools/pkg/version.Version=$cri_tools_version" ;;
 	helm) build helm helm helm.sh/helm/v3/cmd/helm "$(helm_ldflags)" ;;
-	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet, crictl, helm)" >&2; exit 2 ;;
+	netpol) build netpol telo-netpol . "" kube-network-policies ;;
+	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet, crictl, helm, netpol)" >&2; exit 2 ;;
 	esac
 done

@@ -52,7 +52,7 @@ if [ "${TELO_REAL_NODE:-0}" = 1 ]; then
 		containerd         # the real node's container runtime (CRI plugin, overlayfs)
 		runc               # containerd's OCI runtime
 		containernetworking-plugins # CNI bridge, host-local, loopback, portmap
-		iptables           # the portmap CNI plugin (hostPort)
+		iptables           # portmap (hostPort), the apiserver route, the NetworkPolicy enforcer's NFQUEUE rules
 		busybox-static     # hack/images: the rootfs of the test images
 		libc6-dev          # hack/images: the static pause binary (cc -static)
 	)

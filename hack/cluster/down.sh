@@ -32,6 +32,8 @@ stop() { # name
 		echo "down: stopped $1 (pid $pid)" >&2
 	fi
 	rm -f "$pid_dir/$1.pid"
+	# Its queueing rules go with it: left alone they would drop the pods' new connections.
+	[ "$1" != netpol ] || netpol_cleanup
 }
 
 if [ "${1:-}" = "--real-node" ]; then
@@ -41,6 +43,7 @@ if [ "${1:-}" = "--real-node" ]; then
 	real_node_drain
 	stop containerd
 	stop registry
+	stop netpol
 	real_node_cleanup
 	if [ -n "$(component_pid kube-apiserver)" ]; then
 		kubectl_cmd delete node "$real_node_name" --ignore-not-found --wait=false >/dev/null 2>&1 || true

@@ -47,12 +47,19 @@ kubelet_port="${TELO_KUBELET_PORT:-10250}"
 kubelet_healthz_port="${TELO_KUBELET_HEALTHZ_PORT:-10248}"
 registry_port="${TELO_REGISTRY_PORT:-5000}"
 containerd_sock="$real_dir/containerd/containerd.sock"
-real_components=(registry containerd kubelet)
+# The NetworkPolicy enforcer (telo-netpol, real-node.sh): its iptables chain, nftables table and
+# nfqueue number are per bridge, so two real nodes on one machine keep their verdicts apart. The
+# queue number is derived from the bridge's name unless TELO_NETPOL_QUEUE sets it.
+netpol_chain="TELO-NETPOL-$real_bridge_if"
+netpol_table="telo-netpol-$real_bridge_if"
+netpol_queue="${TELO_NETPOL_QUEUE:-$(($(printf '%s' "$real_bridge_if" | cksum | cut -d' ' -f1) % 60000 + 1000))}"
+# netpol first, so down.sh stops it last: policies hold until the pods are gone.
+real_components=(netpol registry containerd kubelet)
 # The real node's components are managed when asked for, or when a previous up.sh started them
 # (so that down.sh and status.sh see them without the variable).
 real_node_enabled() {
 	[ "${TELO_REAL_NODE:-0}" = 1 ] || [ -f "$pid_dir/containerd.pid" ] || [ -f "$pid_dir/kubelet.pid" ] ||
-		[ -f "$pid_dir/registry.pid" ]
+		[ -f "$pid_dir/registry.pid" ] || [ -f "$pid_dir/netpol.pid" ]
 }
 if real_node_enabled; then
 	components+=("${real_components[@]}")

@@ -107,6 +107,130 @@ real_apiserver_route_cleanup() {
 	return 0
 }
 
+# --- NetworkPolicy enforcement (telo-netpol) ---------------------------------------------------
+# telo-netpol (hack/tools/kube-network-policies: our command around the controller library of
+# sigs.k8s.io/kube-network-policies) judges in user space the first packet of every connection to
+# or from a pod of this node against the NetworkPolicies that select either end; the kernel hands
+# it those packets through nfqueue $netpol_queue and applies its verdict. Bridged pod-to-pod
+# packets reach the IP hooks through br_netfilter.
+# The library loads its own queueing rules as an nftables table, with the nft `queue` expression;
+# this kernel is built without it (CONFIG_NFT_QUEUE unset, no modules), so that table fails to
+# load (the enforcer logs "syncing nftables rules" with "no such file or directory") and the
+# equivalent rules are made here with iptables' NFQUEUE target instead (nf_tables compat), in
+# the chain $netpol_chain from mangle POSTROUTING, where the library hooks too:
+#   - packets of processes running as root on this machine pass (the kubelet's probes; the
+#     library does the same), and so do packets of established connections;
+#   - every other packet from or to the pod CIDR goes to the queue. The library queues only the
+#     pods some policy selects; queueing the whole CIDR gives the same verdicts (a pod no policy
+#     selects is allowed), at the cost of a round trip through user space per new connection.
+# No --queue-bypass: while no enforcer listens, new connections of the node's pods are dropped
+# (fail closed). The chain is made only once the enforcer listens, and down.sh removes it with
+# the enforcer. What it does not see, as upstream does not: a pod's packets to this machine's
+# own addresses (INPUT, not POSTROUTING): the node address, the gateway and the apiserver route.
+netpol_disabled_file() { echo "$real_dir/netpol.disabled"; }
+
+# Why this host cannot enforce NetworkPolicies, or nothing.
+netpol_host_problem() {
+	[ -r /proc/net/netfilter/nfnetlink_queue ] || { echo "the kernel has no nfnetlink_queue"; return; }
+	[ -r /proc/sys/net/bridge/bridge-nf-call-iptables ] ||
+		{ echo "the kernel has no br_netfilter (bridged pod-to-pod packets bypass iptables)"; return; }
+	[ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables)" = 1 ] ||
+		{ echo "net.bridge.bridge-nf-call-iptables is 0 (bridged pod-to-pod packets bypass iptables)"; return; }
+	command -v iptables >/dev/null || { echo "iptables is missing"; return; }
+	iptables -t mangle -S POSTROUTING >/dev/null 2>&1 || { echo "iptables has no mangle table here"; return; }
+}
+
+# The netlink port bound to nfqueue $netpol_queue (usually the binding process's pid), or nothing.
+netpol_queue_owner() {
+	awk -v q="$netpol_queue" '$1 == q { print $2 }' /proc/net/netfilter/nfnetlink_queue 2>/dev/null
+}
+
+netpol_listening() {
+	[ -n "$(component_pid netpol)" ] && [ -n "$(netpol_queue_owner)" ]
+}
+
+ensure_netpol_identity() {
+	local n="netpol-$real_node_name"
+	# Least privilege: it reads pods, namespaces and NetworkPolicies, and may record events.
+	[ -f "$pki/$n.crt" ] || sign "$n" "/O=telo:netpol/CN=telo-netpol:$real_node_name"
+	chmod 600 "$pki"/*.key
+	write_kubeconfig "$real_dir/netpol.kubeconfig" "$n"
+	kubectl_cmd apply -f - >/dev/null 2>>"$log_dir/kubectl.log" <<EOF ||
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: telo:netpol
+rules:
+- apiGroups: [""]
+  resources: [pods, namespaces]
+  verbs: [get, list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: telo:netpol
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "telo:netpol"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: "telo:netpol"}
+EOF
+		fail netpol "cannot create its ClusterRole and binding (see $log_dir/kubectl.log)"
+}
+
+ensure_netpol_rules() {
+	local q=(--queue-num "$netpol_queue")
+	iptables -t mangle -N "$netpol_chain" 2>/dev/null || iptables -t mangle -F "$netpol_chain"
+	iptables -t mangle -A "$netpol_chain" -m owner --uid-owner 0 -j RETURN
+	iptables -t mangle -A "$netpol_chain" -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
+	iptables -t mangle -A "$netpol_chain" -s "$real_pod_cidr" -j NFQUEUE "${q[@]}"
+	iptables -t mangle -A "$netpol_chain" -d "$real_pod_cidr" -j NFQUEUE "${q[@]}"
+	iptables -t mangle -C POSTROUTING -j "$netpol_chain" 2>/dev/null ||
+		iptables -t mangle -A POSTROUTING -j "$netpol_chain"
+}
+
+netpol_cleanup() {
+	if command -v iptables >/dev/null; then
+		iptables -t mangle -D POSTROUTING -j "$netpol_chain" 2>/dev/null || true
+		iptables -t mangle -F "$netpol_chain" 2>/dev/null && iptables -t mangle -X "$netpol_chain" &&
+			echo "down: removed the mangle chain $netpol_chain" >&2
+	fi
+	# The library's own nftables table, on a kernel that has the nft queue expression, when the
+	# enforcer was killed before it could remove it.
+	local bin
+	bin="$("$cluster_root/hack/build-tools.sh" --print-dir netpol)/telo-netpol"
+	[ ! -x "$bin" ] || "$bin" --cleanup --table-name "$netpol_table" 2>/dev/null || true
+	return 0
+}
+
+start_netpol() {
+	local problem owner
+	problem=$(netpol_host_problem)
+	if [ -n "$problem" ]; then
+		echo "up: WARNING: NetworkPolicies will NOT be enforced on $real_node_name: $problem" >&2
+		echo "$problem" >"$(netpol_disabled_file)"
+		return 0
+	fi
+	rm -f "$(netpol_disabled_file)"
+	"$cluster_root/hack/build-tools.sh" netpol
+	if [ -z "$(component_pid netpol)" ]; then
+		owner=$(netpol_queue_owner)
+		[ -z "$owner" ] || fail netpol "nfqueue $netpol_queue is already bound by process $owner ($(tr '\0' ' ' \
+			</proc/"$owner"/cmdline 2>/dev/null | cut -c1-160)): another real node's enforcer? Set TELO_NETPOL_QUEUE to a free number"
+	fi
+	ensure_netpol_identity
+	launch netpol "$("$cluster_root/hack/build-tools.sh" --print-dir netpol)/telo-netpol" \
+		--kubeconfig="$real_dir/netpol.kubeconfig" --node-name="$real_node_name" \
+		--table-name="$netpol_table" --nfqueue-id="$netpol_queue" --v=1 || true
+	# Listening: the queue is bound (nobody had it before the launch) while the process lives.
+	wait_for netpol 60 netpol_listening
+	ensure_netpol_rules
+}
+
 ensure_real_cgroups() {
 	# The pods' cgroup root (kubelet cgroupRoot): one directory per v1 hierarchy, so down.sh can
 	# find and remove everything the pods left.
@@ -329,6 +453,7 @@ real_node_up() {
 	write_real_config
 	ensure_real_network
 	ensure_real_apiserver_route
+	start_netpol
 	ensure_real_cgroups
 	start_registry
 	start_containerd
@@ -392,6 +517,8 @@ real_node_cleanup() {
 		ip link delete "$link" 2>/dev/null && echo "down: deleted veth $link" >&2
 	done
 	real_apiserver_route_cleanup
+	netpol_cleanup
+	rm -f "$(netpol_disabled_file)"
 	if ip link show "$real_bridge_if" >/dev/null 2>&1; then
 		ip link delete "$real_bridge_if" && echo "down: deleted interface $real_bridge_if" >&2
 	fi

@@ -1,0 +1,221 @@
+"""The chart's NetworkPolicies, enforced on the real node (telo-netpol, hack/cluster/README.md
+"NetworkPolicy"): a session pod is reachable from the gateway (the operator's pod) and from the
+ingress controller, from no other pod; its egress reaches addresses outside the blocked ranges but
+not the cloud metadata address 169.254.169.254.
+
+The policies are the chart's own, rendered by `helm template` for the test's namespaces. Before
+they are applied, every connection the tests expect to be refused is made and must succeed, so a
+test fails whenever the policy or its enforcement is missing, not only when the network is broken.
+
+Pods are the stand-in CLI (telo-session-test) serving HTTP, clients are `wget` run in them with
+`kubectl exec`: pod-to-pod traffic, the kind the enforcer sees. Connections from this machine's
+root processes (this test, the kubelet's probes) are not policed, as with upstream
+kube-network-policies, so they cannot stand in for a pod.
+
+There is no cloud metadata server here, and the node forwards nothing (ip_forward is 0), so a
+"world" pod stands in for it and for a public address: it gets 169.254.169.254 and 198.51.100.10
+(TEST-NET-2, outside every blocked range) on its interface, and the client session pod gets
+on-link routes to both, added from this machine in the pods' network namespaces. Without a
+policy both answer; with the chart's, only the public one must."""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, _tool_dir, wait_for_default_service_account, wait_until
+from test_chart import render, helm  # noqa: F401  (helm is a fixture)
+from test_real_node import apply, entry_configmap, session_pod, wait_running
+
+METADATA_IP = "169.254.169.254"
+PUBLIC_IP = "198.51.100.10"  # TEST-NET-2: not in the chart's blockedEgressCidrs
+PORT = 8080
+RELEASE = "telo-operator"
+# The chart's selector labels of its own pod (the gateway runs in it), for RELEASE.
+GATEWAY_LABELS = {"app.kubernetes.io/name": "telo-operator", "app.kubernetes.io/instance": RELEASE}
+INGRESS_LABELS = {"app.kubernetes.io/name": "ingress-nginx"}
+SESSION_LABELS = {"app.kubernetes.io/managed-by": "telo-operator"}  # the chart's config.managedBy
+
+
+@pytest.fixture(scope="module")
+def enforcing_node(cluster):
+    proc = cluster.kubectl("get", "nodes", "-l", "telo.run/node=real", "-o", "json", check=False)
+    nodes = json.loads(proc.stdout)["items"] if proc.returncode == 0 else []
+    if not any(c["type"] == "Ready" and c["status"] == "True"
+               for n in nodes for c in n["status"]["conditions"]):
+        pytest.skip("no Ready node labelled telo.run/node=real (TELO_REAL_NODE=1 hack/cluster/up.sh)")
+    disabled = os.path.join(cluster.dir, "real-node", "netpol.disabled")
+    if os.path.exists(disabled):
+        with open(disabled) as f:
+            pytest.skip("the real node enforces no NetworkPolicy here: " + f.read().strip())
+    with open(os.path.join(cluster.dir, "real-node", "images", "refs.json")) as f:
+        return json.load(f)
+
+
+def crictl(cluster, *args):
+    sock = "unix://" + os.path.join(cluster.dir, "real-node", "containerd", "containerd.sock")
+    return subprocess.run([os.path.join(_tool_dir("cri-tools"), "crictl"), "--config", "/dev/null",
+                           "--runtime-endpoint", sock, "--image-endpoint", sock, *args],
+                          check=True, capture_output=True, text=True, timeout=30).stdout
+
+
+def in_pod_netns(cluster, namespace, pod, *command):
+    """Runs an `ip` command in a pod's network namespace, from this machine (as root), so the
+    pods themselves need no NET_ADMIN."""
+    ids = crictl(cluster, "pods", "-q", "--namespace", namespace, "--name", pod,
+                 "--state", "ready").split()
+    assert len(ids) == 1, "sandbox of %s/%s: %r" % (namespace, pod, ids)
+    info = json.loads(crictl(cluster, "inspectp", ids[0]))
+    netns = next(n["path"] for n in info["info"]["runtimeSpec"]["linux"]["namespaces"]
+                 if n["type"] == "network")
+    subprocess.run(["nsenter", "--net=" + netns, "ip", *command], check=True,
+                   capture_output=True, text=True, timeout=30)
+
+
+def fetch(cluster, namespace, pod, ip, seconds=4):
+    """GET http://ip:PORT/ from inside a pod: (True, body) or (False, why)."""
+    proc = cluster.kubectl("exec", "-n", namespace, pod, "--", "timeout", str(seconds),
+                           "wget", "-q", "-O", "-", "http://%s:%d/" % (ip, PORT),
+                           check=False, timeout=seconds + 30)
+    if proc.returncode == 0:
+        return True, proc.stdout.strip()
+    return False, "exit %d %s" % (proc.returncode,
+                                                                  proc.stderr.strip()[-300:])
+
+
+def server_pod(name, image, labels):
+    # Six of them on a 2-core node: a small CPU request each.
+    pod = session_pod(name, image, limits={"memory": "64Mi", "cpu": "100m"})
+    pod["metadata"]["labels"].update(labels)
+    # The kubelet's probe must keep working under the policies (it comes from the node).
+    pod["spec"]["containers"][0]["readinessProbe"] = {
+        "httpGet": {"path": "/", "port": PORT}, "periodSeconds": 2, "failureThreshold": 2}
+    return pod
+
+
+def new_namespace(cluster, name, restricted=False):
+    cluster.kubectl("create", "namespace", name)
+    if restricted:  # as the chart makes session namespaces
+        cluster.kubectl("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
+    wait_for_default_service_account(cluster, name)
+    return name
+
+
+@pytest.fixture(scope="module")
+def net(cluster, helm, enforcing_node):  # noqa: F811
+    """Namespaces and pods, no policy yet: the operator's namespace (a pod with the chart's
+    gateway labels, a stranger without), the sessions namespace (two session pods), the ingress
+    controller's namespace, and the world."""
+    suffix = os.urandom(3).hex()
+    ns = {k: "e2e-np-%s-%s" % (suffix, k) for k in ("ops", "sessions", "ingress", "world")}
+    image = enforcing_node["telo-session-test"]
+    try:
+        new_namespace(cluster, ns["ops"])
+        new_namespace(cluster, ns["sessions"], restricted=True)
+        new_namespace(cluster, ns["ingress"])
+        new_namespace(cluster, ns["world"])
+        entry = "http %d hello from %%s\n" % PORT
+        pods = {"gateway": ("ops", GATEWAY_LABELS), "stranger": ("ops", {}),
+                "session-a": ("sessions", SESSION_LABELS), "session-b": ("sessions", SESSION_LABELS),
+                "ingress": ("ingress", INGRESS_LABELS), "world": ("world", {})}
+        for name, (where, labels) in pods.items():
+            apply(cluster, ns[where], entry_configmap(name, {"main.telo": entry % name}),
+                  server_pod(name, image, labels))
+        ips = {}
+        for name, (where, _) in pods.items():
+            ips[name] = wait_running(cluster, ns[where], name, timeout=120)["status"]["podIP"]
+        # The stand-ins for the metadata server and a public address, and the client's routes.
+        for ip in (METADATA_IP, PUBLIC_IP):
+            in_pod_netns(cluster, ns["world"], "world", "addr", "add", ip + "/32", "dev", "eth0")
+            in_pod_netns(cluster, ns["sessions"], "session-a", "route", "add", ip + "/32",
+                         "dev", "eth0")
+        yield {"ns": ns, "ips": ips}
+    finally:
+        for name in ns.values():
+            cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def chart_policies(helm, net):  # noqa: F811
+    docs = render(helm, "config.namespaces={%s}" % net["ns"]["sessions"],
+                  "networkPolicy.ingressControllerNamespace=" + net["ns"]["ingress"],
+                  "json:networkPolicy.ingressControllerPodLabels=" + json.dumps(INGRESS_LABELS),
+                  "namespaces.createBuildNamespace=false", release=RELEASE,
+                  namespace=net["ns"]["ops"])
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert [p["metadata"]["namespace"] for p in policies] == [net["ns"]["sessions"]], policies
+    return policies
+
+
+# (client pod, its namespace key, target) -> connections that must be refused under the policies
+FORBIDDEN = [("stranger", "ops", "session-a"), ("session-b", "sessions", "session-a"),
+             ("world", "world", "session-a"), ("session-a", "sessions", METADATA_IP),
+             ("session-a", "sessions", "world")]
+ALLOWED = [("gateway", "ops", "session-a"), ("ingress", "ingress", "session-a"),
+           ("session-a", "sessions", PUBLIC_IP)]
+
+
+def target_ip(net, target):
+    return net["ips"].get(target, target)
+
+
+@pytest.fixture(scope="module")
+def policies(cluster, helm, net):  # noqa: F811
+    """Checks that every connection the policies must refuse works without them, then applies
+    the chart's policies."""
+    for client, where, target in FORBIDDEN + ALLOWED:
+        ok, why = fetch(cluster, net["ns"][where], client, target_ip(net, target))
+        assert ok, "without any policy, %s -> %s must work: %s" % (client, target, why)
+    docs = chart_policies(helm, net)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": docs}))
+    return time.monotonic()
+
+
+def assert_refused(cluster, net, client, where, target, policies_applied):
+    """The connection is refused within 20 s of the policies' creation (the enforcer learns of
+    them through its watch); the time it took is printed."""
+    def refused():
+        ok, why = fetch(cluster, net["ns"][where], client, target_ip(net, target), seconds=2)
+        return None if ok else why
+    try:
+        why = wait_until(refused, timeout=max(1, policies_applied + 20 - time.monotonic()),
+                         interval=0.5, what="refusal")
+    except AssertionError:
+        raise AssertionError("%s -> %s still works 20 s after the chart's NetworkPolicies were "
+                             "applied" % (client, target)) from None
+    print("%s -> %s refused (%s), %.1f s after the policies" % (
+        client, target, why, time.monotonic() - policies_applied))
+
+
+@pytest.mark.parametrize("client,where,target", [
+    ("gateway", "ops", "session-a"), ("ingress", "ingress", "session-a")])
+def test_a_session_is_reachable_from_the_gateway_and_the_ingress_controller(
+        cluster, net, policies, client, where, target):
+    ok, body = fetch(cluster, net["ns"][where], client, target_ip(net, target))
+    assert ok and body == "hello from session-a", body
+
+
+@pytest.mark.parametrize("client,where", [
+    ("stranger", "ops"), ("session-b", "sessions"), ("world", "world")])
+def test_a_session_is_not_reachable_from_any_other_pod(cluster, net, policies, client, where):
+    assert_refused(cluster, net, client, where, "session-a", policies)
+
+
+def test_session_egress_skips_cloud_metadata_and_private_ranges_but_reaches_outside(
+        cluster, net, policies):
+    ok, body = fetch(cluster, net["ns"]["sessions"], "session-a", PUBLIC_IP)
+    assert ok and body == "hello from world", "egress to %s: %s" % (PUBLIC_IP, body)
+    for target in (METADATA_IP, "world"):  # the world pod's own address is in 10.0.0.0/8
+        assert_refused(cluster, net, "session-a", "sessions", target, policies)
+
+
+def test_the_kubelet_still_probes_sessions_under_the_policies(cluster, net, policies):
+    """The readiness probe (every 2 s, 2 failures to go unready) comes from the node: after the
+    policies it keeps the session Ready."""
+    time.sleep(6)
+    pod = cluster.kubectl_json("get", "pod", "session-a", "-n", net["ns"]["sessions"])
+    conditions = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+    assert conditions.get("Ready") == "True", \
+        "session-a went unready under the policies (its readiness probe refused?): %s" % conditions
