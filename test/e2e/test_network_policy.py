@@ -27,7 +27,7 @@ import pytest
 
 from conftest import ROOT, _tool_dir, wait_for_default_service_account, wait_until
 from test_chart import render, helm  # noqa: F401  (helm is a fixture)
-from test_real_node import apply, entry_configmap, session_pod, wait_running
+from test_real_node import _real_node, apply, entry_configmap, session_pod, wait_running
 
 METADATA_IP = "169.254.169.254"
 PUBLIC_IP = "198.51.100.10"  # TEST-NET-2: not in the chart's blockedEgressCidrs
@@ -41,10 +41,7 @@ SESSION_LABELS = {"app.kubernetes.io/managed-by": "telo-operator"}  # the chart'
 
 @pytest.fixture(scope="module")
 def enforcing_node(cluster):
-    proc = cluster.kubectl("get", "nodes", "-l", "telo.run/node=real", "-o", "json", check=False)
-    nodes = json.loads(proc.stdout)["items"] if proc.returncode == 0 else []
-    if not any(c["type"] == "Ready" and c["status"] == "True"
-               for n in nodes for c in n["status"]["conditions"]):
+    if _real_node(cluster) is None:
         pytest.skip("no Ready node labelled telo.run/node=real (TELO_REAL_NODE=1 hack/cluster/up.sh)")
     disabled = os.path.join(cluster.dir, "real-node", "netpol.disabled")
     if os.path.exists(disabled):
@@ -74,10 +71,10 @@ def in_pod_netns(cluster, namespace, pod, *command):
                    capture_output=True, text=True, timeout=30)
 
 
-def fetch(cluster, namespace, pod, ip, seconds=4):
-    """GET http://ip:PORT/ from inside a pod: (True, body) or (False, why)."""
+def fetch(cluster, namespace, pod, address, seconds=4):
+    """GET http://address/ (ip:port) from inside a pod: (True, body) or (False, why)."""
     proc = cluster.kubectl("exec", "-n", namespace, pod, "--", "timeout", str(seconds),
-                           "wget", "-q", "-O", "-", "http://%s:%d/" % (ip, PORT),
+                           "wget", "-q", "-O", "-", "http://%s/" % address,
                            check=False, timeout=seconds + 30)
     if proc.returncode == 0:
         return True, proc.stdout.strip()
@@ -107,22 +104,24 @@ def new_namespace(cluster, name, restricted=False):
 def net(cluster, helm, enforcing_node):  # noqa: F811
     """Namespaces and pods, no policy yet: the operator's namespace (a pod with the chart's
     gateway labels, a stranger without), the sessions namespace (two session pods), the ingress
-    controller's namespace, and the world."""
+    controller's namespace, the cluster DNS's (a pod answering on port 53 too) and the world."""
     suffix = os.urandom(3).hex()
-    ns = {k: "e2e-np-%s-%s" % (suffix, k) for k in ("ops", "sessions", "ingress", "world")}
+    ns = {k: "e2e-np-%s-%s" % (suffix, k) for k in ("ops", "sessions", "ingress", "dns", "world")}
     image = enforcing_node["telo-session-test"]
     try:
-        new_namespace(cluster, ns["ops"])
-        new_namespace(cluster, ns["sessions"], restricted=True)
-        new_namespace(cluster, ns["ingress"])
-        new_namespace(cluster, ns["world"])
-        entry = "http %d hello from %%s\n" % PORT
+        for key, name in ns.items():
+            new_namespace(cluster, name, restricted=key == "sessions")
         pods = {"gateway": ("ops", GATEWAY_LABELS), "stranger": ("ops", {}),
                 "session-a": ("sessions", SESSION_LABELS), "session-b": ("sessions", SESSION_LABELS),
-                "ingress": ("ingress", INGRESS_LABELS), "world": ("world", {})}
+                "ingress": ("ingress", INGRESS_LABELS), "dns": ("dns", {}), "world": ("world", {})}
         for name, (where, labels) in pods.items():
-            apply(cluster, ns[where], entry_configmap(name, {"main.telo": entry % name}),
-                  server_pod(name, image, labels))
+            entry = "http %d hello from %s\n" % (PORT, name)
+            pod = server_pod(name, image, labels)
+            if name == "dns":  # TCP port 53 as the DNS stand-in, without root
+                entry += "http 53 dns stand-in\n"
+                pod["spec"]["securityContext"]["sysctls"] = [
+                    {"name": "net.ipv4.ip_unprivileged_port_start", "value": "53"}]
+            apply(cluster, ns[where], entry_configmap(name, {"main.telo": entry}), pod)
         ips = {}
         for name, (where, _) in pods.items():
             ips[name] = wait_running(cluster, ns[where], name, timeout=120)["status"]["podIP"]
@@ -141,6 +140,7 @@ def chart_policies(helm, net):  # noqa: F811
     docs = render(helm, "config.namespaces={%s}" % net["ns"]["sessions"],
                   "networkPolicy.ingressControllerNamespace=" + net["ns"]["ingress"],
                   "json:networkPolicy.ingressControllerPodLabels=" + json.dumps(INGRESS_LABELS),
+                  "networkPolicy.dnsNamespace=" + net["ns"]["dns"],
                   "namespaces.createBuildNamespace=false", release=RELEASE,
                   namespace=net["ns"]["ops"])
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
@@ -151,13 +151,15 @@ def chart_policies(helm, net):  # noqa: F811
 # (client pod, its namespace key, target) -> connections that must be refused under the policies
 FORBIDDEN = [("stranger", "ops", "session-a"), ("session-b", "sessions", "session-a"),
              ("world", "world", "session-a"), ("session-a", "sessions", METADATA_IP),
-             ("session-a", "sessions", "world")]
+             ("session-a", "sessions", "world"), ("session-a", "sessions", "dns")]
 ALLOWED = [("gateway", "ops", "session-a"), ("ingress", "ingress", "session-a"),
-           ("session-a", "sessions", PUBLIC_IP)]
+           ("session-a", "sessions", PUBLIC_IP), ("session-a", "sessions", "dns:53")]
 
 
 def target_ip(net, target):
-    return net["ips"].get(target, target)
+    """"ip:port" of a target: a pod's name or an address, with ":port" unless it is PORT."""
+    host, _, port = target.partition(":")
+    return "%s:%s" % (net["ips"].get(host, host), port or PORT)
 
 
 @pytest.fixture(scope="module")
@@ -205,10 +207,18 @@ def test_a_session_is_not_reachable_from_any_other_pod(cluster, net, policies, c
 
 def test_session_egress_skips_cloud_metadata_and_private_ranges_but_reaches_outside(
         cluster, net, policies):
-    ok, body = fetch(cluster, net["ns"]["sessions"], "session-a", PUBLIC_IP)
+    ok, body = fetch(cluster, net["ns"]["sessions"], "session-a", target_ip(net, PUBLIC_IP))
     assert ok and body == "hello from world", "egress to %s: %s" % (PUBLIC_IP, body)
     for target in (METADATA_IP, "world"):  # the world pod's own address is in 10.0.0.0/8
         assert_refused(cluster, net, "session-a", "sessions", target, policies)
+
+
+def test_session_egress_reaches_cluster_dns_on_port_53_only(cluster, net, policies):
+    """The chart lets sessions out to port 53 (UDP and TCP) in the DNS namespace; the stand-in
+    answers HTTP on TCP 53, and on 8080, which the policy must refuse (a private address)."""
+    ok, body = fetch(cluster, net["ns"]["sessions"], "session-a", target_ip(net, "dns:53"))
+    assert ok and body == "dns stand-in", "egress to the DNS namespace on port 53: %s" % body
+    assert_refused(cluster, net, "session-a", "sessions", "dns", policies)
 
 
 def test_the_kubelet_still_probes_sessions_under_the_policies(cluster, net, policies):
