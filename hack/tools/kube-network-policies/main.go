@@ -12,11 +12,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/google/nftables"
@@ -40,6 +43,7 @@ func run() int {
 	cleanup := flag.Bool("cleanup", false, "delete the table (what a killed enforcer left) and exit")
 	klog.InitFlags(nil)
 	flag.Parse()
+	quietTableFailures(os.Stderr)
 
 	if *tableName == "" {
 		fmt.Fprintln(os.Stderr, "telo-netpol: --table-name is required")
@@ -104,6 +108,45 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// tableFailureFilter passes klog's entries (one Write each) to out, except the library's
+// reports that its nftables table does not load, which it repeats on every pod or policy change
+// here: this kernel has no nft `queue` expression, and real-node.sh installs iptables rules
+// instead. The first full report (a few entries) passes; later ones are only counted.
+type tableFailureFilter struct {
+	mu   sync.Mutex
+	out  io.Writer
+	seen int
+}
+
+func (f *tableFailureFilter) Write(p []byte) (int, error) {
+	if !bytes.Contains(p, []byte("nftables rules")) &&
+		!bytes.Contains(p, []byte("netlink receive: no such file or directory")) {
+		return f.out.Write(p)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen++
+	switch {
+	case f.seen <= 3:
+		_, _ = f.out.Write(p)
+		if f.seen == 3 {
+			fmt.Fprintln(f.out, "telo-netpol: the library's nftables table does not load here; "+
+				"further reports of it are counted, not logged (hack/cluster/README.md, NetworkPolicy)")
+		}
+	case f.seen%1000 == 0:
+		fmt.Fprintf(f.out, "telo-netpol: %d reports of the nftables table not loading so far\n", f.seen)
+	}
+	return len(p), nil
+}
+
+func quietTableFailures(out io.Writer) {
+	// Everything through the filter, nothing straight to stderr.
+	_ = flag.Set("logtostderr", "false")
+	_ = flag.Set("alsologtostderr", "false")
+	_ = flag.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(&tableFailureFilter{out: out})
 }
 
 func deleteTable(name string) int {
