@@ -6,6 +6,7 @@
 #include "controller/metrics.h"
 #include "kube/rest.h"
 #include "session/builds.h"
+#include "session/cmmemo.h"
 #include "session/desired.h"
 #include "session/image.h"
 #include "session/spec.h"
@@ -27,6 +28,14 @@
  * looked at again. Creating the ConfigMap does not trigger a reconcile: ConfigMaps are not
  * watched, since caching every ConfigMap of a namespace would cost far more than polling. */
 #define BLOCKED_RECHECK_S 10.0
+
+/* How long one read of a bundle ConfigMap answers for the other sessions that name it. Only its
+ * existence and key names are reused, and only for sessions whose pod mounts the ConfigMap itself
+ * (the kubelet reads the bytes then; a build reads them anew). A ConfigMap deleted within this
+ * window leaves its pod in FailedMount until the start deadline, as a deletion between our read
+ * and the pod's create always could. 1,000 sessions created at once on one bundle read it a few
+ * times rather than 1,000 (bench/sessions). */
+#define BUNDLE_MEMO_S 5.0
 
 /* How long a child we wrote may stay unseen by its informer before we write it again. Within
  * that time a reconcile that does not find it in the cache (the watch lags the write) trusts
@@ -72,6 +81,7 @@ struct session_reconciler {
     struct metrics_family *builds_fam, *hits_fam, *build_hist;
     struct strmap *expected; /* "resource/ns/name" -> struct expectation */
     double last_sweep;
+    struct session_cm_memo *bundles; /* bundle ConfigMaps read moments ago or being read */
 };
 
 /* A child written by us and not yet seen in its informer's cache. */
@@ -122,6 +132,10 @@ struct pass {
     struct session s;
     struct json_object *pod;
     struct json_object *written_status; /* our last status write, when the cache lags it */
+    /* A new session's first status, held back while its pod is being created: the pod's arrival
+     * in the cache writes the status that follows from it, so this one would be overwritten at
+     * once. Written only if the create fails (see on_write). */
+    struct session_verdict deferred;
     char base_rv[64];                   /* resourceVersion of the cached session we read */
     int pod_expected;                   /* we created the pod and the cache has not shown it yet */
     int pending;
@@ -209,6 +223,15 @@ static int expect_pending(struct pass *p, const char *key, unsigned long long bo
     return 1;
 }
 
+/* Whether a write to key of an earlier pass took effect and its object is not in the cache yet.
+ * A pass ends only when all its writes are answered, and a failed one drops its expectation, so
+ * one still held by a later pass of the same key is a write the API server accepted. */
+static int expect_answered(const struct session_reconciler *r, const char *key)
+{
+    const struct expectation *e = strmap_get(r->expected, key);
+    return e && e->until > loop_now(r);
+}
+
 /* Records a write to key; returns 0, or -1 when out of memory (then nothing is expected). */
 static int expect_set(struct session_reconciler *r, const char *key, unsigned long long body)
 {
@@ -243,6 +266,7 @@ static void pass_free(struct pass *p)
     session_spec_release(&p->s);
     json_object_put(p->pod);
     json_object_put(p->written_status);
+    session_verdict_release(&p->deferred);
     free(p);
 }
 
@@ -262,6 +286,9 @@ static void pass_done(struct pass *p)
     pass_free(p);
 }
 
+static void write_status(struct pass *p, struct json_object *status);
+static void record_event(struct pass *p, const struct session_verdict *v);
+
 static void on_write(const struct kube_result *res, void *ud)
 {
     struct write_ctx *w = ud;
@@ -274,6 +301,11 @@ static void on_write(const struct kube_result *res, void *ud)
         snprintf(p->error, sizeof(p->error), "%s", res->err ? res->err->msg : "write failed");
         if (w->expect_key[0])
             expect_drop(p->r, w->expect_key);
+        if (w->counts_start && p->deferred.status) {
+            /* No pod will arrive to say more: the session shows its Pending state meanwhile. */
+            write_status(p, p->deferred.status);
+            record_event(p, &p->deferred);
+        }
     }
     if (w->counts_start && res->rc == 0 && res->code == 201)
         p->r->stats.starts++;
@@ -627,6 +659,8 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
     session_child_name(&p->s, child, sizeof(child));
     session_secret_name(&p->s, secret, sizeof(secret));
     struct json_object *secret_obj = cached(r->secrets, p->s.namespace, secret);
+    char secret_key[320];
+    expect_key(secret_key, sizeof(secret_key), "secrets", p->s.namespace, secret);
     const struct session_image_plan *plan = p->has_plan ? &p->plan : NULL;
     const char *image =
         plan && plan->step == SESSION_IMAGE_READY ? plan->ref : session_image(&p->s, r->cfg);
@@ -638,7 +672,9 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
         .cfg = r->cfg,
         .pod = p->pod,
         .image = image,
-        .attach_secret = secret_obj != NULL,
+        /* The Secret we applied may reach the cache after the pod: status.attach names it as
+         * soon as the API server has it, not one status write later. */
+        .attach_secret = secret_obj != NULL || expect_answered(r, secret_key),
         .now = ev_now(kube_transport_loop(r->t)),
         .blocked_reason = blocked_reason,
         .blocked_message = blocked_message,
@@ -667,6 +703,7 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
                    strcmp(phase, "Provisioning") == 0 || strcmp(phase, "Running") == 0;
         if (plan && plan->create_job && strcmp(phase, "Building") == 0)
             create_job(p);
+        int creating_pod = 0;
         if (!p->pod && strcmp(phase, "Pending") == 0 && !blocked_reason && !p->pod_expected &&
             image_ready && !(plan && plan->step == SESSION_IMAGE_BLOCKED)) {
             struct kube_ref ref = {
@@ -674,6 +711,7 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
             char key[320];
             expect_key(key, sizeof(key), "pods", p->s.namespace, child);
             apply_expecting(p, &ref, session_desired_pod(&p->s, r->cfg, image), key, 0, 1);
+            creating_pod = 1;
         }
         if (v.delete_pod && p->pod) {
             struct kube_ref ref = {
@@ -687,19 +725,25 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
         if (live) {
             sync_service(p, child, 1);
             sync_ingress(p, child, 1);
-            char key[320];
-            expect_key(key, sizeof(key), "secrets", p->s.namespace, secret);
             if (secret_obj)
-                expect_drop(r, key);
-            else if (!expect_pending(p, key, 0)) {
+                expect_drop(r, secret_key);
+            else if (!expect_pending(p, secret_key, 0)) {
                 char token[65];
                 random_token(token);
                 struct kube_ref ref = {.version = "v1",
                                        .resource = "secrets",
                                        .namespace = p->s.namespace,
                                        .name = secret};
-                apply_expecting(p, &ref, session_desired_secret(&p->s, r->cfg, token), key, 0, 0);
+                apply_expecting(p, &ref, session_desired_secret(&p->s, r->cfg, token), secret_key,
+                                0, 0);
             }
+        }
+        /* Also in a pass that runs before the pod we created reaches the cache (the Secret's
+         * event came first): the pod's arrival still writes what follows. */
+        if ((creating_pod || p->pod_expected) && session_status_wait_for_pod(&obs, &v)) {
+            p->deferred = v;
+            v.status = NULL;
+            v.changed = 0;
         }
         if (v.changed) {
             const char *old_phase = json_object_get_string(get(p->s.status, "phase"));
@@ -882,7 +926,8 @@ static void bundle_image_step(struct pass *p, struct json_object *cm)
 }
 
 /* The bundle ConfigMap check before a pod is created: a missing bundle is the user's to fix,
- * and a pod waiting on a missing volume would only say "ContainerCreating". */
+ * and a pod waiting on a missing volume would only say "ContainerCreating". res is the read's
+ * answer, or for a memo hit the key names the ConfigMap held moments ago. */
 static void on_bundle(const struct kube_result *res, void *ud)
 {
     struct pass *p = ud;
@@ -916,6 +961,72 @@ static void on_bundle(const struct kube_result *res, void *ud)
         return;
     }
     converge(p, NULL, NULL);
+}
+
+/* A read of a bundle ConfigMap that other passes may be waiting on. */
+struct bundle_read {
+    struct session_reconciler *r;
+    struct pass *p;
+    char key[320];
+};
+
+static void hand_bundle(void *waiter, void *answer)
+{
+    on_bundle(answer, waiter);
+}
+
+static void on_bundle_read(const struct kube_result *res, void *ud)
+{
+    struct bundle_read *br = ud;
+    session_cm_memo_settle(br->r->bundles, br->key, res->rc == 0 ? res->object : NULL,
+                           loop_now(br->r), hand_bundle, (void *)res);
+    on_bundle(res, br->p);
+    free(br);
+}
+
+/* Starts the bundle check of a pass that may create the pod: answered from a read moments ago,
+ * by joining a read in flight, or by a read of its own. Returns 0, or -1 with err filled (then
+ * on_bundle is not called). */
+static int check_bundle(struct pass *p, struct telo_err *err)
+{
+    struct session_reconciler *r = p->r;
+    struct kube_ref ref = {.version = "v1",
+                           .resource = "configmaps",
+                           .namespace = p->s.namespace,
+                           .name = p->s.bundle_configmap};
+    /* A build reads the bytes themselves: always the current ones (builds.c memoises their key
+     * by resourceVersion). */
+    if (p->keep_image)
+        return kube_rest_get(r->t, &ref, on_bundle, p, err) ? 0 : -1;
+    struct bundle_read *br = calloc(1, sizeof(*br));
+    if (!br) {
+        telo_err_set(err, TELO_ENOMEM, "bundle check: out of memory");
+        return -1;
+    }
+    br->r = r;
+    br->p = p;
+    snprintf(br->key, sizeof(br->key), "%s/%s", p->s.namespace, p->s.bundle_configmap);
+    struct json_object *keys = NULL;
+    switch (session_cm_memo_begin(r->bundles, br->key, loop_now(r), p, &keys)) {
+    case SESSION_CM_HIT: {
+        free(br);
+        struct kube_result hit = {.rc = 0, .code = 200, .object = keys};
+        on_bundle(&hit, p);
+        return 0;
+    }
+    case SESSION_CM_WAIT:
+        free(br);
+        return 0;
+    case SESSION_CM_FETCH:
+        break;
+    }
+    if (kube_rest_get(r->t, &ref, on_bundle_read, br, err))
+        return 0;
+    /* Nobody joined yet (the loop has not run since begin): just end the read. */
+    struct kube_result failed = {.rc = -err->code, .err = err};
+    session_cm_memo_settle(r->bundles, br->key, NULL, loop_now(r), hand_bundle, &failed);
+    free(br);
+    return -1;
 }
 
 static void invalid_spec(struct pass *p, struct json_object *obj, const char *why)
@@ -1022,11 +1133,7 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
         return;
     }
     if (may_create && p->s.bundle_configmap) {
-        struct kube_ref ref = {.version = "v1",
-                               .resource = "configmaps",
-                               .namespace = p->s.namespace,
-                               .name = p->s.bundle_configmap};
-        if (kube_rest_get(r->t, &ref, on_bundle, p, &err))
+        if (check_bundle(p, &err) == 0)
             return;
         p->failed = 1;
         snprintf(p->error, sizeof(p->error), "%s", err.msg);
@@ -1190,8 +1297,10 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
     r->t = t;
     r->cfg = cfg;
     r->events = events;
-    if (!(r->expected = strmap_new()) || !(r->counted_jobs = strmap_new())) {
+    if (!(r->expected = strmap_new()) || !(r->counted_jobs = strmap_new()) ||
+        !(r->bundles = session_cm_memo_new(BUNDLE_MEMO_S))) {
         strmap_free(r->expected);
+        strmap_free(r->counted_jobs);
         free(r);
         telo_err_set(err, TELO_ENOMEM, "session reconciler: out of memory");
         return NULL;
@@ -1242,6 +1351,7 @@ void session_reconciler_free(struct session_reconciler *r)
     while (r->counted_jobs && strmap_next(r->counted_jobs, &it, &key, &value))
         free(value);
     strmap_free(r->counted_jobs);
+    session_cm_memo_free(r->bundles);
     session_builds_free(r->builds);
     free(r);
 }

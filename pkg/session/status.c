@@ -747,6 +747,15 @@ int session_status_compute(const struct session_observation *obs, struct session
     return 0;
 }
 
+int session_status_wait_for_pod(const struct session_observation *obs,
+                                const struct session_verdict *v)
+{
+    /* A reason on a Pending is a block the user must see now (BundleNotFound...). */
+    return v->changed && !obs->s->status && !obs->image_plan && !v->delete_session &&
+           strcmp(or_empty(str(v->status, "phase")), "Pending") == 0 &&
+           !str(v->status, "reason");
+}
+
 void session_verdict_release(struct session_verdict *v)
 {
     json_object_put(v->status);

@@ -43,6 +43,15 @@ struct session_verdict {
 /* Computes the verdict. Pure: no I/O, no clock but obs->now. Returns 0, or -TELO_ENOMEM. */
 int session_status_compute(const struct session_observation *obs, struct session_verdict *out);
 
+/* Whether v's status write (and its Event) may wait for the pod this pass creates, or an earlier
+ * pass created and the cache does not show yet: a new
+ * session (no status yet) that is plainly Pending, with no image decided this pass that only
+ * this write would carry. The pod's arrival in the cache then writes the state that follows from
+ * it (Provisioning or Running), so a Pending written now would be overwritten at once: one status
+ * write and one Event fewer per session. The caller writes it after all if the create fails. */
+int session_status_wait_for_pod(const struct session_observation *obs,
+                                const struct session_verdict *v);
+
 /* Frees what the verdict owns. */
 void session_verdict_release(struct session_verdict *v);
 

@@ -99,9 +99,9 @@ static void world_status(struct world *w, struct json_object *status)
     world_parse(w);
 }
 
-static void compute(struct world *w, double now, struct session_verdict *v)
+static struct session_observation observation(struct world *w, double now)
 {
-    struct session_observation obs = {
+    return (struct session_observation){
         .s = &w->s,
         .cfg = w->cfg,
         .pod = w->pod,
@@ -113,8 +113,20 @@ static void compute(struct world *w, double now, struct session_verdict *v)
         .keep_image = w->keep_image,
         .now = now,
     };
+}
+
+static void compute(struct world *w, double now, struct session_verdict *v)
+{
+    struct session_observation obs = observation(w, now);
     assert_int_equal(session_status_compute(&obs, v), 0);
     assert_non_null(v->status);
+}
+
+/* session_status_wait_for_pod for the verdict v computed from w at now. */
+static int waits_for_pod(struct world *w, double now, const struct session_verdict *v)
+{
+    struct session_observation obs = observation(w, now);
+    return session_status_wait_for_pod(&obs, v);
 }
 
 /* The value at a dotted path ("progress.message"), or NULL. */
@@ -225,6 +237,72 @@ static void no_pod_is_pending_and_scheduling(void **state)
     assert_false(v.delete_session);
     assert_string_equal(v.event_type, "Normal");
     assert_string_equal(v.event_reason, "Pending");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* A new session's Pending waits for its pod's arrival, which writes what follows from it. */
+static void a_new_pending_session_waits_for_its_pod_to_write_its_status(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_true(v.changed);
+    assert_true(waits_for_pod(&w, T0, &v));
+    /* The pass after the pod's arrival writes: it is not Pending any more. */
+    world_pod(&w, "pending-scheduled");
+    session_verdict_release(&v);
+    compute(&w, T0 + 1, &v);
+    assert_string_equal(text(v.status, "phase"), "Provisioning");
+    assert_true(v.changed);
+    assert_false(waits_for_pod(&w, T0 + 1, &v));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* Once a session shows a status, a Pending that changes it is written at once: the user may be
+ * reading a block (BundleNotFound) that is over. */
+static void a_pending_that_corrects_a_shown_status_is_written_at_once(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    w.blocked_reason = "BundleNotFound";
+    w.blocked_message = "ConfigMap hello-app (spec.bundle.configMap.name) does not exist";
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    /* The block itself is shown at once: no pod comes to say more. */
+    assert_false(waits_for_pod(&w, T0, &v));
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    w.blocked_reason = w.blocked_message = NULL;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    assert_true(v.changed);
+    assert_false(waits_for_pod(&w, T0 + 10, &v));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* An image decided this pass is carried only by this write: it is not held back. */
+static void a_pending_with_an_image_decided_is_written_at_once(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    struct session_image_plan plan = {.step = SESSION_IMAGE_READY,
+                                      .ref = "reg.example:5000/telo/apps:0123",
+                                      .tag = "0123",
+                                      .reason = "CacheHit",
+                                      .progress = "Using cached image",
+                                      .progress_done = 1};
+    w.plan = &plan;
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    assert_false(waits_for_pod(&w, T0, &v));
     session_verdict_release(&v);
     world_free(&w);
 }
@@ -1458,6 +1536,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_pod_is_pending_and_scheduling),
         cmocka_unit_test(blocked_on_a_missing_bundle_is_pending_and_stalled),
+        cmocka_unit_test(a_new_pending_session_waits_for_its_pod_to_write_its_status),
+        cmocka_unit_test(a_pending_that_corrects_a_shown_status_is_written_at_once),
+        cmocka_unit_test(a_pending_with_an_image_decided_is_written_at_once),
         cmocka_unit_test(a_running_build_is_building_with_its_progress),
         cmocka_unit_test(a_built_image_is_pending_with_the_build_done),
         cmocka_unit_test(a_failed_build_fails_the_session_and_blocked_credentials_stall_it),
