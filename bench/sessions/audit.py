@@ -4,8 +4,10 @@
 
 Counts the requests that completed (stage ResponseComplete) in NAMESPACE, per client (the user
 agent's product), verb and resource[/subresource], and divides by N, so the table reads as
-"requests per session" (or per pod, per Job). The cluster's audit policy logs every request at
-Metadata level; rotated logs (audit-*.log) are read too.
+"requests per session" (or per pod, per Job). Only the run counts: requests from the bench's
+first delete on (its teardown, and the deletions that follow) are left out, and so are watches
+(one per client, not per object). The cluster's audit policy logs every request at Metadata
+level; rotated logs (audit-*.log) are read too.
 """
 import collections
 import glob
@@ -16,7 +18,7 @@ import sys
 
 def count(log_dir, ns):
     needle = '"namespace":"%s"' % ns
-    per = collections.Counter()
+    seen = []
     for path in sorted(glob.glob(os.path.join(log_dir, "audit*.log"))):
         with open(path, errors="replace") as f:
             for line in f:
@@ -26,19 +28,26 @@ def count(log_dir, ns):
                 ref = e.get("objectRef", {})
                 if e.get("stage") != "ResponseComplete" or ref.get("namespace") != ns:
                     continue
-                agent = e.get("userAgent", "?").split("/")[0]
-                resource = ref.get("resource", "?")
-                if ref.get("subresource"):
-                    resource += "/" + ref["subresource"]
-                per[(agent, e["verb"], resource)] += 1
+                seen.append(e)
+    teardown = min((e["requestReceivedTimestamp"] for e in seen
+                    if e["verb"] in ("delete", "deletecollection")), default="~")
+    per = collections.Counter()
+    for e in seen:
+        if e["requestReceivedTimestamp"] >= teardown or e["verb"] == "watch":
+            continue
+        ref = e["objectRef"]
+        agent = e.get("userAgent", "?").split("/")[0]
+        resource = ref.get("resource", "?")
+        if ref.get("subresource"):
+            resource += "/" + ref["subresource"]
+        per[(agent, e["verb"], resource)] += 1
     return per
 
 
 def main():
     log_dir, ns, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     per = count(log_dir, ns)
-    # Watches are long-lived and opened once per client, not per object.
-    rows = sorted(((k, v) for k, v in per.items() if k[1] != "watch"), key=lambda kv: -kv[1])
+    rows = sorted(per.items(), key=lambda kv: -kv[1])
     total = sum(v for _, v in rows)
     print("%-28s %-8s %-22s %8s %8s" % ("client", "verb", "resource", "count", "per obj"))
     for (agent, verb, resource), v in rows:

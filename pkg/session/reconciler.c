@@ -136,8 +136,8 @@ struct pass {
      * in the cache writes the status that follows from it, so this one would be overwritten at
      * once. Written only if the create fails (see on_write). */
     struct session_verdict deferred;
-    char base_rv[64];                   /* resourceVersion of the cached session we read */
-    int pod_expected;                   /* we created the pod and the cache has not shown it yet */
+    char base_rv[64]; /* resourceVersion of the cached session we read */
+    int pod_expected; /* we created the pod and the cache has not shown it yet */
     int pending;
     int failed;
     char error[TELO_ERR_MSG_MAX];

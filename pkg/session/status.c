@@ -752,8 +752,7 @@ int session_status_wait_for_pod(const struct session_observation *obs,
 {
     /* A reason on a Pending is a block the user must see now (BundleNotFound...). */
     return v->changed && !obs->s->status && !obs->image_plan && !v->delete_session &&
-           strcmp(or_empty(str(v->status, "phase")), "Pending") == 0 &&
-           !str(v->status, "reason");
+           strcmp(or_empty(str(v->status, "phase")), "Pending") == 0 && !str(v->status, "reason");
 }
 
 void session_verdict_release(struct session_verdict *v)
