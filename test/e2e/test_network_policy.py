@@ -33,8 +33,6 @@ METADATA_IP = "169.254.169.254"
 PUBLIC_IP = "198.51.100.10"  # TEST-NET-2: not in the chart's blockedEgressCidrs
 PORT = 8080
 RELEASE = "telo-operator"
-# The chart's selector labels of its own pod (the gateway runs in it), for RELEASE.
-GATEWAY_LABELS = {"app.kubernetes.io/name": "telo-operator", "app.kubernetes.io/instance": RELEASE}
 INGRESS_LABELS = {"app.kubernetes.io/name": "ingress-nginx"}
 SESSION_LABELS = {"app.kubernetes.io/managed-by": "telo-operator"}  # the chart's config.managedBy
 
@@ -108,10 +106,20 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
     suffix = os.urandom(3).hex()
     ns = {k: "e2e-np-%s-%s" % (suffix, k) for k in ("ops", "sessions", "ingress", "dns", "world")}
     image = enforcing_node["telo-session-test"]
+    docs = render(helm, "config.namespaces={%s}" % ns["sessions"],
+                  "networkPolicy.ingressControllerNamespace=" + ns["ingress"],
+                  "json:networkPolicy.ingressControllerPodLabels=" + json.dumps(INGRESS_LABELS),
+                  "networkPolicy.dnsNamespace=" + ns["dns"],
+                  "namespaces.createBuildNamespace=false", release=RELEASE, namespace=ns["ops"])
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert [p["metadata"]["namespace"] for p in policies] == [ns["sessions"]], policies
+    # The gateway runs in the operator's pod: the stand-in gets that pod's labels.
+    gateway_labels = next(d for d in docs if d["kind"] == "Deployment")[
+        "spec"]["template"]["metadata"]["labels"]
     try:
         for key, name in ns.items():
             new_namespace(cluster, name, restricted=key == "sessions")
-        pods = {"gateway": ("ops", GATEWAY_LABELS), "stranger": ("ops", {}),
+        pods = {"gateway": ("ops", gateway_labels), "stranger": ("ops", {}),
                 "session-a": ("sessions", SESSION_LABELS), "session-b": ("sessions", SESSION_LABELS),
                 "ingress": ("ingress", INGRESS_LABELS), "dns": ("dns", {}), "world": ("world", {})}
         for name, (where, labels) in pods.items():
@@ -130,22 +138,10 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
             in_pod_netns(cluster, ns["world"], "world", "addr", "add", ip + "/32", "dev", "eth0")
             in_pod_netns(cluster, ns["sessions"], "session-a", "route", "add", ip + "/32",
                          "dev", "eth0")
-        yield {"ns": ns, "ips": ips}
+        yield {"ns": ns, "ips": ips, "policies": policies}
     finally:
         for name in ns.values():
             cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
-def chart_policies(helm, net):  # noqa: F811
-    docs = render(helm, "config.namespaces={%s}" % net["ns"]["sessions"],
-                  "networkPolicy.ingressControllerNamespace=" + net["ns"]["ingress"],
-                  "json:networkPolicy.ingressControllerPodLabels=" + json.dumps(INGRESS_LABELS),
-                  "networkPolicy.dnsNamespace=" + net["ns"]["dns"],
-                  "namespaces.createBuildNamespace=false", release=RELEASE,
-                  namespace=net["ns"]["ops"])
-    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
-    assert [p["metadata"]["namespace"] for p in policies] == [net["ns"]["sessions"]], policies
-    return policies
 
 
 # (client pod, its namespace key, target) -> connections that must be refused under the policies
@@ -163,15 +159,14 @@ def target_ip(net, target):
 
 
 @pytest.fixture(scope="module")
-def policies(cluster, helm, net):  # noqa: F811
+def policies(cluster, net):
     """Checks that every connection the policies must refuse works without them, then applies
     the chart's policies."""
     for client, where, target in FORBIDDEN + ALLOWED:
         ok, why = fetch(cluster, net["ns"][where], client, target_ip(net, target))
         assert ok, "without any policy, %s -> %s must work: %s" % (client, target, why)
-    docs = chart_policies(helm, net)
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                          "items": docs}))
+                                                          "items": net["policies"]}))
     return time.monotonic()
 
 
