@@ -35,6 +35,9 @@ PORT = 8080
 RELEASE = "telo-operator"
 INGRESS_LABELS = {"app.kubernetes.io/name": "ingress-nginx"}
 SESSION_LABELS = {"app.kubernetes.io/managed-by": "telo-operator"}  # the chart's config.managedBy
+# Each pod and the namespace (by role) it runs in.
+HOME = {"gateway": "ops", "stranger": "ops", "session-a": "sessions", "session-b": "sessions",
+        "ingress": "ingress", "dns": "dns", "world": "world"}
 
 
 @pytest.fixture(scope="module")
@@ -119,19 +122,18 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
     try:
         for key, name in ns.items():
             new_namespace(cluster, name, restricted=key == "sessions")
-        pods = {"gateway": ("ops", gateway_labels), "stranger": ("ops", {}),
-                "session-a": ("sessions", SESSION_LABELS), "session-b": ("sessions", SESSION_LABELS),
-                "ingress": ("ingress", INGRESS_LABELS), "dns": ("dns", {}), "world": ("world", {})}
-        for name, (where, labels) in pods.items():
+        labels = {"gateway": gateway_labels, "session-a": SESSION_LABELS,
+                  "session-b": SESSION_LABELS, "ingress": INGRESS_LABELS}
+        for name, where in HOME.items():
             entry = "http %d hello from %s\n" % (PORT, name)
-            pod = server_pod(name, image, labels)
+            pod = server_pod(name, image, labels.get(name, {}))
             if name == "dns":  # TCP port 53 as the DNS stand-in, without root
                 entry += "http 53 dns stand-in\n"
                 pod["spec"]["securityContext"]["sysctls"] = [
                     {"name": "net.ipv4.ip_unprivileged_port_start", "value": "53"}]
             apply(cluster, ns[where], entry_configmap(name, {"main.telo": entry}), pod)
         ips = {}
-        for name, (where, _) in pods.items():
+        for name, where in HOME.items():
             ips[name] = wait_running(cluster, ns[where], name, timeout=120)["status"]["podIP"]
         # The stand-ins for the metadata server and a public address, and the client's routes.
         for ip in (METADATA_IP, PUBLIC_IP):
@@ -144,12 +146,11 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
             cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-# (client pod, its namespace key, target) -> connections that must be refused under the policies
-FORBIDDEN = [("stranger", "ops", "session-a"), ("session-b", "sessions", "session-a"),
-             ("world", "world", "session-a"), ("session-a", "sessions", METADATA_IP),
-             ("session-a", "sessions", "world"), ("session-a", "sessions", "dns")]
-ALLOWED = [("gateway", "ops", "session-a"), ("ingress", "ingress", "session-a"),
-           ("session-a", "sessions", PUBLIC_IP), ("session-a", "sessions", "dns:53")]
+# (client pod, target): connections the policies must refuse, and some they must let through.
+FORBIDDEN = [("stranger", "session-a"), ("session-b", "session-a"), ("world", "session-a"),
+             ("session-a", METADATA_IP), ("session-a", "world"), ("session-a", "dns")]
+ALLOWED = [("gateway", "session-a"), ("ingress", "session-a"), ("session-a", PUBLIC_IP),
+           ("session-a", "dns:53")]
 
 
 def target_ip(net, target):
@@ -158,23 +159,27 @@ def target_ip(net, target):
     return "%s:%s" % (net["ips"].get(host, host), port or PORT)
 
 
+def fetch_from(cluster, net, client, target, seconds=4):
+    return fetch(cluster, net["ns"][HOME[client]], client, target_ip(net, target), seconds)
+
+
 @pytest.fixture(scope="module")
 def policies(cluster, net):
     """Checks that every connection the policies must refuse works without them, then applies
     the chart's policies."""
-    for client, where, target in FORBIDDEN + ALLOWED:
-        ok, why = fetch(cluster, net["ns"][where], client, target_ip(net, target))
+    for client, target in FORBIDDEN + ALLOWED:
+        ok, why = fetch_from(cluster, net, client, target)
         assert ok, "without any policy, %s -> %s must work: %s" % (client, target, why)
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                           "items": net["policies"]}))
     return time.monotonic()
 
 
-def assert_refused(cluster, net, client, where, target, policies_applied):
+def assert_refused(cluster, net, client, target, policies_applied):
     """The connection is refused within 20 s of the policies' creation (the enforcer learns of
     them through its watch); the time it took is printed."""
     def refused():
-        ok, why = fetch(cluster, net["ns"][where], client, target_ip(net, target), seconds=2)
+        ok, why = fetch_from(cluster, net, client, target, seconds=2)
         return None if ok else why
     try:
         why = wait_until(refused, timeout=max(1, policies_applied + 20 - time.monotonic()),
@@ -186,37 +191,35 @@ def assert_refused(cluster, net, client, where, target, policies_applied):
         client, target, why, time.monotonic() - policies_applied))
 
 
-@pytest.mark.parametrize("client,where,target", [
-    ("gateway", "ops", "session-a"), ("ingress", "ingress", "session-a")])
+@pytest.mark.parametrize("client", ["gateway", "ingress"])
 def test_a_session_is_reachable_from_the_gateway_and_the_ingress_controller(
-        cluster, net, policies, client, where, target):
-    ok, body = fetch(cluster, net["ns"][where], client, target_ip(net, target))
+        cluster, net, policies, client):
+    ok, body = fetch_from(cluster, net, client, "session-a")
     assert ok and body == "hello from session-a", body
 
 
-@pytest.mark.parametrize("client,where", [
-    ("stranger", "ops"), ("session-b", "sessions"), ("world", "world")])
-def test_a_session_is_not_reachable_from_any_other_pod(cluster, net, policies, client, where):
-    assert_refused(cluster, net, client, where, "session-a", policies)
+@pytest.mark.parametrize("client", ["stranger", "session-b", "world"])
+def test_a_session_is_not_reachable_from_any_other_pod(cluster, net, policies, client):
+    assert_refused(cluster, net, client, "session-a", policies)
 
 
 def test_session_egress_skips_cloud_metadata_and_private_ranges_but_reaches_outside(
         cluster, net, policies):
-    ok, body = fetch(cluster, net["ns"]["sessions"], "session-a", target_ip(net, PUBLIC_IP))
+    ok, body = fetch_from(cluster, net, "session-a", PUBLIC_IP)
     assert ok and body == "hello from world", "egress to %s: %s" % (PUBLIC_IP, body)
     for target in (METADATA_IP, "world"):  # the world pod's own address is in 10.0.0.0/8
-        assert_refused(cluster, net, "session-a", "sessions", target, policies)
+        assert_refused(cluster, net, "session-a", target, policies)
 
 
 def test_session_egress_reaches_cluster_dns_on_port_53_only(cluster, net, policies):
     """The chart lets sessions out to port 53 (UDP and TCP) in the DNS namespace; the stand-in
     answers HTTP on TCP 53, and on 8080, which the policy must refuse (a private address)."""
-    ok, body = fetch(cluster, net["ns"]["sessions"], "session-a", target_ip(net, "dns:53"))
+    ok, body = fetch_from(cluster, net, "session-a", "dns:53")
     assert ok and body == "dns stand-in", "egress to the DNS namespace on port 53: %s" % body
-    assert_refused(cluster, net, "session-a", "sessions", "dns", policies)
+    assert_refused(cluster, net, "session-a", "dns", policies)
 
 
-def test_the_kubelet_still_probes_sessions_under_the_policies(cluster, net, policies):
+def test_the_kubelet_still_probes_a_session_under_the_policies(cluster, net, policies):
     """The readiness probe (every 2 s, 2 failures to go unready) comes from the node: after the
     policies it keeps the session Ready."""
     time.sleep(6)
