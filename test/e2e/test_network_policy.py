@@ -28,6 +28,8 @@ import pytest
 from conftest import ROOT, _tool_dir, wait_for_default_service_account, wait_until
 from test_chart import render, helm  # noqa: F401  (helm is a fixture)
 from test_real_node import _real_node, apply, entry_configmap, session_pod, wait_running
+from test_sessions import wait_phase
+from test_sessions_real_node import bundle_configmap, real, real_node, real_session  # noqa: F401
 
 METADATA_IP = "169.254.169.254"
 PUBLIC_IP = "198.51.100.10"  # TEST-NET-2: not in the chart's blockedEgressCidrs
@@ -101,6 +103,25 @@ def new_namespace(cluster, name, restricted=False):
     return name
 
 
+def chart(helm, ns, sessions_ns):  # noqa: F811
+    """The chart rendered for a release in ns["ops"] running the sessions of sessions_ns: its
+    NetworkPolicies and the labels of its pod (where the gateway runs)."""
+    docs = render(helm, "config.namespaces={%s}" % sessions_ns,
+                  "networkPolicy.ingressControllerNamespace=" + ns["ingress"],
+                  "json:networkPolicy.ingressControllerPodLabels=" + json.dumps(INGRESS_LABELS),
+                  "networkPolicy.dnsNamespace=" + ns["dns"],
+                  "namespaces.createBuildNamespace=false", release=RELEASE, namespace=ns["ops"])
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert [p["metadata"]["namespace"] for p in policies] == [sessions_ns], policies
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    return policies, deployment["spec"]["template"]["metadata"]["labels"]
+
+
+def apply_policies(cluster, policies):
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": policies}))
+
+
 @pytest.fixture(scope="module")
 def net(cluster, helm, enforcing_node):  # noqa: F811
     """Namespaces and pods, no policy yet: the operator's namespace (a pod with the chart's
@@ -109,16 +130,8 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
     suffix = os.urandom(3).hex()
     ns = {k: "e2e-np-%s-%s" % (suffix, k) for k in ("ops", "sessions", "ingress", "dns", "world")}
     image = enforcing_node["telo-session-test"]
-    docs = render(helm, "config.namespaces={%s}" % ns["sessions"],
-                  "networkPolicy.ingressControllerNamespace=" + ns["ingress"],
-                  "json:networkPolicy.ingressControllerPodLabels=" + json.dumps(INGRESS_LABELS),
-                  "networkPolicy.dnsNamespace=" + ns["dns"],
-                  "namespaces.createBuildNamespace=false", release=RELEASE, namespace=ns["ops"])
-    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
-    assert [p["metadata"]["namespace"] for p in policies] == [ns["sessions"]], policies
     # The gateway runs in the operator's pod: the stand-in gets that pod's labels.
-    gateway_labels = next(d for d in docs if d["kind"] == "Deployment")[
-        "spec"]["template"]["metadata"]["labels"]
+    policies, gateway_labels = chart(helm, ns, ns["sessions"])
     try:
         for key, name in ns.items():
             new_namespace(cluster, name, restricted=key == "sessions")
@@ -140,7 +153,7 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
             in_pod_netns(cluster, ns["world"], "world", "addr", "add", ip + "/32", "dev", "eth0")
             in_pod_netns(cluster, ns["sessions"], "session-a", "route", "add", ip + "/32",
                          "dev", "eth0")
-        yield {"ns": ns, "ips": ips, "policies": policies}
+        yield {"ns": ns, "ips": ips, "policies": policies, "image": image}
     finally:
         for name in ns.values():
             cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
@@ -170,8 +183,7 @@ def policies(cluster, net):
     for client, target in FORBIDDEN + ALLOWED:
         ok, why = fetch_from(cluster, net, client, target)
         assert ok, "without any policy, %s -> %s must work: %s" % (client, target, why)
-    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                          "items": net["policies"]}))
+    apply_policies(cluster, net["policies"])
     return time.monotonic()
 
 
@@ -227,3 +239,23 @@ def test_the_kubelet_still_probes_a_session_under_the_policies(cluster, net, pol
     conditions = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
     assert conditions.get("Ready") == "True", \
         "session-a went unready under the policies (its readiness probe refused?): %s" % conditions
+
+
+def test_the_policy_selects_the_session_pods_the_operator_makes(cluster, helm, net, policies,  # noqa: F811
+                                                                real):
+    """The chart's podSelector against the labels the operator really puts on a session's pod:
+    a TeloSession run by the operator (local process) on the real node, in a namespace of its
+    own with the chart's policies rendered for it."""
+    ns, _ = real()
+    apply(cluster, ns, bundle_configmap("web-bundle", {"app/main.telo": "http %d web\n" % PORT}),
+          real_session("web", ports=(PORT,)))
+    ts = wait_phase(cluster, ns, "web", "Running", timeout=90)
+    web = "%s:%d" % (ts["status"]["podIP"], PORT)
+    for client in ("gateway", "stranger"):
+        ok, why = fetch(cluster, net["ns"][HOME[client]], client, web)
+        assert ok, "without a policy, %s -> the session must work: %s" % (client, why)
+    applied = time.monotonic()
+    apply_policies(cluster, chart(helm, net["ns"], ns)[0])
+    assert_refused(cluster, net, "stranger", web, applied)
+    ok, body = fetch(cluster, net["ns"]["ops"], "gateway", web)
+    assert ok and body == "web", "the gateway -> the operator's session pod: %s" % body
