@@ -81,11 +81,19 @@ if [ -f "$pid_dir/telo-operator.pid" ] && kill -0 "$(cat "$pid_dir/telo-operator
 	echo "stopping the operator make run started (pid $(cat "$pid_dir/telo-operator.pid"))"
 	kill -TERM "$(cat "$pid_dir/telo-operator.pid")"
 fi
-step "e2e tests"
-hack/e2e.sh
+# With the real node, the suite's operator and gateway run in-cluster, as users run them: this
+# checkout's image (hack/image.sh) as pods on the real node, under config/rbac/'s ServiceAccount
+# and the in-cluster config, with no 403 allowed (test/e2e/conftest.py). The ASan pass below runs
+# them as local processes, so both ways stay tested.
+if [ -z "${TELO_E2E_OPERATOR:-}" ]; then
+	TELO_E2E_OPERATOR=process
+	[ "$TELO_REAL_NODE" = 1 ] && TELO_E2E_OPERATOR=in-cluster
+fi
+step "e2e tests (operator and gateway: $TELO_E2E_OPERATOR)"
+TELO_E2E_OPERATOR=$TELO_E2E_OPERATOR hack/e2e.sh
 # The flows that exercise most of the C code again, with the sanitizer build: ASan, UBSan and
 # LeakSanitizer turn a memory error or a leak at exit into a failed test.
 step "e2e tests with the ASan+UBSan binaries"
-TELO_BIN_DIR="$root/$asan/bin" TELO_OPERATOR_BIN="$root/$asan/bin/telo-operator" \
+TELO_E2E_OPERATOR=process TELO_BIN_DIR="$root/$asan/bin" TELO_OPERATOR_BIN="$root/$asan/bin/telo-operator" \
 	hack/e2e.sh -m "not disruptive and not slow" \
 	-k "kube_client or informer or controller_runtime or operator_metrics or sessions or image_builds or test_gateway"

@@ -6,6 +6,8 @@ import json
 import os
 import queue
 import re
+import select
+import socket
 import subprocess
 import threading
 import time
@@ -269,6 +271,80 @@ def foreign_operators(own_pids, namespace):
     return found
 
 
+class TcpProxy:
+    """A TCP proxy to target on a free port of bind_host, whose connections a test can cut:
+    to drop the gateway's upstream without touching the shared API server, or to put a loopback
+    server where pods on the real node reach it (pod_reachable_host)."""
+
+    def __init__(self, target_host, target_port, bind_host="127.0.0.1"):
+        self.target = (target_host, target_port)
+        self.listener = socket.create_server((bind_host, 0))
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.conns.append((client, server))
+            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                ready, _, _ = select.select([a, b], [], [])
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        raise OSError("closed")
+                    (b if s is a else a).sendall(data)
+        except OSError:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def drop_all(self):
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for pair in conns:
+            for s in pair:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        return len(conns)
+
+    def close(self):
+        self.listener.close()
+        self.drop_all()
+
+
+def http_get(url):
+    """(status, body) of a GET; (0, error) when nothing answers."""
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return 0, str(e)
+
+
 class Operator:
     """One `telo-operator run` against the cluster's admin kubeconfig, watching one namespace,
     its health/metrics server on a free loopback port, its log in a file."""
@@ -321,16 +397,7 @@ class Operator:
 
     def get(self, path):
         """(status, body) of GET path on the health/metrics server; (0, error) if unreachable."""
-        import urllib.error
-        import urllib.request
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.port, path),
-                                        timeout=5) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-        except OSError as e:
-            return 0, str(e)
+        return http_get("http://127.0.0.1:%d%s" % (self.port, path))
 
     def metric(self, name, labels=None):
         """The sum of the samples of one metric family line name{...}, matching labels."""
@@ -387,6 +454,302 @@ class Operator:
             return "(no log: %s)" % e
 
 
+# --- the operator in-cluster (TELO_E2E_OPERATOR=in-cluster) -----------------------------------
+
+OPERATOR_MODES = ("process", "in-cluster")
+OPERATOR_MODE = os.environ.get("TELO_E2E_OPERATOR") or "process"
+IN_CLUSTER = OPERATOR_MODE == "in-cluster"
+# The operator runs as this ServiceAccount (config/rbac/) when it runs in-cluster, or when
+# TELO_E2E_OPERATOR_KUBECONFIG holds its token (test_rbac.py): a test that widens what the
+# operator does (a build namespace, a Lease elsewhere) binds the documented roles there for it.
+SA_NAMESPACE = "telo-system"
+SA_NAME = "telo-operator"
+SA_USER = "system:serviceaccount:%s:%s" % (SA_NAMESPACE, SA_NAME)
+AS_SERVICE_ACCOUNT = IN_CLUSTER or bool(OPERATOR_KUBECONFIG)
+REAL_NODE_LABEL = {"telo.run/node": "real"}
+REAL_NODE_TOLERATION = {"key": "telo.run/node", "operator": "Equal", "value": "real",
+                        "effect": "NoSchedule"}
+# The port the in-cluster operator serves /healthz, /readyz and /metrics on, in its own pod.
+IN_CLUSTER_HTTP_PORT = 8080
+
+
+def pytest_configure(config):
+    if OPERATOR_MODE not in OPERATOR_MODES:
+        raise pytest.UsageError("TELO_E2E_OPERATOR=%s: want one of %s" %
+                                (OPERATOR_MODE, ", ".join(OPERATOR_MODES)))
+
+
+def audit_events(cluster, user, since):
+    """The API server's audit records (ResponseComplete) of one user's requests since an RFC 3339
+    time: its own record of every request, not our reading of what the client sent."""
+    out = []
+    needle = '"username":"%s"' % user
+    for name in os.listdir(cluster.log_dir):
+        if not name.startswith("audit"):
+            continue
+        with open(os.path.join(cluster.log_dir, name), errors="replace") as f:
+            for line in f:
+                if needle not in line:
+                    continue
+                e = json.loads(line)
+                if (e.get("stage") == "ResponseComplete" and e["user"]["username"] == user
+                        and e.get("requestReceivedTimestamp", "") >= since):
+                    out.append(e)
+    return out
+
+
+def rfc3339_now():
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+
+
+def pod_reachable_host(cluster):
+    """The address at which the operator under test reaches a server a test starts on this
+    machine: loopback for the process; in-cluster, the real node's own address (pods may not
+    reach the host's loopback, hack/cluster/real-node.sh), where a test binds its server or a
+    TcpProxy to a loopback one."""
+    if not IN_CLUSTER:
+        return "127.0.0.1"
+    node = cluster.kubectl_json("get", "nodes", "-l", "telo.run/node=real")["items"][0]
+    return next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+
+
+def bind_leader_election(cluster, namespace):
+    """The documented leader-election Role (config/rbac/leader_election_role.yaml) and its
+    binding to the operator's ServiceAccount, in another namespace than telo-system: what a user
+    who passes --leader-election-namespace does too."""
+    import yaml
+    with open(os.path.join(ROOT, "config", "rbac", "leader_election_role.yaml")) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for d in docs:
+        d["metadata"]["namespace"] = namespace
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": docs}))
+
+
+class InClusterPlatform:
+    """What every in-cluster operator of a test session shares, prepared once: the image of this
+    checkout's binaries (hack/image.sh: pushed to the real node's registry and imported into its
+    containerd), the ServiceAccount and the documented RBAC (config/rbac/), and the real node's
+    crictl, through which stop() sends SIGTERM and reads the exit status as the kubelet would."""
+
+    _shared = None
+
+    @classmethod
+    def get(cls, cluster):
+        if cls._shared is None:
+            cls._shared = cls(cluster)
+        return cls._shared
+
+    def __init__(self, cluster):
+        nodes = cluster.kubectl_json("get", "nodes", "-l", "telo.run/node=real")["items"]
+        if not any(c["type"] == "Ready" and c["status"] == "True"
+                   for n in nodes for c in n["status"].get("conditions", [])):
+            pytest.fail("TELO_E2E_OPERATOR=in-cluster needs a Ready real node "
+                        "(TELO_REAL_NODE=1 hack/cluster/up.sh)", pytrace=False)
+        proc = subprocess.run([os.path.join(ROOT, "hack", "image.sh"),
+                               os.path.dirname(OPERATOR_BIN_DIR)],
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0 or "imported" not in proc.stderr:
+            pytest.fail("hack/image.sh failed (exit %d): %s" % (proc.returncode,
+                                                                proc.stderr[-2000:]),
+                        pytrace=False)
+        self.image = proc.stdout.strip().splitlines()[-1]
+        for ns in (SA_NAMESPACE, "telo-builds"):    # where config/rbac/ binds its Roles
+            cluster.kubectl("create", "namespace", ns, check=False)
+        cluster.kubectl("apply", "-f", os.path.join(ROOT, "config", "rbac"))
+        wait_until(lambda: cluster.kubectl("get", "serviceaccount", SA_NAME, "-n", SA_NAMESPACE,
+                                           check=False).returncode == 0,
+                   timeout=30, what="the operator's ServiceAccount")
+        self.crictl_argv = [os.path.join(_tool_dir("cri-tools"), "crictl"),
+                            "--runtime-endpoint", "unix://" + os.path.join(
+                                cluster.dir, "real-node", "containerd", "containerd.sock")]
+        self.since = rfc3339_now()
+
+    def crictl(self, *args, timeout=120):
+        return subprocess.run(self.crictl_argv + list(args), capture_output=True, text=True,
+                              timeout=timeout)
+
+
+class RealNodePod:
+    """One of this checkout's binaries as a pod on the real node, under the operator's
+    ServiceAccount: the way the chart runs it, minus the Deployment. restartPolicy Never, so a
+    start is a new pod; end() stops it through the container runtime (SIGTERM, SIGKILL after the
+    grace period) and returns the process's own exit status."""
+
+    def __init__(self, cluster, name, command, args, port):
+        self.cluster = cluster
+        self.platform = InClusterPlatform.get(cluster)
+        self.name = name
+        self.command = command
+        self.args = list(args)
+        self.port = port
+        self.ip = None
+
+    def manifest(self, labels):
+        return {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": self.name, "namespace": SA_NAMESPACE,
+                         "labels": dict(labels, **{"app.kubernetes.io/name": "telo-operator"})},
+            "spec": {
+                "serviceAccountName": SA_NAME,
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 60,
+                "nodeSelector": REAL_NODE_LABEL,
+                "tolerations": [REAL_NODE_TOLERATION],
+                "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                                    "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": "main", "image": self.platform.image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": [self.command], "args": self.args,
+                    "ports": [{"name": "http", "containerPort": self.port}],
+                    "securityContext": {"allowPrivilegeEscalation": False,
+                                        "readOnlyRootFilesystem": True,
+                                        "capabilities": {"drop": ["ALL"]}},
+                }],
+            },
+        }
+
+    def pod(self):
+        proc = self.cluster.kubectl("get", "pod", self.name, "-n", SA_NAMESPACE, "-o", "json",
+                                    check=False)
+        return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+    def container(self):
+        statuses = ((self.pod() or {}).get("status", {}).get("containerStatuses")) or [{}]
+        return statuses[0]
+
+    @property
+    def running(self):
+        return "running" in self.container().get("state", {})
+
+    def start(self, labels, timeout):
+        """Creates the pod and waits until its process runs; returns its IP."""
+        self.cluster.kubectl("apply", "-f", "-", input=json.dumps(self.manifest(labels)))
+
+        def ip():
+            c = self.container()
+            if "terminated" in c.get("state", {}):
+                raise AssertionError("pod %s/%s exited %s at start:\n%s" % (
+                    SA_NAMESPACE, self.name, c["state"]["terminated"].get("exitCode"),
+                    self.logs()))
+            if "running" not in c.get("state", {}):
+                return None
+            return (self.pod() or {}).get("status", {}).get("podIP")
+
+        self.ip = wait_until(ip, timeout=timeout, interval=0.2, what="pod %s to run" % self.name)
+        return self.ip
+
+    def logs(self, tail=None):
+        args = ["--tail=%d" % tail] if tail else []
+        return self.cluster.kubectl("logs", self.name, "-n", SA_NAMESPACE, *args,
+                                    check=False).stdout
+
+    def end(self, grace):
+        """Stops the process (grace 0: SIGKILL at once), deletes the pod, and returns (exit
+        status or a crictl error, the whole log)."""
+        cid = self.container().get("containerID", "").partition("://")[2]
+        rc = None
+        if cid:
+            stop = self.platform.crictl("stop", "--timeout", str(grace), cid, timeout=grace + 60)
+            inspect = self.platform.crictl("inspect", cid)
+            if stop.returncode == 0 and inspect.returncode == 0:
+                rc = json.loads(inspect.stdout)["status"].get("exitCode")
+            else:
+                rc = "crictl failed: %s %s" % (stop.stderr.strip(), inspect.stderr.strip())
+        log = self.logs()
+        self.cluster.kubectl("delete", "pod", self.name, "-n", SA_NAMESPACE, "--grace-period=0",
+                             "--force", "--wait=true", check=False)
+        return rc, log
+
+
+class InClusterOperator(Operator):
+    """The same operator as a pod on the real node, as users run it: this checkout's image,
+    the ServiceAccount telo-system/telo-operator under config/rbac/'s rules, the in-cluster
+    config (token, CA, the kubernetes Service), the same settings as the process. Each start is
+    a new pod; stop() is SIGTERM through the container runtime, kill() SIGKILL. The log is copied
+    to log_path when the pod goes."""
+
+    def __init__(self, cluster, namespace, log_path, sets=(), args=()):
+        super().__init__(cluster, namespace, log_path, sets, args)
+        self.pod = None
+        self.starts = 0
+
+    def argv(self):
+        argv = ["run", "--http-bind-address", "0.0.0.0:%d" % IN_CLUSTER_HTTP_PORT,
+                "--set", "namespaces=%s" % self.namespace,
+                "--set", "startDeadlineSeconds=15"] + OPERATOR_ARGS
+        for s in self.sets:
+            argv += ["--set", s]
+        return argv + self.args
+
+    def start(self, timeout=60):
+        assert not self.running, "already running"
+        self.starts += 1
+        self.pod = RealNodePod(self.cluster, "telo-operator-%s-%d" % (self.namespace[-6:],
+                                                                     self.starts),
+                               "/usr/bin/telo-operator", self.argv(), IN_CLUSTER_HTTP_PORT)
+        with open(self.log_path, "a") as log:
+            log.write("--- pod %s/%s: %s\n" % (SA_NAMESPACE, self.pod.name, " ".join(self.argv())))
+        self.pod.start({"telo.run/e2e-namespace": self.namespace}, timeout)
+        wait_until(lambda: self.get("/readyz")[0] == 200, timeout=timeout, interval=0.1,
+                   what="the operator's /readyz")
+        return self
+
+    def get(self, path):
+        return http_get("http://%s:%d%s" % (self.pod.ip, IN_CLUSTER_HTTP_PORT, path))
+
+    @property
+    def running(self):
+        return self.pod is not None and self.pod.running
+
+    def _end(self, grace):
+        rc, log = self.pod.end(grace)
+        with open(self.log_path, "a") as f:
+            f.write(log)
+        self.pod = None
+        return rc
+
+    def stop(self, timeout=45):
+        if self.pod is None:
+            return None
+        was_running = self.running
+        rc = self._end(timeout)
+        if was_running:
+            if rc == 137:
+                rc = "SIGTERM ignored for %ds" % timeout
+            self.returncodes.append(rc)
+        return rc
+
+    def kill(self):
+        return self._end(0) if self.pod is not None else None
+
+    def log_tail(self, lines=60):
+        if self.pod is not None:
+            return self.pod.logs(lines)
+        return super().log_tail(lines)
+
+
+def new_operator(cluster, namespace, log_path, sets=(), args=()):
+    """The operator under test, as TELO_E2E_OPERATOR chooses: a local process (the default) or
+    a pod on the real node (in-cluster)."""
+    cls = InClusterOperator if IN_CLUSTER else Operator
+    return cls(cluster, namespace, log_path, sets, args)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_forbidden_requests_in_cluster(cluster):
+    """In-cluster, the operator's ServiceAccount must never be refused: after the session, the
+    audit log holds no 403 for it (a missing rule in config/rbac/ shows up here)."""
+    yield
+    if not IN_CLUSTER or InClusterPlatform._shared is None:
+        return
+    refused = [e for e in audit_events(cluster, SA_USER, InClusterPlatform._shared.since)
+               if e.get("responseStatus", {}).get("code") == 403]
+    assert not refused, "403 for %s:\n%s" % (SA_USER, "\n".join(
+        "%s %s" % (e["verb"], e.get("requestURI")) for e in refused[:20]))
+
+
 @pytest.fixture
 def operator(cluster, crd, pod_namespace, tmp_path):
     """A factory: operator(*sets, args=()) starts `telo-operator run` (build/bin, or
@@ -406,8 +769,10 @@ def operator(cluster, crd, pod_namespace, tmp_path):
                         "one: kill $(cat %s)):"
                         "\n  %s" % (os.path.join(cluster.dir, "pids", "telo-operator.pid"),
                                     "\n  ".join(others)), pytrace=False)
-        op = Operator(cluster, pod_namespace, str(tmp_path / ("operator-%d.log" % len(started))),
-                      sets, args)
+        if IN_CLUSTER and "--leader-election-namespace" in args:
+            bind_leader_election(cluster, args[list(args).index("--leader-election-namespace") + 1])
+        op = new_operator(cluster, pod_namespace,
+                          str(tmp_path / ("operator-%d.log" % len(started))), sets, args)
         started.append(op)
         return op.start()
 

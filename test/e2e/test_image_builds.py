@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import ROOT, wait_until
+from conftest import AS_SERVICE_ACCOUNT, ROOT, TcpProxy, pod_reachable_host, wait_until
 from test_sessions import (SESSION_NODE_KEY, Audit, Hold, apply, condition, get, get_ts,  # noqa: F401
                            hello_bundle, session, session_node, start, wait_phase)
 
@@ -87,8 +87,17 @@ def registry(cluster):
         config = json.load(f)
     host = next(iter(config["auths"]))
     user, password = base64.b64decode(config["auths"][host]["auth"]).decode().split(":", 1)
-    return {"host": host, "user": user, "password": password, "config": config,
-            "repository": "%s/%s" % (host, REPO_PATH)}
+    proxy = None
+    reach = pod_reachable_host(cluster)
+    if reach != "127.0.0.1":
+        # In-cluster the operator asks the registry from its pod: the same registry, where the
+        # real node's pods reach it.
+        proxy = TcpProxy("127.0.0.1", int(host.rsplit(":", 1)[1]), bind_host=reach)
+        host = "%s:%d" % (reach, proxy.port)
+    yield {"host": host, "user": user, "password": password, "config": config,
+           "repository": "%s/%s" % (host, REPO_PATH)}
+    if proxy:
+        proxy.close()
 
 
 def tgz(files, mode="w:gz"):
@@ -151,9 +160,10 @@ def builds(cluster, registry, start, session_node):
     starting the operator with builds into it (builds held back by hold until released)."""
     ns = "e2e-builds-%s" % uuid.uuid4().hex[:8]
     cluster.kubectl("create", "namespace", ns)
-    if os.environ.get("TELO_E2E_OPERATOR_KUBECONFIG"):
-        # Under the operator's ServiceAccount (test_rbac.py): the build rules of config/rbac,
-        # bound in this test's build namespace as build_role.yaml binds them in telo-builds.
+    if AS_SERVICE_ACCOUNT:
+        # Under the operator's ServiceAccount (in-cluster, or test_rbac.py): the build rules of
+        # config/rbac, bound in this test's build namespace as build_role.yaml binds them in
+        # telo-builds.
         cluster.kubectl("create", "rolebinding", "telo-operator-builds", "-n", ns,
                         "--clusterrole=telo-operator-builds",
                         "--serviceaccount=telo-system:telo-operator")
@@ -487,10 +497,11 @@ def test_bad_bundles_fail_the_session_with_a_clear_reason(cluster, builds, pod_n
 def test_an_unreachable_registry_is_retried_a_bounded_number_of_times_then_built(
         cluster, builds, pod_namespace, session_node):
     ns, hold = pod_namespace, Hold(cluster, session_node)
+    reach = pod_reachable_host(cluster)
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((reach, 0))
         dead = s.getsockname()[1]
-    builds("build.registryApiUrl=http://127.0.0.1:%d" % dead, hold=hold)
+    builds("build.registryApiUrl=http://%s:%d" % (reach, dead), hold=hold)
     started = time.monotonic()
     apply(cluster, ns, app_bundle("bundle", "unreachable"), session("u", bundle="bundle"))
     ts = wait_phase(cluster, ns, "u", "Building", timeout=30)
@@ -503,8 +514,9 @@ def test_an_unreachable_registry_is_retried_a_bounded_number_of_times_then_built
 
 
 @pytest.fixture
-def bundle_server():
-    """An HTTP server on loopback serving the bytes put into it by path."""
+def bundle_server(cluster):
+    """An HTTP server where the operator reaches it (pod_reachable_host) serving the bytes put
+    into it by path."""
     files = {}
 
     class Handler(BaseHTTPRequestHandler):
@@ -518,10 +530,11 @@ def bundle_server():
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    reach = pod_reachable_host(cluster)
+    server = ThreadingHTTPServer((reach, 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     server.files = files
-    server.url = "http://127.0.0.1:%d" % server.server_address[1]
+    server.url = "http://%s:%d" % (reach, server.server_address[1])
     yield server
     server.shutdown()
 

@@ -25,7 +25,7 @@ import yaml
 from conftest import OPERATOR_BIN_DIR, ROOT, wait_until
 from test_chart import CHART, cluster_scoped_of, helm  # noqa: F401  (helm is a fixture)
 from test_real_node import _real_node
-from test_rbac import audit_events
+from conftest import audit_events
 
 REAL = {"telo.run/node": "real"}
 REAL_TOLERATION = [{"key": "telo.run/node", "operator": "Equal", "value": "real",

@@ -16,12 +16,9 @@ import time
 import pytest
 import yaml
 
-from conftest import ROOT, wait_until
+from conftest import ROOT, SA_NAME, SA_NAMESPACE, SA_USER, audit_events, wait_until
 
 RBAC_DIR = os.path.join(ROOT, "config", "rbac")
-SA_NAMESPACE = "telo-system"
-SA_NAME = "telo-operator"
-SA_USER = "system:serviceaccount:%s:%s" % (SA_NAMESPACE, SA_NAME)
 
 # Granted but not exercised by the session suite: the gateway's rules (the gateway's own tests
 # exercise them; the session suite runs no gateway).
@@ -159,23 +156,6 @@ def service_account_kubeconfig(cluster, path, namespace=SA_NAMESPACE, name=SA_NA
         yaml.safe_dump(config, f)
     os.chmod(path, 0o600)
     return path
-
-
-def audit_events(cluster, user, since):
-    out = []
-    needle = '"username":"%s"' % user
-    for name in os.listdir(cluster.log_dir):
-        if not name.startswith("audit"):
-            continue
-        with open(os.path.join(cluster.log_dir, name), errors="replace") as f:
-            for line in f:
-                if needle not in line:
-                    continue
-                e = json.loads(line)
-                if (e.get("stage") == "ResponseComplete" and e["user"]["username"] == user
-                        and e.get("requestReceivedTimestamp", "") >= since):
-                    out.append(e)
-    return out
 
 
 def used_pair(e):
