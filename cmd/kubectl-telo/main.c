@@ -451,23 +451,32 @@ static void print_field(const char *label, const char *value)
         printf("%-12s %s\n", label, value);
 }
 
+/* GETs the TeloSession name into res; on failure says why on stderr (not found, or the
+ * client's error), releases res and returns -1. */
+static int kt_get_session(struct kt *kt, const char *name, struct kt_result *res)
+{
+    struct kube_ref ref = kt_session_ref(kt, name);
+    kt_get(kt, &ref, res);
+    if (res->rc == 0)
+        return 0;
+    if (res->code == 404)
+        fprintf(stderr, "kubectl-telo: telosession \"%s\" not found in namespace \"%s\"\n", name,
+                kt->namespace);
+    else
+        fprintf(stderr, "kubectl-telo: %s\n", res->err.msg);
+    kt_result_release(res);
+    return -1;
+}
+
 static int cmd_status(struct kt *kt, const struct args *a)
 {
     if (a->target == NULL)
         return usage_error("status needs a session name"), 2;
     if (a->output && strcmp(a->output, "json") != 0)
         return usage_error("-o \"%s\": only json is supported", a->output), 2;
-    struct kube_ref ref = kt_session_ref(kt, a->target);
     struct kt_result res;
-    kt_get(kt, &ref, &res);
-    if (res.rc != 0) {
-        if (res.code == 404)
-            fprintf(stderr, "kubectl-telo: telosession \"%s\" not found in namespace \"%s\"\n",
-                    a->target, kt->namespace);
-        else
-            fprintf(stderr, "kubectl-telo: %s\n", res.err.msg);
+    if (kt_get_session(kt, a->target, &res) != 0)
         return 1;
-    }
     struct json_object *ts = res.obj;
     if (a->output) {
         struct json_object *st = json_object_object_get(ts, "status");
@@ -535,17 +544,9 @@ static int cmd_logs(struct kt *kt, const struct args *a)
 {
     if (a->target == NULL)
         return usage_error("logs needs a session name"), 2;
-    struct kube_ref ref = kt_session_ref(kt, a->target);
     struct kt_result res;
-    kt_get(kt, &ref, &res);
-    if (res.rc != 0) {
-        if (res.code == 404)
-            fprintf(stderr, "kubectl-telo: telosession \"%s\" not found in namespace \"%s\"\n",
-                    a->target, kt->namespace);
-        else
-            fprintf(stderr, "kubectl-telo: %s\n", res.err.msg);
+    if (kt_get_session(kt, a->target, &res) != 0)
         return 1;
-    }
     const char *pod = kt_str(res.obj, "status", "podName");
     if (pod == NULL) {
         const char *phase = kt_str(res.obj, "status", "phase");

@@ -536,14 +536,9 @@ static void next_doc(struct app *app);
 
 static void on_doc_result(const struct kube_result *res, void *ud)
 {
-    struct app *app = ud;
-    if (res->rc != 0) {
-        fail(app, res->err->msg);
-        return;
-    }
-    if (res->object != NULL)
-        print_json(res->object);
-    next_doc(app);
+    on_print_result(res, ud);
+    if (res->rc == 0)
+        next_doc(ud);
 }
 
 static void doc_resolved(struct app *app)

@@ -362,10 +362,14 @@ class Operator:
     def argv(self):
         # TELO_E2E_OPERATOR_KUBECONFIG runs the operator under another identity (test_rbac.py:
         # its ServiceAccount's token), TELO_E2E_OPERATOR_ARGS adds arguments (--leader-elect).
-        argv = [os.path.join(OPERATOR_BIN_DIR, "telo-operator"), "run",
+        return [os.path.join(OPERATOR_BIN_DIR, "telo-operator"), "run",
                 "--kubeconfig", OPERATOR_KUBECONFIG or self.cluster.kubeconfig,
-                "--http-bind-address", "127.0.0.1:0",
-                "--set", "namespaces=%s" % self.namespace,
+                "--http-bind-address", "127.0.0.1:0"] + self.settings()
+
+    def settings(self):
+        """The arguments after where it runs: the test's namespace, the short start deadline,
+        TELO_E2E_OPERATOR_ARGS, the test's --set settings and arguments."""
+        argv = ["--set", "namespaces=%s" % self.namespace,
                 "--set", "startDeadlineSeconds=15"] + OPERATOR_ARGS
         for s in self.sets:
             argv += ["--set", s]
@@ -676,12 +680,7 @@ class InClusterOperator(Operator):
         self.starts = 0
 
     def argv(self):
-        argv = ["run", "--http-bind-address", "0.0.0.0:%d" % IN_CLUSTER_HTTP_PORT,
-                "--set", "namespaces=%s" % self.namespace,
-                "--set", "startDeadlineSeconds=15"] + OPERATOR_ARGS
-        for s in self.sets:
-            argv += ["--set", s]
-        return argv + self.args
+        return ["run", "--http-bind-address", "0.0.0.0:%d" % IN_CLUSTER_HTTP_PORT] + self.settings()
 
     def start(self, timeout=60):
         assert not self.running, "already running"
