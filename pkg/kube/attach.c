@@ -318,6 +318,20 @@ static int send_one(struct kube_attach *a, struct lws *wsi)
     return 0;
 }
 
+/* Sends now what waits, instead of asking lws for a writable callback: that callback costs a loop
+ * turn and two epoll_ctl calls per keystroke (the socket is writable nearly always). lws takes a
+ * write outside the callback when none of its own is still buffered (lws_partial_buffered), and
+ * buffers a partial one itself; inside our lws callbacks (depth > 0) it is left to the callback.
+ * send_one keeps the order (resize, then stdin, then close) and asks for the callback when more
+ * waits; when the write fails the callback runs send_one again, and lws reports the broken
+ * connection as usual. */
+static void kick(struct kube_attach *a)
+{
+    if (a->depth == 0 && !lws_partial_buffered(a->wsi) && send_one(a, a->wsi) == 0)
+        return;
+    lws_callback_on_writable(a->wsi);
+}
+
 /* ---- the lws callback ---- */
 
 static int add_auth_header(struct kube_attach *a, struct lws *wsi, unsigned char **p,
@@ -596,7 +610,7 @@ int kube_attach_write(struct kube_attach *a, const void *data, size_t len)
         p += n;
         len -= n;
     }
-    lws_callback_on_writable(a->wsi);
+    kick(a);
     return 0;
 }
 
@@ -611,7 +625,7 @@ int kube_attach_resize(struct kube_attach *a, unsigned width, unsigned height)
         return -TELO_EINVAL;
     a->resize = (struct kube_term_size){width, height};
     a->resize_pending = 1;
-    lws_callback_on_writable(a->wsi);
+    kick(a);
     return 0;
 }
 
@@ -623,7 +637,7 @@ int kube_attach_close_stdin(struct kube_attach *a)
     if (strcmp(a->protocol, KUBE_CHANNEL_V5) != 0)
         return 0;
     a->close_pending = 1;
-    lws_callback_on_writable(a->wsi);
+    kick(a);
     return 0;
 }
 

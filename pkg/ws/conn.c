@@ -402,6 +402,11 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
             parse_input(c);
             if (c->dead || c->state == FINISHED || c->peer_close_seen)
                 break;
+            /* A plain socket that filled less than the room has nothing more now (the watcher
+             * is level-triggered): no read that only says EAGAIN, one syscall per keystroke. A
+             * TLS layer may hold more than the socket shows, so it is read until it says so. */
+            if (c->io.recv == plain_recv && (size_t)n < room)
+                break;
             continue;
         }
         if (n < 0 && errno == EINTR)

@@ -322,6 +322,41 @@ static void typed_resized_and_ended_with_a_status(void **state)
     ev_loop_destroy(loop);
 }
 
+/* A keystroke is on the wire when kube_attach_write returns (no writable callback and loop turn
+ * in between, which cost a keystroke's round trip two epoll_ctl calls and a wakeup): the next
+ * turn of the loop is the server's read. Two resizes in a row both go out, in order: kubectl's
+ * redraw nudge (size + 1, then size) needs the first to arrive. */
+static void typed_bytes_leave_before_the_loop_turns(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
+    server_start(loop, protocols);
+    struct client c;
+    struct kube_attach *a = connect_client(loop, &c, NULL);
+    run_until(loop, &c.opened);
+    /* Let the hello and any writable callbacks of the opening settle. */
+    for (int i = 0; i < 20; i++)
+        ev_run(loop, EVRUN_NOWAIT);
+    for (int k = 0; k < 5; k++) {
+        buf_reset(&srv.stdin_seen);
+        assert_int_equal(kube_attach_write(a, "k", 1), 0);
+        ev_run(loop, EVRUN_NOWAIT);
+        assert_int_equal(srv.stdin_seen.len, 1);
+        assert_int_equal(srv.stdin_seen.data[0], 'k');
+    }
+    assert_int_equal(kube_attach_resize(a, 81, 25), 0);
+    ev_run(loop, EVRUN_NOWAIT);
+    assert_string_equal(srv.resize_seen, "{\"Width\":81,\"Height\":25}");
+    assert_int_equal(kube_attach_resize(a, 80, 24), 0);
+    ev_run(loop, EVRUN_NOWAIT);
+    assert_string_equal(srv.resize_seen, "{\"Width\":80,\"Height\":24}");
+    kube_attach_free(a);
+    buf_release(&c.out);
+    server_stop();
+    ev_loop_destroy(loop);
+}
+
 /* What the gateway does: free the handle from inside its own callbacks, mid-stream or at the
  * end; nothing is called afterwards, and the loop frees the rest (valgrind and ASan check). */
 static void freed_from_its_own_callbacks(void **state)
@@ -594,6 +629,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(typed_resized_and_ended_with_a_status),
+        cmocka_unit_test(typed_bytes_leave_before_the_loop_turns),
         cmocka_unit_test(freed_from_its_own_callbacks),
         cmocka_unit_test(v4_when_the_server_has_no_v5),
         cmocka_unit_test(a_refused_upgrade_reports_the_http_status),

@@ -161,6 +161,41 @@ static void fragments_and_pings_from_a_raw_peer(void **state)
     pair_free(p);
 }
 
+/* A plain socket stops reading at a short read (no read that only says EAGAIN): a frame cut in
+ * two is still delivered once its second half arrives, and two frames in one read both are. */
+static void a_frame_in_pieces_and_frames_together_from_a_raw_peer(void **state)
+{
+    (void)state;
+    struct pair *p = pair_new(0, 0);
+    int raw = dup(p->fds[1]);
+    ws_conn_free(p->client.c);
+    p->client.c = NULL;
+    const uint8_t mask[4] = {1, 2, 3, 4};
+    uint8_t buf[64];
+    size_t n = ws_frame_header(buf, WS_OP_BINARY, 1, 5, mask);
+    memcpy(buf + n, "typed", 5);
+    ws_mask(buf + n, 5, mask, 0);
+    n += 5;
+    assert_int_equal(write(raw, buf, 3), 3);
+    for (int i = 0; i < 20; i++)
+        ev_run(p->loop, EVRUN_NOWAIT);
+    assert_int_equal(p->server.messages, 0);
+    assert_int_equal(write(raw, buf + 3, n - 3), (ssize_t)(n - 3));
+    run_until(p, &p->server.messages, 1);
+    assert_int_equal(p->server.messages, 1);
+    assert_memory_equal(p->server.last, "typed", 5);
+    uint8_t two[128];
+    memcpy(two, buf, n);
+    memcpy(two + n, buf, n);
+    two[n + n - 1] ^= 'd' ^ 'D'; /* the second one says typeD */
+    assert_int_equal(write(raw, two, 2 * n), (ssize_t)(2 * n));
+    run_until(p, &p->server.messages, 3);
+    assert_int_equal(p->server.messages, 3);
+    assert_memory_equal(p->server.last, "typeD", 5);
+    close(raw);
+    pair_free(p);
+}
+
 static void an_invalid_close_code_is_a_protocol_error(void **state)
 {
     (void)state;
@@ -241,6 +276,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(messages_both_ways_with_prefix),
         cmocka_unit_test(fragments_and_pings_from_a_raw_peer),
+        cmocka_unit_test(a_frame_in_pieces_and_frames_together_from_a_raw_peer),
         cmocka_unit_test(an_invalid_close_code_is_a_protocol_error),
         cmocka_unit_test(closing_handshake_reports_once_on_both_sides),
         cmocka_unit_test(bounded_queue_refuses_then_drains),
