@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Terminal attach through the gateway vs straight to the API server, on one session of the real
-# node, in one run: keystroke round trip (p50/p99) and output throughput (MB/s).
+# node, in one run: keystroke round trip (p50/p99) and output throughput (MB/s); beside gotty on a
+# local pseudo-terminal when a gotty binary is given.
 #
 #   bench/gateway/run.sh          (TELO_BENCH_KEYSTROKES=100 per round, TELO_BENCH_ROUNDS=3,
-#                                  TELO_BENCH_FLOOD=20000000 bytes, TELO_BENCH_OUT=results dir)
+#                                  TELO_BENCH_WARMUP=20 untimed keystrokes per attach,
+#                                  TELO_BENCH_FLOOD=20000000 bytes, TELO_BENCH_OUT=results dir,
+#                                  TELO_BENCH_GOTTY=path of a gotty binary, not built here)
 #
 # Paths, each a client on its own pseudo-terminal attached to the same session TTY (the stand-in
 # CLI, hack/images/README.md: its TTY echoes keystrokes, `flood N` writes N bytes):
@@ -11,12 +14,16 @@
 #   telo-direct      kubectl telo attach --direct: our client (pkg/kube/attach), API server
 #   telo-gateway     kubectl telo attach: our client to build/bin/telo-gateway, which holds one
 #                    pods/attach upstream to the API server (status.attach.url, session token)
+#   gotty            (with TELO_BENCH_GOTTY) gotty -w running the same stand-in on a local
+#                    pseudo-terminal (busybox applets first on PATH, as in the image), driven by
+#                    bench/gateway/gotty_client.py over gotty's WebSocket protocol; no API server,
+#                    kubelet or container runtime on its path
 # telo-gateway vs telo-direct is the gateway's own cost (same client); vs kubectl-attach what a
-# user sees. The bench starts its own telo-operator (watching only its namespace, gatewayUrl set)
-# and telo-gateway, and removes them and the namespace on exit. It loads the shared cluster:
-# run it when nobody else is testing. gotty (the issue's third peer) is not in the Go module
-# proxy this machine reaches (403 for github.com/sorenisanerd/gotty and github.com/yudai/gotty),
-# so it is not measured.
+# user sees. Every TTY path is timed with exactly one other stream attached to the TTY (the
+# gateway's upstream stays attached for its scrollback; the gateway path gets an idle direct
+# attach beside it: bench.py --beside). The bench starts its own telo-operator (watching only its
+# namespace, gatewayUrl set) and telo-gateway, and removes them and the namespace on exit. It
+# loads the cluster: run it on a cluster nobody else is testing on.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -44,6 +51,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
+$kubectl apply --server-side -f crds/telo.run_telosessions.yaml >/dev/null
+$kubectl wait --for=condition=Established crd/telosessions.telo.run >/dev/null
 $kubectl create namespace "$ns" >/dev/null
 $kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted >/dev/null
 "$bin/telo-gateway" --kubeconfig "$kubeconfig" --bind-address "127.0.0.1:$gw_port" \
@@ -70,11 +79,33 @@ url=$($kubectl get ts bench -n "$ns" -o jsonpath='{.status.attach.url}')
 [ -n "$url" ] || { echo "bench: the session publishes no status.attach.url" >&2; exit 1; }
 echo "bench: session $ns/bench, pod $pod, gateway $url" >&2
 
+gotty=()
+if [ -n "${TELO_BENCH_GOTTY:-}" ]; then
+	[ -x "$TELO_BENCH_GOTTY" ] || { echo "bench: TELO_BENCH_GOTTY=$TELO_BENCH_GOTTY is not executable" >&2; exit 1; }
+	# The stand-in as the image runs it: busybox's applets (yes, head, stty...) before the host's.
+	mkdir -p "$out/busybox"
+	for a in yes head stty cat nc sleep kill; do ln -sf "$(command -v busybox)" "$out/busybox/$a"; done
+	gotty_port=${TELO_BENCH_GOTTY_PORT:-16321}
+	"$TELO_BENCH_GOTTY" -a 127.0.0.1 -p "$gotty_port" -w env "PATH=$out/busybox:$PATH" \
+		busybox sh hack/images/telo-session-test/telo run "$app/telo.yaml" >"$out/gotty.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 1 50); do
+		grep -q "listening" "$out/gotty.log" 2>/dev/null && break
+		sleep 0.1
+	done
+	gotty=(--path "gotty=python3 bench/gateway/gotty_client.py ws://127.0.0.1:$gotty_port/ws")
+fi
+
 telo="$bin/kubectl-telo --kubeconfig $kubeconfig -n $ns"
+echo "bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/result.txt" >&2
 python3 bench/gateway/bench.py \
 	--keystrokes "${TELO_BENCH_KEYSTROKES:-100}" --rounds "${TELO_BENCH_ROUNDS:-3}" \
+	--warmup "${TELO_BENCH_WARMUP:-20}" \
 	--flood "${TELO_BENCH_FLOOD:-20000000}" --json "$out/samples.json" \
 	--path "kubectl-attach=$kubectl attach -it -n $ns $pod -c session" \
 	--path "telo-direct=$telo attach bench --direct" \
-	--path "telo-gateway=$telo attach bench" | tee "$out/result.txt"
+	--path "telo-gateway=$telo attach bench" \
+	--beside "telo-gateway=$telo attach bench --direct" \
+	"${gotty[@]}" | tee -a "$out/result.txt"
+echo "bench: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/result.txt" >&2
 echo "bench: results in $out" >&2
