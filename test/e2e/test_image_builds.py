@@ -85,7 +85,7 @@ def registry(cluster):
     d = os.path.join(cluster.dir, "build-registry")
     with open(os.path.join(d, "dockerconfig.json")) as f:
         config = json.load(f)
-    host = next(iter(config["auths"]))
+    host = local = next(iter(config["auths"]))
     user, password = base64.b64decode(config["auths"][host]["auth"]).decode().split(":", 1)
     proxy = None
     reach = pod_reachable_host(cluster)
@@ -94,8 +94,9 @@ def registry(cluster):
         # real node's pods reach it.
         proxy = TcpProxy("127.0.0.1", int(host.rsplit(":", 1)[1]), bind_host=reach)
         host = "%s:%d" % (reach, proxy.port)
+    # "repository" as the operator reaches it, "local" as this machine does (the test's pushes).
     yield {"host": host, "user": user, "password": password, "config": config,
-           "repository": "%s/%s" % (host, REPO_PATH)}
+           "repository": "%s/%s" % (host, REPO_PATH), "local": "%s/%s" % (local, REPO_PATH)}
     if proxy:
         proxy.close()
 
@@ -140,7 +141,9 @@ def push_image(registry, tag, tmp):
     image = "%s:%s" % (layout, tag)
 
     def run(*argv):
-        subprocess.run(argv, check=True, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, "%s exited %d: %s" % (argv[0], proc.returncode,
+                                                         proc.stderr[-2000:])
     run("umoci", "init", "--layout", str(layout))
     run("umoci", "new", "--image", image)
     run("umoci", "unpack", "--rootless", "--image", image, str(rootfs))
@@ -149,7 +152,7 @@ def push_image(registry, tag, tmp):
     run("umoci", "config", "--image", image, "--os", "linux", "--architecture", "amd64")
     run("skopeo", "copy", "--quiet", "--insecure-policy", "--dest-tls-verify=false",
         "--dest-creds", "%s:%s" % (registry["user"], registry["password"]),
-        "oci:" + image, "docker://%s:%s" % (registry["repository"], tag))
+        "oci:" + image, "docker://%s:%s" % (registry["local"], tag))
 
 
 # --- the operator with builds --------------------------------------------------------------------
