@@ -401,6 +401,7 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
     struct kube_attach_opts opts = {.url = url,
                                     .cfg = via_gateway ? NULL : kt->cfg,
                                     .token = token,
+                                    .ca_file = via_gateway ? flags->gateway_ca_file : NULL,
                                     .insecure_skip_tls_verify = flags->insecure};
     if (via_gateway && token == NULL) {
         struct telo_err terr;
@@ -447,6 +448,12 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
                                          : "not allowed to attach to this session");
         else
             fprintf(stderr, "kubectl-telo: %s\n", s.err.msg);
+        /* lws reports a refused certificate only as an SSL error: say what the user can do. */
+        if (via_gateway && s.http_status == 0 && strstr(s.err.msg, "SSL") != NULL)
+            fprintf(stderr,
+                    "kubectl-telo: the gateway's TLS certificate could not be verified: pass "
+                    "--gateway-ca-file with the CA that signed it (or "
+                    "--insecure-skip-tls-verify to skip the check)\n");
         return 1;
     }
     /* The gateway reports the app's exit in the Status. The API server's attach reports only how

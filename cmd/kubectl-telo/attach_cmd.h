@@ -8,9 +8,10 @@
 struct json_object;
 
 struct kt_attach_flags {
-    int direct;    /* 1: the API server's pods/attach even when the session has a gateway URL */
-    int insecure;  /* 1: do not verify the gateway's TLS certificate */
-    double wait_s; /* how long to wait for the session to be Running */
+    int direct;   /* 1: the API server's pods/attach even when the session has a gateway URL */
+    int insecure; /* 1: do not verify the gateway's TLS certificate */
+    const char *gateway_ca_file; /* PEM CAs to trust for the gateway; NULL: the system's */
+    double wait_s;               /* how long to wait for the session to be Running */
 };
 
 /* Waits until session name is Running, printing its progress to stderr. Returns 0 with *session

@@ -55,6 +55,8 @@ static void usage(FILE *out)
             "  --kubeconfig FILE           as kubectl (default: $KUBECONFIG, ~/.kube/config)\n"
             "  --context NAME              as kubectl\n"
             "  --wait SECONDS              how long run and attach wait for Running (300)\n"
+            "  --gateway-ca-file FILE      trust the gateway's certificate if a CA in this PEM\n"
+            "                              file signed it (a private CA), not the system's CAs\n"
             "  --insecure-skip-tls-verify  do not verify the gateway's certificate\n"
             "\n"
             "Exit status: the session's exit code for run and attach; 0 after a detach;\n"
@@ -64,7 +66,7 @@ static void usage(FILE *out)
 struct args {
     const char *command, *target;
     const char *kubeconfig, *context, *namespace;
-    const char *entry, *name, *output;
+    const char *entry, *name, *output, *gateway_ca_file;
     const char *ports[MAX_PORTS];
     int nports;
     int follow, no_attach, direct, insecure;
@@ -109,6 +111,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             value = &a->kubeconfig;
         } else if (strcmp(s, "--context") == 0) {
             value = &a->context;
+        } else if (strcmp(s, "--gateway-ca-file") == 0) {
+            value = &a->gateway_ca_file;
         } else if (strcmp(s, "--entry") == 0) {
             value = &a->entry;
         } else if (strcmp(s, "--name") == 0) {
@@ -433,8 +437,10 @@ static int cmd_run(struct kt *kt, const struct args *a)
                     name);
         return rc;
     }
-    struct kt_attach_flags flags = {
-        .direct = a->direct, .insecure = a->insecure, .wait_s = a->wait_s};
+    struct kt_attach_flags flags = {.direct = a->direct,
+                                    .insecure = a->insecure,
+                                    .gateway_ca_file = a->gateway_ca_file,
+                                    .wait_s = a->wait_s};
     return kt_attach(kt, name, &flags);
 }
 
@@ -622,8 +628,10 @@ int main(int argc, char **argv)
     if (cmd != NULL) {
         rc = cmd(&kt, &a);
     } else {
-        struct kt_attach_flags flags = {
-            .direct = a.direct, .insecure = a.insecure, .wait_s = a.wait_s};
+        struct kt_attach_flags flags = {.direct = a.direct,
+                                        .insecure = a.insecure,
+                                        .gateway_ca_file = a.gateway_ca_file,
+                                        .wait_s = a.wait_s};
         rc = kt_attach(&kt, a.target, &flags);
     }
     kt_close(&kt);

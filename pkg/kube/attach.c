@@ -140,7 +140,10 @@ static SSL_CTX *make_ssl_ctx(const struct kube_attach_opts *opts, const char *ho
     } else {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
         int rc = 0;
-        if (cfg && cfg->ca_pem != NULL)
+        if (opts->ca_file != NULL) {
+            if (SSL_CTX_load_verify_locations(ctx, opts->ca_file, NULL) != 1)
+                rc = ssl_fail(err, opts->ca_file);
+        } else if (cfg && cfg->ca_pem != NULL)
             rc = load_ca_pem(ctx, cfg->ca_pem, cfg->ca_pem_len, err);
         else if (cfg && cfg->ca_file != NULL &&
                  SSL_CTX_load_verify_locations(ctx, cfg->ca_file, NULL) != 1)

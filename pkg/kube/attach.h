@@ -47,6 +47,9 @@ struct kube_attach_opts {
     /* Bearer token to send instead of cfg's (a session's attach token for the gateway); NULL to
      * use cfg's. Copied. */
     const char *token;
+    /* PEM file of the certificate authorities to trust instead of cfg's or the system's: a
+     * gateway whose certificate a private CA signed. NULL: cfg's, else the system's. Borrowed. */
+    const char *ca_file;
     /* 1: verify nothing about the server's certificate (tests, self-signed gateways). */
     int insecure_skip_tls_verify;
     /* Subprotocols to offer, most preferred first, NULL-terminated; NULL offers v5 then v4. */

@@ -22,9 +22,9 @@ import time
 
 import pytest
 
-from conftest import OPERATOR_BIN_DIR, wait_until
+from conftest import OPERATOR_BIN_DIR, ROOT, wait_until
 from test_sessions import get_ts, wait_phase
-from test_gateway import env, sessions  # noqa: F401 (fixtures)
+from test_gateway import Gateway, env, sessions  # noqa: F401 (env, sessions: fixtures)
 from test_sessions_real_node import real, real_node  # noqa: F401 (fixtures)
 
 PLUGIN = os.path.join(OPERATOR_BIN_DIR, "kubectl-telo")
@@ -339,3 +339,54 @@ def test_run_through_the_gateway_replays_types_resizes_and_exits_with_the_code(e
     t.type(b"quit 4\r")
     assert t.wait(timeout=60) == 4, t.seen[-2000:]
     assert wait_phase(cluster, ns, "via-gw", "Failed", timeout=60)["status"]["exitCode"] == 4
+
+
+def test_attach_trusts_a_gateway_signed_by_a_private_ca_only_when_told(cluster, crd, pod_namespace,
+                                                                        tmp_path):
+    """A gateway serving https with a certificate from a private CA: attach refuses it with the
+    system's CAs and says which flag helps; with --gateway-ca-file the TLS handshake passes and
+    the gateway answers for itself (here 409: the session, with no pod behind it, is not
+    running); a file that is not a certificate is named. No operator: the test writes the
+    session's status as one would."""
+    ns = pod_namespace
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=tmp_path)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=telo CA",
+            "-keyout", "ca.key", "-out", "ca.crt")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-keyout", "gw.key", "-out", "gw.csr")
+    (tmp_path / "ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "gw.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "1", "-extfile", "ext", "-out", "gw.crt")
+    gw = Gateway(cluster, str(tmp_path / "gateway.log"),
+                 ["--tls-cert-file", str(tmp_path / "gw.crt"),
+                  "--tls-private-key-file", str(tmp_path / "gw.key")])
+    try:
+        cluster.kubectl("apply", "-n", ns, "-f",
+                        os.path.join(ROOT, "crds", "samples", "self-contained.yaml"))
+        cluster.kubectl("create", "secret", "generic", "sc-attach", "-n", ns,
+                        "--from-literal=token=not-checked-before-tls")
+        status = {"status": {"phase": "Running", "attach": {
+            "url": "https://%s/v1/namespaces/%s/telosessions/self-contained/attach" % (gw.base, ns),
+            "secretName": "sc-attach"}}}
+        cluster.kubectl("patch", "telosession", "self-contained", "-n", ns, "--subresource=status",
+                        "--type=merge", "-p", json.dumps(status))
+
+        untrusted = telo(cluster, ns, "attach", "self-contained", timeout=30)
+        assert untrusted.returncode == 1, untrusted.stderr
+        assert "--gateway-ca-file" in untrusted.stderr, untrusted.stderr
+        assert "attach refused" not in gw.log()
+
+        trusted = telo(cluster, ns, "attach", "self-contained",
+                       "--gateway-ca-file", str(tmp_path / "ca.crt"), timeout=30)
+        assert trusted.returncode == 1, trusted.stderr
+        assert "--gateway-ca-file" not in trusted.stderr, trusted.stderr
+        wait_until(lambda: 'msg="attach refused" session=%s/self-contained code=409' % ns
+                   in gw.log(), timeout=10, what="the gateway's answer")
+
+        wrong = telo(cluster, ns, "attach", "self-contained",
+                     "--gateway-ca-file", str(tmp_path / "gw.key"), timeout=30)
+        assert wrong.returncode == 1 and "gw.key" in wrong.stderr, wrong.stderr
+    finally:
+        assert gw.stop() == 0
