@@ -22,6 +22,7 @@
 #define CHUNK_MAX     32768             /* payload bytes of one stdin message */
 #define STATUS_MAX    KUBE_CHANNEL_JSON_MAX
 #define TOKEN_MAX     16384
+#define READ_MAX      65536 /* bytes of one socket read, and of one output callback */
 
 struct kube_attach {
     struct ev_loop *loop;
@@ -524,7 +525,7 @@ struct kube_attach *kube_attach_open(struct ev_loop *loop, const struct kube_att
     void *foreign_loops[1] = {loop};
     a->protocols[0].name = "telo-attach";
     a->protocols[0].callback = callback;
-    a->protocols[0].rx_buffer_size = 65536;
+    a->protocols[0].rx_buffer_size = READ_MAX;
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof(info));
     info.options = LWS_SERVER_OPTION_LIBEV;
@@ -535,6 +536,10 @@ struct kube_attach *kube_attach_open(struct ev_loop *loop, const struct kube_att
     info.protocols = a->protocols;
     info.user = a;
     info.provided_client_ssl_ctx = a->ssl_ctx;
+    /* lws reads a WebSocket into this per-thread buffer: at its default of 4 KiB a flood of
+     * output costs a read and a loop turn per 4 KiB (the gateway's clients read it in 4100-byte
+     * frames), and the output callback gets no more than that at a time. */
+    info.pt_serv_buf_size = READ_MAX;
     a->context = lws_create_context(&info);
     if (a->context == NULL) {
         telo_err_set(err, TELO_EIO,

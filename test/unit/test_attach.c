@@ -23,7 +23,9 @@
 #include "kube/config.h"
 #include "util/buf.h"
 
-#define BIG (200 * 1024) /* an output message larger than any rx buffer: arrives in pieces */
+#define BIG        (200 * 1024) /* an output message larger than any rx buffer: arrives in pieces */
+#define BURST_MSGS 32 /* "#" asks for this many output messages of BURST_LEN, written at once */
+#define BURST_LEN  2000
 
 /* ---- the server ---- */
 
@@ -40,6 +42,7 @@ struct server {
     struct buf stdin_seen;
     char resize_seen[64];
     int closes_seen;     /* [255, 0] messages */
+    int burst;           /* write every pending message in one writable callback */
     char client_ca[128]; /* TLS: the CA client certificates must chain to */
 };
 
@@ -86,7 +89,13 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
             return 0;
         if (p[0] == KUBE_CHANNEL_STDIN) {
             buf_append(&srv.stdin_seen, p + 1, len - 1);
-            if (memchr(p + 1, '!', len - 1) != NULL) {
+            if (memchr(p + 1, '#', len - 1) != NULL) {
+                char msg[BURST_LEN];
+                memset(msg, '#', sizeof(msg));
+                for (int i = 0; i < BURST_MSGS; i++)
+                    push(KUBE_CHANNEL_STDOUT, msg, sizeof(msg));
+                srv.burst = 1;
+            } else if (memchr(p + 1, '!', len - 1) != NULL) {
                 /* "!" asks for a big message, then the end with exit code 3. */
                 char *big = malloc(BIG);
                 for (size_t i = 0; i < BIG; i++)
@@ -112,7 +121,7 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
         return 0;
     }
     case LWS_CALLBACK_SERVER_WRITEABLE: {
-        if (srv.pending.len >= sizeof(uint32_t)) {
+        while (srv.pending.len >= sizeof(uint32_t)) {
             uint32_t n;
             memcpy(&n, srv.pending.data, sizeof(n));
             unsigned char *frame = malloc(LWS_PRE + n);
@@ -122,6 +131,8 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
             free(frame);
             if (wrote < (int)n)
                 return -1;
+            if (srv.burst && srv.pending.len > 0 && !lws_send_pipe_choked(wsi))
+                continue;
             lws_callback_on_writable(wsi);
             return 0;
         }
@@ -351,6 +362,42 @@ static void typed_bytes_leave_before_the_loop_turns(void **state)
     assert_int_equal(kube_attach_resize(a, 80, 24), 0);
     ev_run(loop, EVRUN_NOWAIT);
     assert_string_equal(srv.resize_seen, "{\"Width\":80,\"Height\":24}");
+    kube_attach_free(a);
+    buf_release(&c.out);
+    server_stop();
+    ev_loop_destroy(loop);
+}
+
+/* Output that is in the socket together is read together: a flood reaches the client (the
+ * gateway's upstream, kubectl telo's terminal) in reads of up to 64 KiB, not lws's default 4 KiB,
+ * which cost a read and a loop turn per 4 KiB (about 16 turns for these 64 KB). */
+static void output_sent_together_is_read_in_few_turns(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
+    server_start(loop, protocols);
+    struct client c;
+    struct kube_attach *a = connect_client(loop, &c, NULL);
+    run_until(loop, &c.opened);
+    for (int i = 0; i < 20; i++)
+        ev_run(loop, EVRUN_NOWAIT);
+    assert_int_equal(kube_attach_write(a, "#", 1), 0);
+    /* The server reads "#", then writes every message in one callback. */
+    while (srv.pending.len == 0 && !srv.burst)
+        ev_run(loop, EVRUN_ONCE);
+    while (srv.pending.len > 0)
+        ev_run(loop, EVRUN_ONCE);
+    unsigned turns = 0;
+    ev_tstamp deadline = ev_time() + 10;
+    while (c.out.len < (size_t)BURST_MSGS * BURST_LEN && ev_time() < deadline) {
+        ev_run(loop, EVRUN_ONCE);
+        turns++;
+    }
+    assert_int_equal(c.out.len, (size_t)BURST_MSGS * BURST_LEN);
+    for (size_t i = 0; i < c.out.len; i++)
+        assert_int_equal(c.out.data[i], '#');
+    assert_in_range(turns, 1, 6);
     kube_attach_free(a);
     buf_release(&c.out);
     server_stop();
@@ -630,6 +677,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(typed_resized_and_ended_with_a_status),
         cmocka_unit_test(typed_bytes_leave_before_the_loop_turns),
+        cmocka_unit_test(output_sent_together_is_read_in_few_turns),
         cmocka_unit_test(freed_from_its_own_callbacks),
         cmocka_unit_test(v4_when_the_server_has_no_v5),
         cmocka_unit_test(a_refused_upgrade_reports_the_http_status),
