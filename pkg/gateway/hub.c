@@ -29,6 +29,7 @@
 #define RETRY_MAX_S       5.0
 #define MAX_CLIENT_MSG    (1 << 20)
 #define MAX_PENDING_STDIN (64 << 10)
+#define MAX_FRAME_BYTES   (64 << 10) /* output bytes of one frame to a channel-protocol client */
 
 enum state {
     S_CONNECTING, /* upstream opening */
@@ -166,21 +167,28 @@ static void pump(struct client *c)
             continue;
         }
         struct gw_chunk chunk;
-        if (!gw_ring_get(s->ring, c->cursor, &chunk))
-            return;
+        size_t chunks;
         int rc;
         if (c->proto == GW_PROTO_IO_V1) {
+            /* One frame per chunk: its sequence number is what a client resumes from. */
+            if ((chunks = gw_ring_get_run(s->ring, c->cursor, 0, &chunk)) == 0)
+                return;
             uint8_t seq[4] = {(uint8_t)(chunk.seq >> 24), (uint8_t)(chunk.seq >> 16),
                               (uint8_t)(chunk.seq >> 8), (uint8_t)chunk.seq};
             rc = ws_conn_send(c->ws, WS_OP_BINARY, seq, 4, chunk.data, chunk.len, 1);
         } else {
+            /* The channel protocols carry a byte stream: a client catching up (the scrollback,
+             * or after its socket drained) gets the chunks that lie together in one frame, not
+             * a frame, a copy and a terminal write on its side per chunk of upstream output. */
+            if ((chunks = gw_ring_get_run(s->ring, c->cursor, MAX_FRAME_BYTES, &chunk)) == 0)
+                return;
             static const uint8_t ch = KUBE_CHANNEL_STDOUT;
             rc = ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, chunk.data, chunk.len, 1);
         }
         if (rc != 0)
             return; /* closing: on_closed will clean up */
         s->hub->m.bytes_out += chunk.len;
-        c->cursor++;
+        c->cursor += chunks;
     }
     if (s->state == S_ENDED)
         finish_client(c);

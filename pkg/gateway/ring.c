@@ -117,13 +117,33 @@ size_t gw_ring_bytes(const struct gw_ring *r)
     return r->held;
 }
 
+static const struct entry *entry_of(const struct gw_ring *r, uint64_t seq)
+{
+    return &r->entries[(r->head + (size_t)(seq - r->first_seq)) % r->max_chunks];
+}
+
 int gw_ring_get(const struct gw_ring *r, uint64_t seq, struct gw_chunk *out)
 {
-    if (seq < r->first_seq || seq >= r->first_seq + r->count)
+    return gw_ring_get_run(r, seq, 0, out) > 0;
+}
+
+size_t gw_ring_get_run(const struct gw_ring *r, uint64_t seq, size_t max_bytes,
+                       struct gw_chunk *out)
+{
+    uint64_t next = r->first_seq + r->count;
+    if (seq < r->first_seq || seq >= next)
         return 0;
-    const struct entry *e = &r->entries[(r->head + (size_t)(seq - r->first_seq)) % r->max_chunks];
+    const struct entry *e = entry_of(r, seq);
     out->seq = seq;
     out->data = r->data + e->off;
     out->len = e->len;
-    return 1;
+    size_t n = 1;
+    /* A chunk that wrapped to offset 0 starts a new span. */
+    for (uint64_t s = seq + 1; s < next; s++, n++) {
+        e = entry_of(r, s);
+        if (e->off != (size_t)(out->data - r->data) + out->len || out->len + e->len > max_bytes)
+            break;
+        out->len += e->len;
+    }
+    return n;
 }

@@ -42,4 +42,11 @@ size_t gw_ring_bytes(const struct gw_ring *r);
 /* Fills *out with chunk seq. Returns 1, or 0 when seq is evicted or not written yet. */
 int gw_ring_get(const struct gw_ring *r, uint64_t seq, struct gw_chunk *out);
 
+/* Fills *out with chunk seq and the chunks after it that follow it in storage without a gap, as
+ * one span of at most max_bytes (but always the whole of chunk seq): out->seq is seq, out->len the
+ * span's bytes. Returns how many chunks the span holds, 0 when seq is evicted or not written
+ * yet. For readers of a byte stream, which need not see the chunk boundaries. */
+size_t gw_ring_get_run(const struct gw_ring *r, uint64_t seq, size_t max_bytes,
+                       struct gw_chunk *out);
+
 #endif

@@ -37,6 +37,50 @@ static void numbers_chunks_from_one_and_counts_bytes(void **state)
 
 /* Whatever the pattern of sizes, the ring holds a contiguous run of the newest chunks, each
  * intact, within its capacity, and the running byte count covers everything ever written. */
+/* A run spans the chunks that lie together in storage, never more than asked (save a first chunk
+ * that alone is more), and stops where the storage wrapped; what the chunks hold, in order. */
+static void a_run_spans_the_chunks_that_lie_together(void **state)
+{
+    (void)state;
+    struct gw_ring *r = gw_ring_new(60, 32);
+    struct gw_chunk c;
+    assert_int_equal(gw_ring_get_run(r, 1, 100, &c), 0);
+    for (int i = 0; i < 9; i++)
+        gw_ring_append(r, "0123456789" + i, 10 - (size_t)i); /* 10 + 9 + ... + 2 = 54 bytes */
+    assert_int_equal(gw_ring_get_run(r, 1, 1000, &c), 9);
+    assert_int_equal(c.seq, 1);
+    assert_int_equal(c.len, 54);
+    assert_memory_equal(c.data, "0123456789123456789", 19);
+    assert_int_equal(gw_ring_get_run(r, 2, 20, &c), 2); /* 9 + 8; 7 more would pass 20 */
+    assert_int_equal(c.seq, 2);
+    assert_int_equal(c.len, 17);
+    assert_memory_equal(c.data, "12345678923456789", 17);
+    assert_int_equal(gw_ring_get_run(r, 1, 5, &c), 1); /* the first chunk whole */
+    assert_int_equal(c.len, 10);
+    assert_int_equal(gw_ring_get_run(r, 9, 1000, &c), 1);
+    assert_memory_equal(c.data, "89", 2);
+    assert_int_equal(gw_ring_get_run(r, 10, 1000, &c), 0);
+    /* 30 bytes do not fit after the 54 (of 60): they go to offset 0 and evict chunks 1-4 (the first
+     * 34 bytes); the run from 5 ends at the end of the storage, the next starts at 0. */
+    char thirty[30];
+    memset(thirty, 'x', sizeof(thirty));
+    assert_int_equal(gw_ring_append(r, thirty, sizeof(thirty)), 10);
+    assert_int_equal(gw_ring_first(r), 5);
+    assert_int_equal(gw_ring_get_run(r, 1, 1000, &c), 0);
+    assert_int_equal(gw_ring_get_run(r, 5, 1000, &c), 5); /* 6 + 5 + 4 + 3 + 2 */
+    assert_int_equal(c.len, 20);
+    assert_memory_equal(c.data, "45678956789678978989", 20);
+    assert_int_equal(gw_ring_get_run(r, 10, 1000, &c), 1);
+    assert_int_equal(c.len, 30);
+    assert_int_equal(c.data[0], 'x');
+    /* gw_ring_get is a run of one. */
+    assert_true(gw_ring_get(r, 7, &c));
+    assert_int_equal(c.len, 4);
+    assert_memory_equal(c.data, "6789", 4);
+    assert_false(gw_ring_get(r, 4, &c));
+    gw_ring_free(r);
+}
+
 static void evicts_oldest_first_and_keeps_chunks_intact(void **state)
 {
     (void)state;
@@ -106,6 +150,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(numbers_chunks_from_one_and_counts_bytes),
+        cmocka_unit_test(a_run_spans_the_chunks_that_lie_together),
         cmocka_unit_test(evicts_oldest_first_and_keeps_chunks_intact),
         cmocka_unit_test(a_chunk_larger_than_the_ring_keeps_its_tail),
         cmocka_unit_test(the_chunk_count_is_bounded_too),
