@@ -402,7 +402,8 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
                                     .cfg = via_gateway ? NULL : kt->cfg,
                                     .token = token,
                                     .ca_file = via_gateway ? flags->gateway_ca_file : NULL,
-                                    .insecure_skip_tls_verify = flags->insecure};
+                                    .insecure_skip_tls_verify = flags->insecure,
+                                    .user_agent = "kubectl-telo/" TELO_VERSION};
     if (via_gateway && token == NULL) {
         struct telo_err terr;
         const char *own = NULL;

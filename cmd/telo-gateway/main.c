@@ -1,5 +1,6 @@
 /* telo-gateway: terminal attach to TeloSessions over WebSocket (the Kubernetes channel protocol
  * and telo.io.v1), one pods/attach upstream per session, fanned out to every client. */
+#include "gateway/hub.h"
 #include "gateway/server.h"
 #include "kube/config.h"
 #include "kube/transport.h"
@@ -177,9 +178,10 @@ int main(int argc, char **argv)
     struct kube_transport *t = NULL;
     struct gw_server *srv = NULL;
     struct ev_loop *loop = ev_default_loop(0);
+    struct kube_transport_opts topts = {.user_agent = GW_USER_AGENT};
     int rc = 1;
     if (kube_config_load_env(o.kubeconfig, o.context, &kcfg, &err) != 0 ||
-        (t = kube_transport_new(loop, kcfg, NULL, &err)) == NULL ||
+        (t = kube_transport_new(loop, kcfg, &topts, &err)) == NULL ||
         (srv = gw_server_new(loop, t, &o.cfg, &err)) == NULL || gw_server_start(srv, &err) != 0) {
         telo_log(TELO_LOG_ERROR, "cannot start", "error=\"%s\"", err.msg);
         goto out;

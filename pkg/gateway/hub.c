@@ -428,7 +428,8 @@ static void open_upstream(struct session *s)
     struct kube_attach_opts opts = {.url = url.data,
                                     .cfg = cfg,
                                     .protocols = protocols,
-                                    .ping_interval_s = (int)h->opts.ping_interval_s};
+                                    .ping_interval_s = (int)h->opts.ping_interval_s,
+                                    .user_agent = GW_USER_AGENT};
     s->state = S_CONNECTING;
     s->up = rc == 0 ? kube_attach_open(h->loop, &opts, &cbs, s, &err) : NULL;
     buf_release(&url);

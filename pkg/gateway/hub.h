@@ -11,6 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What the API server's audit log shows for the gateway's requests (pods/attach, TokenReview). */
+#define GW_USER_AGENT "telo-gateway/" TELO_VERSION
+
 struct ev_loop;
 struct kube_transport;
 struct gw_hub;

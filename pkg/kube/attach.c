@@ -33,6 +33,7 @@ struct kube_attach {
     char *path;     /* "/" + path and query */
     char *token;    /* bearer token, or NULL */
     char *offer;    /* "v5.channel.k8s.io,v4.channel.k8s.io" */
+    char user_agent[96];
     SSL_CTX *ssl_ctx;
     lws_retry_bo_t idle_policy;
 
@@ -338,9 +339,13 @@ static void kick(struct kube_attach *a)
 
 /* ---- the lws callback ---- */
 
-static int add_auth_header(struct kube_attach *a, struct lws *wsi, unsigned char **p,
-                           unsigned char *end)
+static int add_headers(struct kube_attach *a, struct lws *wsi, unsigned char **p,
+                       unsigned char *end)
 {
+    if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_USER_AGENT,
+                                     (const unsigned char *)a->user_agent,
+                                     (int)strlen(a->user_agent), p, end) != 0)
+        return -1;
     if (a->token == NULL)
         return 0;
     size_t len = strlen(a->token) + sizeof("Bearer ");
@@ -369,7 +374,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     a->depth++;
     switch (reason) {
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
-        rc = add_auth_header(a, wsi, (unsigned char **)in, (unsigned char *)in + len) ? -1 : 0;
+        rc = add_headers(a, wsi, (unsigned char **)in, (unsigned char *)in + len) ? -1 : 0;
         break;
     case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH:
         /* The last moment the response headers are there: lws frees them before ESTABLISHED. */
@@ -466,6 +471,18 @@ static int make_offer(struct kube_attach *a, const char *const *protocols, struc
     return a->offer ? 0 : telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
 }
 
+static int take_user_agent(struct kube_attach *a, const char *ua, struct telo_err *err)
+{
+    if (ua == NULL)
+        ua = "telo/" TELO_VERSION;
+    if (strlen(ua) >= sizeof(a->user_agent) || strpbrk(ua, "\r\n") != NULL)
+        return telo_err_set(err, TELO_EINVAL,
+                            "attach: the user agent is longer than %zu bytes or holds a line break",
+                            sizeof(a->user_agent) - 1);
+    snprintf(a->user_agent, sizeof(a->user_agent), "%s", ua);
+    return 0;
+}
+
 static int take_token(struct kube_attach *a, const struct kube_attach_opts *opts,
                       struct telo_err *err)
 {
@@ -511,7 +528,8 @@ struct kube_attach *kube_attach_open(struct ev_loop *loop, const struct kube_att
     const char *host = NULL;
     int port = 0, tls = 0;
     if (split_url(a, opts->url, &host, &port, &tls, err) != 0 ||
-        make_offer(a, opts->protocols, err) != 0 || take_token(a, opts, err) != 0)
+        make_offer(a, opts->protocols, err) != 0 || take_token(a, opts, err) != 0 ||
+        take_user_agent(a, opts->user_agent, err) != 0)
         goto fail;
     a->scratch = malloc(LWS_PRE + 1 + CHUNK_MAX);
     if (a->scratch == NULL) {

@@ -56,6 +56,9 @@ struct kube_attach_opts {
     const char *const *protocols;
     /* Seconds between WebSocket pings, so idle terminals survive proxy idle timeouts; 0: 20. */
     int ping_interval_s;
+    /* The User-Agent the API server's audit log shows ("telo-gateway/0.1.0"); NULL:
+     * "telo/<version>". Copied; at most 95 bytes, no line break. */
+    const char *user_agent;
 };
 
 /* Starts connecting to opts->url on loop; the callbacks report what happens. loop is borrowed and

@@ -36,6 +36,7 @@ struct server {
     int port;
     int refuse;         /* answer the upgrade with 403 */
     char auth[256];     /* the Authorization header the client sent */
+    char agent[128];    /* its User-Agent */
     char protocol[64];  /* the subprotocol it negotiated */
     struct buf pending; /* messages to send: [u32 len][bytes]... */
     int close_after;    /* close once pending is empty */
@@ -73,6 +74,8 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
         if (lws_hdr_copy(wsi, srv.auth, sizeof(srv.auth), WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
             srv.auth[0] = '\0';
+        if (lws_hdr_copy(wsi, srv.agent, sizeof(srv.agent), WSI_TOKEN_HTTP_USER_AGENT) < 0)
+            srv.agent[0] = '\0';
         if (srv.refuse) {
             lws_return_http_status(wsi, 403, "forbidden");
             return -1;
@@ -301,6 +304,7 @@ static void typed_resized_and_ended_with_a_status(void **state)
     assert_string_equal(c.protocol, KUBE_CHANNEL_V5);
     assert_string_equal(kube_attach_protocol(a), KUBE_CHANNEL_V5);
     assert_string_equal(srv.auth, "Bearer s3cret");
+    assert_string_equal(srv.agent, "telo/" TELO_VERSION); /* the audit log names the client */
 
     /* Two resizes before the loop turns: only the newest goes out. */
     assert_int_equal(kube_attach_resize(a, 81, 25), 0);
