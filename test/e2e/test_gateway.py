@@ -27,7 +27,7 @@ from conftest import (IN_CLUSTER, OPERATOR_BIN_DIR, ROOT, RealNodePod, TcpProxy,
 
 V5, V4, IO = "v5.channel.k8s.io", "v4.channel.k8s.io", "telo.io.v1"
 ALLOWED_ORIGIN = "http://allowed.example"
-RING_BYTES = 8 << 20
+RING_BYTES = 32 << 20
 
 
 def _images(cluster):
@@ -132,9 +132,10 @@ def env(cluster, crd, tmp_path_factory):
                     "module's sessions too; stop it first:\n  " + "\n  ".join(others),
                     pytrace=False)
     logs = tmp_path_factory.mktemp("gateway")
-    # An 8 MiB ring: a reader on a busy machine may lag a few MiB behind a 50 MB flood without
-    # losing output (it did, twice, with the default 1 MiB at load 5-13); a client stalled for the
-    # whole flood still falls behind it.
+    # A 32 MiB ring: the gateway takes the app's flood at upstream speed whoever reads it, and
+    # this Python reader can be slower than that, so over a 50 MB flood it may lag many MiB
+    # without losing output (it lost some with 1 MiB at load 5-13, and with 8 MiB once the
+    # upstream read 64 KiB at a time); a client stalled for the whole flood still falls behind.
     gw = (InClusterGateway if IN_CLUSTER else Gateway)(
         cluster, str(logs / "gateway.log"),
         ["--allowed-origin", ALLOWED_ORIGIN, "--ring-bytes", str(RING_BYTES)])
