@@ -291,6 +291,15 @@ static struct kube_attach *connect_client(struct ev_loop *loop, struct client *c
     return a;
 }
 
+/* Frees what connect_client and server_start made, in the order the loop needs. */
+static void client_done(struct ev_loop *loop, struct kube_attach *a, struct client *c)
+{
+    kube_attach_free(a);
+    buf_release(&c->out);
+    server_stop();
+    ev_loop_destroy(loop);
+}
+
 static void typed_resized_and_ended_with_a_status(void **state)
 {
     (void)state;
@@ -331,10 +340,7 @@ static void typed_resized_and_ended_with_a_status(void **state)
     assert_int_equal(c.end.exit.code, 3);
     assert_int_equal(c.end.close_code, 1000);
     assert_int_equal(kube_attach_write(a, "late", 4), -TELO_EINVAL);
-    kube_attach_free(a);
-    buf_release(&c.out);
-    server_stop();
-    ev_loop_destroy(loop);
+    client_done(loop, a, &c);
 }
 
 /* A keystroke is on the wire when kube_attach_write returns (no writable callback and loop turn
@@ -366,10 +372,7 @@ static void typed_bytes_leave_before_the_loop_turns(void **state)
     assert_int_equal(kube_attach_resize(a, 80, 24), 0);
     ev_run(loop, EVRUN_NOWAIT);
     assert_string_equal(srv.resize_seen, "{\"Width\":80,\"Height\":24}");
-    kube_attach_free(a);
-    buf_release(&c.out);
-    server_stop();
-    ev_loop_destroy(loop);
+    client_done(loop, a, &c);
 }
 
 /* Output that is in the socket together is read together: a flood reaches the client (the
@@ -402,10 +405,7 @@ static void output_sent_together_is_read_in_few_turns(void **state)
     for (size_t i = 0; i < c.out.len; i++)
         assert_int_equal(c.out.data[i], '#');
     assert_in_range(turns, 1, 6);
-    kube_attach_free(a);
-    buf_release(&c.out);
-    server_stop();
-    ev_loop_destroy(loop);
+    client_done(loop, a, &c);
 }
 
 /* What the gateway does: free the handle from inside its own callbacks, mid-stream or at the
@@ -470,10 +470,7 @@ static void a_refused_upgrade_reports_the_http_status(void **state)
     assert_false(c.opened);
     assert_int_equal(c.end.rc, -TELO_EAPI);
     assert_int_equal(c.end.http_status, 403);
-    kube_attach_free(a);
-    buf_release(&c.out);
-    server_stop();
-    ev_loop_destroy(loop);
+    client_done(loop, a, &c);
 }
 
 static void nobody_listening_is_a_connection_error(void **state)
