@@ -16,12 +16,13 @@ source "$(dirname "$0")/real-node.sh"
 mkdir -p "$cluster_dir" "$pid_dir" "$log_dir" "$pki" "$etcd_data"
 start_time=$SECONDS
 
-fail() { # component message
+fail() { # component message [show-log]
 	echo "up: $1 failed to start: $2" >&2
 	local log="$log_dir/$1.log"
-	if [ -f "$log" ]; then
-		echo "up: last lines of $log:" >&2
-		tail -n 30 "$log" >&2
+	# Only this attempt's lines: the log keeps earlier runs, which would mislead here.
+	if [ "${3:-1}" = 1 ] && [ -f "$log" ]; then
+		echo "up: last lines of $log (this attempt):" >&2
+		awk '/^--- .* starting: /{n=0} {line[n++]=$0} END{for(i=(n>30?n-30:0);i<n;i++) print line[i]}' "$log" >&2
 	fi
 	echo "up: stop what did start with hack/cluster/down.sh" >&2
 	exit 1
@@ -47,9 +48,12 @@ launch() {
 	if [ -n "$(component_pid "$name")" ]; then
 		return 1
 	fi
-	if [ -n "$(port_of "$name")" ] &&
-		ss -Htln 2>/dev/null | awk '{print $4}' | grep -qE ":$(port_of "$name")\$"; then
-		fail "$name" "port $(port_of "$name") is taken by another process (set TELO_*_PORT to move it)"
+	local port holder
+	port=$(port_of "$name")
+	if [ -n "$port" ]; then
+		holder=$(ss -Htlnp 2>/dev/null | awk -v p=":$port" 'substr($4, length($4) - length(p) + 1) == p { print ($6 != "" ? $6 : "a process this user cannot see"); exit }')
+		[ -z "$holder" ] ||
+			fail "$name" "port $port is taken by another process ($holder; set TELO_*_PORT to move it)" 0
 	fi
 	echo "--- $(date -u +%FT%TZ) starting: $*" >>"$log_dir/$name.log"
 	setsid "$@" >>"$log_dir/$name.log" 2>&1 </dev/null &
