@@ -2,6 +2,7 @@
  * mirror.telo.run/source=true it keeps a ConfigMap <name>-mirror with the same data, owned by
  * the source. It exists to prove the controller runtime end to end (restarts, relists, leader
  * election); it is not part of the product. */
+#include "controller/leader.h"
 #include "controller/manager.h"
 #include "kube/config.h"
 #include "kube/rest.h"
@@ -34,11 +35,15 @@ struct pending {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: telo-mirror [--kubeconfig FILE] [-n NAMESPACE] [--workers N]\n"
-                 "                   [--leader-elect --lease-namespace NS --identity ID]\n"
-                 "\n"
-                 "Mirrors every ConfigMap labelled " SOURCE_LABEL "=true into <name>-mirror.\n"
-                 "Prints \"APPLY <namespace>/<name>\" for each write. A test controller.\n");
+    fprintf(
+        out,
+        "usage: telo-mirror [--kubeconfig FILE] [-n NAMESPACE] [--workers N]\n"
+        "                   [--leader-elect --lease-namespace NS --identity ID]\n"
+        "                   [--leader-elect-lease-duration D] [--leader-elect-renew-deadline D]\n"
+        "                   [--leader-elect-retry-period D]\n"
+        "\n"
+        "Mirrors every ConfigMap labelled " SOURCE_LABEL "=true into <name>-mirror.\n"
+        "Prints \"APPLY <namespace>/<name>\" for each write. A test controller.\n");
 }
 
 static struct json_object *parse_cached(const struct cache_store *store, const char *key)
@@ -163,7 +168,19 @@ int main(int argc, char **argv)
     memset(&app, 0, sizeof(app));
     const char *kubeconfig = NULL, *lease_namespace = NULL, *identity = NULL;
     int workers = 4, leader_elect = 0;
+    struct leader_timing timing = {0};
+    struct telo_err err;
     for (int i = 1; i < argc; i++) {
+        int timing_flag =
+            i + 1 < argc ? leader_timing_flag(&timing, argv[i], argv[i + 1], &err) : 0;
+        if (timing_flag < 0) {
+            fprintf(stderr, "telo-mirror: %s\n", err.msg);
+            return 2;
+        }
+        if (timing_flag) {
+            i++;
+            continue;
+        }
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -186,7 +203,6 @@ int main(int argc, char **argv)
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    struct telo_err err;
     struct kube_config *cfg = NULL;
     if (kube_config_load_env(kubeconfig, NULL, &cfg, &err) < 0) {
         fprintf(stderr, "telo-mirror: %s\n", err.msg);
@@ -220,7 +236,7 @@ int main(int argc, char **argv)
          ctrl_manager_enable_leader_election(
              app.m,
              &(struct ctrl_leader_opts){lease_namespace ? lease_namespace : app.namespace,
-                                        "telo-mirror", identity ? identity : "telo-mirror"},
+                                        "telo-mirror", identity ? identity : "telo-mirror", timing},
              &err) == 0) &&
         ctrl_manager_start(app.m, &err) == 0) {
         ev_run(app.loop, 0);

@@ -30,7 +30,8 @@ struct options {
     size_t nsets;
     int leader_elect;
     const char *lease_namespace, *lease_name;
-    const char *http_address; /* "host:port", or "0" for none */
+    struct leader_timing lease_timing; /* zero fields: client-go's defaults */
+    const char *http_address;          /* "host:port", or "0" for none */
     const char *log_level;
     double resync_period; /* seconds; 0: the manager's default (10 h) */
 };
@@ -53,20 +54,26 @@ struct run_state {
 
 void operator_cmd_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: telo-operator [run] [--kubeconfig FILE] [--context NAME] [--config FILE]\n"
-            "                     [--set KEY=VALUE]... [--leader-elect]\n"
-            "                     [--leader-election-namespace NS] [--leader-election-id NAME]\n"
-            "                     [--http-bind-address HOST:PORT|0] [--log-level LEVEL]\n"
-            "                     [--resync-period SECONDS]\n"
-            "\n"
-            "Runs the TeloSession controller. Serves /healthz, /readyz and /metrics on\n"
-            "--http-bind-address (default 0.0.0.0:8080; 0 turns it off). --config reads a YAML\n"
-            "file of the keys below; --set KEY=VALUE overrides one (lists comma-separated,\n"
-            "maps k=v,k2=v2). SIGTERM drains reconciles, releases the lease and exits 0.\n"
-            "--resync-period reconciles every TeloSession again that often (default 36000,\n"
-            "jittered by 10%%), from the cache: a resync of unchanged sessions writes nothing.\n"
-            "\nConfiguration keys:\n");
+    fprintf(
+        out,
+        "usage: telo-operator [run] [--kubeconfig FILE] [--context NAME] [--config FILE]\n"
+        "                     [--set KEY=VALUE]... [--leader-elect]\n"
+        "                     [--leader-election-namespace NS] [--leader-election-id NAME]\n"
+        "                     [--leader-elect-lease-duration D] [--leader-elect-renew-deadline D]\n"
+        "                     [--leader-elect-retry-period D]\n"
+        "                     [--http-bind-address HOST:PORT|0] [--log-level LEVEL]\n"
+        "                     [--resync-period SECONDS]\n"
+        "\n"
+        "Runs the TeloSession controller. Serves /healthz, /readyz and /metrics on\n"
+        "--http-bind-address (default 0.0.0.0:8080; 0 turns it off). --config reads a YAML\n"
+        "file of the keys below; --set KEY=VALUE overrides one (lists comma-separated,\n"
+        "maps k=v,k2=v2). SIGTERM drains reconciles, releases the lease and exits 0.\n"
+        "--resync-period reconciles every TeloSession again that often (default 36000,\n"
+        "jittered by 10%%), from the cache: a resync of unchanged sessions writes nothing.\n"
+        "The --leader-elect-* durations (Go syntax: 15s, 1.5s) are kube-controller-manager's,\n"
+        "with its defaults 15s, 10s and 2s: a follower replaces a crashed leader about one\n"
+        "lease duration after its last renew.\n"
+        "\nConfiguration keys:\n");
     session_config_describe(out);
 }
 
@@ -91,6 +98,16 @@ static int parse_args(int argc, char **argv, struct options *o)
         if (!v) {
             fprintf(stderr, "telo-operator: unknown or incomplete argument '%s'\n", a);
             return -1;
+        }
+        struct telo_err err;
+        int timing = leader_timing_flag(&o->lease_timing, a, v, &err);
+        if (timing < 0) {
+            fprintf(stderr, "telo-operator: %s\n", err.msg);
+            return -1;
+        }
+        if (timing) {
+            i += util_arg_consumed(&arg);
+            continue;
         }
         if (strcmp(a, "--kubeconfig") == 0)
             o->kubeconfig = v;
@@ -209,7 +226,8 @@ static int setup(struct run_state *op, struct telo_err *err)
     if (!(op->reconciler = session_reconciler_new(op->m, op->t, op->cfg, op->events, err)))
         return -err->code;
     if (op->opt.leader_elect) {
-        struct ctrl_leader_opts lo = {op->opt.lease_namespace, op->opt.lease_name, op->identity};
+        struct ctrl_leader_opts lo = {op->opt.lease_namespace, op->opt.lease_name, op->identity,
+                                      op->opt.lease_timing};
         if (ctrl_manager_enable_leader_election(op->m, &lo, err) < 0)
             return -err->code;
     }

@@ -6,6 +6,7 @@
 #include "kube/status.h"
 #include "kube/transport.h"
 #include "util/log.h"
+#include "util/timefmt.h"
 
 #include <ev.h>
 #include <json.h>
@@ -47,6 +48,24 @@ int leader_timing_check(const struct leader_timing *t, struct telo_err *err)
                             "factor x retry period (%g x %gs)",
                             t->renew_deadline, t->jitter_factor, t->retry_period);
     return 0;
+}
+
+int leader_timing_flag(struct leader_timing *t, const char *name, const char *value,
+                       struct telo_err *err)
+{
+    double *field = strcmp(name, "--leader-elect-lease-duration") == 0   ? &t->lease_duration
+                    : strcmp(name, "--leader-elect-renew-deadline") == 0 ? &t->renew_deadline
+                    : strcmp(name, "--leader-elect-retry-period") == 0   ? &t->retry_period
+                                                                         : NULL;
+    if (!field)
+        return 0;
+    double seconds = timefmt_parse_duration(value);
+    if (!(seconds > 0))
+        return telo_err_set(err, TELO_EINVAL,
+                            "%s %s: want a positive duration such as 15s, 1.5s or 500ms", name,
+                            value ? value : "(missing)");
+    *field = seconds;
+    return 1;
 }
 
 static void copy_str(char *dst, size_t len, const char *src)

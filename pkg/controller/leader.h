@@ -78,6 +78,13 @@ void leader_timing_default(struct leader_timing *t);
  * err naming the rule. */
 int leader_timing_check(const struct leader_timing *t, struct telo_err *err);
 
+/* The command-line flags of kube-controller-manager for t: --leader-elect-lease-duration,
+ * --leader-elect-renew-deadline and --leader-elect-retry-period, each a Go duration ("15s").
+ * Returns 1 when name is one of them and value was stored, 0 when name is none of them, or
+ * -TELO_EINVAL with err naming the flag when value is not a duration. */
+int leader_timing_flag(struct leader_timing *t, const char *name, const char *value,
+                       struct telo_err *err);
+
 /* Reads the record from lease (a parsed coordination.k8s.io/v1 Lease; borrowed). Missing fields
  * are "" / 0; strings longer than the record keeps are truncated. Returns 0, or -TELO_EPROTO when
  * lease is not a JSON object. */

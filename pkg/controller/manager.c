@@ -697,6 +697,7 @@ int ctrl_manager_enable_leader_election(struct ctrl_manager *m, const struct ctr
         .namespace = o->namespace,
         .name = o->name,
         .identity = o->identity,
+        .timing = o->timing,
         .callbacks = {on_started_leading, on_stopped_leading, on_new_leader, m},
     };
     m->el = leader_new(m->t, &lc, err);

@@ -4,6 +4,7 @@
 
 #include "cache/reflector.h"
 #include "cache/store.h"
+#include "controller/leader.h"
 #include "util/err.h"
 #include "util/histogram.h"
 #include "workqueue/queue.h"
@@ -117,12 +118,15 @@ int ctrl_controller_enqueue(struct ctrl_controller *c, const char *key);
 int ctrl_manager_start(struct ctrl_manager *m, struct telo_err *err);
 
 struct ctrl_leader_opts {
-    const char *namespace; /* of the Lease */
-    const char *name;      /* of the Lease */
-    const char *identity;  /* unique per process (leader_default_identity) */
+    const char *namespace;       /* of the Lease */
+    const char *name;            /* of the Lease */
+    const char *identity;        /* unique per process (leader_default_identity) */
+    struct leader_timing timing; /* zero fields take client-go's 15/10/2 s */
 };
 
-/* Makes reconciling wait for leadership of the Lease (client-go's 15/10/2 s timings): informers
+/* Makes reconciling wait for leadership of the Lease (o->timing, by default client-go's 15/10/2 s
+ * lease duration, renew deadline and retry period; a follower takes over a crashed leader's
+ * lease within about lease duration + 2 x retry period x 2.2 of its last renew): informers
  * still start at once, so a follower takes over with warm caches. Losing the lease stops
  * reconciles at once and stops the manager with an error (the process restarts and rejoins as a
  * follower, as with controller-runtime); a graceful stop releases the lease after draining, so

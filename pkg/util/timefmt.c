@@ -1,4 +1,5 @@
-/* RFC 3339 time stamps as the Kubernetes API writes them (metav1.Time), to and from Unix time. */
+/* RFC 3339 time stamps as the Kubernetes API writes them (metav1.Time), to and from Unix time;
+ * Go durations as Kubernetes components' flags take them. */
 #include "util/timefmt.h"
 
 #include <math.h>
@@ -58,4 +59,38 @@ void timefmt_format(double t, char *out, size_t len)
     struct tm tm;
     gmtime_r(&secs, &tm);
     strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+double timefmt_parse_duration(const char *text)
+{
+    static const struct {
+        const char *unit;
+        double seconds;
+    } units[] = {{"ms", 0.001}, {"h", 3600}, {"m", 60}, {"s", 1}}; /* "ms" before "m" */
+    const size_t nunits = sizeof(units) / sizeof(units[0]);
+    if (!text || !*text)
+        return -1;
+    double total = 0;
+    const char *p = text;
+    while (*p) {
+        /* strtod alone would take signs, blanks, exponents, hex and "inf". */
+        size_t digits = strspn(p, "0123456789.");
+        if (digits == 0)
+            return -1;
+        char *end;
+        double n = strtod(p, &end);
+        if (end != p + digits)
+            return -1;
+        p = end;
+        if (!*p && p - digits == text)
+            return n; /* a bare number: seconds */
+        size_t i = 0;
+        while (i < nunits && strncmp(p, units[i].unit, strlen(units[i].unit)) != 0)
+            i++;
+        if (i == nunits)
+            return -1;
+        total += n * units[i].seconds;
+        p += strlen(units[i].unit);
+    }
+    return total;
 }

@@ -1,4 +1,5 @@
-/* RFC 3339 time stamps as the Kubernetes API writes them (metav1.Time), to and from Unix time. */
+/* RFC 3339 time stamps as the Kubernetes API writes them (metav1.Time), to and from Unix time;
+ * Go durations as Kubernetes components' flags take them. */
 #ifndef TELO_UTIL_TIMEFMT_H
 #define TELO_UTIL_TIMEFMT_H
 
@@ -10,5 +11,9 @@ double timefmt_parse(const char *text);
 
 /* Writes t as "2026-11-29T16:00:00Z" (whole seconds, UTC) into out (at least 21 bytes). */
 void timefmt_format(double t, char *out, size_t len);
+
+/* Seconds of a Go duration ("15s", "1.5s", "500ms", "1m30s"; units h, m, s, ms) or of a bare
+ * number of seconds ("15"), or -1 when text is NULL, negative, empty or not a duration. */
+double timefmt_parse_duration(const char *text);
 
 #endif

@@ -68,6 +68,25 @@ static void timing_rules_are_checked(void **state)
     assert_int_equal(leader_timing_check(&t, &err), -TELO_EINVAL);
 }
 
+static void timing_flags_are_kube_controller_managers(void **state)
+{
+    (void)state;
+    struct leader_timing t = {0};
+    struct telo_err err;
+    assert_int_equal(leader_timing_flag(&t, "--leader-elect-lease-duration", "8s", &err), 1);
+    assert_int_equal(leader_timing_flag(&t, "--leader-elect-renew-deadline", "6000ms", &err), 1);
+    assert_int_equal(leader_timing_flag(&t, "--leader-elect-retry-period", "1.5", &err), 1);
+    assert_true(t.lease_duration == 8 && t.renew_deadline == 6 && t.retry_period == 1.5);
+    assert_int_equal(leader_timing_flag(&t, "--leader-elect", "8s", &err), 0);
+    assert_int_equal(leader_timing_flag(&t, "--leader-elect-retry-period", "0s", &err),
+                     -TELO_EINVAL);
+    assert_string_equal(err.msg, "--leader-elect-retry-period 0s: want a positive duration such "
+                                 "as 15s, 1.5s or 500ms");
+    assert_int_equal(leader_timing_flag(&t, "--leader-elect-lease-duration", "soon", &err),
+                     -TELO_EINVAL);
+    assert_true(t.lease_duration == 8 && t.retry_period == 1.5);
+}
+
 static void an_absent_lease_is_created(void **state)
 {
     (void)state;
@@ -535,6 +554,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(defaults_are_client_go_s),
         cmocka_unit_test(timing_rules_are_checked),
+        cmocka_unit_test(timing_flags_are_kube_controller_managers),
         cmocka_unit_test(an_absent_lease_is_created),
         cmocka_unit_test(a_fresh_lease_of_someone_else_is_waited_for),
         cmocka_unit_test(takeover_only_after_lease_duration_on_own_clock),

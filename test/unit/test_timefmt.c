@@ -69,12 +69,32 @@ static void formats_whole_seconds_in_utc(void **state)
     }
 }
 
+static void parses_go_durations(void **state)
+{
+    (void)state;
+    assert_true(timefmt_parse_duration("15s") == 15);
+    assert_true(timefmt_parse_duration("1.5s") == 1.5);
+    assert_true(timefmt_parse_duration("500ms") == 0.5);
+    assert_true(timefmt_parse_duration("1m30s") == 90);
+    assert_true(timefmt_parse_duration("2h") == 7200);
+    assert_true(timefmt_parse_duration("15") == 15);
+    assert_true(timefmt_parse_duration("0") == 0);
+    static const char *const bad[] = {"",     "s",     "-1s", "+1s",    " 1s",  "1s ", "1x",
+                                      "1e3s", "0x10s", "inf", "1.2.3s", "1sms", "ms"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (timefmt_parse_duration(bad[i]) != -1)
+            fail_msg("'%s' was taken as a duration", bad[i]);
+    }
+    assert_true(timefmt_parse_duration(NULL) == -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parses_what_the_api_server_writes),
         cmocka_unit_test(refuses_what_is_not_a_time_stamp),
         cmocka_unit_test(formats_whole_seconds_in_utc),
+        cmocka_unit_test(parses_go_durations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
