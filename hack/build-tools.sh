@@ -9,7 +9,8 @@
 #   hack/build-tools.sh crictl     also build crictl (cri-tools; the real node's down.sh uses it)
 #   hack/build-tools.sh helm       also build helm (the chart's tests)
 #   hack/build-tools.sh netpol     also build telo-netpol (the real node's NetworkPolicy enforcer)
-#   hack/build-tools.sh --print-dir k8s|etcd|kwok|cri-tools|helm|netpol   print the cache dir of a tool set
+#   hack/build-tools.sh gotty      also build gotty (the web terminal bench/gateway compares with)
+#   hack/build-tools.sh --print-dir k8s|etcd|kwok|cri-tools|helm|netpol|gotty   print the cache dir of a tool set
 #
 # Each build's log is kept next to the binaries (build-<name>.log) with its peak memory; a
 # failed build names the binary and the step and prints the tail of its log.
@@ -31,8 +32,9 @@ kwok_version=$(mod_version kwok sigs.k8s.io/kwok)
 cri_tools_version=$(mod_version cri-tools sigs.k8s.io/cri-tools)
 helm_version=$(mod_version helm helm.sh/helm/v3)
 netpol_version=$(mod_version kube-network-policies sigs.k8s.io/kube-network-policies)
+gotty_version=$(mod_version gotty github.com/sorenisanerd/gotty)
 if [ -z "$k8s_version" ] || [ -z "$etcd_version" ] || [ -z "$kwok_version" ] || [ -z "$cri_tools_version" ] ||
-	[ -z "$helm_version" ] || [ -z "$netpol_version" ]; then
+	[ -z "$helm_version" ] || [ -z "$netpol_version" ] || [ -z "$gotty_version" ]; then
 	echo "build-tools: cannot read the pinned versions from hack/tools/*/go.mod" >&2
 	exit 1
 fi
@@ -48,12 +50,13 @@ bin_dir() { # set -> directory
 	cri-tools) echo "$cache/bin/cri-tools-$cri_tools_version-$go_version" ;;
 	helm) echo "$cache/bin/helm-$helm_version-$go_version" ;;
 	netpol) echo "$cache/bin/kube-network-policies-$netpol_version-$netpol_src-$go_version" ;;
-	*) echo "unknown tool set '$1' (want k8s, etcd, kwok, cri-tools, helm or netpol)" >&2; return 2 ;;
+	gotty) echo "$cache/bin/gotty-$gotty_version-$go_version" ;;
+	*) echo "unknown tool set '$1' (want k8s, etcd, kwok, cri-tools, helm, netpol or gotty)" >&2; return 2 ;;
 	esac
 }
 
 if [ "${1:-}" = "--print-dir" ]; then
-	bin_dir "${2:?--print-dir needs k8s, etcd, kwok, cri-tools, helm or netpol}"
+	bin_dir "${2:?--print-dir needs k8s, etcd, kwok, cri-tools, helm, netpol or gotty}"
 	exit 0
 fi
 
@@ -124,6 +127,7 @@ for extra in "$@"; do
 		"-X sigs.k8s.io/cri-tools/pkg/version.Version=$cri_tools_version" ;;
 	helm) build helm helm helm.sh/helm/v3/cmd/helm "$(helm_ldflags)" ;;
 	netpol) build netpol telo-netpol . "" kube-network-policies ;;
-	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet, crictl, helm, netpol)" >&2; exit 2 ;;
+	gotty) build gotty gotty github.com/sorenisanerd/gotty "-X main.Version=$gotty_version" ;;
+	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet, crictl, helm, netpol, gotty)" >&2; exit 2 ;;
 	esac
 done

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Terminal attach through the gateway vs straight to the API server, on one session of the real
 # node, in one run: keystroke round trip (p50/p99) and output throughput (MB/s); beside gotty on a
-# local pseudo-terminal when a gotty binary is given.
+# local pseudo-terminal.
 #
 #   bench/gateway/run.sh          (TELO_BENCH_KEYSTROKES=100 per round, TELO_BENCH_ROUNDS=3,
 #                                  TELO_BENCH_WARMUP=20 untimed keystrokes per attach,
 #                                  TELO_BENCH_FLOOD=20000000 bytes, TELO_BENCH_OUT=results dir,
-#                                  TELO_BENCH_GOTTY=path of a gotty binary, not built here)
+#                                  TELO_BENCH_GOTTY=path of a gotty binary; by default
+#                                  hack/build-tools.sh gotty builds the one pinned in
+#                                  hack/tools/gotty from the Go module proxy; "none" leaves it out)
 #
 # Paths, each a client on its own pseudo-terminal attached to the same session TTY (the stand-in
 # CLI, hack/images/README.md: its TTY echoes keystrokes, `flood N` writes N bytes):
@@ -14,7 +16,7 @@
 #   telo-direct      kubectl telo attach --direct: our client (pkg/kube/attach), API server
 #   telo-gateway     kubectl telo attach: our client to build/bin/telo-gateway, which holds one
 #                    pods/attach upstream to the API server (status.attach.url, session token)
-#   gotty            (with TELO_BENCH_GOTTY) gotty -w running the same stand-in on a local
+#   gotty            gotty -w running the same stand-in on a local
 #                    pseudo-terminal (busybox applets first on PATH, as in the image), driven by
 #                    bench/gateway/gotty_client.py over gotty's WebSocket protocol; no API server,
 #                    kubelet or container runtime on its path
@@ -80,7 +82,11 @@ url=$($kubectl get ts bench -n "$ns" -o jsonpath='{.status.attach.url}')
 echo "bench: session $ns/bench, pod $pod, gateway $url" >&2
 
 gotty=()
-if [ -n "${TELO_BENCH_GOTTY:-}" ]; then
+if [ -z "${TELO_BENCH_GOTTY:-}" ]; then
+	hack/build-tools.sh gotty
+	TELO_BENCH_GOTTY="$(hack/build-tools.sh --print-dir gotty)/gotty"
+fi
+if [ "$TELO_BENCH_GOTTY" != none ]; then
 	[ -x "$TELO_BENCH_GOTTY" ] || { echo "bench: TELO_BENCH_GOTTY=$TELO_BENCH_GOTTY is not executable" >&2; exit 1; }
 	# The stand-in as the image runs it: busybox's applets (yes, head, stty...) before the host's.
 	mkdir -p "$out/busybox"
