@@ -5,6 +5,7 @@
 #include "kube/config.h"
 #include "kube/transport.h"
 #include "util/log.h"
+#include "util/memtune.h"
 
 #include <ev.h>
 #include <json.h>
@@ -182,6 +183,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 int main(int argc, char **argv)
 {
+    util_memtune();
     struct app app;
     memset(&app, 0, sizeof(app));
     if (parse_args(argc, argv, &app.opt) < 0) {

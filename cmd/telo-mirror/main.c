@@ -8,6 +8,7 @@
 #include "kube/rest.h"
 #include "kube/transport.h"
 #include "util/log.h"
+#include "util/memtune.h"
 
 #include <ev.h>
 #include <json.h>
@@ -164,6 +165,7 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
 
 int main(int argc, char **argv)
 {
+    util_memtune();
     struct app app;
     memset(&app, 0, sizeof(app));
     const char *kubeconfig = NULL, *lease_namespace = NULL, *identity = NULL;

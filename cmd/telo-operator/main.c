@@ -1,6 +1,7 @@
 /* telo-operator: the controller manager that runs TeloSessions, and its development tools. */
 #include "kube_cmd.h"
 #include "operator_cmd.h"
+#include "util/memtune.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +18,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    util_memtune();
     if (argc > 1 && strcmp(argv[1], "kube") == 0)
         return kube_cmd_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "run") == 0)

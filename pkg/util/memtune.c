@@ -1,0 +1,15 @@
+/* Process-wide allocator settings for the long-running binaries that hold informer caches. */
+#include "util/memtune.h"
+
+#include <stdlib.h> /* defines __GLIBC__ when it is glibc */
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+void util_memtune(void)
+{
+#ifdef __GLIBC__
+    /* Setting it at all is what turns the dynamic adjustment off (mallopt(3)). */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
+}
