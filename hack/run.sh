@@ -20,16 +20,7 @@ gateway_port=${TELO_GATEWAY_PORT:-18081}
 step() { printf '\n=== %s\n' "$*"; }
 
 step "CRD"
-kubectl_cmd apply --server-side --force-conflicts -f crds/telo.run_telosessions.yaml >/dev/null
-# Polled rather than `kubectl wait`, which exits at once while a new CRD's status.conditions is null.
-established=
-for _ in $(seq 120); do
-    established=$(kubectl_cmd get crd/telosessions.telo.run \
-        -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}')
-    [ "$established" = True ] && break
-    sleep 0.5
-done
-[ "$established" = True ] || { echo "run: the TeloSession CRD was not Established within 60 s" >&2; exit 1; }
+crd_install || exit 1
 echo "telosessions.telo.run established"
 
 # A previous `make run` left a process running: replace it with this build.

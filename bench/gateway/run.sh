@@ -53,8 +53,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-$kubectl apply --server-side -f crds/telo.run_telosessions.yaml >/dev/null
-$kubectl wait --for=condition=Established crd/telosessions.telo.run >/dev/null
+source hack/cluster/lib.sh
+crd_install
 $kubectl create namespace "$ns" >/dev/null
 $kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted >/dev/null
 "$bin/telo-gateway" --kubeconfig "$kubeconfig" --bind-address "127.0.0.1:$gw_port" \

@@ -39,6 +39,7 @@ operator="$root/build/bin/telo-operator"
 
 hack/cluster/up.sh >/dev/null
 source hack/cluster/lib.sh
+crd_install
 venv=$(hack/install-deps.sh --venv)
 py() { "$venv/bin/python" "$root/bench/sessions/bench.py" "$@"; }
 

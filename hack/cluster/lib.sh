@@ -125,3 +125,19 @@ component_pid() { # name -> pid of a live process we started, or nothing
 kubectl_cmd() {
 	"$k8s_bin/kubectl" --kubeconfig="$kubeconfig" "$@"
 }
+
+# Installs or updates the TeloSession CRD and waits until the API serves it. Polled: `kubectl
+# wait --for=condition=Established` exits at once while a new CRD's conditions are still null.
+crd_install() {
+	kubectl_cmd apply --server-side --force-conflicts -f "$cluster_root/crds/telo.run_telosessions.yaml" >/dev/null ||
+		return 1
+	local established _
+	for _ in $(seq 120); do
+		established=$(kubectl_cmd get crd/telosessions.telo.run \
+			-o 'jsonpath={.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)
+		[ "$established" = True ] && return 0
+		sleep 0.5
+	done
+	echo "the TeloSession CRD was not Established within 60 s" >&2
+	return 1
+}
