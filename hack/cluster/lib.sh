@@ -112,14 +112,16 @@ ctr_cmd() {
 }
 
 component_pid() { # name -> pid of a live process we started, or nothing
-	local f="$pid_dir/$1.pid" pid
+	local f="$pid_dir/$1.pid" pid cmdline
 	[ -f "$f" ] || return 0
 	pid=$(cat "$f")
+	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
 	# The pid file may be stale after a reboot: check the process is still the binary we started.
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
-		tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$1"; then
-		echo "$pid"
-	fi
+	# Not `tr | grep -q`: under pipefail, grep -q quitting early could fail tr with SIGPIPE, and
+	# a live component (long command lines: the kubelet's, telo-netpol's) read as one that died.
+	cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 0
+	[[ $cmdline == *"$1"* ]] && echo "$pid"
+	return 0
 }
 
 kubectl_cmd() {

@@ -491,13 +491,15 @@ real_node_drain() {
 
 # After containerd stopped: shims, mounts, interfaces, cgroups, tunables, files outside $real_dir.
 real_node_cleanup() {
-	local pid p m link h k v n=0
+	local pid p m link h k v cmdline n=0
 	[ -f "$real_dir/host-state" ] || return 0
 	# containerd-shim-runc-v2 processes of our containerd (they outlive it by design); matched by
 	# our socket path in their command line, killed by PID.
 	for p in /proc/[0-9]*; do
 		pid=${p#/proc/}
-		if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "containerd-shim.*-address $containerd_sock"; then
+		# Read whole, then matched: `tr | grep -q` can lose a match to SIGPIPE under pipefail.
+		cmdline=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+		if [[ $cmdline =~ containerd-shim.*-address\ $containerd_sock ]]; then
 			kill -KILL "$pid" 2>/dev/null && echo "down: killed leftover shim $pid" >&2
 		fi
 	done

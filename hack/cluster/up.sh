@@ -51,7 +51,7 @@ launch() {
 	local port holder
 	port=$(port_of "$name")
 	if [ -n "$port" ]; then
-		holder=$(ss -Htlnp 2>/dev/null | awk -v p=":$port" 'substr($4, length($4) - length(p) + 1) == p { print ($6 != "" ? $6 : "a process this user cannot see"); exit }')
+		holder=$(ss -Htlnp 2>/dev/null | awk -v p=":$port" 'substr($4, length($4) - length(p) + 1) == p && !found++ { print ($6 != "" ? $6 : "a process this user cannot see") }')
 		[ -z "$holder" ] ||
 			fail "$name" "port $port is taken by another process ($holder; set TELO_*_PORT to move it)" 0
 	fi
