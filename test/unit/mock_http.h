@@ -139,14 +139,16 @@ static int mock_start(struct mock_server *m, mock_route_fn *route)
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t alen = sizeof(a);
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 64) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&a, &alen) != 0)
+    if (lfd < 0)
         return -1;
+    if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 64) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&a, &alen) != 0)
+        goto fail;
     m->port = ntohs(a.sin_port);
     fflush(NULL);
     m->pid = fork();
     if (m->pid < 0)
-        return -1;
+        goto fail;
     if (m->pid == 0) {
         signal(SIGPIPE, SIG_IGN);
         mock_serve(lfd, route);
@@ -154,6 +156,9 @@ static int mock_start(struct mock_server *m, mock_route_fn *route)
     }
     close(lfd);
     return 0;
+fail:
+    close(lfd);
+    return -1;
 }
 
 static void mock_stop(struct mock_server *m)

@@ -23,7 +23,8 @@
 #include "kube/config.h"
 #include "util/buf.h"
 
-#define BIG        (200 * 1024) /* an output message larger than any rx buffer: arrives in pieces */
+/* An output message larger than any rx buffer: arrives in pieces. */
+#define BIG        ((size_t)200 * 1024)
 #define BURST_MSGS 32 /* "#" asks for this many output messages of BURST_LEN, written at once */
 #define BURST_LEN  2000
 

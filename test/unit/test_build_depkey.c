@@ -20,6 +20,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
+#include "appendf.h"
 #include "build/bundle.h"
 #include "build/depkey.h"
 #include "build_tgz.h"
@@ -306,17 +307,14 @@ static void yaml_shapes_the_reference_accepts_or_refuses(void **state)
 
     /* A mapping of many keys (the hashed duplicate check). */
     char big[4096] = "kind: Telo.Library\nimports:\n";
-    for (int i = 0; i < 40; i++) {
-        char line[64];
-        snprintf(line, sizeof(line), "  M%d: std/m%d@1\n", i, i % 39);
-        strcat(big, line);
-    }
+    for (int i = 0; i < 40; i++)
+        test_appendf(big, sizeof(big), "  M%d: std/m%d@1\n", i, i % 39);
     struct tgz_entry many[] = {{.path = "m.yaml", .data = big}};
     tag_of(many, N(many), &INPUT, tag, &k);
     assert_int_equal(k->full_content_fallback, 0);
     assert_int_equal(k->nimports, 39);
     build_depkey_free(k);
-    strcat(big, "  M3: again\n");
+    test_appendf(big, sizeof(big), "  M3: again\n");
     tag_of(many, N(many), &INPUT, tag, &k);
     assert_int_equal(k->full_content_fallback, 1);
     assert_non_null(strstr(k->fallback_reason, "duplicate key 'M3'"));

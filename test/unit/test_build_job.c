@@ -120,7 +120,7 @@ static void job_from_a_configmap_bundle(void **state)
     assert_string_equal(str_at(kaniko, "image"), "registry.local/kaniko:1.23");
     const char *want_args[] = {"--context=dir:///workspace",
                                "--dockerfile=/build/Dockerfile",
-                               "--destination=127.0.0.1:5000/telo/apps:" TAG,
+                               ("--destination=127.0.0.1:5000/telo/apps:" TAG),
                                "--build-arg=TELO_REGISTRY_URL=https://registry.example",
                                "--digest-file=/dev/termination-log",
                                "--insecure",

@@ -219,27 +219,40 @@ static void on_done(struct build_registry_check *check, const struct build_regis
     a->attempts = res->attempts;
 }
 
+/* Frees a fixture however far setup got: cmocka runs no teardown after a failed setup. */
+static void fixture_free(struct fixture *f)
+{
+    build_registry_free(f->reg);
+    if (f->loop != NULL)
+        ev_loop_destroy(f->loop);
+    mock_stop(&f->server);
+    free(f);
+}
+
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
-    if (f == NULL || mock_start(&f->server, route) != 0)
+    if (f == NULL)
         return -1;
+    if (mock_start(&f->server, route) != 0)
+        goto fail;
     snprintf(f->api, sizeof(f->api), "http://127.0.0.1:%d", f->server.port);
     f->loop = ev_loop_new(EVFLAG_AUTO);
     struct build_registry_opts opts = {.retry_delay_ms = 20, .timeout_ms = 2000};
     struct telo_err err;
     f->reg = build_registry_new(f->loop, &opts, &err);
+    if (f->reg == NULL)
+        goto fail;
     *state = f;
-    return f->reg != NULL ? 0 : -1;
+    return 0;
+fail:
+    fixture_free(f);
+    return -1;
 }
 
 static int teardown(void **state)
 {
-    struct fixture *f = *state;
-    build_registry_free(f->reg);
-    ev_loop_destroy(f->loop);
-    mock_stop(&f->server);
-    free(f);
+    fixture_free(*state);
     return 0;
 }
 

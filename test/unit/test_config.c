@@ -466,8 +466,9 @@ static void load_env_reads_the_environment(void **state)
                "contexts:\n- name: e\n  context: {cluster: e}\n"
                "- name: other\n  context: {cluster: e, namespace: other}\n"
                "current-context: e\n");
-    char *saved_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
-    char *saved_kc = getenv("KUBECONFIG") ? strdup(getenv("KUBECONFIG")) : NULL;
+    const char *home = getenv("HOME"), *kc = getenv("KUBECONFIG");
+    char *saved_home = home ? strdup(home) : NULL;
+    char *saved_kc = kc ? strdup(kc) : NULL;
     assert_int_equal(setenv("HOME", fx->dir, 1), 0);
     assert_int_equal(unsetenv("KUBECONFIG"), 0);
     struct kube_config *cfg = NULL;

@@ -214,7 +214,7 @@ static void notes_are_cut_to_1_kib_on_a_character_boundary(void **state)
     /* 1023 ASCII bytes then a 2-byte character straddling the limit. */
     char note[1100];
     memset(note, 'a', 1023);
-    strcpy(note + 1023, "\xc3\xa9tail");
+    snprintf(note + 1023, sizeof(note) - 1023, "%s", "\xc3\xa9tail");
     struct events_input in = input(&cm, "Long", note);
     assert_int_equal(events_correlate(c, &in, T0, &out), 0);
     assert_int_equal(strlen(out.note), 1023);
@@ -308,39 +308,12 @@ struct fixture {
     char dir[128];
 };
 
-static int setup(void **state)
+/* Frees a fixture however far setup got: cmocka runs no teardown after a failed setup. */
+static void fixture_free(struct fixture *f)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
-    snprintf(f->dir, sizeof(f->dir), "/tmp/telo-test-events-XXXXXX");
-    if (!f || mkdtemp(f->dir) == NULL)
-        return -1;
-    char token[256], kc[256];
-    snprintf(token, sizeof(token), "%s/token", f->dir);
-    snprintf(kc, sizeof(kc), "%s/kubeconfig", f->dir);
-    FILE *tf = fopen(token, "w");
-    if (!tf)
-        return -1;
-    fputs("t\n", tf);
-    fclose(tf);
-    if (mock_start(&f->server, events_route) != 0 || mock_kubeconfig(kc, f->server.port, token))
-        return -1;
-    struct kube_config_options o = {.kubeconfig = kc};
-    struct telo_err err;
-    if (kube_config_load(&o, &f->cfg, &err) != 0)
-        return -1;
-    f->loop = ev_loop_new(0);
-    f->t = kube_transport_new(f->loop, f->cfg, NULL, &err);
-    if (!f->t)
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
     kube_transport_free(f->t);
-    ev_loop_destroy(f->loop);
+    if (f->loop)
+        ev_loop_destroy(f->loop);
     kube_config_free(f->cfg);
     mock_stop(&f->server);
     char path[256];
@@ -350,6 +323,44 @@ static int teardown(void **state)
     unlink(path);
     rmdir(f->dir);
     free(f);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -1;
+    snprintf(f->dir, sizeof(f->dir), "/tmp/telo-test-events-XXXXXX");
+    if (mkdtemp(f->dir) == NULL)
+        goto fail;
+    char token[256], kc[256];
+    snprintf(token, sizeof(token), "%s/token", f->dir);
+    snprintf(kc, sizeof(kc), "%s/kubeconfig", f->dir);
+    FILE *tf = fopen(token, "w");
+    if (!tf)
+        goto fail;
+    fputs("t\n", tf);
+    fclose(tf);
+    if (mock_start(&f->server, events_route) != 0 || mock_kubeconfig(kc, f->server.port, token))
+        goto fail;
+    struct kube_config_options o = {.kubeconfig = kc};
+    struct telo_err err;
+    if (kube_config_load(&o, &f->cfg, &err) != 0)
+        goto fail;
+    f->loop = ev_loop_new(0);
+    f->t = kube_transport_new(f->loop, f->cfg, NULL, &err);
+    if (!f->t)
+        goto fail;
+    *state = f;
+    return 0;
+fail:
+    fixture_free(f);
+    return -1;
+}
+
+static int teardown(void **state)
+{
+    fixture_free(*state);
     return 0;
 }
 

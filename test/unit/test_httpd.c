@@ -93,7 +93,7 @@ static void exchange(struct ev_loop *loop, int port, const char *request, size_t
                      struct buf *response)
 {
     struct client c = {.request = request, .request_len = len};
-    buf_init(&c.response, 64 * 1024 * 1024);
+    buf_init(&c.response, (size_t)64 * 1024 * 1024);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};

@@ -8,6 +8,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
+#include "appendf.h"
 #include "session/config.h"
 #include "session/quantity.h"
 #include "session/spec.h"
@@ -420,12 +421,9 @@ static void spec_errors_name_the_field(void **state)
                       "\"protocol\":\"TCP\"}]}",
                       "spec.ports[1]: 80/TCP is listed twice");
     char many[2048] = "{\"entry\":\"a.yaml\"," CM ",\"ports\":[";
-    for (int i = 0; i < 21; i++) {
-        char p[32];
-        snprintf(p, sizeof(p), "%s{\"port\":%d}", i ? "," : "", 1000 + i);
-        strcat(many, p);
-    }
-    strcat(many, "]}");
+    for (int i = 0; i < 21; i++)
+        test_appendf(many, sizeof(many), "%s{\"port\":%d}", i ? "," : "", 1000 + i);
+    test_appendf(many, sizeof(many), "]}");
     expect_spec_error(many, "spec.ports: at most 20 ports");
 
     struct session s;
@@ -514,7 +512,7 @@ static void child_names_and_host_ids(void **state)
     /* The longest names Kubernetes allows (253-character dotted name, 63-character namespace). */
     char name[254], ns[64];
     for (int i = 0; i < 253; i++)
-        name[i] = i % 10 == 9 ? '.' : 'a' + i % 26;
+        name[i] = (char)(i % 10 == 9 ? '.' : 'a' + i % 26);
     name[253] = '\0';
     memset(ns, 'n', 63);
     ns[63] = '\0';

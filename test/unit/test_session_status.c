@@ -8,6 +8,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
+#include "appendf.h"
 #include "session/config.h"
 #include "session/spec.h"
 #include "session/status.h"
@@ -1448,7 +1449,7 @@ static void the_cap_counts_characters_not_bytes(void **state)
     /* 400 two-byte characters: within 500 characters, well over 500 bytes. */
     char msg[1300] = "", status[1600];
     for (int i = 0; i < 400; i++)
-        strcat(msg, "\xc3\xa9");
+        test_appendf(msg, sizeof(msg), "\xc3\xa9");
     snprintf(status, sizeof(status),
              "{\"containerStatuses\":[{\"name\":\"session\",\"state\":{\"terminated\":"
              "{\"exitCode\":1,\"message\":\"%s\"}}}]}",
@@ -1461,7 +1462,7 @@ static void the_cap_counts_characters_not_bytes(void **state)
     /* 600 of them: cut after 500 characters, never inside one. */
     msg[0] = '\0';
     for (int i = 0; i < 600; i++)
-        strcat(msg, "\xc3\xa9");
+        test_appendf(msg, sizeof(msg), "\xc3\xa9");
     snprintf(status, sizeof(status),
              "{\"containerStatuses\":[{\"name\":\"session\",\"state\":{\"terminated\":"
              "{\"exitCode\":1,\"message\":\"%s\"}}}]}",
@@ -1513,9 +1514,9 @@ static void event_messages_stay_valid_utf8(void **state)
         world_pod(&w, "failed-exit3");
         char msg[1600] = "";
         for (int i = 0; i < pad; i++)
-            strcat(msg, "a");
+            test_appendf(msg, sizeof(msg), "a");
         for (int i = 0; i < 499; i++)
-            strcat(msg, "\xe2\x82\xac"); /* "€" */
+            test_appendf(msg, sizeof(msg), "\xe2\x82\xac"); /* "€" */
         struct json_object *term =
             at(json_object_array_get_idx(at(w.pod, "status.containerStatuses"), 0),
                "state.terminated");

@@ -7,6 +7,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
+#include "appendf.h"
 #include "cache/store.h"
 #include "cache/transform.h"
 
@@ -75,10 +76,8 @@ static const char *lookup(struct cache_store *s, const char *index, const char *
     assert_true(cache_store_by_index(s, index, value, collect, &c, NULL) >= 0);
     qsort(c.keys, (size_t)c.n, sizeof(c.keys[0]), cmp);
     out[0] = '\0';
-    for (int i = 0; i < c.n; i++) {
-        strcat(out, i ? " " : "");
-        strcat(out, c.keys[i]);
-    }
+    for (int i = 0; i < c.n; i++)
+        test_appendf(out, sizeof(out), "%s%s", i ? " " : "", c.keys[i]);
     return out;
 }
 

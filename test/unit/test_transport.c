@@ -148,39 +148,12 @@ struct outcome {
     size_t streamed_len;
 };
 
-static int setup(void **state)
+/* Frees a fixture however far setup got: cmocka runs no teardown after a failed setup. */
+static void fixture_free(struct fixture *f)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
-    snprintf(f->dir, sizeof(f->dir), "/tmp/telo-test-transport-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
-        return -1;
-    snprintf(token_file, sizeof(token_file), "%s/token", f->dir);
-    write_token("old\n");
-    if (mock_start(&f->server, route) != 0)
-        return -1;
-    char kc[256];
-    snprintf(kc, sizeof(kc), "%s/kubeconfig", f->dir);
-    mock_kubeconfig(kc, f->server.port, token_file);
-    struct kube_config_options o = {.kubeconfig = kc};
-    struct telo_err err;
-    if (kube_config_load(&o, &f->cfg, &err) != 0) {
-        fprintf(stderr, "config: %s\n", err.msg);
-        return -1;
-    }
-    f->loop = ev_loop_new(0);
-    struct kube_transport_opts to = {.max_body = 1024, .max_retries = 3};
-    f->t = kube_transport_new(f->loop, f->cfg, &to, &err);
-    if (f->t == NULL)
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
     kube_transport_free(f->t);
-    ev_loop_destroy(f->loop);
+    if (f->loop)
+        ev_loop_destroy(f->loop);
     kube_config_free(f->cfg);
     mock_stop(&f->server);
     char path[256];
@@ -190,6 +163,45 @@ static int teardown(void **state)
     unlink(path);
     rmdir(f->dir);
     free(f);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return -1;
+    snprintf(f->dir, sizeof(f->dir), "/tmp/telo-test-transport-XXXXXX");
+    if (mkdtemp(f->dir) == NULL)
+        goto fail;
+    snprintf(token_file, sizeof(token_file), "%s/token", f->dir);
+    write_token("old\n");
+    if (mock_start(&f->server, route) != 0)
+        goto fail;
+    char kc[256];
+    snprintf(kc, sizeof(kc), "%s/kubeconfig", f->dir);
+    if (mock_kubeconfig(kc, f->server.port, token_file) != 0)
+        goto fail;
+    struct kube_config_options o = {.kubeconfig = kc};
+    struct telo_err err;
+    if (kube_config_load(&o, &f->cfg, &err) != 0) {
+        fprintf(stderr, "config: %s\n", err.msg);
+        goto fail;
+    }
+    f->loop = ev_loop_new(0);
+    struct kube_transport_opts to = {.max_body = 1024, .max_retries = 3};
+    f->t = kube_transport_new(f->loop, f->cfg, &to, &err);
+    if (f->t == NULL)
+        goto fail;
+    *state = f;
+    return 0;
+fail:
+    fixture_free(f);
+    return -1;
+}
+
+static int teardown(void **state)
+{
+    fixture_free(*state);
     return 0;
 }
 
@@ -366,13 +378,14 @@ static void connection_refused_is_retried_then_reported(void **state)
     struct mock_server dead = {0};
     /* Find a free port and leave it closed. */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
     struct sockaddr_in a;
     memset(&a, 0, sizeof(a));
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t alen = sizeof(a);
-    bind(fd, (struct sockaddr *)&a, sizeof(a));
-    getsockname(fd, (struct sockaddr *)&a, &alen);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
     close(fd);
     dead.port = ntohs(a.sin_port);
     char kc[] = "/tmp/telo-test-refused-kubeconfig";

@@ -137,41 +137,59 @@ struct seen {
     int nevents;
 };
 
+/* Frees a fixture however far setup got: cmocka runs no teardown after a failed setup. */
+static void fixture_free(struct fixture *f)
+{
+    kube_transport_free(f->t);
+    if (f->loop)
+        ev_loop_destroy(f->loop);
+    kube_config_free(f->cfg);
+    mock_stop(&f->server);
+    if (f->token[0])
+        unlink(f->token);
+    if (f->kc[0])
+        unlink(f->kc);
+    rmdir(f->dir);
+    free(f);
+}
+
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return -1;
     snprintf(f->dir, sizeof(f->dir), "/tmp/telo-test-watch-XXXXXX");
     if (mkdtemp(f->dir) == NULL)
-        return -1;
+        goto fail;
     snprintf(f->token, sizeof(f->token), "%s/token", f->dir);
     FILE *tf = fopen(f->token, "w");
+    if (tf == NULL)
+        goto fail;
     fputs("t\n", tf);
     fclose(tf);
     if (mock_start(&f->server, route) != 0)
-        return -1;
+        goto fail;
     snprintf(f->kc, sizeof(f->kc), "%s/kubeconfig", f->dir);
-    mock_kubeconfig(f->kc, f->server.port, f->token);
+    if (mock_kubeconfig(f->kc, f->server.port, f->token) != 0)
+        goto fail;
     struct kube_config_options o = {.kubeconfig = f->kc};
     struct telo_err err;
     if (kube_config_load(&o, &f->cfg, &err) != 0)
-        return -1;
+        goto fail;
     f->loop = ev_loop_new(0);
     f->t = kube_transport_new(f->loop, f->cfg, NULL, &err);
+    if (f->t == NULL)
+        goto fail;
     *state = f;
-    return f->t != NULL ? 0 : -1;
+    return 0;
+fail:
+    fixture_free(f);
+    return -1;
 }
 
 static int teardown(void **state)
 {
-    struct fixture *f = *state;
-    kube_transport_free(f->t);
-    ev_loop_destroy(f->loop);
-    kube_config_free(f->cfg);
-    mock_stop(&f->server);
-    unlink(f->token);
-    unlink(f->kc);
-    rmdir(f->dir);
-    free(f);
+    fixture_free(*state);
     return 0;
 }
 

@@ -129,7 +129,8 @@ static void fragments_and_pings_from_a_raw_peer(void **state)
     const uint8_t mask[4] = {9, 8, 7, 6};
     uint8_t buf[64];
     size_t n = 0;
-    uint8_t part1[] = "ab", part2[] = "cd";
+    /* Frame payloads are bytes, not C strings: no terminator. */
+    const uint8_t part1[] = {'a', 'b'}, part2[] = {'c', 'd'};
     n += ws_frame_header(buf + n, WS_OP_TEXT, 0, 2, mask);
     memcpy(buf + n, part1, 2);
     ws_mask(buf + n, 2, mask, 0);
@@ -172,8 +173,9 @@ static void a_frame_in_pieces_and_frames_together_from_a_raw_peer(void **state)
     p->client.c = NULL;
     const uint8_t mask[4] = {1, 2, 3, 4};
     uint8_t buf[64];
+    const uint8_t typed[] = {'t', 'y', 'p', 'e', 'd'};
     size_t n = ws_frame_header(buf, WS_OP_BINARY, 1, 5, mask);
-    memcpy(buf + n, "typed", 5);
+    memcpy(buf + n, typed, 5);
     ws_mask(buf + n, 5, mask, 0);
     n += 5;
     assert_int_equal(write(raw, buf, 3), 3);

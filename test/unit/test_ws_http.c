@@ -7,6 +7,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
+#include "appendf.h"
 #include "ws/http.h"
 
 #include <stdio.h>
@@ -71,8 +72,8 @@ static void refuses_too_many_headers(void **state)
     (void)state;
     char buf[4096] = "GET / HTTP/1.1\r\n";
     for (int i = 0; i <= WS_HTTP_MAX_HEADERS; i++)
-        snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "H%d: v\r\n", i);
-    strcat(buf, "\r\n");
+        test_appendf(buf, sizeof(buf), "H%d: v\r\n", i);
+    test_appendf(buf, sizeof(buf), "\r\n");
     struct ws_http_head h;
     assert_int_equal(ws_http_parse_request(buf, strlen(buf), &h, NULL), -TELO_EPROTO);
 }

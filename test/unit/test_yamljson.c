@@ -86,9 +86,9 @@ static void errors_name_line_and_column(void **state)
 static void depth_is_bounded(void **state)
 {
     (void)state;
-    char deep[512] = "";
-    for (int i = 0; i < 150; i++)
-        strcat(deep, "[");
+    char deep[151];
+    memset(deep, '[', 150);
+    deep[150] = '\0';
     struct json_object *out = NULL;
     struct telo_err err;
     assert_true(yamljson_parse(deep, strlen(deep), "deep", &out, &err) < 0);
