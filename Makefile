@@ -7,8 +7,9 @@ ASAN_DIR ?= build-asan
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 C_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.c' '*.h')
-# What make lint analyses: the library and the commands (tests and hack/ are not in its scope).
-LINT_SOURCES = $(filter pkg/% cmd/%,$(filter %.c,$(C_SOURCES)))
+# What make lint analyses: the library, the commands and the unit tests (with the headers they
+# include; hack/, the fuzz targets and the benches are not in its scope).
+LINT_SOURCES = $(filter pkg/% cmd/% test/unit/%,$(filter %.c,$(C_SOURCES)))
 
 .PHONY: deps build build-asan unit unit-asan valgrind e2e test run cluster-up cluster-down \
         cluster-status fmt fmt-check lint tools clean install fuzz image
