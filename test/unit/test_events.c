@@ -13,7 +13,7 @@
 #include "kube/transport.h"
 #include "util/log.h"
 
-#include "mock_http.h"
+#include "mock_client.h"
 
 #include <ev.h>
 #include <stdio.h>
@@ -300,67 +300,15 @@ static void events_route(int fd, const struct mock_req *req)
     }
 }
 
-struct fixture {
-    struct mock_server server;
-    struct kube_config *cfg;
-    struct ev_loop *loop;
-    struct kube_transport *t;
-    char dir[128];
-};
-
-/* Frees a fixture however far setup got: cmocka runs no teardown after a failed setup. */
-static void fixture_free(struct fixture *f)
-{
-    kube_transport_free(f->t);
-    if (f->loop)
-        ev_loop_destroy(f->loop);
-    kube_config_free(f->cfg);
-    mock_stop(&f->server);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/token", f->dir);
-    unlink(path);
-    snprintf(path, sizeof(path), "%s/kubeconfig", f->dir);
-    unlink(path);
-    rmdir(f->dir);
-    free(f);
-}
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
-    if (!f)
-        return -1;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/telo-test-events-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
-        goto fail;
-    char token[256], kc[256];
-    snprintf(token, sizeof(token), "%s/token", f->dir);
-    snprintf(kc, sizeof(kc), "%s/kubeconfig", f->dir);
-    FILE *tf = fopen(token, "w");
-    if (!tf)
-        goto fail;
-    fputs("t\n", tf);
-    fclose(tf);
-    if (mock_start(&f->server, events_route) != 0 || mock_kubeconfig(kc, f->server.port, token))
-        goto fail;
-    struct kube_config_options o = {.kubeconfig = kc};
-    struct telo_err err;
-    if (kube_config_load(&o, &f->cfg, &err) != 0)
-        goto fail;
-    f->loop = ev_loop_new(0);
-    f->t = kube_transport_new(f->loop, f->cfg, NULL, &err);
-    if (!f->t)
-        goto fail;
-    *state = f;
-    return 0;
-fail:
-    fixture_free(f);
-    return -1;
+    *state = mock_client_new("events", events_route, "t\n", NULL);
+    return *state ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-    fixture_free(*state);
+    mock_client_free(*state);
     return 0;
 }
 
@@ -370,7 +318,7 @@ static void on_flushed(int rc, void *ud)
     *out = rc == 0 ? 1 : rc;
 }
 
-static int flush(struct fixture *f, struct events_recorder *r)
+static int flush(struct mock_client *f, struct events_recorder *r)
 {
     int done = 0;
     events_recorder_flush(r, 20, on_flushed, &done);
@@ -381,7 +329,7 @@ static int flush(struct fixture *f, struct events_recorder *r)
 
 static void a_full_queue_drops_and_counts(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct events_recorder_config cfg = {.reporting_instance = "pod-1", .queue_max = 3};
     struct events_recorder *r = events_recorder_new(f->t, &cfg, NULL);
     assert_non_null(r);
@@ -407,7 +355,7 @@ static void a_full_queue_drops_and_counts(void **state)
 
 static void repeats_fold_into_the_queued_write(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct events_recorder_config cfg = {.reporting_instance = "pod-1"};
     struct events_recorder *r = events_recorder_new(f->t, &cfg, NULL);
     for (int i = 0; i < 20; i++)
@@ -426,7 +374,7 @@ static void repeats_fold_into_the_queued_write(void **state)
 
 static void a_server_error_is_retried(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct events_recorder_config cfg = {.reporting_instance = "pod-1", .retry_interval = 0.05};
     struct events_recorder *r = events_recorder_new(f->t, &cfg, NULL);
     assert_int_equal(events_record(r, &cm, "Warning", "Flaky", NULL, "x"), 0);

@@ -13,7 +13,7 @@
 #include "util/err.h"
 #include "util/log.h"
 
-#include "mock_http.h"
+#include "mock_client.h"
 
 #include <ev.h>
 
@@ -128,14 +128,6 @@ static void route(int fd, const struct mock_req *r)
     }
 }
 
-struct fixture {
-    struct mock_server server;
-    struct kube_config *cfg;
-    struct ev_loop *loop;
-    struct kube_transport *t;
-    char dir[128];
-};
-
 struct outcome {
     int done;
     int rc;
@@ -148,60 +140,24 @@ struct outcome {
     size_t streamed_len;
 };
 
-/* Frees a fixture however far setup got: cmocka runs no teardown after a failed setup. */
-static void fixture_free(struct fixture *f)
-{
-    kube_transport_free(f->t);
-    if (f->loop)
-        ev_loop_destroy(f->loop);
-    kube_config_free(f->cfg);
-    mock_stop(&f->server);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/token", f->dir);
-    unlink(path);
-    snprintf(path, sizeof(path), "%s/kubeconfig", f->dir);
-    unlink(path);
-    rmdir(f->dir);
-    free(f);
-}
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
-    if (f == NULL)
+    struct mock_client *f = calloc(1, sizeof(*f));
+    /* The server's fork copies token_file: the route rewrites the token through it. */
+    if (f == NULL || mock_client_prepare(f, "transport", "old\n") != 0 ||
+        snprintf(token_file, sizeof(token_file), "%s", f->token) < 0 ||
+        mock_client_connect(
+            f, route, &(struct kube_transport_opts){.max_body = 1024, .max_retries = 3}) != 0) {
+        mock_client_free(f);
         return -1;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/telo-test-transport-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
-        goto fail;
-    snprintf(token_file, sizeof(token_file), "%s/token", f->dir);
-    write_token("old\n");
-    if (mock_start(&f->server, route) != 0)
-        goto fail;
-    char kc[256];
-    snprintf(kc, sizeof(kc), "%s/kubeconfig", f->dir);
-    if (mock_kubeconfig(kc, f->server.port, token_file) != 0)
-        goto fail;
-    struct kube_config_options o = {.kubeconfig = kc};
-    struct telo_err err;
-    if (kube_config_load(&o, &f->cfg, &err) != 0) {
-        fprintf(stderr, "config: %s\n", err.msg);
-        goto fail;
     }
-    f->loop = ev_loop_new(0);
-    struct kube_transport_opts to = {.max_body = 1024, .max_retries = 3};
-    f->t = kube_transport_new(f->loop, f->cfg, &to, &err);
-    if (f->t == NULL)
-        goto fail;
     *state = f;
     return 0;
-fail:
-    fixture_free(f);
-    return -1;
 }
 
 static int teardown(void **state)
 {
-    fixture_free(*state);
+    mock_client_free(*state);
     return 0;
 }
 
@@ -232,7 +188,7 @@ static int on_data(struct kube_call *call, const char *data, size_t len, void *u
     return 0;
 }
 
-static void run(struct fixture *f, const char *method, const char *path, const char *body,
+static void run(struct mock_client *f, const char *method, const char *path, const char *body,
                 struct outcome *o)
 {
     memset(o, 0, sizeof(*o));
@@ -251,7 +207,7 @@ static void run(struct fixture *f, const char *method, const char *path, const c
 
 static void plain_get_and_patch(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct outcome o;
     run(f, "GET", "/ok", NULL, &o);
     assert_int_equal(o.rc, 0);
@@ -268,7 +224,7 @@ static void plain_get_and_patch(void **state)
 
 static void retries_429_with_retry_after(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct outcome o;
     run(f, "POST", "/429", "{}", &o);
     assert_int_equal(o.rc, 0);
@@ -278,7 +234,7 @@ static void retries_429_with_retry_after(void **state)
 
 static void gives_up_on_503_after_max_retries(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct outcome o;
     run(f, "GET", "/503", NULL, &o);
     assert_int_equal(o.rc, 0);
@@ -288,7 +244,7 @@ static void gives_up_on_503_after_max_retries(void **state)
 
 static void reauthenticates_once_after_401(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct outcome o;
     run(f, "GET", "/auth", NULL, &o);
     assert_int_equal(o.code, 200);
@@ -298,7 +254,7 @@ static void reauthenticates_once_after_401(void **state)
 
 static void caps_the_body(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct outcome o;
     run(f, "GET", "/big", NULL, &o);
     assert_int_equal(o.rc, -TELO_ETOOBIG);
@@ -307,7 +263,7 @@ static void caps_the_body(void **state)
 
 static void hangup_retried_for_get_not_for_post(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct outcome o;
     run(f, "POST", "/hangup", "{}", &o);
     assert_int_equal(o.rc, -TELO_EIO);
@@ -320,7 +276,7 @@ static void hangup_retried_for_get_not_for_post(void **state)
 
 static void streams_body_to_on_data(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct outcome o;
     memset(&o, 0, sizeof(o));
     struct kube_request req = {.method = "GET", .path = "/stream", .streaming = 1};
@@ -335,7 +291,7 @@ static void streams_body_to_on_data(void **state)
 
 static void cancel_means_no_callback(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct outcome o, o2;
     memset(&o, 0, sizeof(o));
     memset(&o2, 0, sizeof(o2));
@@ -352,7 +308,7 @@ static void cancel_means_no_callback(void **state)
 
 static void counts_requests_by_verb_and_code(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct outcome o;
     run(f, "GET", "/ok", NULL, &o);
     run(f, "GET", "/ok", NULL, &o);
@@ -415,7 +371,7 @@ static void connection_refused_is_retried_then_reported(void **state)
 
 static void rejects_bad_requests(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct kube_request req = {.method = "GET", .path = "no-slash"};
     struct telo_err err;
     struct outcome o;

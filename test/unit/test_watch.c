@@ -12,7 +12,7 @@
 #include "util/err.h"
 #include "util/log.h"
 
-#include "mock_http.h"
+#include "mock_client.h"
 
 #include <ev.h>
 #include <json.h>
@@ -118,14 +118,6 @@ static void route(int fd, const struct mock_req *r)
     }
 }
 
-struct fixture {
-    struct mock_server server;
-    struct kube_config *cfg;
-    struct ev_loop *loop;
-    struct kube_transport *t;
-    char dir[128], kc[200], token[200];
-};
-
 struct seen {
     char log[1024];
     int ended;
@@ -137,59 +129,15 @@ struct seen {
     int nevents;
 };
 
-/* Frees a fixture however far setup got: cmocka runs no teardown after a failed setup. */
-static void fixture_free(struct fixture *f)
-{
-    kube_transport_free(f->t);
-    if (f->loop)
-        ev_loop_destroy(f->loop);
-    kube_config_free(f->cfg);
-    mock_stop(&f->server);
-    if (f->token[0])
-        unlink(f->token);
-    if (f->kc[0])
-        unlink(f->kc);
-    rmdir(f->dir);
-    free(f);
-}
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
-    if (f == NULL)
-        return -1;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/telo-test-watch-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
-        goto fail;
-    snprintf(f->token, sizeof(f->token), "%s/token", f->dir);
-    FILE *tf = fopen(f->token, "w");
-    if (tf == NULL)
-        goto fail;
-    fputs("t\n", tf);
-    fclose(tf);
-    if (mock_start(&f->server, route) != 0)
-        goto fail;
-    snprintf(f->kc, sizeof(f->kc), "%s/kubeconfig", f->dir);
-    if (mock_kubeconfig(f->kc, f->server.port, f->token) != 0)
-        goto fail;
-    struct kube_config_options o = {.kubeconfig = f->kc};
-    struct telo_err err;
-    if (kube_config_load(&o, &f->cfg, &err) != 0)
-        goto fail;
-    f->loop = ev_loop_new(0);
-    f->t = kube_transport_new(f->loop, f->cfg, NULL, &err);
-    if (f->t == NULL)
-        goto fail;
-    *state = f;
-    return 0;
-fail:
-    fixture_free(f);
-    return -1;
+    *state = mock_client_new("watch", route, "t\n", NULL);
+    return *state ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-    fixture_free(*state);
+    mock_client_free(*state);
     return 0;
 }
 
@@ -220,7 +168,7 @@ static void on_end(struct kube_watch *w, enum kube_watch_end reason, const struc
     kube_watch_free(w); /* allowed from on_end */
 }
 
-static void watch_ns(struct fixture *f, const char *ns, struct seen *s)
+static void watch_ns(struct mock_client *f, const char *ns, struct seen *s)
 {
     struct kube_ref ref = {.version = "v1", .resource = "configmaps", .namespace = ns};
     struct kube_watch_opts o = {.resource_version = "5"};
@@ -299,7 +247,7 @@ static void dropped_connection_keeps_resume_point(void **state)
 
 static void free_before_end_means_no_callbacks(void **state)
 {
-    struct fixture *f = *state;
+    struct mock_client *f = *state;
     struct seen s = {0};
     struct kube_ref ref = {.version = "v1", .resource = "configmaps", .namespace = "events"};
     struct kube_watch_opts o = {.resource_version = "5"};
