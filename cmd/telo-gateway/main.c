@@ -33,6 +33,7 @@ static void usage(FILE *out)
         "                    [--allowed-origin ORIGIN]... [--ring-bytes N]\n"
         "                    [--client-queue-bytes N] [--ping-interval SECONDS]\n"
         "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
+        "                    [--idle-keep-seconds S]\n"
         "                    [--tls-cert-file PEM --tls-private-key-file PEM]\n"
         "                    [--log-level debug|info|warn|error]\n"
         "       telo-gateway --version | --help\n\n"
@@ -46,6 +47,9 @@ static void usage(FILE *out)
         "kubeconfig as kubectl finds it, or the in-cluster service account).\n"
         "--allowed-origin (repeatable, '*' for any) limits browser origins; without it any\n"
         "origin is accepted. --ring-bytes is the replay buffer per session (default 1 MiB).\n"
+        "A running session nobody is attached to for --idle-keep-seconds (default 3600)\n"
+        "closes its pods/attach and drops its scrollback; an ended one is kept for\n"
+        "--ended-keep-seconds (default 300).\n"
         "With --tls-cert-file and --tls-private-key-file it serves HTTPS and WSS (TLS 1.2+).\n"
         "GET .../telosessions/NAME/debug relays the session's inspector as server-sent events.\n");
 }
@@ -122,6 +126,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 1, 86400, &d) != 0)
                 return -1;
             o->cfg.hub.ended_keep_s = d;
+        } else if (strcmp(a, "--idle-keep-seconds") == 0) {
+            if (parse_number(a, v, 1, 86400 * 7, &d) != 0)
+                return -1;
+            o->cfg.hub.idle_keep_s = d;
         } else {
             fprintf(stderr, "telo-gateway: unknown argument '%s'\n", a);
             return -1;

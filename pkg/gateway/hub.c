@@ -258,9 +258,16 @@ static void client_closed(struct ws_conn *ws, int code, const char *reason, void
 {
     (void)ws;
     struct client *c = ud;
+    struct session *s = c->s;
     telo_log(TELO_LOG_INFO, "attach client left", "session=%s subject=\"%s\" code=%d reason=\"%s\"",
-             c->s->key, c->subject, code, reason);
+             s->key, c->subject, code, reason);
     client_free(c);
+    /* An upstream nobody reads would hold its pods/attach and ring for the session's life. */
+    if (s->clients == NULL && s->state != S_ENDED) {
+        ev_timer_stop(s->hub->loop, &s->expire);
+        ev_timer_set(&s->expire, s->hub->opts.idle_keep_s, 0.);
+        ev_timer_start(s->hub->loop, &s->expire);
+    }
 }
 
 /* ---- the upstream ------------------------------------------------------------------------- */
@@ -281,6 +288,7 @@ static void end_session(struct session *s, int exit_code, const char *message)
     ev_timer_stop(h->loop, &s->resize);
     telo_log(TELO_LOG_INFO, "attach session ended", "session=%s exit_code=%d message=\"%s\"",
              s->key, exit_code, s->end_message);
+    ev_timer_stop(h->loop, &s->expire); /* the idle timer, when nobody is attached */
     ev_timer_set(&s->expire, h->opts.ended_keep_s, 0.);
     ev_timer_start(h->loop, &s->expire);
     for (struct client *c = s->clients, *next; c != NULL; c = next) {
@@ -485,7 +493,13 @@ static void expire_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    session_free(w->data);
+    struct session *s = w->data;
+    if (s->state != S_ENDED) {
+        s->hub->m.idle_closes++;
+        telo_log(TELO_LOG_INFO, "attach session idle: upstream closed, scrollback dropped",
+                 "session=%s idle_s=%g", s->key, s->hub->opts.idle_keep_s);
+    }
+    session_free(s);
 }
 
 /* ---- sessions ----------------------------------------------------------------------------- */
@@ -590,6 +604,8 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
         s = NULL;
     }
     int fresh = s == NULL;
+    if (!fresh && s->state != S_ENDED)
+        ev_timer_stop(h->loop, &s->expire); /* idle no more */
     if (fresh && (s = session_new(h, req)) == NULL) {
         drop_socket(fd, io);
         return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
@@ -678,6 +694,8 @@ struct gw_hub *gw_hub_new(struct ev_loop *loop, struct kube_transport *t,
         h->opts.resize_throttle_s = 0.05;
     if (h->opts.ended_keep_s <= 0)
         h->opts.ended_keep_s = 300;
+    if (h->opts.idle_keep_s <= 0)
+        h->opts.idle_keep_s = 3600;
     h->sessions = strmap_new();
     if (h->sessions == NULL) {
         free(h);

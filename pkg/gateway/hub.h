@@ -24,6 +24,9 @@ struct gw_hub_opts {
     double ping_interval_s;    /* clients and upstreams; 0: 20 s */
     double resize_throttle_s;  /* at most one resize upstream per this; 0: 0.05 s */
     double ended_keep_s;       /* an ended session's output stays for late clients; 0: 300 s */
+    double idle_keep_s;        /* a running session nobody is attached to keeps its upstream and
+                                * scrollback this long, then both go (a later client starts afresh);
+                                * 0: 3600 s */
 };
 
 struct gw_hub_metrics {
@@ -33,6 +36,7 @@ struct gw_hub_metrics {
     unsigned long upstream_connects; /* upgrades the API server accepted */
     unsigned long upstream_failures; /* connections that could not be made or were refused */
     unsigned long gaps;              /* times a client lost output (behind the ring) */
+    unsigned long idle_closes;       /* sessions dropped after idle_keep_s without a client */
     unsigned long resizes;           /* resizes sent upstream */
     unsigned long long bytes_in;     /* output from containers */
     unsigned long long bytes_out;    /* output queued to clients */

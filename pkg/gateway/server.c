@@ -309,6 +309,10 @@ static void metrics(struct conn *c)
                "telo_gateway_upstream_failures_total %lu\n"
                "# HELP telo_gateway_gaps_total Times a client fell behind the replay ring.\n"
                "# TYPE telo_gateway_gaps_total counter\ntelo_gateway_gaps_total %lu\n"
+               "# HELP telo_gateway_idle_closes_total Running sessions dropped after the idle "
+               "keep time without a client.\n"
+               "# TYPE telo_gateway_idle_closes_total counter\n"
+               "telo_gateway_idle_closes_total %lu\n"
                "# HELP telo_gateway_resizes_total Resizes sent to containers.\n"
                "# TYPE telo_gateway_resizes_total counter\ntelo_gateway_resizes_total %lu\n"
                "# HELP telo_gateway_output_bytes_total Output read from containers.\n"
@@ -322,7 +326,7 @@ static void metrics(struct conn *c)
                "# HELP telo_gateway_refusals_total Attach requests refused, by HTTP status.\n"
                "# TYPE telo_gateway_refusals_total counter\n",
                m->sessions, m->clients, m->clients_total, m->upstream_connects,
-               m->upstream_failures, m->gaps, m->resizes, m->bytes_in, m->bytes_out,
+               m->upstream_failures, m->gaps, m->idle_closes, m->resizes, m->bytes_in, m->bytes_out,
                m->stdin_bytes);
     for (size_t i = 0; i < sizeof(refusal_codes) / sizeof(refusal_codes[0]); i++)
         buf_printf(&b, "telo_gateway_refusals_total{code=\"%d\"} %lu\n", refusal_codes[i],

@@ -594,6 +594,36 @@ def test_upstream_reconnects_while_the_session_runs(env, sessions, tmp_path):
         proxy.close()
 
 
+def test_an_idle_upstream_is_closed_and_a_later_client_starts_afresh(env, sessions, tmp_path):
+    """A running session nobody is attached to keeps its pods/attach and scrollback for
+    --idle-keep-seconds only; an attached client keeps them however long it stays."""
+    gw = Gateway(env["cluster"], str(tmp_path / "gateway.log"), ["--idle-keep-seconds", "2"])
+    try:
+        _, token = start_session(env, "idle", sessions)
+        attach_url = "ws://%s/v1/namespaces/%s/telosessions/idle/attach" % (gw.base, env["ns"])
+        a = Client(attach_url, token, V5)
+        a.type("first\n")
+        a.wait_for("echo: first")
+        time.sleep(3)  # longer than the idle time, with a client attached: nothing is dropped
+        assert gw.metric("telo_gateway_idle_closes_total") == 0
+        a.type("second\n")
+        a.wait_for("echo: second")
+        a.close()
+        wait_until(lambda: gw.metric("telo_gateway_sessions") == 0, timeout=15,
+                   what="the idle session to be dropped")
+        assert gw.metric("telo_gateway_idle_closes_total") == 1
+        assert gw.metric("telo_gateway_upstream_connects_total") == 1
+        assert 'msg="attach session idle: upstream closed, scrollback dropped"' in gw.log()
+        b = Client(attach_url, token, V5)
+        b.type("third\n")
+        b.wait_for("echo: third")
+        assert b"echo: first" not in bytes(b.out), "the dropped scrollback must not come back"
+        assert gw.metric("telo_gateway_upstream_connects_total") == 2
+        b.close()
+    finally:
+        assert gw.stop() == 0
+
+
 def test_tls_serves_wss_and_https(env, sessions, tmp_path):
     """With --tls-cert-file and --tls-private-key-file the gateway speaks only TLS: attach over
     wss, the debug stream and /healthz over https, and a plain request gets no answer."""
