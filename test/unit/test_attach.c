@@ -301,6 +301,19 @@ static void client_done(struct ev_loop *loop, struct kube_attach *a, struct clie
     ev_loop_destroy(loop);
 }
 
+/* A v5 attach, open, with the hello and any writable callbacks of the opening settled: what
+ * follows is the test's own traffic only. */
+static struct kube_attach *open_settled_v5(struct ev_loop *loop, struct client *c)
+{
+    static const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
+    server_start(loop, protocols);
+    struct kube_attach *a = connect_client(loop, c, NULL);
+    run_until(loop, &c->opened);
+    for (int i = 0; i < 20; i++)
+        ev_run(loop, EVRUN_NOWAIT);
+    return a;
+}
+
 static void typed_resized_and_ended_with_a_status(void **state)
 {
     (void)state;
@@ -352,14 +365,8 @@ static void typed_bytes_leave_before_the_loop_turns(void **state)
 {
     (void)state;
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
-    server_start(loop, protocols);
     struct client c;
-    struct kube_attach *a = connect_client(loop, &c, NULL);
-    run_until(loop, &c.opened);
-    /* Let the hello and any writable callbacks of the opening settle. */
-    for (int i = 0; i < 20; i++)
-        ev_run(loop, EVRUN_NOWAIT);
+    struct kube_attach *a = open_settled_v5(loop, &c);
     for (int k = 0; k < 5; k++) {
         buf_reset(&srv.stdin_seen);
         assert_int_equal(kube_attach_write(a, "k", 1), 0);
@@ -383,13 +390,8 @@ static void output_sent_together_is_read_in_few_turns(void **state)
 {
     (void)state;
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
-    server_start(loop, protocols);
     struct client c;
-    struct kube_attach *a = connect_client(loop, &c, NULL);
-    run_until(loop, &c.opened);
-    for (int i = 0; i < 20; i++)
-        ev_run(loop, EVRUN_NOWAIT);
+    struct kube_attach *a = open_settled_v5(loop, &c);
     assert_int_equal(kube_attach_write(a, "#", 1), 0);
     /* The server reads "#", then writes every message in one callback. */
     while (srv.pending.len == 0 && !srv.burst)
