@@ -745,6 +745,12 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
             v.status = NULL;
             v.changed = 0;
         }
+        double settle = session_status_settle(&obs, &v);
+        if (settle > 0) {
+            v.changed = 0;
+            if (v.requeue_after == 0 || settle < v.requeue_after)
+                v.requeue_after = settle;
+        }
         if (v.changed) {
             const char *old_phase = json_object_get_string(get(p->s.status, "phase"));
             if (strcmp(phase, "Failed") == 0 && (!old_phase || strcmp(old_phase, "Failed") != 0))

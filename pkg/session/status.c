@@ -755,6 +755,20 @@ int session_status_wait_for_pod(const struct session_observation *obs,
            strcmp(or_empty(str(v->status, "phase")), "Pending") == 0 && !str(v->status, "reason");
 }
 
+double session_status_settle(const struct session_observation *obs, const struct session_verdict *v)
+{
+    if (!v->changed || obs->s->status || obs->image_plan || !obs->pod ||
+        strcmp(or_empty(str(v->status, "phase")), "Provisioning") != 0 ||
+        str(v->status, "reason") || str(v->status, "message"))
+        return 0;
+    double created = timefmt_parse(str(get(obs->pod, "metadata"), "creationTimestamp"));
+    if (created < 0)
+        return 0;
+    double left = created + SESSION_SETTLE_SECONDS - obs->now;
+    /* A clock behind the API server's must not hold the status longer than the window. */
+    return left <= 0 ? 0 : left > SESSION_SETTLE_SECONDS ? SESSION_SETTLE_SECONDS : left;
+}
+
 void session_verdict_release(struct session_verdict *v)
 {
     json_object_put(v->status);

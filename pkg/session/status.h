@@ -52,6 +52,16 @@ int session_status_compute(const struct session_observation *obs, struct session
 int session_status_wait_for_pod(const struct session_observation *obs,
                                 const struct session_verdict *v);
 
+/* Seconds the first status write of a new session may still wait, 0 when it is due now. A
+ * session whose pod exists and is plainly on its way (Provisioning, nothing to report but
+ * progress) writes nothing until its pod is SESSION_SETTLE_SECONDS old: under a burst most pods
+ * are Running by then, and the session's first write says so, which spares a Provisioning write
+ * and its Event per session. A pod still Pending then is shown as Provisioning. The pod's age is
+ * from its creationTimestamp (whole seconds), so the real wait is between 1 and 2 s. */
+#define SESSION_SETTLE_SECONDS 2.0
+double session_status_settle(const struct session_observation *obs,
+                             const struct session_verdict *v);
+
 /* Frees what the verdict owns. */
 void session_verdict_release(struct session_verdict *v);
 

@@ -491,7 +491,9 @@ def test_start_deadline_fails_with_start_timeout(cluster, start, pod_namespace, 
     hold.release()
     wait_until(lambda: get(cluster, ns, "pod", "telo-run-slow")["spec"].get("nodeName"),
                timeout=10, what="the pod to be bound")
-    assert get_ts(cluster, ns, "slow")["status"]["phase"] == "Provisioning"
+    # Shown once the pod is 1-2 s old (a new session's first status waits that long for its pod
+    # to settle), and kept until the deadline.
+    wait_phase(cluster, ns, "slow", "Provisioning", timeout=5)
     ts = wait_phase(cluster, ns, "slow", "Failed", timeout=20)
     assert_failure(ts, "StartTimeout", "the session did not start within 8s", "last step:",
                    "kubectl describe pod -n %s telo-run-slow" % ns)

@@ -308,6 +308,82 @@ static void a_pending_with_an_image_decided_is_written_at_once(void **state)
     world_free(&w);
 }
 
+/* session_status_settle for the verdict v computed from w at now. */
+static double settles(struct world *w, double now, const struct session_verdict *v)
+{
+    struct session_observation obs = observation(w, now);
+    return session_status_settle(&obs, v);
+}
+
+/* A new session's first Provisioning waits until its pod is 2 s old (the fixture pod was created
+ * at T0), then is written; a pod that is Running by then is written as Running at once. */
+static void a_new_sessions_first_provisioning_waits_for_its_pod_to_settle(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-scheduled");
+    struct session_verdict v;
+    compute(&w, T0 + 0.5, &v);
+    assert_string_equal(text(v.status, "phase"), "Provisioning");
+    assert_true(v.changed);
+    assert_float_equal(settles(&w, T0 + 0.5, &v), 1.5, 1e-9);
+    session_verdict_release(&v);
+    compute(&w, T0 + 2, &v);
+    assert_true(v.changed);
+    assert_float_equal(settles(&w, T0 + 2, &v), 0, 0);
+    session_verdict_release(&v);
+    world_pod(&w, "running");
+    compute(&w, T0 + 0.5, &v);
+    assert_string_equal(text(v.status, "phase"), "Running");
+    assert_float_equal(settles(&w, T0 + 0.5, &v), 0, 0);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* Only the first write waits, and never one with something to report beside progress. */
+static void a_shown_status_or_a_report_does_not_settle(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-scheduled");
+    struct session_verdict v;
+    compute(&w, T0 + 3, &v);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    world_pod(&w, "pending-containercreating");
+    compute(&w, T0 + 0.5, &v);
+    assert_true(v.changed);
+    assert_float_equal(settles(&w, T0 + 0.5, &v), 0, 0);
+    session_verdict_release(&v);
+    world_free(&w);
+
+    /* "waiting for a node: ...": the user must read it now. */
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-unschedulable");
+    compute(&w, T0 + 0.5, &v);
+    assert_string_equal(text(v.status, "phase"), "Provisioning");
+    assert_non_null(at(v.status, "message"));
+    assert_float_equal(settles(&w, T0 + 0.5, &v), 0, 0);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* An operator clock behind the API server's holds the status no longer than the window. */
+static void settling_is_capped_by_the_window(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-scheduled");
+    struct session_verdict v;
+    compute(&w, T0 - 30, &v);
+    assert_float_equal(settles(&w, T0 - 30, &v), SESSION_SETTLE_SECONDS, 0);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
 /* --- image builds ------------------------------------------------------------------------ */
 
 #define BUILT_REF "reg.example:5000/telo/apps:0123456789abcdef0123456789abcdef"
@@ -1540,6 +1616,9 @@ int main(void)
         cmocka_unit_test(a_new_pending_session_waits_for_its_pod_to_write_its_status),
         cmocka_unit_test(a_pending_that_corrects_a_shown_status_is_written_at_once),
         cmocka_unit_test(a_pending_with_an_image_decided_is_written_at_once),
+        cmocka_unit_test(a_new_sessions_first_provisioning_waits_for_its_pod_to_settle),
+        cmocka_unit_test(a_shown_status_or_a_report_does_not_settle),
+        cmocka_unit_test(settling_is_capped_by_the_window),
         cmocka_unit_test(a_running_build_is_building_with_its_progress),
         cmocka_unit_test(a_built_image_is_pending_with_the_build_done),
         cmocka_unit_test(a_failed_build_fails_the_session_and_blocked_credentials_stall_it),
