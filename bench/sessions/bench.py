@@ -14,8 +14,10 @@ json.loads rather than the client's models, so the watcher keeps up.
 import json
 import multiprocessing as mp
 import os
+import resource
 import statistics
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,6 +25,9 @@ from kubernetes import client, config
 from kubernetes.watch.watch import iter_resp_lines
 
 THREADS = int(os.environ.get("TELO_BENCH_CLIENT_THREADS", "32"))
+# Seconds of kube-apiserver CPU profile to take from the first create on (0: none): where its
+# time goes, read with `go tool pprof -top RESULT.pprof`.
+PPROF_S = int(os.environ.get("TELO_BENCH_PPROF", "0"))
 TIMEOUT = float(os.environ.get("TELO_BENCH_TIMEOUT", "600"))
 SESSION_NAME = "b-%05d"
 BUNDLE = "hello-bundle"
@@ -217,7 +222,30 @@ def cpu_ticks(pids):
             out[name] = int(fields[11]) + int(fields[12])  # utime + stime
         except (OSError, IndexError, ValueError):
             pass
+    # The bench's own client: the creating threads, and the watch processes once joined.
+    own = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    out["bench-client"] = round(sum(u.ru_utime + u.ru_stime for u in own) * os.sysconf("SC_CLK_TCK"))
+    # The whole machine's busy time, every process and core: how close to saturated the run was.
+    with open("/proc/stat") as f:
+        t = [int(v) for v in f.readline().split()[1:]]
+    out["machine"] = sum(t) - t[3] - t[4]  # less idle and iowait
     return out
+
+
+def start_profile(a, out):
+    """Fetches the apiserver's CPU profile for PPROF_S seconds into OUT with .pprof for .json."""
+    def fetch():
+        url = "%s/debug/pprof/profile?seconds=%d" % (a.configuration.host, PPROF_S)
+        try:
+            r = a.rest_client.pool_manager.request("GET", url, preload_content=False,
+                                                   timeout=PPROF_S + 30)
+            with open(out[:-len(".json")] + ".pprof", "wb") as f:
+                f.write(r.read())
+        except Exception as e:  # noqa: BLE001 (a missing profile is not the run's failure)
+            print("bench: no apiserver profile: %s" % e, file=sys.stderr)
+    t = threading.Thread(target=fetch, daemon=True)
+    t.start()
+    return t
 
 
 def run(kubeconfig, path, ns, n, tpl_file, out):
@@ -274,6 +302,7 @@ def run(kubeconfig, path, ns, n, tpl_file, out):
             create_errors.append("%s: %s" % (o["metadata"]["name"], str(e)[:300]))
     # Serialising the bodies is the client's work, not the path's: warm the pool's connections
     # and build the objects before the clock starts.
+    prof = start_profile(a, out) if PPROF_S > 0 else None
     cpu0 = cpu_ticks(pids)
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
@@ -293,10 +322,17 @@ def run(kubeconfig, path, ns, n, tpl_file, out):
             p.kill()
         results[r.get("kind", "?")] = r
     cpu1 = cpu_ticks(pids)
+    t_end = time.monotonic()
+    if prof:
+        prof.join(PPROF_S + 30)
     hz = os.sysconf("SC_CLK_TCK")
     res = {"path": os.environ.get("TELO_BENCH_LABEL", path), "kind": path, "n": n, "ns": ns,
            "created_s": t_created - t0,
            "cpu_s": {k: (cpu1[k] - cpu0[k]) / hz for k in cpu1 if k in cpu0}}
+    # How much of the machine the run had: busy core-seconds over the wall time until the last
+    # watch ended, against the cores there are. Near 1, the run was bound by CPU, not by waiting.
+    res["machine_busy_share"] = round(res["cpu_s"].get("machine", 0) /
+                                      ((t_end - t0) * os.cpu_count()), 2)
     if create_errors:
         res["error"] = "%d creates failed, first: %s" % (len(create_errors), create_errors[0])
     for kind, r in results.items():
@@ -395,8 +431,8 @@ def summary(files):
     def fmt(v, unit="s"):
         return "-" if v is None else ("%.2f%s" % (v, unit))
 
-    print("%-20s %6s %4s %10s %10s %10s %10s %10s" % (
-        "path", "N", "runs", "exist", "running", "sess.Run", "exist/s", "Running/s"))
+    print("%-20s %6s %4s %10s %10s %10s %10s %10s %8s %6s" % (
+        "path", "N", "runs", "exist", "running", "sess.Run", "exist/s", "Running/s", "cpu", "busy"))
     done = {}
     for n in ns_:
         for p in paths:
@@ -407,12 +443,18 @@ def summary(files):
             ex, ru, sr = med(rs, "pods_exist_s"), med(rs, "pods_running_s"), med(rs, "sessions_running_s")
             end = sr if sr is not None else ru
             done[(n, p)] = (ex, end)
-            print("%-20s %6d %2d/%d %10s %10s %10s %10s %10s" % (
+            cpu = statistics.median([r["cpu_s"]["machine"] for r in ok
+                                     if "machine" in r.get("cpu_s", {})] or [None]) if ok else None
+            busy = med(rs, "machine_busy_share")
+            print("%-20s %6d %2d/%d %10s %10s %10s %10s %10s %8s %6s" % (
                 p, n, len(ok), len(rs), fmt(ex), fmt(ru), fmt(sr),
-                fmt(n / ex if ex else None, ""), fmt(n / end if end else None, "")))
+                fmt(n / ex if ex else None, ""), fmt(n / end if end else None, ""),
+                fmt(cpu), fmt(busy, "")))
     print()
     print("Running = every pod Running; for sessions the end point is every TeloSession's")
     print("status.phase Running (sess.Run), which comes after its pod. Rates are N / median time.")
+    print("cpu = core-seconds the whole machine was busy during a run; busy = that over the")
+    print("run's wall time times the cores (1.00: every core busy the whole time, bound by CPU).")
     print("ratio = other path's time / sessions' time (> 1: sessions faster; vs raw: the share of")
     print("the raw ceiling sessions reach, goal >= 0.80)")
     for n in ns_:

@@ -25,6 +25,7 @@
 # Environment: TELO_BENCH_REPEATS (3), TELO_BENCH_PATHS ("sessions raw jobs-kcm-20/30
 # jobs-kcm-1000/2000"; also sessions-wN: the operator with `workers: N`, and raw-apply: the raw
 # pods by server-side apply), TELO_BENCH_OUT (results directory), TELO_BENCH_CLIENT_THREADS (32),
+# TELO_BENCH_PPROF (seconds of kube-apiserver CPU profile from the first create, per run),
 # TELO_BENCH_TIMEOUT (600 s per run), TELO_BENCH_ALLOW_FOREIGN=1 to run beside a telo-operator
 # that watches every namespace (it would reconcile the bench's sessions too: figures invalid).
 set -euo pipefail

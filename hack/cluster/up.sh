@@ -5,6 +5,7 @@
 # are reused, missing ones are started, so `down.sh kube-apiserver && up.sh` restarts one piece.
 # Builds the binaries first if the cache lacks them (hack/build-tools.sh).
 # TELO_REAL_NODE=1 adds a real node (registry, containerd, kubelet): see real-node.sh.
+# TELO_APISERVER_PROFILING=1 serves the apiserver's /debug/pprof (bench/sessions TELO_BENCH_PPROF).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -266,7 +267,7 @@ start_apiserver() {
 		--audit-policy-file="$cluster_dir/audit-policy.yaml" \
 		--audit-log-path="$log_dir/audit.log" --audit-log-maxsize=100 --audit-log-maxbackup=2 \
 		--watch-cache-sizes=configmaps#0 \
-		--profiling=false || return 0
+		--profiling="$([ "${TELO_APISERVER_PROFILING:-0}" = 1 ] && echo true || echo false)" || return 0
 	wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" "https://127.0.0.1:$apiserver_port/readyz"
 }
 
