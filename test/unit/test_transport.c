@@ -74,11 +74,14 @@ static void retry_connection_errors_only_when_safe(void **state)
 
 static char token_file[256];
 
-static void write_token(const char *token)
+/* Called by the mock server, where an assertion cannot unwind: the caller answers 500. */
+static int write_token(const char *token)
 {
     FILE *f = fopen(token_file, "w");
-    fputs(token, f);
-    fclose(f);
+    if (!f)
+        return -1;
+    int wrote = fputs(token, f) >= 0;
+    return fclose(f) == 0 && wrote ? 0 : -1;
 }
 
 static void route(int fd, const struct mock_req *r)
@@ -104,8 +107,10 @@ static void route(int fd, const struct mock_req *r)
             mock_reply(fd, 200, NULL, "{\"auth\":\"new\"}");
         } else {
             /* The credential rotates while the old one is being refused. */
-            write_token("new\n");
-            mock_reply(fd, 401, NULL, "{\"kind\":\"Status\",\"code\":401}");
+            if (write_token("new\n") < 0)
+                mock_reply(fd, 500, NULL, "{\"error\":\"the mock cannot write the token file\"}");
+            else
+                mock_reply(fd, 401, NULL, "{\"kind\":\"Status\",\"code\":401}");
         }
     } else if (strcmp(r->path, "/big") == 0) {
         static char big[4096];
