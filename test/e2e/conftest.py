@@ -736,17 +736,37 @@ def new_operator(cluster, namespace, log_path, sets=(), args=()):
     return cls(cluster, namespace, log_path, sets, args)
 
 
+# Whether -k or -m left any test out: the whole-suite checks below hold only for the whole suite.
+DESELECTED = []
+
+
+def pytest_deselected(items):
+    DESELECTED.extend(items)
+
+
+def whole_suite(session):
+    """Every test of every test file here is in this run."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    files = {f for f in os.listdir(here) if f.startswith("test_") and f.endswith(".py")}
+    return not DESELECTED and files == {os.path.basename(str(i.fspath)) for i in session.items}
+
+
 @pytest.fixture(scope="session", autouse=True)
-def no_forbidden_requests_in_cluster(cluster):
+def no_forbidden_requests_in_cluster(request, cluster):
     """In-cluster, the operator's ServiceAccount must never be refused: after the session, the
-    audit log holds no 403 for it (a missing rule in config/rbac/ shows up here)."""
+    audit log holds no 403 for it (a missing rule in config/rbac/ shows up here). When the whole
+    suite ran, every verb the manager is granted must show in it as well (a rule no request
+    needs shows up here); test_rbac.py's nested run of test_sessions.py checks both otherwise."""
     yield
     if not IN_CLUSTER or InClusterPlatform._shared is None:
         return
-    refused = [e for e in audit_events(cluster, SA_USER, InClusterPlatform._shared.since)
-               if e.get("responseStatus", {}).get("code") == 403]
+    events = audit_events(cluster, SA_USER, InClusterPlatform._shared.since)
+    refused = [e for e in events if e.get("responseStatus", {}).get("code") == 403]
     assert not refused, "403 for %s:\n%s" % (SA_USER, "\n".join(
         "%s %s" % (e["verb"], e.get("requestURI")) for e in refused[:20]))
+    if whole_suite(request.session):
+        from test_rbac import check_grants_used, documented_build_rules, documented_rules
+        check_grants_used(events, documented_rules(), documented_build_rules())
 
 
 @pytest.fixture
