@@ -443,8 +443,8 @@ def summary(files):
             ex, ru, sr = med(rs, "pods_exist_s"), med(rs, "pods_running_s"), med(rs, "sessions_running_s")
             end = sr if sr is not None else ru
             done[(n, p)] = (ex, end)
-            cpu = statistics.median([r["cpu_s"]["machine"] for r in ok
-                                     if "machine" in r.get("cpu_s", {})] or [None]) if ok else None
+            machine = [r["cpu_s"]["machine"] for r in ok if "machine" in r.get("cpu_s", {})]
+            cpu = statistics.median(machine) if machine else None
             busy = med(rs, "machine_busy_share")
             print("%-20s %6d %2d/%d %10s %10s %10s %10s %10s %8s %6s" % (
                 p, n, len(ok), len(rs), fmt(ex), fmt(ru), fmt(sr),

@@ -748,7 +748,7 @@ def whole_suite(session):
     """Every test of every test file here is in this run."""
     here = os.path.dirname(os.path.abspath(__file__))
     files = {f for f in os.listdir(here) if f.startswith("test_") and f.endswith(".py")}
-    return not DESELECTED and files == {os.path.basename(str(i.fspath)) for i in session.items}
+    return not DESELECTED and files == {i.path.name for i in session.items}
 
 
 @pytest.fixture(scope="session", autouse=True)
