@@ -1,0 +1,40 @@
+/* Type-checked reads of json-c values that came from outside (the API server, a tenant, a client,
+ * a registry): every accessor answers NULL or an error for a missing member, a JSON null and a
+ * value of the wrong type alike, so no caller can pass a NULL string on or read a number as an
+ * object. Use these, not json_object_get_string and friends, wherever the value is not ours. */
+#ifndef TELO_UTIL_JGET_H
+#define TELO_UTIL_JGET_H
+
+#include <json-c/json.h>
+#include <stdint.h>
+
+/* Returns o's member key (borrowed, not referenced), or NULL when o is NULL or not an object, the
+ * member is missing, or it is JSON null. */
+struct json_object *jget(const struct json_object *o, const char *key);
+
+/* Follows a NULL-terminated list of member names from o: jget_path(pod, "metadata", "uid", NULL).
+ * Returns the value (borrowed) or NULL as jget does at any step. */
+struct json_object *jget_path(const struct json_object *o, ...);
+
+/* Returns v's string (borrowed from v) when v is a JSON string, else NULL (a number is not
+ * turned into its text, as json_object_get_string would). */
+const char *jget_string_of(const struct json_object *v);
+
+/* The member key when it has the named type, else NULL. The string is borrowed from o. */
+const char *jget_string(const struct json_object *o, const char *key);
+struct json_object *jget_object(const struct json_object *o, const char *key);
+struct json_object *jget_array(const struct json_object *o, const char *key);
+
+/* Stores the member key in *out when it is a JSON integer (a double with no fraction counts, as
+ * Kubernetes' own decoders accept 5.0) within int64_t, and returns 0; returns -1 with *out
+ * unchanged otherwise. */
+int jget_int(const struct json_object *o, const char *key, int64_t *out);
+
+/* Stores the member key (0 or 1) in *out when it is a JSON boolean and returns 0; returns -1 with
+ * *out unchanged otherwise. */
+int jget_bool(const struct json_object *o, const char *key, int *out);
+
+/* Whether the member key is the JSON string want. */
+int jget_string_is(const struct json_object *o, const char *key, const char *want);
+
+#endif
