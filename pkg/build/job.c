@@ -4,9 +4,11 @@
 
 #include "kube/objects.h"
 #include "util/buf.h"
+#include "util/jget.h"
 #include "util/timefmt.h"
 
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -62,22 +64,137 @@ int build_image_ref(const struct build_config *cfg, const char *tag, char *out, 
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-static int has_control(const char *s)
+/* ---- what reaches the build ---- */
+
+#define IMAGE_MAX 512
+
+static int entry_char(unsigned char c)
 {
-    for (; *s != '\0'; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return 1;
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-' || c == '/';
+}
+
+/* The first offending character of s for messages: printable ASCII as itself in quotes, anything
+ * else as its byte value, so the message never carries a control character. */
+static void describe_char(unsigned char c, char *out, size_t len)
+{
+    if (c > 0x20 && c < 0x7f && c != '\'' && c != '\\')
+        snprintf(out, len, "'%c'", c);
+    else if (c == ' ')
+        snprintf(out, len, "a space");
+    else
+        snprintf(out, len, "byte 0x%02x", c);
+}
+
+int build_entry_check(const char *entry, struct telo_err *err)
+{
+    if (entry == NULL || entry[0] == '\0')
+        return telo_err_set(err, TELO_EINVAL,
+                            "spec.entry: \"\" must be a relative path inside the bundle without "
+                            "empty, '.' or '..' segments");
+    size_t n = strlen(entry);
+    if (n > BUILD_ENTRY_MAX)
+        return telo_err_set(err, TELO_EINVAL,
+                            "spec.entry: %zu characters is longer than %d: give the path of the "
+                            "Telo.Application manifest inside the bundle, like app/telo.yaml",
+                            n, BUILD_ENTRY_MAX);
+    for (size_t i = 0; i < n; i++) {
+        if (!entry_char((unsigned char)entry[i])) {
+            char what[16];
+            describe_char((unsigned char)entry[i], what, sizeof(what));
+            return telo_err_set(err, TELO_EINVAL,
+                                "spec.entry: may contain only " BUILD_ENTRY_CHARS
+                                " (found %s at character %zu): give the path of the "
+                                "Telo.Application manifest inside the bundle, like app/telo.yaml",
+                                what, i + 1);
+        }
+    }
+    int ok = entry[0] != '/' && entry[n - 1] != '/';
+    for (const char *p = entry; ok && *p != '\0';) {
+        size_t len = strcspn(p, "/");
+        ok = !(len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'));
+        p += len;
+        if (*p == '/')
+            p++;
+    }
+    if (!ok)
+        return telo_err_set(err, TELO_EINVAL,
+                            "spec.entry: \"%s\" must be a relative path inside the bundle without "
+                            "empty, '.' or '..' segments",
+                            entry);
     return 0;
 }
 
-char *build_dockerfile(const char *base_image, const char *entry)
+int build_base_image_check(const char *image, struct telo_err *err)
 {
-    /* A newline in either would add Dockerfile instructions of the user's choosing. */
-    if (base_image == NULL || entry == NULL || has_control(base_image) || has_control(entry))
+    size_t n = image != NULL ? strlen(image) : 0;
+    if (n == 0 || n > IMAGE_MAX)
+        return telo_err_set(err, TELO_EINVAL,
+                            "spec.image: want an image reference of 1 to %d characters", IMAGE_MAX);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)image[i];
+        if (!entry_char(c) && c != ':' && c != '@') {
+            char what[16];
+            describe_char(c, what, sizeof(what));
+            return telo_err_set(err, TELO_EINVAL,
+                                "spec.image: an image reference may contain only letters, digits, "
+                                "'.', '_', '-', ':', '@' and '/' (found %s at character %zu)",
+                                what, i + 1);
+        }
+    }
+    return 0;
+}
+
+void build_tag_for_namespace(const char *tag, const char *ns, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    /* The reference's record form: a name, NUL, the value, NUL. Namespaces are DNS labels (63)
+     * and tags 32 characters, so the records always fit whole. */
+    unsigned char rec[sizeof("namespace") + 254 + sizeof("tag") + 65];
+    size_t nl = strnlen(ns, 253), tl = strnlen(tag, 64), n = 0;
+    memcpy(rec + n, "namespace", sizeof("namespace"));
+    n += sizeof("namespace");
+    memcpy(rec + n, ns, nl);
+    n += nl;
+    rec[n++] = '\0';
+    memcpy(rec + n, "tag", sizeof("tag"));
+    n += sizeof("tag");
+    memcpy(rec + n, tag, tl);
+    n += tl;
+    rec[n++] = '\0';
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256(rec, n, digest);
+    for (size_t i = 0; i < BUILD_TAG_LEN / 2; i++) {
+        out[2 * i] = hex[digest[i] >> 4];
+        out[2 * i + 1] = hex[digest[i] & 15];
+    }
+    out[BUILD_TAG_LEN] = '\0';
+}
+
+/* s as the body of a JSON string: quote, backslash and control characters escaped. */
+static int json_escape(struct buf *b, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        int rc = c == '"' || c == '\\'   ? buf_printf(b, "\\%c", c)
+                 : c < 0x20 || c == 0x7f ? buf_printf(b, "\\u%04x", c)
+                                         : buf_append(b, s, 1);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+char *build_dockerfile(const char *base_image, const char *entry, struct telo_err *err)
+{
+    /* Each is checked again here, whatever the callers checked: FROM takes one word, and the
+     * entry is a plain path. */
+    if (build_base_image_check(base_image, err) < 0 || build_entry_check(entry, err) < 0)
         return NULL;
     /* The body COPYed here is whichever session built the tag first; sessions get their own
      * body at /app at run time, and TELO_CACHE_DIR keeps the baked dependencies out of /app so
-     * that mount does not hide them. */
+     * that mount does not hide them. RUN takes the exec form: the builder runs telo with these
+     * three arguments, and no shell reads them. */
     struct buf b;
     buf_init(&b, 64 << 10);
     if (buf_printf(&b,
@@ -87,9 +204,11 @@ char *build_dockerfile(const char *base_image, const char *entry)
                    "ARG TELO_REGISTRY_URL\n"
                    "ENV TELO_REGISTRY_URL=$TELO_REGISTRY_URL\n"
                    "ENV TELO_CACHE_DIR=" CACHE_DIR "\n"
-                   "RUN telo install /app/%s\n",
-                   base_image, entry) != 0) {
+                   "RUN [\"telo\",\"install\",\"/app/",
+                   base_image) != 0 ||
+        json_escape(&b, entry) != 0 || buf_printf(&b, "\"]\n") != 0) {
         buf_release(&b);
+        telo_err_set(err, TELO_ENOMEM, "the build's Dockerfile: out of memory");
         return NULL;
     }
     return buf_steal(&b);
@@ -199,11 +318,11 @@ static struct json_object *builder_container(const struct build_config *cfg,
 }
 
 struct json_object *build_desired_job(const struct build_config *cfg,
-                                      const struct build_job_input *in)
+                                      const struct build_job_input *in, struct telo_err *err)
 {
     char name[128];
     build_job_name(in->tag, name, sizeof(name));
-    char *dockerfile = build_dockerfile(in->base_image, in->entry);
+    char *dockerfile = build_dockerfile(in->base_image, in->entry, err);
     if (dockerfile == NULL)
         return NULL;
     struct json_object *meta = json_object_new_object(), *spec = json_object_new_object(),
@@ -265,6 +384,7 @@ struct json_object *build_desired_job(const struct build_config *cfg,
         !json_object_object_get_ex(ps, "initContainers", &tp) ||
         json_object_array_length(tp) != 1) {
         json_object_put(job);
+        telo_err_set(err, TELO_ENOMEM, "the build Job %s: out of memory", name);
         return NULL;
     }
     return job;
@@ -307,35 +427,21 @@ struct json_object *build_desired_context(const struct build_config *cfg, const 
 
 /* ---- reading the Job ---- */
 
-static struct json_object *get(const struct json_object *o, const char *k)
-{
-    struct json_object *v = NULL;
-    if (o == NULL || !json_object_object_get_ex(o, k, &v))
-        return NULL;
-    return v;
-}
-
-static const char *get_str(const struct json_object *o, const char *k)
-{
-    struct json_object *v = get(o, k);
-    return v != NULL && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
 static long long get_int(const struct json_object *o, const char *k)
 {
-    struct json_object *v = get(o, k);
-    return v != NULL && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : 0;
+    int64_t v = 0;
+    return jget_int(o, k, &v) == 0 ? (long long)v : 0;
 }
 
 /* The condition of type whose status is "True", or NULL. */
 static struct json_object *true_condition(const struct json_object *status, const char *type)
 {
-    struct json_object *conds = get(status, "conditions");
-    if (conds == NULL || !json_object_is_type(conds, json_type_array))
+    struct json_object *conds = jget_array(status, "conditions");
+    if (conds == NULL)
         return NULL;
     for (size_t i = 0; i < json_object_array_length(conds); i++) {
         struct json_object *c = json_object_array_get_idx(conds, i);
-        const char *t = get_str(c, "type"), *s = get_str(c, "status");
+        const char *t = jget_string(c, "type"), *s = jget_string(c, "status");
         if (t != NULL && s != NULL && strcmp(t, type) == 0 && strcmp(s, "True") == 0)
             return c;
     }
@@ -355,8 +461,9 @@ void build_status_read(const struct json_object *job, const char *job_name, cons
                  "image build job '%s' disappeared before completing", job_name);
         return;
     }
-    const struct json_object *meta = get(job, "metadata"), *status = get(job, "status");
-    const char *by = get_str(get(meta, "annotations"), BUILD_ANNOTATION_BY);
+    const struct json_object *meta = jget_object(job, "metadata"),
+                             *status = jget_object(job, "status");
+    const char *by = jget_string(jget_object(meta, "annotations"), BUILD_ANNOTATION_BY);
     int mine = self != NULL && by != NULL && strcmp(self, by) == 0;
     out->progress = mine ? BUILD_PROGRESS_BUILDING : BUILD_PROGRESS_WAITING;
 
@@ -371,7 +478,7 @@ void build_status_read(const struct json_object *job, const char *job_name, cons
         out->done = 1;
         return;
     }
-    const char *reason = get_str(failed, "reason");
+    const char *reason = jget_string(failed, "reason");
     if (reason != NULL && strcmp(reason, "DeadlineExceeded") == 0) {
         out->state = BUILD_TIMED_OUT;
         out->done = 1;
@@ -385,14 +492,14 @@ void build_status_read(const struct json_object *job, const char *job_name, cons
         snprintf(out->message, sizeof(out->message), "image build failed (job '%s')", job_name);
         return;
     }
-    if (get_str(meta, "deletionTimestamp") != NULL) {
+    if (jget(meta, "deletionTimestamp") != NULL) {
         out->state = BUILD_VANISHED;
         out->done = 1;
         snprintf(out->message, sizeof(out->message),
                  "image build job '%s' was deleted before completing", job_name);
         return;
     }
-    double created = timefmt_parse(get_str(meta, "creationTimestamp"));
+    double created = timefmt_parse(jget_string(meta, "creationTimestamp"));
     double deadline = created + (double)timeout_seconds + WAIT_GRACE_S;
     if (created > 0 && now >= deadline) {
         out->state = BUILD_TIMED_OUT;

@@ -3,6 +3,9 @@
 #ifndef TELO_BUILD_JOB_H
 #define TELO_BUILD_JOB_H
 
+#include "build/depkey.h"
+#include "util/err.h"
+
 #include <json.h>
 #include <stddef.h>
 
@@ -50,6 +53,30 @@ struct build_job_input {
     const char *bundle_sha256;    /* ... and checks against this digest (64 hex) */
 };
 
+/* The longest spec.entry, and the characters it may hold (ASCII only). The entry reaches the
+ * build's `telo install` and the session's `telo run` as one argument, never through a shell,
+ * and this set keeps it a plain path everywhere it is shown or used. */
+#define BUILD_ENTRY_MAX   1024
+#define BUILD_ENTRY_CHARS "letters, digits, '.', '_', '-' and '/'"
+
+/* Checks spec.entry: 1..BUILD_ENTRY_MAX characters of BUILD_ENTRY_CHARS, relative (no leading
+ * '/'), without empty, '.' or '..' segments (so no trailing '/'). Returns 0, or -TELO_EINVAL with
+ * err naming the field and the rule ("spec.entry: may contain only letters, digits, '.', '_', '-'
+ * and '/' (found ';' at character 11) ..."); a rejected entry is not echoed unless it is made of
+ * allowed characters. */
+int build_entry_check(const char *entry, struct telo_err *err);
+
+/* Checks a base image reference for FROM: 1..512 characters of letters, digits, '.', '_', '-',
+ * ':', '@' and '/' (no whitespace, no '$', nothing a Dockerfile would read as more than one
+ * word). Returns 0, or -TELO_EINVAL with err naming spec.image. */
+int build_base_image_check(const char *image, struct telo_err *err);
+
+/* The tag of a build that is not shared across namespaces: the first BUILD_TAG_LEN hex
+ * characters of sha256 over "namespace\0<ns>\0tag\0<tag>\0", where tag is the reference
+ * runner's tag (build_tag_compute). So no namespace ever runs an image another namespace's
+ * session built (build.shareAcrossNamespaces false). out holds BUILD_TAG_LEN + 1 bytes. */
+void build_tag_for_namespace(const char *tag, const char *ns, char *out);
+
 /* "telo-build-<tag>" into out (at least 64 bytes): the Job's and the context ConfigMap's name. */
 void build_job_name(const char *tag, char *out, size_t len);
 
@@ -57,10 +84,11 @@ void build_job_name(const char *tag, char *out, size_t len);
 int build_image_ref(const struct build_config *cfg, const char *tag, char *out, size_t len);
 
 /* The Dockerfile: FROM base, WORKDIR /app, COPY . /app, ARG and ENV TELO_REGISTRY_URL,
- * ENV TELO_CACHE_DIR=/telo-cache, RUN telo install /app/<entry>. The caller free()s it; NULL when
- * out of memory, or when base_image or entry holds a control character (a newline would add
- * instructions). */
-char *build_dockerfile(const char *base_image, const char *entry);
+ * ENV TELO_CACHE_DIR=/telo-cache, RUN ["telo","install","/app/<entry>"]: the exec form, so no
+ * shell ever reads the entry (which is JSON-escaped in the array). The caller free()s it; NULL
+ * with err set when base_image fails build_base_image_check, entry fails build_entry_check, or
+ * memory runs out. */
+char *build_dockerfile(const char *base_image, const char *entry, struct telo_err *err);
 
 /* The build Job "telo-build-<tag>" in cfg->namespace, ready for a create (a 409 means another
  * session's build of the same tag runs: share it). backoffLimit 0, activeDeadlineSeconds,
@@ -72,10 +100,10 @@ char *build_dockerfile(const char *base_image, const char *entry);
  * No service-account token, RuntimeDefault seccomp, no privilege escalation; the init container
  * runs as uid 1000 with a read-only root; the builder runs as root, which kaniko needs to unpack
  * the base image's files as their owners. Inputs reach the shell only through environment
- * variables. The caller json_object_put()s the result; NULL when out of memory or when
- * build_dockerfile refuses the inputs. */
+ * variables. The caller json_object_put()s the result; NULL with err set when out of memory or
+ * when build_dockerfile refuses the inputs. */
 struct json_object *build_desired_job(const struct build_config *cfg,
-                                      const struct build_job_input *in);
+                                      const struct build_job_input *in, struct telo_err *err);
 
 /* The context ConfigMap "telo-build-<tag>" in cfg->namespace holding the bundle (tgz, len bytes)
  * under binaryData bundle.tgz, owned by the Job (job_uid) so the Job's TTL removes it too. The

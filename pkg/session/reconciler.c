@@ -615,11 +615,13 @@ static void create_job(struct pass *p)
         .bundle_url = p->s.bundle_url,
         .bundle_sha256 = p->s.bundle_sha256,
     };
-    struct json_object *job = build_desired_job(&bc, &in);
+    struct telo_err err;
+    telo_err_clear(&err);
+    struct json_object *job = build_desired_job(&bc, &in, &err);
     if (!job) {
         p->failed = 1;
-        snprintf(p->error, sizeof(p->error), "cannot build the Job object for image %.300s",
-                 p->ref);
+        snprintf(p->error, sizeof(p->error), "cannot build the Job object for image %.300s: %.150s",
+                 p->ref, err.msg);
         return;
     }
     char key[320];
@@ -634,7 +636,6 @@ static void create_job(struct pass *p)
     struct kube_ref ref = {
         .group = "batch", .version = "v1", .resource = "jobs", .namespace = bc.namespace};
     struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER};
-    struct telo_err err;
     size_t len = 0;
     const char *body = json_object_to_json_string_length(
         job, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);

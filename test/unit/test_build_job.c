@@ -17,6 +17,8 @@
 #include <string.h>
 
 #define TAG "b22120d36cb167f3a56d4153967b95db"
+/* TAG scoped to namespace team-a (build.shareAcrossNamespaces false). */
+#define NS_TAG_TEAM_A "6c363c8aca9c4f549cc4314d4e5100a7"
 
 static const struct build_config CFG = {
     .namespace = "telo-builds",
@@ -63,17 +65,135 @@ static void names_and_dockerfile(void **state)
     assert_int_equal(build_image_ref(&CFG, TAG, ref, sizeof(ref)), 0);
     assert_string_equal(ref, "127.0.0.1:5000/telo/apps:" TAG);
     assert_int_equal(build_image_ref(&CFG, TAG, ref, 20), -1);
-    char *df = build_dockerfile("telorun/node:latest-slim", "app/telo.yaml");
+    struct telo_err err;
+    char *df = build_dockerfile("telorun/node:latest-slim", "app/telo.yaml", &err);
     assert_string_equal(df, "FROM telorun/node:latest-slim\n"
                             "WORKDIR /app\n"
                             "COPY . /app\n"
                             "ARG TELO_REGISTRY_URL\n"
                             "ENV TELO_REGISTRY_URL=$TELO_REGISTRY_URL\n"
                             "ENV TELO_CACHE_DIR=/telo-cache\n"
-                            "RUN telo install /app/app/telo.yaml\n");
+                            "RUN [\"telo\",\"install\",\"/app/app/telo.yaml\"]\n");
     free(df);
-    assert_null(build_dockerfile("b", "app.yaml\nRUN curl evil | sh"));
-    assert_null(build_dockerfile("b\rFROM x", "app.yaml"));
+    assert_null(build_dockerfile("b", "app.yaml\nRUN curl evil | sh", &err));
+    assert_null(build_dockerfile("b\rFROM x", "app.yaml", &err));
+    assert_string_equal(err.msg, "spec.image: an image reference may contain only letters, "
+                                 "digits, '.', '_', '-', ':', '@' and '/' (found byte 0x0d at "
+                                 "character 2)");
+}
+
+/* Entries a shell would read as more than a path (issue 15, finding 1), and relatives. */
+static const char *const INJECTIONS[] = {
+    "app/t.yaml;id",  "app/$(id).yaml",    "app/`id`.yaml",
+    "app/t.yaml|sh",  "app/t.yaml&&id",    "app/t yaml",
+    "app/t\".yaml",   "app/t'.yaml",       "app/t.yaml;sh -c \"$(cat x.sh)\";#",
+    "app/t.yaml\nid", "app/t\\.yaml",      "app/t.yaml>x",
+    "app/t.yaml#",    "app/\xc3\xa9.yaml", "app/t.yaml\x7f",
+};
+
+static void injected_entries_are_refused(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(INJECTIONS) / sizeof(INJECTIONS[0]); i++) {
+        struct telo_err err;
+        telo_err_clear(&err);
+        assert_int_equal(build_entry_check(INJECTIONS[i], &err), -TELO_EINVAL);
+        /* The field and the allowed set, and never the raw entry (it may hold anything). */
+        assert_non_null(strstr(err.msg, "spec.entry: may contain only letters, digits, '.', '_', "
+                                        "'-' and '/' (found "));
+        assert_null(strstr(err.msg, INJECTIONS[i]));
+        for (const char *c = err.msg; *c != '\0'; c++)
+            assert_true((unsigned char)*c >= 0x20 && (unsigned char)*c < 0x7f);
+        assert_null(build_dockerfile("telorun/node:latest-slim", INJECTIONS[i], &err));
+        assert_non_null(strstr(err.msg, "spec.entry: may contain only"));
+        struct build_job_input in = {.tag = TAG,
+                                     .base_image = "telorun/node:latest-slim",
+                                     .entry = INJECTIONS[i],
+                                     .bundle_configmap = "telo-build-" TAG};
+        assert_null(build_desired_job(&CFG, &in, &err));
+        assert_non_null(strstr(err.msg, "spec.entry: may contain only"));
+    }
+    struct telo_err err;
+    assert_int_equal(build_entry_check("app/t.yaml;id", &err), -TELO_EINVAL);
+    assert_string_equal(err.msg, "spec.entry: may contain only letters, digits, '.', '_', '-' and "
+                                 "'/' (found ';' at character 11): give the path of the "
+                                 "Telo.Application manifest inside the bundle, like app/telo.yaml");
+    assert_int_equal(build_entry_check("app/t yaml", &err), -TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "(found a space at character 6)"));
+    assert_int_equal(build_entry_check("app/t\nyaml", &err), -TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "(found byte 0x0a at character 6)"));
+    /* Shape: relative, no empty, '.' or '..' segments, bounded. */
+    const char *shapes[] = {"/app/telo.yaml", "app/../x.yaml", "..", "./a.yaml",
+                            "a//b.yaml",      "app/",          "",   NULL};
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        assert_int_equal(build_entry_check(shapes[i], &err), -TELO_EINVAL);
+        assert_non_null(strstr(err.msg, "must be a relative path inside the bundle"));
+    }
+    char longest[BUILD_ENTRY_MAX + 2];
+    memset(longest, 'a', sizeof(longest) - 1);
+    longest[sizeof(longest) - 1] = '\0';
+    assert_int_equal(build_entry_check(longest, &err), -TELO_EINVAL);
+    assert_string_equal(err.msg, "spec.entry: 1025 characters is longer than 1024: give the path "
+                                 "of the Telo.Application manifest inside the bundle, like "
+                                 "app/telo.yaml");
+    longest[BUILD_ENTRY_MAX] = '\0';
+    assert_int_equal(build_entry_check(longest, NULL), 0);
+    /* What bundles name: dots, dashes, underscores, digits, capitals and nesting. */
+    const char *good[] = {"app/telo.yaml", "main.telo", "A-b_c/v1.2/..x/x../Telo.YAML",
+                          ".hidden/app.yaml", "a...b"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        assert_int_equal(build_entry_check(good[i], NULL), 0);
+}
+
+static void the_dockerfile_runs_telo_without_a_shell(void **state)
+{
+    (void)state;
+    struct telo_err err;
+    char *df =
+        build_dockerfile("registry.local:5000/telo/node@sha256:ab12", "x-1/_y.v2/e.telo", &err);
+    assert_non_null(df);
+    /* One RUN, in the exec form, the entry inside the JSON array only. */
+    const char *run = strstr(df, "\nRUN ");
+    assert_non_null(run);
+    assert_null(strstr(run + 4, "RUN"));
+    assert_string_equal(run, "\nRUN [\"telo\",\"install\",\"/app/x-1/_y.v2/e.telo\"]\n");
+    assert_string_equal(strstr(df, "x-1/_y.v2/e.telo"), "x-1/_y.v2/e.telo\"]\n");
+    /* Every line is one of the seven instructions, FROM with one word. */
+    const char *from = "FROM registry.local:5000/telo/node@sha256:ab12\n";
+    assert_int_equal(strncmp(df, from, strlen(from)), 0);
+    size_t lines = 0;
+    for (const char *c = df; *c != '\0'; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 7);
+    free(df);
+    /* Base images a Dockerfile would read as more than one word, or expand. */
+    const char *bad_images[] = {"node AS x", "node\nRUN id", "$EVIL", "node:1;id", "", "a\tb"};
+    for (size_t i = 0; i < sizeof(bad_images) / sizeof(bad_images[0]); i++) {
+        assert_null(build_dockerfile(bad_images[i], "app/telo.yaml", &err));
+        assert_non_null(strstr(err.msg, "spec.image: "));
+    }
+}
+
+static void tags_are_per_namespace_unless_shared(void **state)
+{
+    (void)state;
+    char a[BUILD_TAG_LEN + 1], b[BUILD_TAG_LEN + 1], a2[BUILD_TAG_LEN + 1];
+    build_tag_for_namespace(TAG, "team-a", a);
+    build_tag_for_namespace(TAG, "team-b", b);
+    build_tag_for_namespace(TAG, "team-a", a2);
+    assert_int_equal(strlen(a), BUILD_TAG_LEN);
+    assert_int_equal(strspn(a, "0123456789abcdef"), BUILD_TAG_LEN);
+    assert_string_not_equal(a, TAG);
+    assert_string_not_equal(a, b);
+    assert_string_equal(a, a2);
+    /* Pinned: sha256("namespace\0team-a\0tag\0<TAG>\0")[:32], as
+     * printf 'namespace\0team-a\0tag\0%s\0' TAG | sha256sum computes it. */
+    assert_string_equal(a, NS_TAG_TEAM_A);
+    /* The records cannot be shifted into each other: namespace "a" with tag "bc" is not
+     * namespace "ab" with tag "c". */
+    build_tag_for_namespace("bc", "a", a);
+    build_tag_for_namespace("c", "ab", b);
+    assert_string_not_equal(a, b);
 }
 
 static void job_from_a_configmap_bundle(void **state)
@@ -84,7 +204,7 @@ static void job_from_a_configmap_bundle(void **state)
                                  .entry = "app/telo.yaml",
                                  .requested_by = "demo/hello",
                                  .bundle_configmap = "telo-build-" TAG};
-    struct json_object *job = build_desired_job(&CFG, &in);
+    struct json_object *job = build_desired_job(&CFG, &in, NULL);
     assert_non_null(job);
     assert_string_equal(str_at(job, "apiVersion"), "batch/v1");
     assert_string_equal(str_at(job, "kind"), "Job");
@@ -145,7 +265,8 @@ static void job_from_a_configmap_bundle(void **state)
     assert_true(json_object_get_boolean(at(init, "securityContext.readOnlyRootFilesystem")));
     assert_string_equal(str_at(init, "securityContext.capabilities.drop.0"), "ALL");
     assert_string_equal(str_at(init, "env.0.name"), "DOCKERFILE");
-    assert_non_null(strstr(str_at(init, "env.0.value"), "RUN telo install /app/app/telo.yaml\n"));
+    assert_non_null(
+        strstr(str_at(init, "env.0.value"), "RUN [\"telo\",\"install\",\"/app/app/telo.yaml\"]\n"));
     assert_int_equal(json_object_array_length(at(init, "env")), 1);
     assert_string_equal(str_at(init, "volumeMounts.0.name"), "bundle");
     assert_true(json_object_get_boolean(at(init, "volumeMounts.0.readOnly")));
@@ -173,7 +294,7 @@ static void job_from_a_url_bundle_with_defaults(void **state)
                                  .entry = "e.yaml",
                                  .bundle_url = "https://x.example/b.tgz",
                                  .bundle_sha256 = "ab"};
-    struct json_object *job = build_desired_job(&cfg, &in);
+    struct json_object *job = build_desired_job(&cfg, &in, NULL);
     assert_non_null(job);
     assert_string_equal(str_at(job, "metadata.namespace"), "telo-builds");
     assert_null(at(job, "metadata.annotations"));
@@ -322,6 +443,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names_and_dockerfile),
+        cmocka_unit_test(injected_entries_are_refused),
+        cmocka_unit_test(the_dockerfile_runs_telo_without_a_shell),
+        cmocka_unit_test(tags_are_per_namespace_unless_shared),
         cmocka_unit_test(job_from_a_configmap_bundle),
         cmocka_unit_test(job_from_a_url_bundle_with_defaults),
         cmocka_unit_test(context_configmap),
