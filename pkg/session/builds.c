@@ -77,7 +77,7 @@ struct memo_entry {
 struct fetch {
     struct session_builds *b;
     char key[4400]; /* the memo key: URL, digest and the tag's other inputs */
-    char url[2048], sha256[65], image[520], registry[2048], entry[1024];
+    char url[2048], sha256[65], image[520], registry[2048], entry[BUILD_ENTRY_MAX + 1];
     int in_flight;
     struct session_bundle_key failed; /* when !in_flight: why it could not be used */
     double at;
@@ -147,6 +147,15 @@ static void waiters_free(struct waiters *w)
 int session_builds_needed(const struct session_config *cfg, const struct session *s)
 {
     return cfg->build_repository != NULL && !s->self_contained;
+}
+
+void session_builds_tag(const struct session_config *cfg, const struct session *s, const char *tag,
+                        char *out)
+{
+    if (cfg->build_share_across_namespaces)
+        snprintf(out, BUILD_TAG_LEN + 1, "%s", tag);
+    else
+        build_tag_for_namespace(tag, s->namespace, out);
 }
 
 void session_builds_job_config(const struct session_config *cfg, struct build_config *out)

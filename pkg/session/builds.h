@@ -38,6 +38,14 @@ int session_builds_needed(const struct session_config *cfg, const struct session
 /* The build settings of cfg, as pkg/build takes them (strings borrowed from cfg). */
 void session_builds_job_config(const struct session_config *cfg, struct build_config *out);
 
+/* The tag of s's image for the bundle's tag (the reference runner's, as
+ * session_builds_bundle_key and session_builds_url_key give it): that tag itself with
+ * build.shareAcrossNamespaces, else the tag keyed with s's namespace (build_tag_for_namespace),
+ * so one namespace's build is never another namespace's image. out holds BUILD_TAG_LEN + 1
+ * bytes. */
+void session_builds_tag(const struct session_config *cfg, const struct session *s, const char *tag,
+                        char *out);
+
 /* What a bundle means for the image. */
 struct session_bundle_key {
     char tag[BUILD_TAG_LEN + 1];

@@ -1,6 +1,7 @@
 /* The operator's configuration: a YAML file, overridden by --set flags, validated at start. */
 #include "session/config.h"
 
+#include "build/job.h"
 #include "session/quantity.h"
 #include "util/buf.h"
 #include "util/yamljson.h"
@@ -59,9 +60,21 @@ static const struct key keys[] = {
      "dockerconfigjson Secret in build.namespace: the push and check credentials"},
     {"build.nodeSelector", K_STRMAP, AT(build_node_selector), "nodeSelector of build pods"},
     {"build.tolerations", K_ARRAY, AT(build_tolerations), "tolerations of build pods"},
+    {"build.allowedBaseImages", K_STRLIST, AT(build_allowed_base_images),
+     "spec.image values a build may use as FROM besides images.default (repo:* for every tag); "
+     "others stall the session (ImageNotAllowed)"},
+    {"build.shareAcrossNamespaces", K_BOOL, AT(build_share_across_namespaces),
+     "one image per dependency set for all namespaces (the reference runner's tag); false: "
+     "the namespace is keyed into the tag"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+/* Where a K_STRLIST key's length lives. */
+static size_t *list_count(struct session_config *c, const struct key *k)
+{
+    return k->offset == AT(namespaces) ? &c->nnamespaces : &c->nbuild_allowed_base_images;
+}
 
 /* Keys the pod builders use without a fallback: they cannot be unset. */
 static int required(const struct key *k)
@@ -122,11 +135,13 @@ void session_config_free(struct session_config *c)
         case K_ARRAY:
             json_object_put(*(struct json_object **)field);
             break;
+        case K_STRLIST:
+            free_list(*(char ***)field, *list_count(c, &keys[i]));
+            break;
         default:
             break;
         }
     }
-    free_list(c->namespaces, c->nnamespaces);
     free(c);
 }
 
@@ -160,6 +175,26 @@ static int replace_string(char **field, const char *value, const char *source, c
     free(*field);
     *field = copy;
     return 0;
+}
+
+/* An entry of build.allowedBaseImages: an image reference, or "repo:*". */
+static int image_pattern_check(const char *pattern)
+{
+    size_t n = strlen(pattern);
+    char repo[600];
+    if (n >= 2 && strcmp(pattern + n - 2, ":*") == 0) {
+        /* A repository: host[:port]/path, no tag or digest of its own. */
+        if (n == 2 || n - 2 >= sizeof(repo))
+            return -1;
+        memcpy(repo, pattern, n - 2);
+        repo[n - 2] = '\0';
+        const char *last = strrchr(repo, '/');
+        last = last ? last + 1 : repo;
+        return !strchr(last, ':') && !strchr(repo, '@') && build_base_image_check(repo, NULL) == 0
+                   ? 0
+                   : -1;
+    }
+    return build_base_image_check(pattern, NULL);
 }
 
 /* Sets one key from a JSON value (from the file, or made from a --set string). */
@@ -243,10 +278,20 @@ static int set_value(struct session_config *c, const struct key *k, struct json_
                 return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: want a non-empty string",
                                     source, k->path, i);
             }
+            if (k->offset == AT(build_allowed_base_images) && image_pattern_check(list[i]) < 0) {
+                int rc = telo_err_set(err, TELO_EINVAL,
+                                      "%s: %s[%zu]: want an image reference (letters, digits, "
+                                      "'.', '_', '-', ':', '@', '/'), or repo:* for every tag "
+                                      "of repo",
+                                      source, k->path, i);
+                free_list(list, i + 1);
+                return rc;
+            }
         }
-        free_list(c->namespaces, c->nnamespaces);
-        c->namespaces = list;
-        c->nnamespaces = n;
+        size_t *count = list_count(c, k);
+        free_list(*(char ***)field, *count);
+        *(char ***)field = list;
+        *count = n;
         return 0;
     }
     case K_STRMAP:
@@ -400,6 +445,54 @@ int session_config_set(struct session_config *c, const char *assignment, struct 
     int rc = set_value(c, k, v, "--set", err);
     json_object_put(v);
     return rc;
+}
+
+/* "repo:*" allows repo:<tag>: the rest is one tag, no digest, no further path. */
+static int pattern_matches(const char *pattern, const char *image)
+{
+    size_t n = strlen(pattern);
+    if (n < 2 || strcmp(pattern + n - 2, ":*") != 0)
+        return strcmp(pattern, image) == 0;
+    const char *tag = image + n - 1;
+    return strncmp(pattern, image, n - 1) == 0 && *tag != '\0' && !strpbrk(tag, ":@/");
+}
+
+int session_base_image_allowed(const struct session_config *c, const char *image)
+{
+    if (image == NULL || build_base_image_check(image, NULL) < 0)
+        return 0;
+    if (c->default_image != NULL && strcmp(image, c->default_image) == 0)
+        return 1;
+    for (size_t i = 0; i < c->nbuild_allowed_base_images; i++) {
+        if (pattern_matches(c->build_allowed_base_images[i], image))
+            return 1;
+    }
+    return 0;
+}
+
+void session_base_image_refusal(const struct session_config *c, const char *image, char *out,
+                                size_t len)
+{
+    struct telo_err err;
+    telo_err_clear(&err);
+    if (build_base_image_check(image, &err) < 0) {
+        snprintf(out, len,
+                 "%s; builds use spec.image as the base (FROM) of the session's image: use one "
+                 "the operator allows (images.default or build.allowedBaseImages)",
+                 err.msg);
+        return;
+    }
+    struct buf allowed;
+    buf_init(&allowed, 4096);
+    (void)buf_printf(&allowed, "%s (images.default)", c->default_image ? c->default_image : "");
+    for (size_t i = 0; i < c->nbuild_allowed_base_images; i++)
+        (void)buf_printf(&allowed, ", %s", c->build_allowed_base_images[i]);
+    snprintf(out, len,
+             "spec.image \"%.512s\" is not an allowed base image for image builds: the operator "
+             "allows %.1500s; use one of them (or leave spec.image unset), or have the operator's "
+             "administrators add it to build.allowedBaseImages",
+             image, allowed.data ? allowed.data : "");
+    buf_release(&allowed);
 }
 
 void session_config_describe(FILE *out)

@@ -44,6 +44,11 @@ struct session_config {
     char *build_push_secret;                 /* build.pushSecret: unset (an open registry) */
     struct json_object *build_node_selector; /* build.nodeSelector: {} */
     struct json_object *build_tolerations;   /* build.tolerations: [] */
+    /* build.allowedBaseImages: [] (images.default alone): the spec.image values a build may
+     * use as FROM; "repo:*" allows every tag of repo. */
+    char **build_allowed_base_images;
+    size_t nbuild_allowed_base_images;
+    int build_share_across_namespaces; /* build.shareAcrossNamespaces: false (tag per namespace) */
 };
 
 /* Returns the defaults, or NULL when out of memory. Free with session_config_free. */
@@ -60,6 +65,18 @@ int session_config_load_file(struct session_config *c, const char *path, struct 
 /* Applies one "key.path=value" override (the --set flag): scalars as text, lists
  * comma-separated, maps as k=v pairs separated by commas, tolerations as JSON. Same errors. */
 int session_config_set(struct session_config *c, const char *assignment, struct telo_err *err);
+
+/* Whether a session with builds on may use image (its spec.image, or images.default) as the FROM
+ * of its build: images.default always, an entry of build.allowedBaseImages equal to it, or a
+ * "repo:*" entry and image is "repo:<tag>"; never an image build_base_image_check refuses. */
+int session_base_image_allowed(const struct session_config *c, const char *image);
+
+/* Why image is not allowed, into out: names spec.image, what is allowed and the key to change
+ * ("spec.image \"evil/node:1\" is not an allowed base image for builds: ... allowed:
+ * telorun/node:latest-slim; use one of them, or have the operator's build.allowedBaseImages
+ * include it"). */
+void session_base_image_refusal(const struct session_config *c, const char *image, char *out,
+                                size_t len);
 
 /* Writes the config's keys and defaults as commented YAML, for --help and the chart. */
 void session_config_describe(FILE *out);

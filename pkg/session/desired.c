@@ -1,6 +1,7 @@
 /* The objects a TeloSession owns, built as pure functions of the session and the config. */
 #include "session/desired.h"
 
+#include "build/job.h"
 #include "kube/objects.h"
 #include "session/quantity.h"
 
@@ -206,7 +207,7 @@ struct json_object *session_desired_pod(const struct session *s, const struct se
                        *mounts = json_object_new_array(), *volumes = json_object_new_array();
     if (bundle) {
         struct json_object *cmd = json_object_new_array();
-        char entry[1024];
+        char entry[sizeof("/app/") + BUILD_ENTRY_MAX];
         snprintf(entry, sizeof(entry), "/app/%s", s->entry);
         kube_obj_push_str(cmd, "telo");
         kube_obj_push_str(cmd, "run");

@@ -831,15 +831,21 @@ static void count_build(struct session_reconciler *r, const struct json_object *
 /* Decides the image step from the bundle's key and what the caches and the build edge hold,
  * starts what the step asks to learn, and converges (or, waiting on an answer, ends the pass:
  * the answer queues the session again). */
-static void image_step(struct pass *p, const struct session_bundle_key *k)
+static void image_step(struct pass *p, const struct session_bundle_key *bundle_key)
 {
     struct session_reconciler *r = p->r;
     const struct session_config *cfg = r->cfg;
+    /* The bundle's tag is the reference runner's; the image's is keyed with the namespace
+     * unless builds are shared across namespaces. */
+    struct session_bundle_key scoped = *bundle_key;
+    const struct session_bundle_key *k = &scoped;
+    if (!scoped.error[0])
+        session_builds_tag(cfg, &p->s, bundle_key->tag, scoped.tag);
     struct build_config bc;
     job_config(p, &bc);
     char self[320];
     self_key(p, self, sizeof(self));
-    snprintf(p->tag, sizeof(p->tag), "%s", k->tag);
+    snprintf(p->tag, sizeof(p->tag), "%.*s", BUILD_TAG_LEN, k->tag);
     if (build_image_ref(&bc, k->tag, p->ref, sizeof(p->ref)) < 0)
         p->ref[0] = '\0';
     build_job_name(k->tag, p->job_name, sizeof(p->job_name));
@@ -1128,6 +1134,20 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
                      (!phase || strcmp(phase, "Pending") == 0 || strcmp(phase, "Building") == 0);
     /* Builds decide the image in the bundle's callback; other passes keep what was decided. */
     p->keep_image = r->builds && session_builds_needed(r->cfg, &p->s);
+    if (may_create && p->keep_image &&
+        !session_base_image_allowed(r->cfg, session_image(&p->s, r->cfg))) {
+        /* A build runs its base image's programs with the push credentials mounted: only
+         * images the operator allows, before the bundle is even read. The session waits for a
+         * new spec.image (or an operator allowing it). */
+        memset(&p->plan, 0, sizeof(p->plan));
+        p->plan.step = SESSION_IMAGE_BLOCKED;
+        snprintf(p->plan.failure, sizeof(p->plan.failure), "ImageNotAllowed");
+        session_base_image_refusal(r->cfg, session_image(&p->s, r->cfg), p->plan.message,
+                                   sizeof(p->plan.message));
+        p->has_plan = 1;
+        converge(p, NULL, NULL);
+        return;
+    }
     if (may_create && p->keep_image && p->s.bundle_url) {
         /* The operator reads a URL bundle itself to know its tag; the build fetches it again. */
         struct session_bundle_key k;

@@ -1,6 +1,8 @@
 /* A TeloSession as the reconciler reads it: identity, spec and the status it last wrote. */
 #include "session/spec.h"
 
+#include "build/job.h"
+
 #include <openssl/sha.h>
 
 #include <stdio.h>
@@ -30,23 +32,6 @@ static long long number(struct json_object *obj, const char *key, long long miss
     return v && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : missing;
 }
 
-/* A relative path without empty, "." or ".." segments. */
-static int entry_ok(const char *entry)
-{
-    if (!entry || !*entry || entry[0] == '/')
-        return 0;
-    const char *p = entry;
-    while (*p) {
-        size_t len = strcspn(p, "/");
-        if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
-            return 0;
-        p += len;
-        if (*p == '/')
-            p++;
-    }
-    return entry[strlen(entry) - 1] != '/';
-}
-
 int session_spec_parse(struct json_object *obj, struct session *s, struct telo_err *err)
 {
     memset(s, 0, sizeof(*s));
@@ -71,11 +56,10 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
     s->bundle_url = str(url, "url");
     s->bundle_sha256 = str(url, "sha256");
     if (!s->self_contained) {
-        if (!entry_ok(s->entry))
-            return telo_err_set(err, TELO_EINVAL,
-                                "spec.entry: \"%s\" must be a relative path inside the bundle "
-                                "without empty, '.' or '..' segments",
-                                s->entry ? s->entry : "");
+        /* The CRD allows the same entries; checked again here, since the entry becomes an
+         * argument of `telo run` and of the build's `telo install`. */
+        if (build_entry_check(s->entry, err) < 0)
+            return -TELO_EINVAL;
         if (!s->bundle_configmap == !s->bundle_url)
             return telo_err_set(err, TELO_EINVAL,
                                 "spec.bundle: set exactly one of configMap.name and url.url");

@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include "appendf.h"
+#include "build/job.h"
+#include "session/builds.h"
 #include "session/config.h"
 #include "session/quantity.h"
 #include "session/spec.h"
@@ -84,6 +86,10 @@ static void defaults(void **state)
     assert_string_equal(c->registry_url, "https://registry.telo.run");
     assert_null(c->gateway_url);
     assert_int_equal(c->workers, 16);
+    /* Builds: the default image is the only base, and images are per namespace. */
+    assert_int_equal(c->nbuild_allowed_base_images, 0);
+    assert_null(c->build_allowed_base_images);
+    assert_int_equal(c->build_share_across_namespaces, 0);
     session_config_free(c);
     session_config_free(NULL);
 }
@@ -278,6 +284,104 @@ static void set_overrides_each_kind(void **state)
     session_config_free(c);
 }
 
+static void base_images_are_allowed_by_the_operator_only(void **state)
+{
+    (void)state;
+    struct session_config *c = session_config_new();
+    struct telo_err err;
+    char why[2048];
+    /* By default: images.default, nothing else. */
+    assert_true(session_base_image_allowed(c, "telorun/node:latest-slim"));
+    assert_false(session_base_image_allowed(c, "evil.example/node:latest-slim"));
+    assert_false(session_base_image_allowed(c, "telorun/node:latest"));
+    assert_false(session_base_image_allowed(c, NULL));
+    session_base_image_refusal(c, "evil.example/node:1", why, sizeof(why));
+    assert_string_equal(why, "spec.image \"evil.example/node:1\" is not an allowed base image for "
+                             "image builds: the operator allows telorun/node:latest-slim "
+                             "(images.default); use one of them (or leave spec.image unset), or "
+                             "have the operator's administrators add it to "
+                             "build.allowedBaseImages");
+    /* The default follows images.default. */
+    assert_int_equal(session_config_set(c, "images.default=ghcr.io/t/node:2", &err), 0);
+    assert_true(session_base_image_allowed(c, "ghcr.io/t/node:2"));
+    assert_false(session_base_image_allowed(c, "telorun/node:latest-slim"));
+    /* A list: exact references, and repo:* for every tag of one repository. */
+    assert_int_equal(
+        session_config_set(c, "build.allowedBaseImages=telorun/node:*,r.example/n@sha256:ab", &err),
+        0);
+    assert_int_equal(c->nbuild_allowed_base_images, 2);
+    assert_true(session_base_image_allowed(c, "ghcr.io/t/node:2"));
+    assert_true(session_base_image_allowed(c, "telorun/node:latest-slim"));
+    assert_true(session_base_image_allowed(c, "telorun/node:0.9-rust-1.95.0"));
+    assert_true(session_base_image_allowed(c, "r.example/n@sha256:ab"));
+    assert_false(session_base_image_allowed(c, "telorun/node"));
+    assert_false(session_base_image_allowed(c, "telorun/node:"));
+    assert_false(session_base_image_allowed(c, "telorun/nodeevil:1"));
+    assert_false(session_base_image_allowed(c, "telorun/node:1@sha256:ab"));
+    assert_false(session_base_image_allowed(c, "telorun/node:1/x"));
+    assert_false(session_base_image_allowed(c, "r.example/n@sha256:abc"));
+    session_base_image_refusal(c, "x/y:1", why, sizeof(why));
+    assert_non_null(strstr(why, "allows ghcr.io/t/node:2 (images.default), telorun/node:*, "
+                                "r.example/n@sha256:ab;"));
+    /* A reference a Dockerfile would read as more than an image is never allowed. */
+    assert_int_equal(session_config_set(c, "images.default=a:1", &err), 0);
+    session_base_image_refusal(c, "a:1 AS x", why, sizeof(why));
+    assert_non_null(strstr(why, "spec.image: an image reference may contain only"));
+    assert_false(session_base_image_allowed(c, "telorun/node:1 AS x"));
+    /* Patterns are checked when loaded. */
+    const char *bad[] = {"telorun/*", "*", "telorun/node:1*", "a b:1", "x:1:*", "a@sha256:x:*"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char set[200];
+        snprintf(set, sizeof(set), "build.allowedBaseImages=%s", bad[i]);
+        assert_int_equal(session_config_set(c, set, &err), -TELO_EINVAL);
+        assert_string_equal(err.msg, "--set: build.allowedBaseImages[0]: want an image reference "
+                                     "(letters, digits, '.', '_', '-', ':', '@', '/'), or repo:* "
+                                     "for every tag of repo");
+    }
+    assert_int_equal(c->nbuild_allowed_base_images, 2); /* unchanged by the refusals */
+    assert_int_equal(session_config_set(c, "build.allowedBaseImages=127.0.0.1:5000/t/node:*", &err),
+                     0);
+    assert_true(session_base_image_allowed(c, "127.0.0.1:5000/t/node:1"));
+    assert_false(session_base_image_allowed(c, "127.0.0.1:5000/t/node2:1"));
+    assert_int_equal(session_config_set(c, "build.allowedBaseImages=", &err), 0);
+    assert_int_equal(c->nbuild_allowed_base_images, 0);
+    session_config_free(c);
+    /* From a file, as the chart writes it. */
+    assert_int_equal(load_text("build:\n  allowedBaseImages: [\"ghcr.io/t/node:*\"]\n"
+                               "  shareAcrossNamespaces: true\n",
+                               &c, &err),
+                     0);
+    assert_int_equal(c->nbuild_allowed_base_images, 1);
+    assert_true(session_base_image_allowed(c, "ghcr.io/t/node:22"));
+    assert_int_equal(c->build_share_across_namespaces, 1);
+    session_config_free(c);
+    expect_file_error("build:\n  allowedBaseImages: \"telorun/node:1\"\n",
+                      "build.allowedBaseImages: want a list of strings");
+}
+
+static void build_tags_are_per_namespace_unless_shared(void **state)
+{
+    (void)state;
+    static const char tag[] = "b22120d36cb167f3a56d4153967b95db"; /* the reference's tag */
+    struct session_config *c = session_config_new();
+    struct session a = {.name = "app", .namespace = "team-a"},
+                   b = {.name = "app", .namespace = "team-b"};
+    char ta[BUILD_TAG_LEN + 1], tb[BUILD_TAG_LEN + 1];
+    session_builds_tag(c, &a, tag, ta);
+    session_builds_tag(c, &b, tag, tb);
+    assert_string_not_equal(ta, tb);
+    assert_string_not_equal(ta, tag);
+    assert_string_equal(ta, "6c363c8aca9c4f549cc4314d4e5100a7"); /* pinned, test_build_job */
+    struct telo_err err;
+    assert_int_equal(session_config_set(c, "build.shareAcrossNamespaces=true", &err), 0);
+    session_builds_tag(c, &a, tag, ta);
+    session_builds_tag(c, &b, tag, tb);
+    /* Shared: the reference runner's tag, the same everywhere. */
+    assert_string_equal(ta, tag);
+    assert_string_equal(tb, tag);
+    session_config_free(c);
+}
+
 static void set_errors(void **state)
 {
     (void)state;
@@ -398,6 +502,30 @@ static void spec_errors_name_the_field(void **state)
                  bad_entries[i]);
         expect_spec_error(spec, want);
     }
+    /* Entries a shell would read as more than a path (issue 15): the field and the allowed
+     * characters, never the entry itself. */
+    const char *injections[] = {"app/t.yaml;id", "app/$(id).yaml", "app/`id`.yaml",
+                                "app/t.yaml|sh", "app/t.yaml&&id", "app/t yaml",
+                                "app/t\\\".yaml"};
+    for (size_t i = 0; i < sizeof(injections) / sizeof(injections[0]); i++) {
+        char spec[200];
+        snprintf(spec, sizeof(spec), "{\"entry\":\"%s\"," CM "}", injections[i]);
+        struct session s;
+        struct json_object *obj;
+        struct telo_err err;
+        assert_int_equal(parse(spec, &s, &obj, &err), -TELO_EINVAL);
+        assert_memory_equal(err.msg,
+                            "spec.entry: may contain only letters, digits, '.', '_', '-' and '/' "
+                            "(found ",
+                            strlen("spec.entry: may contain only letters, digits, '.', '_', '-' "
+                                   "and '/' (found "));
+        assert_null(strstr(err.msg, injections[i]));
+        json_object_put(obj);
+    }
+    expect_spec_error("{\"entry\":\"app/t.yaml;id\"," CM "}",
+                      "spec.entry: may contain only letters, digits, '.', '_', '-' and '/' (found "
+                      "';' at character 11): give the path of the Telo.Application manifest "
+                      "inside the bundle, like app/telo.yaml");
     expect_spec_error("{\"entry\":\"a.yaml\"}",
                       "spec.bundle: set exactly one of configMap.name and url.url");
     expect_spec_error("{\"entry\":\"a.yaml\",\"bundle\":{\"configMap\":{\"name\":\"x\"},"
@@ -621,6 +749,8 @@ int main(void)
         cmocka_unit_test(a_missing_file),
         cmocka_unit_test(set_overrides_each_kind),
         cmocka_unit_test(set_errors),
+        cmocka_unit_test(base_images_are_allowed_by_the_operator_only),
+        cmocka_unit_test(build_tags_are_per_namespace_unless_shared),
         cmocka_unit_test(describe_lists_every_key),
         cmocka_unit_test(spec_fields_and_defaults),
         cmocka_unit_test(spec_errors_name_the_field),
