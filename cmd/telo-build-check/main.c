@@ -2,14 +2,18 @@
  * registry holds <repository>:<tag> (for the e2e tests and for debugging a registry setup).
  *
  *   telo-build-check tag BUNDLE.tgz [--base IMAGE] [--base-digest D] [--telo-registry URL]
+ *       [--namespace NS]
  *       prints "tag=<tag> imports=N controllers=N fallback=0|1 [reason=...]"; exit 0, or 1 with
- *       the bundle's error on stderr
+ *       the bundle's error on stderr. The tag is the reference runner's (the operator's with
+ *       build.shareAcrossNamespaces), or with --namespace the one the operator uses for a
+ *       session in NS by default (build_tag_for_namespace)
  *   telo-build-check exists --repository HOST/PATH --tag TAG [--api-url URL]
  *       [--dockerconfigjson FILE] [--secret-name NS/NAME] [--insecure] [--attempts N]
  *       prints "presence=present|absent|unknown|denied ref=... attempts=N [digest=...]
  *       [message=...]"; exit 0 present, 1 absent, 2 unknown, 3 denied, 64 usage */
 #include "build/bundle.h"
 #include "build/depkey.h"
+#include "build/job.h"
 #include "build/registry.h"
 #include "util/err.h"
 
@@ -26,7 +30,7 @@ static int usage(void)
 {
     fprintf(stderr,
             "usage: telo-build-check tag BUNDLE.tgz [--base IMAGE] [--base-digest D] "
-            "[--telo-registry URL]\n"
+            "[--telo-registry URL] [--namespace NS]\n"
             "       telo-build-check exists --repository HOST/PATH --tag TAG [--api-url URL]\n"
             "              [--dockerconfigjson FILE] [--secret-name NS/NAME] [--insecure] "
             "[--attempts N]\n");
@@ -60,6 +64,7 @@ static int cmd_tag(int argc, char **argv)
         return usage();
     struct build_tag_input in = {.base_image = "telorun/node:latest-slim",
                                  .telo_registry_url = "https://registry.telo.run"};
+    const char *ns = NULL;
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && strcmp(argv[i], "--base") == 0)
             in.base_image = argv[++i];
@@ -67,6 +72,8 @@ static int cmd_tag(int argc, char **argv)
             in.base_digest = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--telo-registry") == 0)
             in.telo_registry_url = argv[++i];
+        else if (i + 1 < argc && strcmp(argv[i], "--namespace") == 0)
+            ns = argv[++i];
         else
             return usage();
     }
@@ -87,6 +94,11 @@ static int cmd_tag(int argc, char **argv)
         fprintf(stderr, "telo-build-check: %s\n", err.msg);
         build_bundle_free(b);
         return 1;
+    }
+    if (ns != NULL) {
+        char scoped[BUILD_TAG_LEN + 1];
+        build_tag_for_namespace(tag, ns, scoped);
+        memcpy(tag, scoped, sizeof(tag));
     }
     printf("tag=%s imports=%zu controllers=%zu fallback=%d", tag, k->nimports, k->ncontrollers,
            k->full_content_fallback);

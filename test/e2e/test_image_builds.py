@@ -122,14 +122,18 @@ def app_bundle(name, greeting):
     return bundle_cm(name, tgz({"app/telo.yaml": APP % json.dumps(greeting)}))
 
 
-def tag_of(data):
-    """The tag telo-build-check computes for a bundle with the operator's default inputs."""
+def tag_of(data, namespace=None):
+    """The tag telo-build-check computes for a bundle with the operator's default inputs: the
+    reference runner's (build.shareAcrossNamespaces=true), or with namespace the one a session
+    there gets by default (the namespace keyed into it)."""
     path = "/tmp/telo-e2e-%s.tgz" % uuid.uuid4().hex
     with open(path, "wb") as f:
         f.write(data)
     try:
-        out = subprocess.run([CHECK_BIN, "tag", path, "--base", BASE_IMAGE, "--telo-registry",
-                              TELO_REGISTRY], check=True, capture_output=True, text=True).stdout
+        argv = [CHECK_BIN, "tag", path, "--base", BASE_IMAGE, "--telo-registry", TELO_REGISTRY]
+        if namespace:
+            argv += ["--namespace", namespace]
+        out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     finally:
         os.unlink(path)
     return out.split()[0][len("tag="):]
@@ -239,8 +243,8 @@ def test_two_sessions_with_the_same_dependencies_share_one_build_job(cluster, bu
     ns, hold = pod_namespace, Hold(cluster, session_node)
     op = builds(hold=hold)
     a, b = app_bundle("bundle-a", "from a"), app_bundle("bundle-b", "from b")
-    tag = tag_of(base64.b64decode(a["binaryData"]["bundle.tgz"]))
-    assert tag == tag_of(base64.b64decode(b["binaryData"]["bundle.tgz"]))
+    tag = tag_of(base64.b64decode(a["binaryData"]["bundle.tgz"]), ns)
+    assert tag == tag_of(base64.b64decode(b["binaryData"]["bundle.tgz"]), ns)
     job = "telo-build-" + tag
     apply(cluster, ns, a, session("a", bundle="bundle-a"))
     wait_phase(cluster, ns, "a", "Building")
@@ -290,7 +294,7 @@ def test_a_tag_already_in_the_registry_is_a_cache_hit_without_a_job(cluster, bui
     # The tag covers the imports, not the body: make them unique to this test.
     cm = bundle_cm("bundle", tgz({"app/telo.yaml": APP.replace(
         "std/javascript@0.5.0", "std/javascript@0.5.%d" % (time.time_ns() % 100000)) % '"hi"'}))
-    tag = tag_of(base64.b64decode(cm["binaryData"]["bundle.tgz"]))
+    tag = tag_of(base64.b64decode(cm["binaryData"]["bundle.tgz"]), ns)
     push_image(registry, tag, tmp_path)
     op = builds()
     apply(cluster, ns, cm, session("hit", bundle="bundle"))
@@ -559,7 +563,7 @@ def test_url_bundles_are_read_by_the_operator_and_built_from_the_url(
         return body
     apply(cluster, ns, url_session("u", digest), url_session("bad", "0" * 64))
     ts = wait_phase(cluster, ns, "u", "Building", timeout=30)
-    tag = tag_of(data)
+    tag = tag_of(data, ns)
     assert ts["status"]["image"]["tag"] == tag
     job = jobs(cluster, builds.namespace)[0]
     init = job["spec"]["template"]["spec"]["initContainers"][0]
