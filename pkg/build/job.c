@@ -78,7 +78,9 @@ static int entry_char(unsigned char c)
  * else as its byte value, so the message never carries a control character. */
 static void describe_char(unsigned char c, char *out, size_t len)
 {
-    if (c > 0x20 && c < 0x7f && c != '\'' && c != '\\')
+    if (c == '\'')
+        snprintf(out, len, "\"'\"");
+    else if (c > 0x20 && c < 0x7f)
         snprintf(out, len, "'%c'", c);
     else if (c == ' ')
         snprintf(out, len, "a space");

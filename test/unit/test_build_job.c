@@ -120,6 +120,10 @@ static void injected_entries_are_refused(void **state)
                                  "Telo.Application manifest inside the bundle, like app/telo.yaml");
     assert_int_equal(build_entry_check("app/t yaml", &err), -TELO_EINVAL);
     assert_non_null(strstr(err.msg, "(found a space at character 6)"));
+    assert_int_equal(build_entry_check("app/t'.yaml", &err), -TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "(found \"'\" at character 6)"));
+    assert_int_equal(build_entry_check("app/t\\.yaml", &err), -TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "(found '\\' at character 6)"));
     assert_int_equal(build_entry_check("app/t\nyaml", &err), -TELO_EINVAL);
     assert_non_null(strstr(err.msg, "(found byte 0x0a at character 6)"));
     /* Shape: relative, no empty, '.' or '..' segments, bounded. */
