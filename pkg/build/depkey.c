@@ -593,6 +593,8 @@ static int on_start(struct reader *r, yaml_event_t *ev, int is_map)
 
 static int on_end(struct reader *r)
 {
+    if (r->depth == 0)
+        return 0; /* libyaml balances them; never */
     struct frame *f = &r->stack[--r->depth];
     f->sum->open = 0;
     int rc = r->depth > 0 ? add_child(r, f->sum) : 0;
@@ -765,13 +767,15 @@ int build_depkey_extract_budget(const struct build_bundle *b,
     c.imports.seen = strmap_new();
     c.controllers.seen = strmap_new();
     struct frame *stack = calloc(c.budget.max_depth, sizeof(*stack));
-    int rc = (c.key && c.imports.seen && c.controllers.seen && stack)
-                 ? 0
-                 : telo_err_set(err, TELO_ENOMEM, "out of memory reading the bundle's manifests");
+    int rc = 0;
+    if (c.key == NULL || c.imports.seen == NULL || c.controllers.seen == NULL || stack == NULL)
+        rc = -TELO_ENOMEM;
     for (size_t i = 0; rc == 0 && b != NULL && i < b->nfiles; i++)
         rc = collect_file(&c, &b->files[i], stack, err);
     free(stack);
-    if (rc != 0) {
+    if (rc == -TELO_ENOMEM)
+        telo_err_set(err, TELO_ENOMEM, "out of memory reading the bundle's manifests");
+    if (rc != 0 || c.key == NULL) {
         set_release(&c.imports);
         set_release(&c.controllers);
         free(c.key);

@@ -304,7 +304,7 @@ static void read_key(const void *tgz, size_t len, const char *source, const stru
         rc = build_bundle_check_entry(bundle, s->entry, source, &err);
     if (rc < 0) {
         snprintf(out->error, sizeof(out->error), "%s", err.msg);
-    } else {
+    } else if (key) {
         out->no_dependencies =
             key->nimports == 0 && key->ncontrollers == 0 && !key->full_content_fallback;
     }
