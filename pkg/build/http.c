@@ -173,7 +173,7 @@ static curl_socket_t on_opensocket(void *clientp, curlsocktype purpose,
 {
     struct build_http_call *c = clientp;
     char why[sizeof(c->refused)];
-    if (purpose == CURLSOCKTYPE_IPCXN && c->restrict_addresses &&
+    if (purpose == CURLSOCKTYPE_IPCXN &&
         !build_address_allowed(&address->addr, c->allow, c->nallow, why, sizeof(why))) {
         if (c->refused[0] == '\0')
             snprintf(c->refused, sizeof(c->refused), "%s", why);
@@ -392,8 +392,10 @@ struct build_http_call *build_http_submit(struct build_http *h,
     curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_opensocket);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c);
+    if (req->restrict_addresses) {
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_opensocket);
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c);
+    }
     /* Registries redirect blob reads to storage; manifests and tokens answer directly, and an
      * Authorization header must not follow a redirect to another host. A download without
      * credentials may follow (release assets redirect to storage): each hop's connection goes
