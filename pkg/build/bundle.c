@@ -15,7 +15,7 @@
  * under the operator's memory limit, and a bundle is manifests and controller sources, not
  * node_modules (`telo install` fetches those in the build). */
 #define DEFAULT_MAX_TOTAL   ((size_t)32 << 20)
-#define DEFAULT_MAX_FILE    ((size_t)8 << 20)
+#define DEFAULT_MAX_FILE    ((size_t)16 << 20)
 #define DEFAULT_MAX_ENTRIES ((size_t)10000)
 #define DEFAULT_MAX_PATH    ((size_t)1024)
 /* libarchive hands data over in blocks; reading in 64 KiB steps keeps the cap checks tight. */

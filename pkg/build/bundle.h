@@ -25,7 +25,7 @@ struct build_bundle {
 struct build_bundle_limits {
     size_t max_compressed; /* gzip bytes: 64 MiB */
     size_t max_total;      /* uncompressed bytes of all files: 32 MiB */
-    size_t max_file;       /* uncompressed bytes of one file: 8 MiB */
+    size_t max_file;       /* uncompressed bytes of one file: 16 MiB */
     size_t max_entries;    /* archive entries, directories included: 10000 */
     size_t max_path;       /* bytes of one path: 1024 */
 };

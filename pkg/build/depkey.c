@@ -18,7 +18,7 @@
 #define DEFAULT_MAX_DEPTH        ((size_t)100)
 #define DEFAULT_MAX_ALIASES      ((size_t)1000)
 #define DEFAULT_MAX_SCALAR       ((size_t)1 << 20)
-#define DEFAULT_MAX_FILE_BYTES   ((size_t)8 << 20)
+#define DEFAULT_MAX_FILE_BYTES   ((size_t)16 << 20)
 #define DEFAULT_MAX_BUNDLE_BYTES ((size_t)32 << 20)
 
 /* ---- UTF-16 ordering ---- */

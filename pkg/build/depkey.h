@@ -39,7 +39,7 @@ struct build_yaml_budget {
     size_t max_depth;        /* collections nested in one another: 100 */
     size_t max_aliases;      /* aliases of one file: 1000 */
     size_t max_scalar;       /* bytes of one scalar: 1 MiB */
-    size_t max_file_bytes;   /* bytes of one file: 8 MiB */
+    size_t max_file_bytes;   /* bytes of one file: 16 MiB */
     size_t max_bundle_bytes; /* bytes of all files together: 32 MiB */
 };
 

@@ -49,7 +49,7 @@ def tgz(files):
 
 def yaml_bomb():
     """About 1 MiB of gzip: every kind of YAML bomb, each under the bundle reader's byte caps
-    (8 MiB a file, 32 MiB in all) so that it is the YAML reader that has to stop it."""
+    (16 MiB a file, 32 MiB in all) so that it is the YAML reader that has to stop it."""
     flow = "kind: Telo.Application\nbomb: [" + "a," * (3 << 20) + "a]\n"  # 6 MiB, 3M items
     deep = "[" * (2 << 20) + "]" * (2 << 20) + "\n"                      # 2M levels
     lol = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
