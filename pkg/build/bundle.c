@@ -11,12 +11,17 @@
 #include <sys/stat.h>
 
 #define DEFAULT_MAX_COMPRESSED ((size_t)64 << 20)
-#define DEFAULT_MAX_TOTAL      ((size_t)64 << 20)
-#define DEFAULT_MAX_FILE       ((size_t)16 << 20)
-#define DEFAULT_MAX_ENTRIES    ((size_t)10000)
-#define DEFAULT_MAX_PATH       ((size_t)1024)
+/* What a bundle holds is in memory while the operator reads it: 32 MiB keeps a bomb's cost well
+ * under the operator's memory limit, and a bundle is manifests and controller sources, not
+ * node_modules (`telo install` fetches those in the build). */
+#define DEFAULT_MAX_TOTAL   ((size_t)32 << 20)
+#define DEFAULT_MAX_FILE    ((size_t)16 << 20)
+#define DEFAULT_MAX_ENTRIES ((size_t)10000)
+#define DEFAULT_MAX_PATH    ((size_t)1024)
 /* libarchive hands data over in blocks; reading in 64 KiB steps keeps the cap checks tight. */
 #define READ_STEP ((size_t)64 << 10)
+/* The entry check's nesting limit, depkey's default budget: libyaml's stacks grow with it. */
+#define ENTRY_MAX_DEPTH 100
 
 static int utf8_valid(const unsigned char *s, size_t n)
 {
@@ -377,6 +382,7 @@ int build_bundle_check_entry(const struct build_bundle *b, const char *entry, co
         return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
     yaml_parser_set_input_string(&p, f->data, f->len);
     int rc = 0;
+    size_t depth = 0;
     for (;;) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&p, &ev)) {
@@ -386,8 +392,18 @@ int build_bundle_check_entry(const struct build_bundle *b, const char *entry, co
             break;
         }
         int end = ev.type == YAML_STREAM_END_EVENT;
+        if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT)
+            depth++;
+        else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT)
+            depth--;
+        if (depth > ENTRY_MAX_DEPTH)
+            rc = telo_err_set(err, TELO_ETOOBIG,
+                              "%s: %s: line %zu column %zu: collections nested deeper than %d "
+                              "levels (the limit)",
+                              source, f->path, ev.start_mark.line + 1, ev.start_mark.column + 1,
+                              ENTRY_MAX_DEPTH);
         yaml_event_delete(&ev);
-        if (end)
+        if (end || rc != 0)
             break;
     }
     yaml_parser_delete(&p);

@@ -24,7 +24,7 @@ struct build_bundle {
  * ConfigMap bundle is at most about 1 MiB compressed; URL bundles can be larger. */
 struct build_bundle_limits {
     size_t max_compressed; /* gzip bytes: 64 MiB */
-    size_t max_total;      /* uncompressed bytes of all files: 64 MiB */
+    size_t max_total;      /* uncompressed bytes of all files: 32 MiB */
     size_t max_file;       /* uncompressed bytes of one file: 16 MiB */
     size_t max_entries;    /* archive entries, directories included: 10000 */
     size_t max_path;       /* bytes of one path: 1024 */
@@ -54,7 +54,8 @@ const struct build_bundle_file *build_bundle_find(const struct build_bundle *b, 
 /* Checks that entry (spec.entry) names a file of b holding well-formed YAML, so a session fails
  * with a message naming the file and the line ("bundle ConfigMap ns/app: app/telo.yaml: line 3
  * column 7: mapping values are not allowed in this context") instead of at run time. source
- * prefixes messages. Returns 0, or -TELO_ENOTFOUND / -TELO_EINVAL with err filled. */
+ * prefixes messages. Returns 0, or -TELO_ENOTFOUND / -TELO_EINVAL with err filled, or
+ * -TELO_ETOOBIG when collections nest deeper than 100 levels. */
 int build_bundle_check_entry(const struct build_bundle *b, const char *entry, const char *source,
                              struct telo_err *err);
 

@@ -29,9 +29,38 @@ struct build_depkey {
                                 * "" */
 };
 
-/* Parses every YAML document of every file of b and collects the key into *out (the caller
- * frees it with build_depkey_free). Parse problems are not errors: they set the fallback, as in
- * the reference. Returns 0, or -TELO_ENOMEM with *out NULL.
+/* What reading a bundle's YAML may cost; a zero field takes the default in its comment. The
+ * files are read as libyaml events, never composed into documents, so memory follows these and
+ * not the file's shape (a flow sequence of millions of items, deep nesting, an alias bomb). */
+struct build_yaml_budget {
+    size_t max_nodes;        /* scalars, collections and aliases of one file: 100000 */
+    size_t max_expanded;     /* nodes of one document with every alias expanded: max_nodes */
+    size_t max_bundle_nodes; /* nodes of all files together: 1000000 */
+    size_t max_depth;        /* collections nested in one another: 100 */
+    size_t max_aliases;      /* aliases of one file: 1000 */
+    size_t max_scalar;       /* bytes of one scalar: 1 MiB */
+    size_t max_file_bytes;   /* bytes of one file: 16 MiB */
+    size_t max_bundle_bytes; /* bytes of all files together: 32 MiB */
+};
+
+/* Fills b's zero fields with the defaults. */
+void build_yaml_budget_defaults(struct build_yaml_budget *b);
+
+/* Reads every YAML document of every file of b as libyaml events and collects the key into *out
+ * (the caller frees it with build_depkey_free). Parse problems are not errors: they set the
+ * fallback, as in the reference. budget may be NULL for the defaults. Returns 0, or with *out
+ * NULL and err filled:
+ *   -TELO_ETOOBIG  a budget was exceeded; the message names the file, the budget and its limit
+ *                  ("bundle file app/x.yaml: more than 100000 YAML nodes (the limit of a
+ *                  file)"); reading stops there;
+ *   -TELO_EINVAL   an alias inside the collection it names (a recursive structure);
+ *   -TELO_ENOMEM   out of memory.
+ */
+int build_depkey_extract_budget(const struct build_bundle *b,
+                                const struct build_yaml_budget *budget, struct build_depkey **out,
+                                struct telo_err *err);
+
+/* build_depkey_extract_budget with the default budget. Same results.
  *
  * Differences from the reference's `yaml` (eemeli/yaml 2.x) parser, all in inputs the editor does
  * not produce: libyaml stops at a file's first syntax error, so documents after it in that file

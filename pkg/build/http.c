@@ -4,9 +4,13 @@
 
 #include "util/curlev.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <ev.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -15,6 +19,7 @@
 #define DEFAULT_MAX_BODY   ((size_t)1 << 20)
 #define CONNECT_TIMEOUT_MS 5000L
 #define HEADER_VALUE_MAX   4096
+#define MAX_REDIRECTS      5L
 
 enum call_state { CALL_QUEUED, CALL_RUNNING, CALL_DONE };
 
@@ -32,6 +37,10 @@ struct build_http_call {
     char *content_digest;
     build_http_done_fn *done;
     void *ud;
+    int restrict_addresses;
+    const struct build_cidr *allow;
+    size_t nallow;
+    char refused[160]; /* the first address the policy refused, why */
 };
 
 struct build_http {
@@ -41,6 +50,137 @@ struct build_http {
     struct build_http_call *calls;
     size_t ncalls;
 };
+
+/* ---- the address policy ---- */
+
+int build_cidr_parse(const char *text, struct build_cidr *out, struct telo_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    char host[INET6_ADDRSTRLEN + 1];
+    const char *slash = text != NULL ? strchr(text, '/') : NULL;
+    size_t n = text == NULL ? 0 : slash != NULL ? (size_t)(slash - text) : strlen(text);
+    if (n == 0 || n >= sizeof(host))
+        return telo_err_set(err, TELO_EINVAL, "\"%s\" is not a CIDR (e.g. 10.0.0.0/8)",
+                            text != NULL ? text : "");
+    memcpy(host, text, n);
+    host[n] = '\0';
+    unsigned max;
+    if (inet_pton(AF_INET, host, out->addr) == 1) {
+        out->family = AF_INET;
+        max = 32;
+    } else if (inet_pton(AF_INET6, host, out->addr) == 1) {
+        out->family = AF_INET6;
+        max = 128;
+    } else {
+        return telo_err_set(err, TELO_EINVAL, "\"%s\" is not a CIDR (e.g. 10.0.0.0/8)", text);
+    }
+    out->prefix = max;
+    if (slash != NULL) {
+        char *end = NULL;
+        unsigned long p = strtoul(slash + 1, &end, 10);
+        if (slash[1] < '0' || slash[1] > '9' || *end != '\0' || p > max)
+            return telo_err_set(err, TELO_EINVAL, "\"%s\": the prefix length must be 0 to %u", text,
+                                max);
+        out->prefix = (unsigned)p;
+    }
+    return 0;
+}
+
+static int prefix_match(const unsigned char *a, const unsigned char *net, unsigned prefix)
+{
+    unsigned full = prefix / 8, rest = prefix % 8;
+    if (memcmp(a, net, full) != 0)
+        return 0;
+    if (rest == 0)
+        return 1;
+    unsigned char mask = (unsigned char)(0xff << (8 - rest));
+    return (a[full] & mask) == (net[full] & mask);
+}
+
+struct net_class {
+    int family;
+    unsigned char net[16];
+    unsigned prefix;
+    const char *what;
+};
+
+/* Checked in order: the first match names the class. */
+static const struct net_class refused_nets[] = {
+    {AF_INET, {169, 254, 169, 254}, 32, "the cloud metadata service (link-local)"},
+    {AF_INET, {127}, 8, "loopback"},
+    {AF_INET, {169, 254}, 16, "link-local"},
+    {AF_INET, {10}, 8, "private (RFC 1918)"},
+    {AF_INET, {172, 16}, 12, "private (RFC 1918)"},
+    {AF_INET, {192, 168}, 16, "private (RFC 1918)"},
+    {AF_INET, {100, 64}, 10, "carrier-grade NAT (shared, RFC 6598)"},
+    {AF_INET, {0}, 8, "\"this network\" (0.0.0.0/8)"},
+    {AF_INET, {224}, 4, "multicast"},
+    {AF_INET, {240}, 4, "reserved (240.0.0.0/4, broadcast)"},
+    {AF_INET6, {0}, 128, "unspecified"},
+    {AF_INET6, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 128, "loopback"},
+    {AF_INET6, {0xfe, 0x80}, 10, "link-local"},
+    {AF_INET6, {0xfe, 0xc0}, 10, "site-local"},
+    {AF_INET6, {0xfc}, 7, "private (unique local)"},
+    {AF_INET6, {0xff}, 8, "multicast"},
+};
+
+int build_address_allowed(const struct sockaddr *sa, const struct build_cidr *allow, size_t nallow,
+                          char *why, size_t len)
+{
+    unsigned char a[16];
+    int family;
+    if (sa == NULL) {
+        snprintf(why, len, "no address");
+        return 0;
+    }
+    if (sa->sa_family == AF_INET) {
+        family = AF_INET;
+        memcpy(a, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        family = AF_INET6;
+        memcpy(a, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+    } else {
+        snprintf(why, len, "the address is neither IPv4 nor IPv6");
+        return 0;
+    }
+    char text[INET6_ADDRSTRLEN];
+    inet_ntop(family, a, text, sizeof(text));
+    /* IPv4 in IPv6 clothing: mapped (::ffff:0:0/96) and NAT64 (64:ff9b::/96) reach the IPv4
+     * address they carry. */
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b};
+    if (family == AF_INET6 && (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)) {
+        memmove(a, a + 12, 4);
+        family = AF_INET;
+    }
+    for (size_t i = 0; i < nallow; i++)
+        if (allow[i].family == family && prefix_match(a, allow[i].addr, allow[i].prefix))
+            return 1;
+    for (size_t i = 0; i < sizeof(refused_nets) / sizeof(refused_nets[0]); i++) {
+        const struct net_class *c = &refused_nets[i];
+        if (c->family == family && prefix_match(a, c->net, c->prefix)) {
+            snprintf(why, len, "the address %s is %s", text, c->what);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Every connection curl opens for a restricted call: the resolved address it is about to use,
+ * so what is checked is what is connected to. */
+static curl_socket_t on_opensocket(void *clientp, curlsocktype purpose,
+                                   struct curl_sockaddr *address)
+{
+    struct build_http_call *c = clientp;
+    char why[sizeof(c->refused)];
+    if (purpose == CURLSOCKTYPE_IPCXN &&
+        !build_address_allowed(&address->addr, c->allow, c->nallow, why, sizeof(why))) {
+        if (c->refused[0] == '\0')
+            snprintf(c->refused, sizeof(c->refused), "%s", why);
+        return CURL_SOCKET_BAD;
+    }
+    return socket(address->family, address->socktype, address->protocol);
+}
 
 /* ---- per call ---- */
 
@@ -126,16 +266,34 @@ static void on_done(CURL *easy, CURLcode cc, void *ud)
     struct telo_err err;
     telo_err_clear(&err);
     int rc = 0;
-    if (c->too_big)
+    char summary[sizeof(c->refused) + 16] = "";
+    if (c->refused[0] != '\0' && cc != CURLE_OK) {
+        rc = telo_err_set(&err, TELO_EINVAL, "%s: refused: %s", url ? url : "", c->refused);
+        snprintf(summary, sizeof(summary), "refused: %s", c->refused);
+    } else if (c->too_big) {
         rc = telo_err_set(&err, TELO_ETOOBIG, "%s: response larger than %zu bytes", url ? url : "",
                           c->body.max);
-    else if (cc == CURLE_OPERATION_TIMEDOUT)
+        snprintf(summary, sizeof(summary), "larger than %zu bytes", c->body.max);
+    } else if (cc == CURLE_OPERATION_TIMEDOUT) {
         rc = telo_err_set(&err, TELO_ETIMEDOUT, "%s: %s", url ? url : "", c->errbuf);
-    else if (c->errbuf[0] != '\0')
+        snprintf(summary, sizeof(summary), "timed out");
+    } else if (c->errbuf[0] != '\0') {
         rc = telo_err_set(&err, TELO_EIO, "%s: %s", url ? url : "", c->errbuf);
+        snprintf(summary, sizeof(summary), "%s",
+                 cc == CURLE_COULDNT_RESOLVE_HOST   ? "cannot resolve the host"
+                 : cc == CURLE_COULDNT_CONNECT      ? "cannot connect"
+                 : cc == CURLE_TOO_MANY_REDIRECTS   ? "too many redirects"
+                 : cc == CURLE_UNSUPPORTED_PROTOCOL ? "a redirect to a scheme other than http(s)"
+                 : cc == CURLE_PEER_FAILED_VERIFICATION
+                     ? "the server's TLS certificate is not trusted"
+                 : cc == CURLE_SSL_CONNECT_ERROR ? "the TLS handshake failed"
+                                                 : "the transfer failed");
+    }
     struct build_http_response resp = {
         .rc = rc,
         .err = &err,
+        .summary = summary,
+        .refused = c->refused[0] != '\0' && rc != 0,
         .code = rc == 0 ? code : 0,
         .www_authenticate = c->www_authenticate,
         .content_digest = c->content_digest,
@@ -166,7 +324,8 @@ static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
         if (c->state == CALL_DONE && !c->cancelled && c->errbuf[0] != '\0') {
             struct telo_err err;
             telo_err_set(&err, TELO_ENOMEM, "%s", c->errbuf);
-            struct build_http_response resp = {.rc = -TELO_ENOMEM, .err = &err, .body = &c->body};
+            struct build_http_response resp = {
+                .rc = -TELO_ENOMEM, .err = &err, .summary = "out of memory", .body = &c->body};
             curl_easy_cleanup(c->easy);
             c->easy = NULL;
             c->done(c, &resp, c->ud);
@@ -200,6 +359,9 @@ struct build_http_call *build_http_submit(struct build_http *h,
     c->easy = e;
     c->done = done;
     c->ud = ud;
+    c->restrict_addresses = req->restrict_addresses;
+    c->allow = req->allow;
+    c->nallow = req->nallow;
     buf_init(&c->body, req->max_body ? req->max_body : DEFAULT_MAX_BODY);
     int ok = 1;
     for (const char *const *hd = req->headers; ok && hd != NULL && *hd != NULL; hd++) {
@@ -230,9 +392,21 @@ struct build_http_call *build_http_submit(struct build_http *h,
     curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+    if (req->restrict_addresses) {
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_opensocket);
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c);
+    }
     /* Registries redirect blob reads to storage; manifests and tokens answer directly, and an
-     * Authorization header must not follow a redirect to another host. */
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+     * Authorization header must not follow a redirect to another host. A download without
+     * credentials may follow (release assets redirect to storage): each hop's connection goes
+     * through the address policy like the first. */
+    if (req->follow_redirects) {
+        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+        curl_easy_setopt(e, CURLOPT_MAXREDIRS, MAX_REDIRECTS);
+        curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    } else {
+        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    }
     if (strcmp(req->method, "HEAD") == 0)
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     else if (strcmp(req->method, "GET") != 0)

@@ -9,8 +9,30 @@
 #include <stddef.h>
 
 struct ev_loop;
+struct sockaddr;
 struct build_http;
 struct build_http_call;
+
+/* An IP network, "10.0.0.0/8" or "fd00::/8". */
+struct build_cidr {
+    int family; /* AF_INET or AF_INET6 */
+    unsigned char addr[16];
+    unsigned prefix;
+};
+
+/* Parses text ("127.0.0.0/8", "::1/128"; a bare address is a /32 or /128) into *out. Returns 0,
+ * or -TELO_EINVAL with err saying what is wrong. */
+int build_cidr_parse(const char *text, struct build_cidr *out, struct telo_err *err);
+
+/* Whether the operator may connect to sa (AF_INET or AF_INET6) on a tenant's behalf: public
+ * addresses may be reached; loopback, link-local (cloud metadata 169.254.169.254 among them),
+ * private (RFC 1918, unique local fc00::/7, carrier-grade NAT 100.64.0.0/10), "this network"
+ * 0.0.0.0/8 and the unspecified address, multicast, broadcast and reserved 240.0.0.0/4 only when
+ * a network of allow (nallow entries) holds them. IPv4 addresses mapped into IPv6 (::ffff:a.b.c.d,
+ * 64:ff9b::/96) are judged as IPv4. Returns 1, or 0 with why (len bytes) saying which class
+ * refused it ("the address 127.0.0.1 is loopback"). */
+int build_address_allowed(const struct sockaddr *sa, const struct build_cidr *allow, size_t nallow,
+                          char *why, size_t len);
 
 /* One request. Pointers are borrowed and only read during build_http_submit. pkg/kube's
  * transport talks to one API server with its credentials; this one goes wherever url says. */
@@ -21,6 +43,13 @@ struct build_http_request {
     long timeout_ms;            /* whole request; 0: 10000 */
     size_t max_body;            /* response body cap; 0: 1 MiB */
     int insecure_tls;           /* 1: do not verify the server's certificate */
+    /* A tenant's URL: 1 checks every address connected to (each try of each resolved address,
+     * after every redirect) with build_address_allowed against allow, so a name that resolves,
+     * or rebinds, to a refused address is never connected to. */
+    int restrict_addresses;
+    const struct build_cidr *allow; /* borrowed; must outlive the call */
+    size_t nallow;
+    int follow_redirects; /* up to 5, http(s) only; never with credentials in headers */
 };
 
 /* What came back; valid only during the callback. */
@@ -31,6 +60,11 @@ struct build_http_response {
     const char *www_authenticate; /* the last WWW-Authenticate header, or NULL */
     const char *content_digest;   /* Docker-Content-Digest, or NULL */
     const struct buf *body;       /* up to max_body bytes */
+    /* When rc != 0: what went wrong in words of our own, never the remote's ("timed out",
+     * "cannot connect", "refused: the address 127.0.0.1 is loopback"), fit for a tenant's
+     * status; err->msg has the detail for the log. */
+    const char *summary;
+    int refused; /* a connection was refused by the address policy */
 };
 
 /* Called once per call that was not cancelled; the call is freed when it returns. It may submit

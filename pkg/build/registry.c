@@ -10,6 +10,7 @@
 #include "util/strmap.h"
 #include "util/url.h"
 
+#include <curl/curl.h>
 #include <ev.h>
 #include <json.h>
 #include <openssl/evp.h>
@@ -241,6 +242,65 @@ int build_auth_challenge_parse(const char *header, struct build_auth_challenge *
     return 0;
 }
 
+/* The scheme and host of url as curl would connect (userinfo, port and brackets aside), into
+ * scheme and host. Returns 0, or -1 when url does not parse or has no host. */
+static int url_scheme_host(const char *url, char *scheme, size_t slen, char *host, size_t hlen)
+{
+    CURLU *u = curl_url();
+    char *sch = NULL, *h = NULL;
+    int rc = -1;
+    if (u != NULL && url != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &sch, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &h, 0) == CURLUE_OK && h[0] != '\0' && strlen(sch) < slen &&
+        strlen(h) < hlen) {
+        snprintf(scheme, slen, "%s", sch);
+        snprintf(host, hlen, "%s", h);
+        rc = 0;
+    }
+    curl_free(sch);
+    curl_free(h);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+/* The host of "host[:port]" or "[v6]:port", without the port. */
+static void host_only(const char *hostport, char *out, size_t len)
+{
+    char url[600];
+    char scheme[16];
+    snprintf(url, sizeof(url), "https://%s/", hostport);
+    if (url_scheme_host(url, scheme, sizeof(scheme), out, len) != 0)
+        snprintf(out, len, "%s", hostport);
+}
+
+static int is_docker_hub(const char *host)
+{
+    return strcasecmp(host, "docker.io") == 0 || strcasecmp(host, "index.docker.io") == 0 ||
+           strcasecmp(host, "registry-1.docker.io") == 0;
+}
+
+int build_registry_realm_trusted(const char *realm, const char *registry_host, const char *api_url,
+                                 int insecure)
+{
+    char scheme[16], host[300], own[300], api_scheme[16], api_host[300];
+    if (url_scheme_host(realm, scheme, sizeof(scheme), host, sizeof(host)) != 0)
+        return 0;
+    if (strcasecmp(scheme, "https") != 0 && !(insecure && strcasecmp(scheme, "http") == 0))
+        return 0;
+    if (registry_host != NULL) {
+        host_only(registry_host, own, sizeof(own));
+        if (strcasecmp(host, own) == 0)
+            return 1;
+        if (is_docker_hub(own) && strcasecmp(host, "auth.docker.io") == 0)
+            return 1;
+    }
+    if (api_url != NULL &&
+        url_scheme_host(api_url, api_scheme, sizeof(api_scheme), api_host, sizeof(api_host)) == 0 &&
+        strcasecmp(host, api_host) == 0)
+        return 1;
+    return 0;
+}
+
 /* ---- the checker ---- */
 
 struct cache_entry {
@@ -262,8 +322,9 @@ struct build_registry_check {
     struct build_registry *r;
     struct build_registry_check *prev, *next;
     char *ref, *host, *path, *tag, *head_url, *secret_name;
-    char *basic;  /* base64 "user:password", or NULL */
-    char *bearer; /* token from the challenge, or NULL */
+    char *basic;   /* base64 "user:password", or NULL */
+    char *api_url; /* build.registryApiUrl, or NULL */
+    char *bearer;  /* token from the challenge, or NULL */
     int insecure;
     int attempts;
     int token_tried;
@@ -285,6 +346,7 @@ static void check_free(struct build_registry_check *c)
         c->prev->next = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
+    free(c->api_url);
     if (c->basic != NULL)
         OPENSSL_cleanse(c->basic, strlen(c->basic));
     if (c->bearer != NULL)
@@ -480,7 +542,15 @@ static void start_token(struct build_registry_check *c, const struct build_auth_
         rc = url_query_add(&url, "scope", scope);
     char auth[2048];
     const char *headers[3] = {"Accept: application/json", NULL, NULL};
-    if (c->basic != NULL) {
+    /* The realm is the registry's word: the Secret goes only to the registry's own token
+     * service; another one gets an anonymous request (and a registry that needs credentials
+     * there answers 401, which says what to fix). */
+    int trusted = build_registry_realm_trusted(ch->realm, c->host, c->api_url, c->insecure);
+    if (c->basic != NULL && !trusted)
+        telo_log(TELO_LOG_WARN,
+                 "registry token realm is not the registry's own host: asking without credentials",
+                 "ref=%s realm=\"%.200s\"", c->ref, ch->realm);
+    if (c->basic != NULL && trusted) {
         snprintf(auth, sizeof(auth), "Authorization: Basic %s", c->basic);
         headers[1] = auth;
     }
@@ -628,6 +698,15 @@ struct build_registry_check *build_registry_check(struct build_registry *r,
                      q->api_url);
         return NULL;
     }
+    if (q->dockerconfigjson != NULL && !q->insecure && q->api_url != NULL &&
+        strncmp(q->api_url, "http://", 7) == 0) {
+        telo_err_set(err, TELO_EINVAL,
+                     "registry API URL '%s' is plain HTTP: the credentials of Secret %s are sent "
+                     "only over TLS; use https:// or, for a registry that serves plain HTTP, set "
+                     "build.insecureRegistry=true",
+                     q->api_url, q->secret_name != NULL ? q->secret_name : "(push secret)");
+        return NULL;
+    }
     char *user = NULL, *password = NULL, *basic = NULL;
     if (q->dockerconfigjson != NULL) {
         struct telo_err aerr;
@@ -684,8 +763,9 @@ struct build_registry_check *build_registry_check(struct build_registry *r,
         c->path = strdup(path);
         c->tag = strdup(q->tag);
         c->secret_name = strdup(q->secret_name != NULL ? q->secret_name : "(push secret)");
-        if (c->head_url == NULL || c->ref == NULL || c->host == NULL || c->path == NULL ||
-            c->tag == NULL || c->secret_name == NULL)
+        c->api_url = q->api_url != NULL ? strdup(q->api_url) : NULL;
+        if ((q->api_url != NULL && c->api_url == NULL) || c->head_url == NULL || c->ref == NULL ||
+            c->host == NULL || c->path == NULL || c->tag == NULL || c->secret_name == NULL)
             rc = -1;
     }
     buf_release(&url);
@@ -698,6 +778,7 @@ struct build_registry_check *build_registry_check(struct build_registry *r,
             free(c->path);
             free(c->tag);
             free(c->secret_name);
+            free(c->api_url);
             free(c);
         }
         free(basic);

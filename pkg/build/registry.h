@@ -48,6 +48,16 @@ struct build_auth_challenge {
  * that is not a challenge. */
 int build_auth_challenge_parse(const char *header, struct build_auth_challenge *out);
 
+/* Whether credentials (the push Secret's Basic pair) may go to the token service at realm (a
+ * Bearer challenge's realm URL) for the registry at registry_host (the repository's host) and
+ * api_url (build.registryApiUrl, or NULL): only when the realm is https (or http with insecure,
+ * a registry configured as plain HTTP) and its host is the registry's own (either host, port
+ * aside), or Docker Hub's token service auth.docker.io for Docker Hub. A registry names its realm
+ * itself, so anything else (another host, a plain-HTTP realm of a TLS registry, a URL that does
+ * not parse) would hand the Secret to whoever the answer named. Returns 1 or 0. */
+int build_registry_realm_trusted(const char *realm, const char *registry_host, const char *api_url,
+                                 int insecure);
+
 /* ---- the asynchronous check ---- */
 
 /* Zero fields take the default in the comment. */

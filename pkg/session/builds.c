@@ -32,9 +32,11 @@
 #define MAX_WAITERS   4096
 #define TABLE_MAX     4096
 #define SECRET_KEY    ".dockerconfigjson"
-/* URL bundles: the download's cap (pkg/build/bundle.h's compressed cap), its timeout, and how
- * long a failed download's answer stands before the next session asks again. */
-#define DOWNLOAD_MAX        ((size_t)64 << 20)
+/* URL bundles: the download's cap, its timeout, and how long a failed download's answer stands
+ * before the next session asks again. At most bundle.maxConcurrentDownloads run at once, so
+ * downloads hold at most that many times DOWNLOAD_MAX; the reader's cap on what a bundle holds
+ * once uncompressed (32 MiB) makes a larger archive useless anyway. */
+#define DOWNLOAD_MAX        ((size_t)16 << 20)
 #define DOWNLOAD_TIMEOUT_MS 60000L
 #define FETCH_ERROR_TTL_S   30.0
 
@@ -83,6 +85,8 @@ struct fetch {
     double at;
     struct waiters w;
     struct build_http_call *call;
+    int queued;         /* in_flight, waiting for a download slot */
+    struct fetch *next; /* the queue */
 };
 
 struct session_builds {
@@ -93,6 +97,8 @@ struct session_builds {
     struct build_registry *registry;
     struct build_http *http;
     struct strmap *answers, *logs, *memo, *fetches;
+    size_t downloading;               /* downloads in flight */
+    struct fetch *queue, *queue_tail; /* fetches waiting for a download slot, oldest first */
 };
 
 static double now_of(const struct session_builds *b)
@@ -223,6 +229,21 @@ static void fetch_free(struct fetch *f)
 {
     if (!f)
         return;
+    struct session_builds *b = f->b;
+    if (f->queued) {
+        struct fetch **pp = &b->queue;
+        while (*pp && *pp != f)
+            pp = &(*pp)->next;
+        if (*pp)
+            *pp = f->next;
+        if (b->queue_tail == f) {
+            b->queue_tail = NULL;
+            for (struct fetch *q = b->queue; q; q = q->next)
+                b->queue_tail = q;
+        }
+    }
+    if (f->call)
+        b->downloading--;
     build_http_cancel(f->call);
     waiters_free(&f->w);
     free(f);
@@ -280,11 +301,19 @@ static void read_key(const void *tgz, size_t len, const char *source, const stru
         .base_image = session_image(s, cfg),
         .telo_registry_url = s->registry_url ? s->registry_url : cfg->registry_url,
     };
-    if (build_bundle_read(tgz, len, NULL, source, &bundle, &err) < 0 ||
-        build_bundle_check_entry(bundle, s->entry, source, &err) < 0 ||
-        build_tag_for_bundle(bundle, &in, out->tag, &key, &err) < 0) {
+    /* The key first: its reader is the one with a budget, so a bomb is refused there before
+     * the entry check parses the entry file. */
+    int rc = build_bundle_read(tgz, len, NULL, source, &bundle, &err);
+    if (rc == 0 && (rc = build_tag_for_bundle(bundle, &in, out->tag, &key, &err)) < 0) {
+        char msg[sizeof(err.msg)];
+        snprintf(msg, sizeof(msg), "%s", err.msg);
+        telo_err_set(&err, -rc, "%s: %s", source, msg);
+    }
+    if (rc == 0)
+        rc = build_bundle_check_entry(bundle, s->entry, source, &err);
+    if (rc < 0) {
         snprintf(out->error, sizeof(out->error), "%s", err.msg);
-    } else {
+    } else if (key) {
         out->no_dependencies =
             key->nimports == 0 && key->ncontrollers == 0 && !key->full_content_fallback;
     }
@@ -351,18 +380,24 @@ static void fetch_failed(struct fetch *f, const char *detail)
 static void downloaded(struct fetch *f, const struct build_http_response *resp, char *detail,
                        size_t len)
 {
+    /* Only our own words and the HTTP code: what the remote said stays in the log. */
+    if (resp->refused) {
+        snprintf(detail, len,
+                 "download of spec.bundle.url refused: %s; allow it with bundle.allowedUrlCidrs",
+                 resp->summary + strlen("refused: "));
+        return;
+    }
     if (resp->rc < 0) {
-        snprintf(detail, len, "cannot download the bundle from %.900s: %.400s", f->url,
-                 resp->err ? resp->err->msg : "failed");
+        snprintf(detail, len, "download of spec.bundle.url failed: %s",
+                 resp->summary && resp->summary[0] ? resp->summary : "the transfer failed");
         return;
     }
     if (resp->code != 200) {
-        snprintf(detail, len, "cannot download the bundle from %.900s: HTTP %ld", f->url,
-                 resp->code);
+        snprintf(detail, len, "download of spec.bundle.url failed: HTTP %ld", resp->code);
         return;
     }
     if (resp->body->len >= DOWNLOAD_MAX) {
-        snprintf(detail, len, "the bundle at %.1000s is larger than %zu bytes", f->url,
+        snprintf(detail, len, "download of spec.bundle.url failed: larger than %zu bytes",
                  DOWNLOAD_MAX);
         return;
     }
@@ -390,6 +425,8 @@ static void downloaded(struct fetch *f, const struct build_http_response *resp, 
     memo_put(f->b, f->key, &k);
 }
 
+static void pump_downloads(struct session_builds *b);
+
 static void on_download(struct build_http_call *call, const struct build_http_response *resp,
                         void *ud)
 {
@@ -398,6 +435,7 @@ static void on_download(struct build_http_call *call, const struct build_http_re
     struct session_builds *b = f->b;
     char detail[1536] = "";
     f->call = NULL;
+    b->downloading--;
     f->in_flight = 0;
     f->at = now_of(b);
     downloaded(f, resp, detail, sizeof(detail));
@@ -406,11 +444,56 @@ static void on_download(struct build_http_call *call, const struct build_http_re
         strmap_remove(b->fetches, f->key);
         waiters_wake(b, &f->w);
         fetch_free(f);
-        return;
+    } else {
+        fetch_failed(f, detail);
+        telo_log(TELO_LOG_WARN, "bundle download failed", "url=%s error=\"%s\" detail=\"%s\"",
+                 f->url, detail, resp->rc < 0 && resp->err ? resp->err->msg : "");
+        waiters_wake(b, &f->w);
     }
-    fetch_failed(f, detail);
-    telo_log(TELO_LOG_WARN, "bundle download failed", "url=%s error=\"%s\"", f->url, detail);
+    pump_downloads(b);
+}
+
+/* Starts f's download. Returns 0, or -1 with f failed (not in flight) and its waiters woken. */
+static int start_download(struct fetch *f)
+{
+    struct session_builds *b = f->b;
+    const struct session_cidrs *allow = &b->cfg->bundle_allowed_cidrs;
+    struct build_http_request req = {.method = "GET",
+                                     .url = f->url,
+                                     .timeout_ms = DOWNLOAD_TIMEOUT_MS,
+                                     .max_body = DOWNLOAD_MAX,
+                                     .restrict_addresses = 1,
+                                     .allow = allow->items,
+                                     .nallow = allow->n,
+                                     .follow_redirects = 1};
+    struct telo_err err;
+    telo_err_clear(&err);
+    f->call = build_http_submit(b->http, &req, on_download, f, &err);
+    if (f->call) {
+        b->downloading++;
+        return 0;
+    }
+    telo_log(TELO_LOG_WARN, "bundle download failed", "url=%s error=\"%s\"", f->url, err.msg);
+    f->in_flight = 0;
+    f->at = now_of(b);
+    fetch_failed(f,
+                 "download of spec.bundle.url failed: the URL must start with http:// or https://");
     waiters_wake(b, &f->w);
+    return -1;
+}
+
+/* Starts queued downloads while there are free slots. */
+static void pump_downloads(struct session_builds *b)
+{
+    while (b->queue && b->downloading < (size_t)b->cfg->bundle_max_downloads) {
+        struct fetch *f = b->queue;
+        b->queue = f->next;
+        if (!b->queue)
+            b->queue_tail = NULL;
+        f->next = NULL;
+        f->queued = 0;
+        (void)start_download(f);
+    }
 }
 
 int session_builds_url_key(struct session_builds *b, const struct session *s, const char *waiter,
@@ -456,21 +539,17 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
         return 0;
     }
     waiters_add(&f->w, waiter);
-    struct build_http_request req = {.method = "GET",
-                                     .url = f->url,
-                                     .timeout_ms = DOWNLOAD_TIMEOUT_MS,
-                                     .max_body = DOWNLOAD_MAX};
-    struct telo_err err;
-    telo_err_clear(&err);
-    f->call = build_http_submit(b->http, &req, on_download, f, &err);
-    if (!f->call) {
-        char detail[1536];
-        snprintf(detail, sizeof(detail), "cannot download the bundle from %.900s: %.400s", f->url,
-                 err.msg);
-        f->in_flight = 0;
-        f->at = now_of(b);
-        fetch_failed(f, detail);
-        waiters_free(&f->w);
+    if (b->downloading >= (size_t)b->cfg->bundle_max_downloads) {
+        /* Waits its turn, in flight for the sessions that ask meanwhile. */
+        f->queued = 1;
+        if (b->queue_tail)
+            b->queue_tail->next = f;
+        else
+            b->queue = f;
+        b->queue_tail = f;
+        return 0;
+    }
+    if (start_download(f) < 0) {
         *out = f->failed;
         return 1;
     }

@@ -11,7 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum kind { K_STRING, K_QUANTITY, K_POSINT, K_STRLIST, K_STRMAP, K_ARRAY, K_URL, K_BOOL };
+enum kind {
+    K_STRING,
+    K_QUANTITY,
+    K_POSINT,
+    K_STRLIST,
+    K_STRMAP,
+    K_ARRAY,
+    K_URL,
+    K_BOOL,
+    K_CIDRLIST
+};
 
 /* One key: its dotted path, its kind, where it lives in the struct, and its help line. */
 struct key {
@@ -66,6 +76,10 @@ static const struct key keys[] = {
     {"build.shareAcrossNamespaces", K_BOOL, AT(build_share_across_namespaces),
      "one image per dependency set for all namespaces (the reference runner's tag); false: "
      "the namespace is keyed into the tag"},
+    {"bundle.maxConcurrentDownloads", K_POSINT, AT(bundle_max_downloads),
+     "spec.bundle.url downloads at once; more wait their turn"},
+    {"bundle.allowedUrlCidrs", K_CIDRLIST, AT(bundle_allowed_cidrs),
+     "networks spec.bundle.url may reach although private, loopback or link-local"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -103,6 +117,7 @@ struct session_config *session_config_new(void)
     c->build_builder_image = strdup("gcr.io/kaniko-project/executor:latest");
     c->build_timeout_seconds = 600;
     c->build_ttl_seconds = 300;
+    c->bundle_max_downloads = 4;
     if (!c->default_image || !c->init_image || !c->max_cpu || !c->max_memory ||
         !c->max_ephemeral_storage || !c->managed_by || !c->registry_url || !c->build_namespace ||
         !c->build_builder_image) {
@@ -137,6 +152,9 @@ void session_config_free(struct session_config *c)
             break;
         case K_STRLIST:
             free_list(*(char ***)field, *list_count(c, &keys[i]));
+            break;
+        case K_CIDRLIST:
+            free(((struct session_cidrs *)field)->items);
             break;
         default:
             break;
@@ -318,6 +336,31 @@ static int set_value(struct session_config *c, const struct key *k, struct json_
         json_object_put(*(struct json_object **)field);
         *(struct json_object **)field = json_object_get(v);
         return 0;
+    case K_CIDRLIST: {
+        if (!json_object_is_type(v, json_type_array))
+            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list of CIDRs", source, k->path);
+        size_t n = json_object_array_length(v);
+        struct build_cidr *list = calloc(n ? n : 1, sizeof(*list));
+        if (!list)
+            return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
+        for (size_t i = 0; i < n; i++) {
+            struct json_object *e = json_object_array_get_idx(v, i);
+            struct telo_err cerr;
+            if (!json_object_is_type(e, json_type_string) ||
+                build_cidr_parse(json_object_get_string(e), &list[i], &cerr) < 0) {
+                free(list);
+                return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: %s", source, k->path, i,
+                                    json_object_is_type(e, json_type_string)
+                                        ? cerr.msg
+                                        : "want a CIDR such as 10.0.0.0/8");
+            }
+        }
+        struct session_cidrs *cidrs = field;
+        free(cidrs->items);
+        cidrs->items = list;
+        cidrs->n = n;
+        return 0;
+    }
     }
     return 0;
 }
@@ -390,7 +433,8 @@ static struct json_object *flag_value(const struct key *k, const char *value, st
 {
     struct json_object *v = NULL;
     switch (k->kind) {
-    case K_STRLIST: {
+    case K_STRLIST:
+    case K_CIDRLIST: {
         v = json_object_new_array();
         char *copy = strdup(value);
         char *save = NULL;

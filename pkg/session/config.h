@@ -2,6 +2,7 @@
 #ifndef TELO_SESSION_CONFIG_H
 #define TELO_SESSION_CONFIG_H
 
+#include "build/http.h"
 #include "util/err.h"
 
 #include <json.h>
@@ -49,6 +50,14 @@ struct session_config {
     char **build_allowed_base_images;
     size_t nbuild_allowed_base_images;
     int build_share_across_namespaces; /* build.shareAcrossNamespaces: false (tag per namespace) */
+
+    /* Bundles the operator reads for a tenant (bundle.*). */
+    long bundle_max_downloads; /* bundle.maxConcurrentDownloads: 4 (others wait their turn) */
+    struct session_cidrs {
+        struct build_cidr *items;
+        size_t n;
+    } bundle_allowed_cidrs; /* bundle.allowedUrlCidrs: none (no private, loopback or link-local
+                             * destination for spec.bundle.url) */
 };
 
 /* Returns the defaults, or NULL when out of memory. Free with session_config_free. */

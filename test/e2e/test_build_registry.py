@@ -103,7 +103,10 @@ def dockerconfig(tmp, host, user, password, name):
 def check(registry, repo, tag, config=None, api=None, attempts=None):
     argv = [BIN, "exists", "--repository", "%s/%s" % (registry["host"], repo), "--tag", tag,
             "--api-url", api or "http://%s" % registry["host"],
-            "--secret-name", "telo-builds/push"]
+            "--secret-name", "telo-builds/push",
+            # The test registry serves plain HTTP: credentials go there only when it is declared
+            # insecure (as build.insecureRegistry does for the operator).
+            "--insecure"]
     if config:
         argv += ["--dockerconfigjson", config]
     if attempts:

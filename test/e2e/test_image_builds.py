@@ -549,7 +549,9 @@ def bundle_server(cluster):
 def test_url_bundles_are_read_by_the_operator_and_built_from_the_url(
         cluster, builds, registry, pod_namespace, session_node, bundle_server):
     ns, hold = pod_namespace, Hold(cluster, session_node)
-    builds(hold=hold)
+    # The bundle server listens on loopback (or the real node's address): a private address
+    # the operator refuses for spec.bundle.url unless allowed.
+    builds("bundle.allowedUrlCidrs=%s/32" % pod_reachable_host(cluster), hold=hold)
     marker = "%d" % (time.time_ns() % 100000)
     data = tgz({"app/telo.yaml": APP.replace("std/http-server@0.15.0",
                                              "std/http-server@0.19.%s" % marker) % '"u"'})

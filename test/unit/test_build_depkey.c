@@ -27,6 +27,7 @@
 #include "util/err.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -321,6 +322,118 @@ static void yaml_shapes_the_reference_accepts_or_refuses(void **state)
     build_depkey_free(k);
 }
 
+/* The key of one file under budget (NULL: the defaults); the return code, err filled. */
+static int extract_one(const char *path, const char *text, const struct build_yaml_budget *budget,
+                       struct telo_err *err)
+{
+    struct tgz_entry e[] = {{.path = path, .data = text}};
+    struct build_bundle *b = bundle_of(e, 1);
+    struct build_depkey *k = NULL;
+    telo_err_clear(err);
+    int rc = build_depkey_extract_budget(b, budget, &k, err);
+    if (rc != 0)
+        assert_null(k);
+    build_depkey_free(k);
+    build_bundle_free(b);
+    return rc;
+}
+
+static char *repeat(const char *head, const char *item, size_t n, const char *tail)
+{
+    size_t len = strlen(head) + strlen(item) * n + strlen(tail) + 1;
+    char *s = malloc(len), *p = s;
+    assert_non_null(s);
+    p += sprintf(p, "%s", head);
+    for (size_t i = 0; i < n; i++)
+        p += sprintf(p, "%s", item);
+    sprintf(p, "%s", tail);
+    return s;
+}
+
+static void budgets_name_the_limit(void **state)
+{
+    (void)state;
+    struct telo_err err;
+    /* One flow sequence of 150000 items (the loader held every one as a node). */
+    char *big = repeat("kind: Telo.Application\nx: [", "a,", 150000, "a]\n");
+    assert_int_equal(extract_one("app/x.yaml", big, NULL, &err), -TELO_ETOOBIG);
+    assert_string_equal(
+        err.msg, "bundle file app/x.yaml: more than 100000 YAML nodes (the limit of a file)");
+    free(big);
+
+    /* Nesting. */
+    char *deep = repeat("", "[", 150, "]\n");
+    assert_int_equal(extract_one("deep.yaml", deep, NULL, &err), -TELO_ETOOBIG);
+    assert_string_equal(err.msg, "bundle file deep.yaml: line 1 column 101: collections nested "
+                                 "deeper than 100 levels (the limit)");
+    free(deep);
+
+    /* A scalar past 1 MiB. */
+    char *wide = repeat("k: ", "x", (1u << 20) + 1, "\n");
+    assert_int_equal(extract_one("wide.yaml", wide, NULL, &err), -TELO_ETOOBIG);
+    assert_string_equal(err.msg, "bundle file wide.yaml: line 1 column 4: a scalar of more than "
+                                 "1048576 bytes (the limit)");
+    free(wide);
+
+    /* Aliases. */
+    char *aliases = repeat("a: &a x\nb: [", "*a, ", 1001, "x]\n");
+    assert_int_equal(extract_one("al.yaml", aliases, NULL, &err), -TELO_ETOOBIG);
+    assert_string_equal(err.msg, "bundle file al.yaml: more than 1000 YAML aliases (the limit of "
+                                 "a file)");
+    free(aliases);
+
+    /* Bytes of a file and of the bundle, nodes of the bundle: small budgets. */
+    struct build_yaml_budget small = {.max_file_bytes = 10};
+    assert_int_equal(extract_one("b.yaml", "kind: Telo.Library\n", &small, &err), -TELO_ETOOBIG);
+    assert_string_equal(err.msg, "bundle file b.yaml: 19 bytes, more than the 10 read as YAML per "
+                                 "file (the limit)");
+    struct tgz_entry two[] = {{.path = "a.yaml", .data = "[1, 2, 3]\n"},
+                              {.path = "b.yaml", .data = "[4, 5, 6]\n"}};
+    struct build_bundle *b = bundle_of(two, N(two));
+    struct build_depkey *k = NULL;
+    struct build_yaml_budget bundle_nodes = {.max_bundle_nodes = 6};
+    assert_int_equal(build_depkey_extract_budget(b, &bundle_nodes, &k, &err), -TELO_ETOOBIG);
+    assert_string_equal(err.msg, "bundle file b.yaml: more than 6 YAML nodes in the bundle's "
+                                 "files together (the limit of a bundle)");
+    struct build_yaml_budget bundle_bytes = {.max_bundle_bytes = 15};
+    assert_int_equal(build_depkey_extract_budget(b, &bundle_bytes, &k, &err), -TELO_ETOOBIG);
+    assert_string_equal(err.msg, "bundle file b.yaml: more than 15 bytes of YAML in the bundle's "
+                                 "files together (the limit)");
+    build_bundle_free(b);
+}
+
+static void alias_bombs_are_refused(void **state)
+{
+    (void)state;
+    struct telo_err err;
+    /* Billion laughs: 9 levels of 10 aliases, 10^9 nodes once expanded, in 800 bytes. */
+    char lol[2048] = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+    for (int i = 1; i < 9; i++) {
+        test_appendf(lol, sizeof(lol), "a%d: &a%d [", i, i);
+        for (int j = 0; j < 10; j++)
+            test_appendf(lol, sizeof(lol), "*a%d%s", i - 1, j < 9 ? ", " : "]\n");
+    }
+    assert_int_equal(extract_one("lol.yaml", lol, NULL, &err), -TELO_ETOOBIG);
+    assert_string_equal(err.msg, "bundle file lol.yaml: line 5 column 5: more than 100000 YAML "
+                                 "nodes once aliases are expanded (the limit of a document)");
+    /* An alias inside the collection it names. */
+    assert_int_equal(extract_one("rec.yaml", "a: &a [1, *a]\n", NULL, &err), -TELO_EINVAL);
+    assert_string_equal(err.msg, "bundle file rec.yaml: line 1 column 11: an alias to a collection "
+                                 "that contains it (recursive YAML is refused)");
+    /* A few aliases of a list are fine, and resolve. */
+    struct tgz_entry ok[] = {{.path = "ok.yaml",
+                              .data = "x: &imps [std/a@1, {source: std/b@1}]\n"
+                                      "kind: Telo.Library\n"
+                                      "imports: *imps\n"}};
+    char tag[BUILD_TAG_LEN + 1];
+    struct build_depkey *k = NULL;
+    tag_of(ok, N(ok), &INPUT, tag, &k);
+    assert_int_equal(k->nimports, 2);
+    assert_string_equal(k->imports[0], "std/a@1");
+    assert_string_equal(k->imports[1], "std/b@1");
+    build_depkey_free(k);
+}
+
 static void utf16_order(void **state)
 {
     (void)state;
@@ -352,6 +465,8 @@ int main(void)
         cmocka_unit_test(bare_and_unicode_vectors),
         cmocka_unit_test(fallbacks_fold_in_every_file),
         cmocka_unit_test(yaml_shapes_the_reference_accepts_or_refuses),
+        cmocka_unit_test(budgets_name_the_limit),
+        cmocka_unit_test(alias_bombs_are_refused),
         cmocka_unit_test(utf16_order),
         cmocka_unit_test(missing_inputs_are_errors),
     };

@@ -169,6 +169,25 @@ static void route(int fd, const struct mock_req *r)
                      ntohs(self.sin_port));
             mock_reply(fd, 401, extra, NULL);
         }
+    } else if (strncmp(r->path, "/v2/foreign/apps/manifests/", 27) == 0) {
+        if (has_header(r, "Authorization: Bearer GIVEN-FOR-CREDENTIALS\r\n")) {
+            mock_reply(fd, 200, NULL, NULL);
+        } else {
+            /* A realm on another host ("localhost" is not the registry's 127.0.0.1, though it
+             * reaches this server): it must get no credentials. */
+            struct sockaddr_in self;
+            socklen_t slen = sizeof(self);
+            getsockname(fd, (struct sockaddr *)&self, &slen);
+            snprintf(extra, sizeof(extra),
+                     "WWW-Authenticate: Bearer realm=\"http://localhost:%d/elsewhere\"\r\n",
+                     ntohs(self.sin_port));
+            mock_reply(fd, 401, extra, NULL);
+        }
+    } else if (strncmp(r->path, "/elsewhere?", 11) == 0) {
+        if (has_header(r, "Authorization:"))
+            mock_reply(fd, 200, NULL, "{\"token\":\"GIVEN-FOR-CREDENTIALS\"}");
+        else
+            mock_reply(fd, 401, NULL, "{\"errors\":[{\"code\":\"NOCREDS\"}]}");
     } else if (strncmp(r->path, "/token?", 7) == 0) {
         if (strcmp(r->path, "/token?service=reg&scope=repository%3Abearer%2Fapps%3Apull") != 0)
             mock_reply(fd, 400, NULL, "{}");
@@ -270,7 +289,9 @@ static void ask(struct fixture *f, const char *repo, const char *tag, const char
                                      .api_url = f->api,
                                      .dockerconfigjson = secret,
                                      .dockerconfigjson_len = secret ? strlen(secret) : 0,
-                                     .secret_name = "telo-builds/push"};
+                                     .secret_name = "telo-builds/push",
+                                     /* the mock serves plain HTTP */
+                                     .insecure = 1};
     struct telo_err err;
     struct build_registry_check *c = build_registry_check(f->reg, &q, on_done, a, &err);
     assert_non_null(c);
@@ -342,6 +363,59 @@ static void bearer_challenge(void **state)
                                    "telo-builds/push at its token service: HTTP 401 "
                                    "(UNAUTHORIZED: authentication required); fix the username "
                                    "and password of its entry for 127.0.0.1:5000");
+}
+
+static void foreign_realm_gets_no_credentials(void **state)
+{
+    struct fixture *f = *state;
+    struct answer a;
+    /* Before the fix the Secret went to the realm, which answered a token, and the image was
+     * "present". */
+    ask(f, "127.0.0.1:5000/foreign/apps", "t", SECRET_GOOD, &a);
+    assert_int_equal(a.presence, BUILD_IMAGE_DENIED);
+    assert_non_null(strstr(a.message, "at its token service: HTTP 401 (NOCREDS"));
+}
+
+static void realm_trust(void **state)
+{
+    (void)state;
+    assert_true(build_registry_realm_trusted("https://reg.example/token", "reg.example", NULL, 0));
+    assert_true(
+        build_registry_realm_trusted("https://REG.example:8443/t", "reg.example:5000", NULL, 0));
+    assert_true(build_registry_realm_trusted("http://reg.example/t", "reg.example:5000", NULL, 1));
+    assert_true(build_registry_realm_trusted("https://auth.docker.io/token", "docker.io", NULL, 0));
+    assert_true(build_registry_realm_trusted("https://registry.svc/token", "127.0.0.1:5000",
+                                             "https://registry.svc:5000", 0));
+    assert_true(build_registry_realm_trusted("https://[::1]:9/t", "[::1]:5000", NULL, 0));
+    /* Another host, plain HTTP to a TLS registry, userinfo tricks, not a URL. */
+    assert_false(
+        build_registry_realm_trusted("https://evil.example/token", "reg.example", NULL, 0));
+    assert_false(build_registry_realm_trusted("http://reg.example/token", "reg.example", NULL, 0));
+    assert_false(
+        build_registry_realm_trusted("https://reg.example@evil.example/", "reg.example", NULL, 0));
+    assert_false(
+        build_registry_realm_trusted("https://reg.example.evil.example/", "reg.example", NULL, 0));
+    assert_false(build_registry_realm_trusted("ftp://reg.example/", "reg.example", NULL, 0));
+    assert_false(build_registry_realm_trusted("Registry Realm", "reg.example", NULL, 0));
+    assert_false(build_registry_realm_trusted(NULL, "reg.example", NULL, 0));
+    assert_false(build_registry_realm_trusted("https://auth.docker.io/token", "ghcr.io", NULL, 0));
+}
+
+static void plain_http_api_with_credentials_needs_insecure(void **state)
+{
+    struct fixture *f = *state;
+    struct answer a;
+    struct build_registry_query q = {.repository = "127.0.0.1:5000/basic/apps",
+                                     .tag = "t",
+                                     .api_url = f->api,
+                                     .dockerconfigjson = SECRET_GOOD,
+                                     .dockerconfigjson_len = strlen(SECRET_GOOD),
+                                     .secret_name = "telo-builds/push"};
+    struct telo_err err;
+    assert_null(build_registry_check(f->reg, &q, on_done, &a, &err));
+    assert_int_equal(err.code, TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "is plain HTTP: the credentials of Secret telo-builds/push "
+                                    "are sent only over TLS"));
 }
 
 static void retries_then_unknown(void **state)
@@ -439,6 +513,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(basic_credentials, setup, teardown),
         cmocka_unit_test_setup_teardown(bearer_challenge, setup, teardown),
         cmocka_unit_test_setup_teardown(retries_then_unknown, setup, teardown),
+        cmocka_unit_test_setup_teardown(foreign_realm_gets_no_credentials, setup, teardown),
+        cmocka_unit_test(realm_trust),
+        cmocka_unit_test_setup_teardown(plain_http_api_with_credentials_needs_insecure, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(refused_connection_and_bad_queries, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_and_free_in_flight, setup, teardown),
     };

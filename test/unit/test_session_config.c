@@ -199,6 +199,36 @@ static void bad_values_name_their_key(void **state)
     expect_file_error("limits:\n  cpu: [1\n", "line 3 column 1: did not find expected ',' or ']'");
 }
 
+static void bundle_keys(void **state)
+{
+    (void)state;
+    struct session_config *c = session_config_new();
+    struct telo_err err;
+    assert_int_equal(c->bundle_max_downloads, 4);
+    assert_int_equal(c->bundle_allowed_cidrs.n, 0);
+    assert_int_equal(session_config_set(c, "bundle.allowedUrlCidrs=127.0.0.0/8,fd00::/8", &err), 0);
+    assert_int_equal(c->bundle_allowed_cidrs.n, 2);
+    assert_int_equal(c->bundle_allowed_cidrs.items[1].prefix, 8);
+    assert_int_equal(session_config_set(c, "bundle.maxConcurrentDownloads=2", &err), 0);
+    assert_int_equal(c->bundle_max_downloads, 2);
+    assert_int_equal(session_config_set(c, "bundle.allowedUrlCidrs=", &err), 0);
+    assert_int_equal(c->bundle_allowed_cidrs.n, 0);
+    session_config_free(c);
+    expect_set_error("bundle.allowedUrlCidrs=10.0.0.0/8,10.0.0.0/40",
+                     "--set: bundle.allowedUrlCidrs[1]: \"10.0.0.0/40\": the prefix length must "
+                     "be 0 to 32");
+    assert_int_equal(load_text("bundle:\n  allowedUrlCidrs: [169.254.0.0/16]\n"
+                               "  maxConcurrentDownloads: 8\n",
+                               &c, &err),
+                     0);
+    assert_int_equal(c->bundle_allowed_cidrs.n, 1);
+    assert_int_equal(c->bundle_max_downloads, 8);
+    session_config_free(c);
+    assert_int_equal(load_text("bundle:\n  allowedUrlCidrs: [1]\n", &c, &err), -TELO_EINVAL);
+    assert_non_null(strstr(err.msg, "bundle.allowedUrlCidrs[0]: want a CIDR such as 10.0.0.0/8"));
+    session_config_free(c);
+}
+
 static void unknown_keys_are_refused(void **state)
 {
     (void)state;
@@ -751,6 +781,7 @@ int main(void)
         cmocka_unit_test(set_errors),
         cmocka_unit_test(base_images_are_allowed_by_the_operator_only),
         cmocka_unit_test(build_tags_are_per_namespace_unless_shared),
+        cmocka_unit_test(bundle_keys),
         cmocka_unit_test(describe_lists_every_key),
         cmocka_unit_test(spec_fields_and_defaults),
         cmocka_unit_test(spec_errors_name_the_field),

@@ -1,0 +1,181 @@
+"""Hostile bundles (issue 15, findings 3 and 5): what a tenant puts in a bundle or names as its
+URL cannot bloat the operator or make it a proxy into the cluster's network.
+
+- A YAML bomb of about 1 MiB compressed (a flow sequence of millions of items, collections
+  nested thousands deep, a billion-laughs alias bomb, and incompressible padding) fails its
+  session with BundleInvalid, naming the budget, within 5 s, while the operator's peak RSS
+  (VmHWM) stays under 64 MiB. Before the event reader, the flow sequence alone took the
+  operator past 500 MiB.
+- spec.bundle.url at a loopback or link-local address fails the session with a message that
+  names the address and the setting that would allow it, and the operator never connects: a
+  listener on the loopback URL sees no connection at all. TELO_HOSTILE_URL_SESSIONS=100 runs
+  that many sessions (half each way) for the issue's note; the default keeps it fast.
+
+The operator reads bundles only with builds on (build.repository): a registry that does not
+exist is enough, since nothing here gets as far as asking it."""
+
+import base64
+import io
+import json
+import os
+import random
+import socket
+import tarfile
+import time
+
+from conftest import IN_CLUSTER, wait_until
+from test_sessions import apply, get_ts
+
+import pytest
+
+pytestmark = pytest.mark.skipif(IN_CLUSTER, reason="reads the operator process's /proc status")
+
+RSS_LIMIT_KIB = 64 * 1024
+URL_SESSIONS = int(os.environ.get("TELO_HOSTILE_URL_SESSIONS") or "2")
+SHA = "0" * 64
+ENTRY = "kind: Telo.Application\nmetadata:\n  name: hostile\n"
+
+
+def tgz(files):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as t:
+        for path, data in files:
+            data = data.encode() if isinstance(data, str) else data
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def yaml_bomb():
+    """About 1 MiB of gzip: every kind of YAML bomb, each under the bundle reader's byte caps
+    (16 MiB a file, 32 MiB in all) so that it is the YAML reader that has to stop it."""
+    flow = "kind: Telo.Application\nbomb: [" + "a," * (3 << 20) + "a]\n"  # 6 MiB, 3M items
+    deep = "[" * (2 << 20) + "]" * (2 << 20) + "\n"                      # 2M levels
+    lol = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    for i in range(1, 10):
+        lol += "a%d: &a%d [%s]\n" % (i, i, ", ".join(["*a%d" % (i - 1)] * 10))
+    rng = random.Random(15)
+    noise = "\n".join("- " + base64.b64encode(bytes(rng.getrandbits(8) for _ in range(60)))
+                      .decode() for _ in range(15000)) + "\n"
+    return tgz([("app/telo.yaml", ENTRY), ("app/flow.yaml", flow), ("app/deep.yaml", deep),
+                ("app/lol.yaml", lol), ("app/noise.yaml", noise)])
+
+
+def builds_on(operator, pod_namespace, *sets):
+    # A registry nobody serves: nothing here reaches the registry check.
+    return operator("build.repository=127.0.0.1:1/telo/apps",
+                    "build.namespace=" + pod_namespace, *sets)
+
+
+def vm_hwm_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM for %d" % pid)
+
+
+def session(name, bundle):
+    return {"apiVersion": "telo.run/v1alpha1", "kind": "TeloSession",
+            "metadata": {"name": name},
+            "spec": {"entry": "app/telo.yaml", "bundle": bundle}}
+
+
+def test_a_yaml_bomb_fails_its_session_within_budget(cluster, operator, pod_namespace):
+    ns = pod_namespace
+    data = yaml_bomb()
+    assert 900 << 10 <= len(data) <= 1000 << 10, len(data)
+    op = builds_on(operator, ns)
+    before = vm_hwm_kib(op.proc.pid)
+    # create, not apply: apply's last-applied annotation cannot hold 1 MiB.
+    cluster.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bomb"},
+         "binaryData": {"bundle.tgz": base64.b64encode(data).decode()}}))
+    t0 = time.monotonic()
+    apply(cluster, ns, session("bomb", {"configMap": {"name": "bomb"}}))
+
+    def failed():
+        st = (get_ts(cluster, ns, "bomb") or {}).get("status", {})
+        assert st.get("phase") not in ("Running", "Building", "Succeeded"), st
+        return st if st.get("phase") == "Failed" else None
+    st = wait_until(failed, timeout=30, interval=0.1, what="the bomb's session to fail")
+    took = time.monotonic() - t0
+    peak = vm_hwm_kib(op.proc.pid)
+    print("bomb: %d bytes compressed; Failed after %.2f s; operator VmHWM %d KiB before, %d KiB "
+          "after" % (len(data), took, before, peak))
+    assert st["reason"] == "BundleInvalid", st
+    assert "bundle file app/flow.yaml: more than 100000 YAML nodes (the limit of a file)" in \
+        st["message"], st["message"]
+    assert took < 5, "the bomb took %.1f s to fail" % took
+    assert peak < RSS_LIMIT_KIB, "operator peak RSS %d KiB" % peak
+    assert op.running
+
+
+def test_urls_at_loopback_and_link_local_addresses_are_never_fetched(
+        cluster, operator, pod_namespace):
+    ns = pod_namespace
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(512)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    op = builds_on(operator, ns)
+    names = []
+    for i in range(URL_SESSIONS):
+        if i % 2 == 0:
+            url = "http://127.0.0.1:%d/app-%d.tgz" % (port, i)
+            words = "download of spec.bundle.url refused: the address 127.0.0.1 is loopback; " \
+                    "allow it with bundle.allowedUrlCidrs"
+        else:
+            # Never connected to: the operator refuses it before opening a socket.
+            url = "http://169.254.169.254/latest/meta-data/%d" % i
+            words = "download of spec.bundle.url refused: the address 169.254.169.254 is the " \
+                    "cloud metadata service (link-local); allow it with bundle.allowedUrlCidrs"
+        names.append(("url-%d" % i, words))
+        apply(cluster, ns, session("url-%d" % i, {"url": {"url": url, "sha256": SHA}}))
+    t0 = time.monotonic()
+    for name, words in names:
+        def failed():
+            st = (get_ts(cluster, ns, name) or {}).get("status", {})
+            return st if st.get("phase") == "Failed" else None
+        st = wait_until(failed, timeout=60, interval=0.2, what="%s to fail" % name)
+        assert st["reason"] == "BundleFetchFailed", st
+        assert words in st["message"], st["message"]
+    print("%d URL sessions failed within %.1f s" % (URL_SESSIONS, time.monotonic() - t0))
+    try:
+        conn, peer = listener.accept()
+        conn.close()
+        raise AssertionError("the operator connected to the loopback URL from %s" % (peer,))
+    except BlockingIOError:
+        pass
+    finally:
+        listener.close()
+    assert op.running
+
+
+def test_allowed_cidrs_let_a_loopback_url_through(cluster, operator, pod_namespace):
+    """bundle.allowedUrlCidrs opens the refused networks it names (what the e2e suite's own
+    loopback bundle servers use)."""
+    ns = pod_namespace
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    builds_on(operator, ns, "bundle.allowedUrlCidrs=127.0.0.0/8")
+    apply(cluster, ns, session("allowed", {"url": {"url": "http://127.0.0.1:%d/a.tgz" % port,
+                                                   "sha256": SHA}}))
+    listener.settimeout(20)
+    conn, _ = listener.accept()
+    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
+                 b"nope!")
+    conn.close()
+    listener.close()
+
+    def failed():
+        st = (get_ts(cluster, ns, "allowed") or {}).get("status", {})
+        return st if st.get("phase") == "Failed" else None
+    st = wait_until(failed, timeout=30, interval=0.2, what="the allowed URL's session to fail")
+    assert st["reason"] == "BundleFetchFailed", st
+    assert "download of spec.bundle.url failed: HTTP 404" in st["message"], st["message"]
+    assert "nope" not in st["message"]
