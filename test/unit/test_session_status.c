@@ -835,8 +835,9 @@ static void endpoints_with_a_base_domain_have_hosts_and_urls(void **state)
     struct json_object *eps = at(v.status, "endpoints");
     struct json_object *tcp = json_object_array_get_idx(eps, 0);
     struct json_object *udp = json_object_array_get_idx(eps, 1);
-    assert_string_equal(text(tcp, "host"), "8080-hello-demo-fjrjwsbpk3.sessions.example.com");
-    assert_string_equal(text(tcp, "url"), "http://8080-hello-demo-fjrjwsbpk3.sessions.example.com");
+    assert_string_equal(text(tcp, "host"), "8080-hello-demo-cjouygjdnwlb5vco.sessions.example.com");
+    assert_string_equal(text(tcp, "url"),
+                        "http://8080-hello-demo-cjouygjdnwlb5vco.sessions.example.com");
     /* The Ingress fronts TCP only: a UDP port is reached through the Service, without a URL. */
     assert_string_equal(text(udp, "host"), "telo-run-hello.demo.svc");
     assert_null(at(udp, "url"));
@@ -846,7 +847,7 @@ static void endpoints_with_a_base_domain_have_hosts_and_urls(void **state)
     compute(&w, T0 + 10, &v);
     tcp = json_object_array_get_idx(at(v.status, "endpoints"), 0);
     assert_string_equal(text(tcp, "url"),
-                        "https://8080-hello-demo-fjrjwsbpk3.sessions.example.com");
+                        "https://8080-hello-demo-cjouygjdnwlb5vco.sessions.example.com");
     session_verdict_release(&v);
     world_free(&w);
 }
