@@ -39,7 +39,7 @@ import uuid
 import pytest
 import yaml
 
-from conftest import ROOT, wait_until
+from conftest import ROOT, LineReader, wait_until
 
 HELLO_SAMPLE = os.path.join(ROOT, "crds", "samples", "hello.yaml")
 CHAOS_EXIT = "pod-container-running-failed.stage.kwok.x-k8s.io"
@@ -584,6 +584,10 @@ def test_a_session_created_again_under_its_name_never_inherits_its_predecessors_
         for kind, uid in old_children.items():
             name = "telo-run-again-attach" if kind == "secret" else "telo-run-again"
             assert get(cluster, ns, kind, name)["metadata"]["uid"] == uid, kind
+        # Every version of the new session's status, from a watch: polling could miss one.
+        watch = LineReader([cluster.kubectl_path, "--kubeconfig", cluster.kubeconfig, "get", "ts",
+                            "-n", ns, "-w", "-o", "jsonpath={.metadata.uid}|{.status.phase}|"
+                            "{.status.reason}|{.status.podUID}|{.status.progress.message}{\"\\n\"}"])
         apply(cluster, ns, session("again"))
         new_uid = get_ts(cluster, ns, "again")["metadata"]["uid"]
         assert new_uid != old_uid
@@ -603,10 +607,19 @@ def test_a_session_created_again_under_its_name_never_inherits_its_predecessors_
                     pod and owner_uid(pod), old_uid, new_uid, st))
             assert st.get("podUID") == pod["metadata"]["uid"], st
             return ts
-        ts = wait_until(converged, timeout=60, interval=0.2,
-                        what="the new session Running on a pod of its own")
+        try:
+            ts = wait_until(converged, timeout=60, interval=0.2,
+                            what="the new session Running on a pod of its own")
+            watch.expect(lambda line: line.startswith(new_uid + "|Running|"), timeout=10,
+                         what="the watch to see Running")
+        finally:
+            watch.stop()
+        versions = [line.split("|") for line in watch.seen if line.startswith(new_uid + "|")]
+        assert versions, watch.seen
+        assert not [v for v in versions if v[1] == "Failed" or v[3] == old_pod_uid], versions
         # Said what it waited for on the way (the old pod takes a moment to go).
-        assert any(s_["progress"] == "Replacing the previous session's pod" for s_ in seen), seen
+        assert ["Pending", "Replacing the previous session's pod"] in [
+            [v[1], v[4]] for v in versions], versions
         for kind, uid in old_children.items():
             name = "telo-run-again-attach" if kind == "secret" else "telo-run-again"
             obj = wait_until(lambda: (lambda o: o if o and o["metadata"]["uid"] != uid else None)(
