@@ -686,7 +686,7 @@ static const char *failed_container(struct json_object *pod)
             struct json_object *cs = json_object_array_get_idx(arr, i);
             int64_t code = 0;
             const char *name = jget_string(cs, "name");
-            if (jget_int(jget_path(cs, "state", "terminated", NULL), "exitCode", &code) == 0 &&
+            if (jget_int(jget(jget(cs, "state"), "terminated"), "exitCode", &code) == 0 &&
                 code != 0 && name)
                 return name;
         }
