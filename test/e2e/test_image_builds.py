@@ -615,7 +615,7 @@ def test_a_context_left_by_an_earlier_job_of_the_tag_is_replaced_not_trusted(
     ns = pod_namespace
     op = builds()
     bundle = app_bundle("bundle-ctx", "fresh")
-    tag = tag_of(base64.b64decode(bundle["binaryData"]["bundle.tgz"]))
+    tag = tag_of(base64.b64decode(bundle["binaryData"]["bundle.tgz"]), ns)
     job = "telo-build-" + tag
     # The earlier owner stays alive (a suspended Job) so the collector leaves its context be.
     cluster.kubectl("apply", "-f", "-", input=json.dumps({
