@@ -184,6 +184,13 @@ static int parse_args(int argc, char **argv, struct options *o)
     return 0;
 }
 
+static void free_options(struct options *o)
+{
+    for (size_t i = 0; i < o->nowned; i++)
+        free(o->owned[i]);
+    o->nowned = 0;
+}
+
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
     (void)revents;
@@ -196,6 +203,7 @@ int main(int argc, char **argv)
     struct options o;
     memset(&o, 0, sizeof(o));
     if (parse_args(argc, argv, &o) != 0) {
+        free_options(&o);
         usage(stderr);
         return 2;
     }
@@ -203,6 +211,7 @@ int main(int argc, char **argv)
     if (telo_log_parse_level(o.log_level, &level) != 0) {
         fprintf(stderr, "telo-gateway: --log-level %s: want debug, info, warn or error\n",
                 o.log_level);
+        free_options(&o);
         return 2;
     }
     telo_log_set_level(level);
@@ -211,6 +220,7 @@ int main(int argc, char **argv)
     if (colon == NULL || (size_t)(colon - o.bind) >= sizeof(host)) {
         fprintf(stderr, "telo-gateway: --bind-address %s: want HOST:PORT (e.g. 0.0.0.0:8081)\n",
                 o.bind);
+        free_options(&o);
         return 2;
     }
     snprintf(host, sizeof(host), "%.*s", (int)(colon - o.bind), o.bind);
@@ -254,7 +264,6 @@ out:
     gw_server_free(srv);
     kube_transport_free(t);
     kube_config_free(kcfg);
-    for (size_t i = 0; i < o.nowned; i++)
-        free(o.owned[i]);
+    free_options(&o);
     return rc;
 }

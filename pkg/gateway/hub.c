@@ -411,7 +411,7 @@ static int container_ended(struct json_object *pod, int *code)
         if (!jget_string_is(cs, "name", SESSION_CONTAINER))
             continue;
         int64_t exit_code = 0;
-        if (jget_int(jget_path(cs, "state", "terminated", NULL), "exitCode", &exit_code) == 0) {
+        if (jget_int(jget(jget(cs, "state"), "terminated"), "exitCode", &exit_code) == 0) {
             *code = exit_code >= INT32_MIN && exit_code <= INT32_MAX ? (int)exit_code : -1;
             return 1;
         }
