@@ -261,10 +261,12 @@ static void relay(struct conn *c, const struct gw_admitted *a)
     snprintf(session, sizeof(session), "%s/%s", c->target.namespace, c->target.name);
     struct ws_conn_io io;
     int fd = take_socket(c, &io);
-    conn_free(c);
     struct telo_err err = {0};
-    if (gw_relays_add(srv->relays, fd, &io, a->pod_ip, GW_INSPECT_PORT, session, &err) != 0)
+    struct gw_relay_client who = {
+        .namespace = c->target.namespace, .name = c->target.name, .token = c->token};
+    if (gw_relays_add(srv->relays, fd, &io, a->pod_ip, GW_INSPECT_PORT, session, &who, &err) != 0)
         telo_log(TELO_LOG_WARN, "debug relay failed", "session=%s error=\"%s\"", session, err.msg);
+    conn_free(c);
 }
 
 static void admitted(const struct gw_admitted *a, void *ud)
@@ -625,6 +627,7 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     srv->relays = gw_relays_new(loop, cfg->hub.ping_interval_s);
     if (srv->auth == NULL || srv->hub == NULL || srv->relays == NULL)
         goto nomem;
+    gw_relays_set_auth(srv->relays, srv->auth, cfg->hub.reauth_s);
     return srv;
 nomem:
     gw_server_free(srv);

@@ -274,6 +274,43 @@ def test_a_revoked_token_is_closed_within_the_reauth_time(env, sessions, tmp_pat
         assert gw.stop() == 0
 
 
+def test_a_rotated_session_token_ends_the_debug_stream(cluster, crd, namespace, own_gateway):
+    """The session's attach Secret gets a new token while a debug stream admitted with the old
+    one is open: within --reauth-seconds the stream gets `event: error` (401) and ends; a client
+    with the new token is served."""
+    gw = own_gateway("--reauth-seconds", "1")
+    old = base64.b16encode(os.urandom(16)).decode()
+    fake_session(cluster, namespace, "rotated", old, inspect=True)
+    inspector = FakeInspector(['{"kind":"event","n":1}'])
+    try:
+        conn, resp = debug_stream(gw, namespace, "rotated", old)
+        assert resp.status == 200
+        assert resp.fp.readline().startswith(b": relaying")
+        time.sleep(2.5)  # re-authorizations pass while the token is current
+        new = base64.b16encode(os.urandom(16)).decode()
+        cluster.kubectl("patch", "secret", "rotated-attach", "-n", namespace, "--type=merge",
+                        "-p", json.dumps({"stringData": {"token": new}}))
+        rotated_at = time.monotonic()
+        lines = []
+        while time.monotonic() - rotated_at < 15:
+            line = resp.fp.readline()
+            if not line:
+                break
+            lines.append(line.decode().rstrip("\n"))
+        took = time.monotonic() - rotated_at
+        conn.close()
+        assert "event: error" in lines, lines
+        error = json.loads(lines[lines.index("event: error") + 1][len("data: "):])
+        assert error["code"] == 401 and error["type"] == "error", error
+        assert took < 10, "the stream ended %.1f s after the rotation" % took
+        assert alive(gw)
+        conn, resp = debug_stream(gw, namespace, "rotated", new)
+        assert resp.status == 200
+        conn.close()
+    finally:
+        inspector.close()
+
+
 def test_a_foreign_origin_is_refused_by_default(cluster, crd, namespace, own_gateway):
     """Without --allowed-origin no browser origin may attach or read the debug stream; a client
     that sends no Origin (kubectl telo, client-go) is unaffected; a listed origin passes."""
