@@ -153,7 +153,12 @@ class FakeInspector:
                 pass
 
     def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone would not)
+        except OSError:
+            pass
         self.sock.close()
+        self.thread.join(timeout=5)
         for c in self.conns:
             c.close()
 
@@ -317,7 +322,6 @@ def test_a_foreign_origin_is_refused_by_default(cluster, crd, namespace, own_gat
     token = base64.b16encode(os.urandom(16)).decode()
     fake_session(cluster, namespace, "origins", token, inspect=True)
     plain = own_gateway()
-    listed = own_gateway("--allowed-origins", "http://a.example,http://b.example")
 
     def status(gw, origin):
         try:
@@ -328,6 +332,7 @@ def test_a_foreign_origin_is_refused_by_default(cluster, crd, namespace, own_gat
             return e.status_code
     assert status(plain, "http://evil.example") == 403
     assert status(plain, None) == 101
+    listed = own_gateway("--allowed-origins", "http://a.example,http://b.example")
     assert status(listed, "http://evil.example") == 403
     assert status(listed, "http://b.example") == 101
     conn, resp = debug_stream(plain, namespace, "origins", token, origin="http://evil.example")
