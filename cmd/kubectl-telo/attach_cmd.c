@@ -340,6 +340,60 @@ static int exit_from_session(struct kt *kt, const char *name)
     return 1;
 }
 
+/* A token of the user's own identity for audience: when the kubeconfig's user is a
+ * ServiceAccount (SelfSubjectReview says so) and may create a token for itself, a TokenRequest
+ * for audience (10 minutes; the gateway re-authorizes open streams, so a stream outliving it
+ * is closed then). NULL when that is impossible: the caller sends the kubeconfig's token. */
+static char *audience_token(struct kt *kt, const char *audience)
+{
+    struct kube_ref who = {
+        .group = "authentication.k8s.io", .version = "v1", .resource = "selfsubjectreviews"};
+    struct json_object *body = json_object_new_object();
+    json_object_object_add(body, "apiVersion", json_object_new_string("authentication.k8s.io/v1"));
+    json_object_object_add(body, "kind", json_object_new_string("SelfSubjectReview"));
+    struct kt_result res;
+    kt_create(kt, &who, body, &res);
+    json_object_put(body);
+    const char *user = res.rc == 0 ? kt_str(res.obj, "status", "userInfo", "username") : NULL;
+    static const char prefix[] = "system:serviceaccount:";
+    char ns[254] = "", sa[254] = "";
+    if (user != NULL && strncmp(user, prefix, sizeof(prefix) - 1) == 0) {
+        const char *rest = user + sizeof(prefix) - 1, *colon = strchr(rest, ':');
+        if (colon != NULL && (size_t)(colon - rest) < sizeof(ns) &&
+            strlen(colon + 1) < sizeof(sa)) {
+            snprintf(ns, sizeof(ns), "%.*s", (int)(colon - rest), rest);
+            snprintf(sa, sizeof(sa), "%s", colon + 1);
+        }
+    }
+    kt_result_release(&res);
+    if (ns[0] == '\0' || sa[0] == '\0')
+        return NULL;
+    struct kube_ref ref = {.version = "v1",
+                           .resource = "serviceaccounts",
+                           .subresource = "token",
+                           .namespace = ns,
+                           .name = sa};
+    struct json_object *req = json_object_new_object(), *spec = json_object_new_object(),
+                       *auds = json_object_new_array();
+    json_object_array_add(auds, json_object_new_string(audience));
+    json_object_object_add(spec, "audiences", auds);
+    json_object_object_add(spec, "expirationSeconds", json_object_new_int(600));
+    json_object_object_add(req, "apiVersion", json_object_new_string("authentication.k8s.io/v1"));
+    json_object_object_add(req, "kind", json_object_new_string("TokenRequest"));
+    json_object_object_add(req, "spec", spec);
+    kt_create(kt, &ref, req, &res);
+    json_object_put(req);
+    const char *tok = res.rc == 0 ? kt_str(res.obj, "status", "token") : NULL;
+    char *token = tok != NULL && tok[0] != '\0' ? strdup(tok) : NULL;
+    if (res.rc != 0)
+        fprintf(stderr,
+                "kubectl-telo: cannot get a token for audience \"%s\" as %s/%s (%s); sending "
+                "your own token\n",
+                audience, ns, sa, res.err.msg);
+    kt_result_release(&res);
+    return token;
+}
+
 static char *pod_attach_url(struct kt *kt, const char *pod)
 {
     struct buf b;
@@ -405,9 +459,14 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
                                     .insecure_skip_tls_verify = flags->insecure,
                                     .user_agent = "kubectl-telo/" TELO_VERSION};
     if (via_gateway && token == NULL) {
+        /* A gateway run with --token-audience accepts only tokens issued for it. */
+        const char *audience =
+            flags->token_audience != NULL ? flags->token_audience : getenv("TELO_TOKEN_AUDIENCE");
+        if (audience != NULL && audience[0] != '\0')
+            token = audience_token(kt, audience);
         struct telo_err terr;
         const char *own = NULL;
-        if (kube_config_token(kt->cfg, &own, &terr) == 0 && own != NULL)
+        if (token == NULL && kube_config_token(kt->cfg, &own, &terr) == 0 && own != NULL)
             token = strdup(own);
         opts.token = token;
     }

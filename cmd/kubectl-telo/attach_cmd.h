@@ -11,6 +11,7 @@ struct kt_attach_flags {
     int direct;   /* 1: the API server's pods/attach even when the session has a gateway URL */
     int insecure; /* 1: do not verify the gateway's TLS certificate */
     const char *gateway_ca_file; /* PEM CAs to trust for the gateway; NULL: the system's */
+    const char *token_audience;  /* the gateway's --token-audience; NULL: $TELO_TOKEN_AUDIENCE */
     double wait_s;               /* how long to wait for the session to be Running */
 };
 

@@ -4,6 +4,7 @@
 
 #include "kube/status.h"
 #include "util/buf.h"
+#include "util/jget.h"
 
 #include <errno.h>
 #include <ev.h>
@@ -92,8 +93,15 @@ void kt_create(struct kt *kt, const struct kube_ref *ref, struct json_object *bo
     struct pending p = {.res = res};
     const char *json = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN);
     struct kube_write_opts o = {.field_manager = "kubectl-telo"};
-    wait_for(kt, kube_rest_create(kt->t, ref, json, strlen(json), &o, on_result, &p, &res->err),
-             &p);
+    /* A subresource (serviceaccounts/NAME/token) is created by a POST to its own path. */
+    if (ref->subresource != NULL)
+        wait_for(kt,
+                 kube_rest_request(kt->t, "POST", "create", ref, NULL, "application/json", json,
+                                   strlen(json), on_result, &p, &res->err),
+                 &p);
+    else
+        wait_for(kt, kube_rest_create(kt->t, ref, json, strlen(json), &o, on_result, &p, &res->err),
+                 &p);
 }
 
 void kt_patch(struct kt *kt, const struct kube_ref *ref, const char *merge_patch,
@@ -206,27 +214,31 @@ struct kube_ref kt_session_ref(const struct kt *kt, const char *name)
 
 static struct json_object *walk(struct json_object *obj, const char *const *keys)
 {
-    for (; obj != NULL && *keys != NULL; keys++) {
-        struct json_object *next = NULL;
-        if (!json_object_is_type(obj, json_type_object) ||
-            !json_object_object_get_ex(obj, *keys, &next))
-            return NULL;
-        obj = next;
-    }
+    for (; obj != NULL && *keys != NULL; keys++)
+        obj = jget(obj, *keys);
     return obj;
 }
 
 const char *kt_str_path(struct json_object *obj, const char *const *keys)
 {
     struct json_object *v = walk(obj, keys);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    return jget_string_of(v);
 }
 
 int kt_int_path(struct json_object *obj, long long *out, const char *const *keys)
 {
-    struct json_object *v = walk(obj, keys);
-    if (v == NULL || !json_object_is_type(v, json_type_int))
+    /* Every key but the last is walked; jget_int reads the last (an integer, 5.0 too). */
+    size_t n = 0;
+    while (keys[n] != NULL)
+        n++;
+    if (n == 0)
         return 0;
-    *out = json_object_get_int64(v);
+    struct json_object *parent = obj;
+    for (size_t i = 0; parent != NULL && i + 1 < n; i++)
+        parent = jget(parent, keys[i]);
+    int64_t v = 0;
+    if (jget_int(parent, keys[n - 1], &v) != 0)
+        return 0;
+    *out = v;
     return 1;
 }

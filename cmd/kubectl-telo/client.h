@@ -38,7 +38,8 @@ void kt_close(struct kt *kt);
 /* Releases res->obj. */
 void kt_result_release(struct kt_result *res);
 
-/* The verbs, blocking: each runs the loop until the answer is in *res (release it). */
+/* The verbs, blocking: each runs the loop until the answer is in *res (release it). kt_create
+ * with ref->subresource posts to that subresource (serviceaccounts/NAME/token). */
 void kt_get(struct kt *kt, const struct kube_ref *ref, struct kt_result *res);
 void kt_create(struct kt *kt, const struct kube_ref *ref, struct json_object *body,
                struct kt_result *res);

@@ -7,6 +7,7 @@
 #include "kube/objects.h"
 #include "kube/status.h"
 #include "util/buf.h"
+#include "util/jget.h"
 #include "util/log.h"
 #include "util/url.h"
 
@@ -58,6 +59,11 @@ static void usage(FILE *out)
             "  --gateway-ca-file FILE      trust the gateway's certificate if a CA in this PEM\n"
             "                              file signed it (a private CA), not the system's CAs\n"
             "  --insecure-skip-tls-verify  do not verify the gateway's certificate\n"
+            "  --token-audience AUD        when your own Kubernetes credential is used at the\n"
+            "                              gateway (you may not read the session's token): the\n"
+            "                              gateway's --token-audience. A ServiceAccount identity\n"
+            "                              gets a token for AUD (TokenRequest, 10 min); others\n"
+            "                              send their own token (default: $TELO_TOKEN_AUDIENCE)\n"
             "\n"
             "Exit status: the session's exit code for run and attach; 0 after a detach;\n"
             "1 on an error; 2 for bad usage.\n");
@@ -66,7 +72,7 @@ static void usage(FILE *out)
 struct args {
     const char *command, *target;
     const char *kubeconfig, *context, *namespace;
-    const char *entry, *name, *output, *gateway_ca_file;
+    const char *entry, *name, *output, *gateway_ca_file, *token_audience;
     const char *ports[MAX_PORTS];
     int nports;
     int follow, no_attach, direct, insecure;
@@ -113,6 +119,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             value = &a->context;
         } else if (strcmp(s, "--gateway-ca-file") == 0) {
             value = &a->gateway_ca_file;
+        } else if (strcmp(s, "--token-audience") == 0) {
+            value = &a->token_audience;
         } else if (strcmp(s, "--entry") == 0) {
             value = &a->entry;
         } else if (strcmp(s, "--name") == 0) {
@@ -385,8 +393,7 @@ static int cmd_run(struct kt *kt, const struct args *a)
             return 1;
         }
         struct json_object *patch = json_object_new_object();
-        kube_obj_put(patch, "binaryData",
-                     json_object_get(json_object_object_get(cm, "binaryData")));
+        kube_obj_put(patch, "binaryData", json_object_get(jget_object(cm, "binaryData")));
         kt_patch(kt, &cm_ref, json_object_to_json_string_ext(patch, JSON_C_TO_STRING_PLAIN), &res);
         json_object_put(patch);
     }
@@ -440,6 +447,7 @@ static int cmd_run(struct kt *kt, const struct args *a)
     struct kt_attach_flags flags = {.direct = a->direct,
                                     .insecure = a->insecure,
                                     .gateway_ca_file = a->gateway_ca_file,
+                                    .token_audience = a->token_audience,
                                     .wait_s = a->wait_s};
     return kt_attach(kt, name, &flags);
 }
@@ -485,7 +493,7 @@ static int cmd_status(struct kt *kt, const struct args *a)
         return 1;
     struct json_object *ts = res.obj;
     if (a->output) {
-        struct json_object *st = json_object_object_get(ts, "status");
+        struct json_object *st = jget_object(ts, "status");
         printf("%s\n", json_object_to_json_string_ext(st ? st : json_object_new_object(),
                                                       JSON_C_TO_STRING_PRETTY));
         kt_result_release(&res);
@@ -508,9 +516,8 @@ static int cmd_status(struct kt *kt, const struct args *a)
     print_field("Image:", kt_str(ts, "status", "image", "ref"));
     print_field("Pod:", kt_str(ts, "status", "podName"));
     print_field("Pod IP:", kt_str(ts, "status", "podIP"));
-    struct json_object *eps = NULL;
-    if (json_object_object_get_ex(json_object_object_get(ts, "status"), "endpoints", &eps) &&
-        json_object_is_type(eps, json_type_array)) {
+    struct json_object *eps = jget_array(jget(ts, "status"), "endpoints");
+    if (eps != NULL) {
         for (size_t i = 0; i < json_object_array_length(eps); i++) {
             struct json_object *ep = json_object_array_get_idx(eps, i);
             long long port = 0;
@@ -529,9 +536,8 @@ static int cmd_status(struct kt *kt, const struct args *a)
         snprintf(line, sizeof(line), "%lld", code);
         print_field("Exit code:", line);
     }
-    struct json_object *conds = NULL;
-    if (json_object_object_get_ex(json_object_object_get(ts, "status"), "conditions", &conds) &&
-        json_object_is_type(conds, json_type_array)) {
+    struct json_object *conds = jget_array(jget(ts, "status"), "conditions");
+    if (conds != NULL) {
         for (size_t i = 0; i < json_object_array_length(conds); i++) {
             struct json_object *c = json_object_array_get_idx(conds, i);
             const char *reason = kt_str(c, "reason");
@@ -631,6 +637,7 @@ int main(int argc, char **argv)
         struct kt_attach_flags flags = {.direct = a.direct,
                                         .insecure = a.insecure,
                                         .gateway_ca_file = a.gateway_ca_file,
+                                        .token_audience = a.token_audience,
                                         .wait_s = a.wait_s};
         rc = kt_attach(&kt, a.target, &flags);
     }

@@ -22,6 +22,8 @@ struct options {
     const char *log_level;
     const char *origins[MAX_ORIGINS];
     size_t norigins;
+    char *owned[MAX_ORIGINS]; /* items split from --allowed-origins */
+    size_t nowned;
     struct gw_server_config cfg;
 };
 
@@ -30,7 +32,8 @@ static void usage(FILE *out)
     fprintf(
         out,
         "usage: telo-gateway [--kubeconfig FILE] [--context NAME] [--bind-address HOST:PORT]\n"
-        "                    [--allowed-origin ORIGIN]... [--ring-bytes N]\n"
+        "                    [--allowed-origin ORIGIN]... [--allowed-origins O1,O2]\n"
+        "                    [--token-audience AUD] [--reauth-seconds S] [--ring-bytes N]\n"
         "                    [--client-queue-bytes N] [--ping-interval SECONDS]\n"
         "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
         "                    [--idle-keep-seconds S]\n"
@@ -45,8 +48,16 @@ static void usage(FILE *out)
         "base64url.bearer.authorization.k8s.io.<token> subprotocol. The gateway reaches the\n"
         "session pod through the API server's pods/attach with its own credentials (the\n"
         "kubeconfig as kubectl finds it, or the in-cluster service account).\n"
-        "--allowed-origin (repeatable, '*' for any) limits browser origins; without it any\n"
-        "origin is accepted. --ring-bytes is the replay buffer per session (default 1 MiB).\n"
+        "--allowed-origin (repeatable; --allowed-origins takes a comma-separated list; '*'\n"
+        "for any) names the browser origins allowed: a request carrying an Origin header\n"
+        "is refused (403) unless its origin is listed, so without the flag no browser page\n"
+        "may attach; clients that send no Origin (kubectl telo, client-go) are unaffected.\n"
+        "--token-audience makes Kubernetes tokens count only when issued for that audience\n"
+        "(TokenReview spec.audiences; default none: tokens for the API server itself).\n"
+        "Every attached client's credential is checked again every --reauth-seconds\n"
+        "(default 60): a revoked one closes the stream with a Status (v4/v5) or an error\n"
+        "frame (telo.io.v1).\n"
+        "--ring-bytes is the replay buffer per session (default 1 MiB).\n"
         "A running session nobody is attached to for --idle-keep-seconds (default 3600)\n"
         "closes its pods/attach and drops its scrollback; an ended one is kept for\n"
         "--ended-keep-seconds (default 300).\n"
@@ -63,6 +74,29 @@ static int parse_number(const char *flag, const char *v, double lo, double hi, d
         return -1;
     }
     *out = d;
+    return 0;
+}
+
+/* --allowed-origins a,b,c: each item kept in o's own storage (the argument is not modified). */
+static int split_origins(struct options *o, const char *list)
+{
+    const char *p = list;
+    while (*p != '\0') {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        if (n > 0) {
+            if (o->norigins == MAX_ORIGINS || o->nowned == MAX_ORIGINS) {
+                fprintf(stderr, "telo-gateway: at most %d allowed origins\n", MAX_ORIGINS);
+                return -1;
+            }
+            char *item = strndup(p, n);
+            if (item == NULL)
+                return -1;
+            o->owned[o->nowned++] = item;
+            o->origins[o->norigins++] = item;
+        }
+        p += n + (comma != NULL ? 1 : 0);
+    }
     return 0;
 }
 
@@ -106,6 +140,15 @@ static int parse_args(int argc, char **argv, struct options *o)
                 return -1;
             }
             o->origins[o->norigins++] = v;
+        } else if (strcmp(a, "--allowed-origins") == 0) {
+            if (split_origins(o, v) != 0)
+                return -1;
+        } else if (strcmp(a, "--token-audience") == 0) {
+            o->cfg.token_audience = v;
+        } else if (strcmp(a, "--reauth-seconds") == 0) {
+            if (parse_number(a, v, 0.1, 86400, &d) != 0)
+                return -1;
+            o->cfg.hub.reauth_s = d;
         } else if (strcmp(a, "--ring-bytes") == 0) {
             if (parse_number(a, v, 4096, 1 << 30, &d) != 0)
                 return -1;
@@ -141,6 +184,13 @@ static int parse_args(int argc, char **argv, struct options *o)
     return 0;
 }
 
+static void free_options(struct options *o)
+{
+    for (size_t i = 0; i < o->nowned; i++)
+        free(o->owned[i]);
+    o->nowned = 0;
+}
+
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
     (void)revents;
@@ -153,6 +203,7 @@ int main(int argc, char **argv)
     struct options o;
     memset(&o, 0, sizeof(o));
     if (parse_args(argc, argv, &o) != 0) {
+        free_options(&o);
         usage(stderr);
         return 2;
     }
@@ -160,6 +211,7 @@ int main(int argc, char **argv)
     if (telo_log_parse_level(o.log_level, &level) != 0) {
         fprintf(stderr, "telo-gateway: --log-level %s: want debug, info, warn or error\n",
                 o.log_level);
+        free_options(&o);
         return 2;
     }
     telo_log_set_level(level);
@@ -168,6 +220,7 @@ int main(int argc, char **argv)
     if (colon == NULL || (size_t)(colon - o.bind) >= sizeof(host)) {
         fprintf(stderr, "telo-gateway: --bind-address %s: want HOST:PORT (e.g. 0.0.0.0:8081)\n",
                 o.bind);
+        free_options(&o);
         return 2;
     }
     snprintf(host, sizeof(host), "%.*s", (int)(colon - o.bind), o.bind);
@@ -194,8 +247,10 @@ int main(int argc, char **argv)
         telo_log(TELO_LOG_ERROR, "cannot start", "error=\"%s\"", err.msg);
         goto out;
     }
-    telo_log(TELO_LOG_INFO, "serving attach", "address=%s port=%d tls=%s api_server=%s", host,
-             gw_server_port(srv), o.cfg.tls_cert_path ? "on" : "off", kcfg->server);
+    telo_log(TELO_LOG_INFO, "serving attach",
+             "address=%s port=%d tls=%s api_server=%s token_audience=\"%s\" allowed_origins=%zu",
+             host, gw_server_port(srv), o.cfg.tls_cert_path ? "on" : "off", kcfg->server,
+             o.cfg.token_audience ? o.cfg.token_audience : "", o.norigins);
     ev_signal sigterm, sigint;
     ev_signal_init(&sigterm, on_signal, SIGTERM);
     ev_signal_init(&sigint, on_signal, SIGINT);
@@ -209,5 +264,6 @@ out:
     gw_server_free(srv);
     kube_transport_free(t);
     kube_config_free(kcfg);
+    free_options(&o);
     return rc;
 }

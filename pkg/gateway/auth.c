@@ -5,6 +5,7 @@
 
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
 #include "util/timefmt.h"
@@ -32,6 +33,7 @@ struct gw_auth {
     struct kube_transport *t;
     double ttl;
     struct strmap *cache;
+    char *audience; /* TokenReview spec.audiences[0]; NULL: the API server's own */
 };
 
 enum step { GET_SESSION, GET_SECRET, TOKEN_REVIEW, ACCESS_REVIEW };
@@ -51,6 +53,7 @@ struct gw_admission {
     char pod[254];
     char pod_ip[64];
     int inspect;
+    int fresh; /* a re-authorization: no cached decision is used */
     char uid[64];
     double ready_since;
     int exit_code;
@@ -98,6 +101,7 @@ void gw_auth_free(struct gw_auth *a)
         return;
     cache_clear(a);
     strmap_free(a->cache);
+    free(a->audience);
     free(a);
 }
 
@@ -165,12 +169,7 @@ static void bearer_verdict(struct gw_admission *adm, enum gw_verdict v, const ch
 
 static const char *str_at(struct json_object *o, const char *a, const char *b)
 {
-    struct json_object *v;
-    if (o == NULL || !json_object_object_get_ex(o, a, &v))
-        return NULL;
-    if (b != NULL && !json_object_object_get_ex(v, b, &v))
-        return NULL;
-    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    return b != NULL ? jget_string(jget(o, a), b) : jget_string(o, a);
 }
 
 static void start(struct gw_admission *adm, enum step step);
@@ -187,13 +186,22 @@ static void on_access_review(const struct kube_result *res, void *ud)
     struct gw_admission *adm = ud;
     if (res->rc != 0)
         return unavailable(adm, res, "SubjectAccessReview");
-    struct json_object *status, *allowed;
-    int ok = json_object_object_get_ex(res->object, "status", &status) &&
-             json_object_object_get_ex(status, "allowed", &allowed) &&
-             json_object_get_boolean(allowed);
-    if (ok)
+    int allowed = 0;
+    if (jget_bool(jget(res->object, "status"), "allowed", &allowed) == 0 && allowed)
         return bearer_verdict(adm, GW_ALLOW, "RBAC allows create telosessions/attach");
     bearer_verdict(adm, GW_FORBIDDEN, "RBAC does not allow create telosessions/attach");
+}
+
+/* Whether a TokenReview's status.audiences holds want (the token is valid for it). */
+static int audience_granted(struct json_object *status, const char *want)
+{
+    struct json_object *auds = jget_array(status, "audiences");
+    for (size_t i = 0; auds != NULL && i < json_object_array_length(auds); i++) {
+        const char *aud = jget_string_of(json_object_array_get_idx(auds, i));
+        if (aud != NULL && strcmp(aud, want) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 static void on_token_review(const struct kube_result *res, void *ud)
@@ -201,13 +209,15 @@ static void on_token_review(const struct kube_result *res, void *ud)
     struct gw_admission *adm = ud;
     if (res->rc != 0)
         return unavailable(adm, res, "TokenReview");
-    struct json_object *status, *authenticated, *user;
-    if (!json_object_object_get_ex(res->object, "status", &status) ||
-        !json_object_object_get_ex(status, "authenticated", &authenticated) ||
-        !json_object_get_boolean(authenticated) ||
-        !json_object_object_get_ex(status, "user", &user))
+    struct json_object *status = jget_object(res->object, "status");
+    struct json_object *user = jget_object(status, "user");
+    int authenticated = 0;
+    if (jget_bool(status, "authenticated", &authenticated) != 0 || !authenticated || user == NULL)
         return bearer_verdict(adm, GW_UNAUTHENTICATED,
                               "neither the session's token nor a valid Kubernetes token");
+    if (adm->a->audience != NULL && !audience_granted(status, adm->a->audience))
+        return bearer_verdict(adm, GW_UNAUTHENTICATED,
+                              "the Kubernetes token is not for this gateway's audience");
     const char *username = str_at(status, "user", "username");
     snprintf(adm->subject, sizeof(adm->subject), "%s", username ? username : "");
     adm->user = json_object_get(user);
@@ -219,10 +229,8 @@ static void on_secret(const struct kube_result *res, void *ud)
     struct gw_admission *adm = ud;
     if (res->rc != 0 && res->code != 404)
         return unavailable(adm, res, "reading the attach Secret");
-    struct json_object *data, *token;
-    if (res->rc == 0 && json_object_object_get_ex(res->object, "data", &data) &&
-        json_object_object_get_ex(data, "token", &token)) {
-        const char *b64 = json_object_get_string(token);
+    const char *b64 = res->rc == 0 ? jget_string(jget(res->object, "data"), "token") : NULL;
+    if (b64 != NULL) {
         size_t n = strlen(b64);
         unsigned char *plain = malloc(n / 4 * 3 + 4);
         int len = plain != NULL ? EVP_DecodeBlock(plain, (const unsigned char *)b64, (int)n) : -1;
@@ -262,11 +270,8 @@ static const struct cached *cache_get(struct gw_admission *adm)
 /* When status.conditions' Ready last turned True, 0 when it is not True. */
 static double ready_since(struct json_object *status)
 {
-    struct json_object *conds;
-    if (!json_object_object_get_ex(status, "conditions", &conds) ||
-        !json_object_is_type(conds, json_type_array))
-        return 0;
-    for (size_t i = 0; i < json_object_array_length(conds); i++) {
+    struct json_object *conds = jget_array(status, "conditions");
+    for (size_t i = 0; conds != NULL && i < json_object_array_length(conds); i++) {
         struct json_object *c = json_object_array_get_idx(conds, i);
         const char *type = str_at(c, "type", NULL), *st = str_at(c, "status", NULL);
         if (type != NULL && strcmp(type, "Ready") == 0 && st != NULL && strcmp(st, "True") == 0) {
@@ -286,8 +291,8 @@ static void on_session(const struct kube_result *res, void *ud)
     const char *uid = adm->session_found ? str_at(res->object, "metadata", "uid") : NULL;
     snprintf(adm->uid, sizeof(adm->uid), "%s", uid ? uid : "");
     const char *secret = NULL;
-    struct json_object *status = NULL, *code, *attach;
-    if (adm->session_found && json_object_object_get_ex(res->object, "status", &status)) {
+    struct json_object *status = adm->session_found ? jget_object(res->object, "status") : NULL;
+    if (status != NULL) {
         const char *phase = str_at(status, "phase", NULL);
         const char *pod = str_at(status, "podName", NULL);
         snprintf(adm->phase, sizeof(adm->phase), "%s", phase ? phase : "");
@@ -296,14 +301,14 @@ static void on_session(const struct kube_result *res, void *ud)
         snprintf(adm->pod_ip, sizeof(adm->pod_ip), "%s", ip ? ip : "");
         adm->inspect = str_at(status, "inspectUrl", NULL) != NULL;
         adm->ready_since = ready_since(status);
-        if (json_object_object_get_ex(status, "exitCode", &code))
-            adm->exit_code = json_object_get_int(code);
-        if (json_object_object_get_ex(status, "attach", &attach))
-            secret = str_at(attach, "secretName", NULL);
+        int64_t code = 0;
+        if (jget_int(status, "exitCode", &code) == 0 && code >= INT32_MIN && code <= INT32_MAX)
+            adm->exit_code = (int)code;
+        secret = str_at(status, "attach", "secretName");
     }
     /* A bearer token decided moments ago is not reviewed again (the cache never holds the
      * session-token path, which is one cheap Secret read). */
-    const struct cached *c = cache_get(adm);
+    const struct cached *c = adm->fresh ? NULL : cache_get(adm);
     if (c != NULL) {
         snprintf(adm->subject, sizeof(adm->subject), "%s", c->subject);
         char reason[200];
@@ -341,19 +346,27 @@ static void start(struct gw_admission *adm, enum step step)
     kube_result_fn *cb;
     if (step == TOKEN_REVIEW) {
         json_object_object_add(spec, "token", json_object_new_string(adm->token));
+        if (adm->a->audience != NULL) {
+            struct json_object *auds = json_object_new_array();
+            json_object_array_add(auds, json_object_new_string(adm->a->audience));
+            json_object_object_add(spec, "audiences", auds);
+        }
         body = review("authentication.k8s.io", "TokenReview", spec);
         ref.group = "authentication.k8s.io";
         ref.resource = "tokenreviews";
         cb = on_token_review;
     } else {
         static const char *const copied[] = {"uid", "groups", "extra"};
-        struct json_object *attrs = json_object_new_object(), *v;
+        struct json_object *attrs = json_object_new_object();
         json_object_object_add(spec, "user",
                                json_object_new_string(str_at(adm->user, "username", NULL)
                                                           ? str_at(adm->user, "username", NULL)
                                                           : ""));
         for (size_t i = 0; i < sizeof(copied) / sizeof(copied[0]); i++) {
-            if (json_object_object_get_ex(adm->user, copied[i], &v))
+            /* The user as the TokenReview described it, passed on as it came (a missing or null
+             * member stays out). */
+            struct json_object *v = jget(adm->user, copied[i]);
+            if (v != NULL)
                 json_object_object_add(spec, copied[i], json_object_get(v));
         }
         json_object_object_add(attrs, "namespace", json_object_new_string(adm->namespace));
@@ -377,8 +390,9 @@ static void start(struct gw_admission *adm, enum step step)
         decide(adm, GW_UNAVAILABLE, err.msg);
 }
 
-struct gw_admission *gw_admit(struct gw_auth *a, const char *namespace, const char *name,
-                              const char *token, gw_admit_fn *cb, void *ud, struct telo_err *err)
+static struct gw_admission *admit(struct gw_auth *a, const char *namespace, const char *name,
+                                  const char *token, int fresh, gw_admit_fn *cb, void *ud,
+                                  struct telo_err *err)
 {
     struct gw_admission *adm = calloc(1, sizeof(*adm));
     if (adm == NULL || (adm->token = strdup(token)) == NULL) {
@@ -390,6 +404,7 @@ struct gw_admission *gw_admit(struct gw_auth *a, const char *namespace, const ch
     adm->cb = cb;
     adm->ud = ud;
     adm->exit_code = -1;
+    adm->fresh = fresh;
     snprintf(adm->namespace, sizeof(adm->namespace), "%s", namespace);
     snprintf(adm->name, sizeof(adm->name), "%s", name);
     unsigned char digest[SHA256_DIGEST_LENGTH];
@@ -411,6 +426,29 @@ struct gw_admission *gw_admit(struct gw_auth *a, const char *namespace, const ch
         return NULL;
     }
     return adm;
+}
+
+struct gw_admission *gw_admit(struct gw_auth *a, const char *namespace, const char *name,
+                              const char *token, gw_admit_fn *cb, void *ud, struct telo_err *err)
+{
+    return admit(a, namespace, name, token, 0, cb, ud, err);
+}
+
+struct gw_admission *gw_reauthorize(struct gw_auth *a, const char *namespace, const char *name,
+                                    const char *token, gw_admit_fn *cb, void *ud,
+                                    struct telo_err *err)
+{
+    return admit(a, namespace, name, token, 1, cb, ud, err);
+}
+
+int gw_auth_set_audience(struct gw_auth *a, const char *audience)
+{
+    free(a->audience);
+    a->audience = NULL;
+    if (audience == NULL || audience[0] == '\0')
+        return 0;
+    a->audience = strdup(audience);
+    return a->audience != NULL ? 0 : -TELO_ENOMEM;
 }
 
 void gw_admission_cancel(struct gw_admission *adm)

@@ -50,6 +50,17 @@ void gw_auth_free(struct gw_auth *a);
 struct gw_admission *gw_admit(struct gw_auth *a, const char *namespace, const char *name,
                               const char *token, gw_admit_fn *cb, void *ud, struct telo_err *err);
 
+/* As gw_admit, for a client already attached: the same checks (the session's token still matches
+ * its Secret, or TokenReview and SubjectAccessReview still pass), never answered from the cache. */
+struct gw_admission *gw_reauthorize(struct gw_auth *a, const char *namespace, const char *name,
+                                    const char *token, gw_admit_fn *cb, void *ud,
+                                    struct telo_err *err);
+
+/* Sets the audience Kubernetes tokens must be issued for (--token-audience): sent in the
+ * TokenReview's spec.audiences, and a review whose status.audiences lacks it is refused. NULL or
+ * "": none (the API server's own audiences, any token valid for it). Returns 0 or -TELO_ENOMEM. */
+int gw_auth_set_audience(struct gw_auth *a, const char *audience);
+
 /* Cancels adm: cb is not called. NULL is a no-op. Not from inside cb. */
 void gw_admission_cancel(struct gw_admission *adm);
 

@@ -2,6 +2,7 @@
  * inspector (GET http://<podIP>:9230/events), event frames only, reconnecting, with heartbeats. */
 #include "gateway/debug.h"
 
+#include "gateway/auth.h"
 #include "gateway/sse.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -10,7 +11,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
+#include <json.h>
 #include <netinet/in.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +51,12 @@ struct relay {
     struct gw_sse_parser sse;
     ev_timer retry, heartbeat;
     int up_logged; /* the inspector's absence was logged once */
+
+    char namespace[254], name[254];
+    char *token;                /* the admitted credential; NULL: never re-checked */
+    ev_timer reauth;            /* when to check it again */
+    struct gw_admission *check; /* a re-authorization in flight */
+    int refused;                /* the client was refused: closing once its queue drains */
 };
 
 struct gw_relays {
@@ -56,6 +65,8 @@ struct gw_relays {
     struct relay *list;
     size_t count;
     unsigned long frames;
+    struct gw_auth *auth;
+    double reauth_s;
 };
 
 static void relay_free(struct relay *rl)
@@ -66,6 +77,12 @@ static void relay_free(struct relay *rl)
     ev_io_stop(set->loop, &rl->uio);
     ev_timer_stop(set->loop, &rl->retry);
     ev_timer_stop(set->loop, &rl->heartbeat);
+    ev_timer_stop(set->loop, &rl->reauth);
+    gw_admission_cancel(rl->check);
+    if (rl->token != NULL) {
+        OPENSSL_cleanse(rl->token, strlen(rl->token));
+        free(rl->token);
+    }
     if (rl->ufd >= 0)
         close(rl->ufd);
     if (rl->cio.close != NULL)
@@ -285,8 +302,74 @@ static void client_write_cb(struct ev_loop *loop, ev_io *w, int revents)
     (void)loop;
     (void)revents;
     struct relay *rl = w->data;
-    if (flush_client(rl) != 0)
+    if (flush_client(rl) != 0 || (rl->refused && rl->out_off == rl->out.len))
         relay_free(rl);
+}
+
+/* The client's credential no longer admits it: an error event, then the end of the stream. */
+static void refuse_client(struct relay *rl, int code, const char *reason, const char *message)
+{
+    telo_log(TELO_LOG_INFO, "debug client refused on re-authorization",
+             "session=%s code=%d why=\"%s\"", rl->session, code, message);
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, "type", json_object_new_string("error"));
+    json_object_object_add(o, "code", json_object_new_int(code));
+    json_object_object_add(o, "reason", json_object_new_string(reason));
+    json_object_object_add(o, "message", json_object_new_string(message));
+    const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+    /* Past a full queue the event is lost, never the close. */
+    if (text != NULL)
+        buf_printf(&rl->out, "event: error\ndata: %s\n\n", text);
+    json_object_put(o);
+    rl->refused = 1;
+    ev_io_stop(rl->set->loop, &rl->uio);
+    ev_timer_stop(rl->set->loop, &rl->retry);
+    ev_timer_stop(rl->set->loop, &rl->heartbeat);
+    ev_timer_stop(rl->set->loop, &rl->reauth);
+    if (flush_client(rl) != 0 || rl->out_off == rl->out.len)
+        relay_free(rl);
+}
+
+static void reauthorized(const struct gw_admitted *a, void *ud)
+{
+    struct relay *rl = ud;
+    rl->check = NULL;
+    switch (a->verdict) {
+    case GW_ALLOW:
+        return;
+    case GW_UNAVAILABLE:
+        telo_log(TELO_LOG_WARN, "debug re-authorization unavailable; the client stays",
+                 "session=%s why=\"%s\"", rl->session, a->reason);
+        return;
+    case GW_UNAUTHENTICATED:
+        return refuse_client(rl, 401, "Unauthorized", "the credential is no longer valid");
+    case GW_FORBIDDEN:
+        return refuse_client(rl, 403, "Forbidden", "no longer allowed to attach to this session");
+    case GW_NOT_FOUND:
+        break;
+    }
+    refuse_client(rl, 404, "NotFound", "the session no longer exists");
+}
+
+static void reauth_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct relay *rl = w->data;
+    if (rl->check != NULL || rl->refused || rl->set->auth == NULL)
+        return;
+    struct telo_err err = {0};
+    rl->check =
+        gw_reauthorize(rl->set->auth, rl->namespace, rl->name, rl->token, reauthorized, rl, &err);
+    if (rl->check == NULL)
+        telo_log(TELO_LOG_WARN, "debug re-authorization not started", "session=%s error=\"%s\"",
+                 rl->session, err.msg);
+}
+
+void gw_relays_set_auth(struct gw_relays *r, struct gw_auth *auth, double reauth_s)
+{
+    r->auth = auth;
+    r->reauth_s = reauth_s > 0 ? reauth_s : 60;
 }
 
 struct gw_relays *gw_relays_new(struct ev_loop *loop, double heartbeat_s)
@@ -311,10 +394,14 @@ void gw_relays_free(struct gw_relays *r)
 }
 
 int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, const char *pod_ip,
-                  int port, const char *session, struct telo_err *err)
+                  int port, const char *session, const struct gw_relay_client *who,
+                  struct telo_err *err)
 {
     struct relay *rl = calloc(1, sizeof(*rl));
-    if (rl == NULL) {
+    char *token = who != NULL && who->token != NULL && r->auth != NULL ? strdup(who->token) : NULL;
+    if (rl == NULL || (who != NULL && who->token != NULL && r->auth != NULL && token == NULL)) {
+        free(rl);
+        free(token);
         if (io != NULL && io->close != NULL)
             io->close(io->io_ud);
         close(fd);
@@ -335,7 +422,13 @@ int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, cons
     ev_io_init(&rl->cwrite, client_write_cb, fd, EV_WRITE);
     ev_timer_init(&rl->retry, retry_cb, 0., 0.);
     ev_timer_init(&rl->heartbeat, heartbeat_cb, r->heartbeat_s, r->heartbeat_s);
-    rl->cread.data = rl->cwrite.data = rl->retry.data = rl->heartbeat.data = rl;
+    ev_timer_init(&rl->reauth, reauth_cb, r->reauth_s, r->reauth_s);
+    rl->cread.data = rl->cwrite.data = rl->retry.data = rl->heartbeat.data = rl->reauth.data = rl;
+    rl->token = token;
+    if (who != NULL) {
+        snprintf(rl->namespace, sizeof(rl->namespace), "%s", who->namespace);
+        snprintf(rl->name, sizeof(rl->name), "%s", who->name);
+    }
     rl->next = r->list;
     if (r->list != NULL)
         r->list->prev = rl;
@@ -351,6 +444,8 @@ int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, cons
     }
     ev_io_start(r->loop, &rl->cread);
     ev_timer_start(r->loop, &rl->heartbeat);
+    if (rl->token != NULL)
+        ev_timer_start(r->loop, &rl->reauth);
     telo_log(TELO_LOG_INFO, "debug relay started", "session=%s inspector=%s:%d", session, pod_ip,
              port);
     up_connect(rl);

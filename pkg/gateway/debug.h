@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 struct ev_loop;
+struct gw_auth;
 struct gw_relays;
 
 #define GW_INSPECT_PORT 9230
@@ -17,6 +18,16 @@ struct gw_relays;
  * often so proxies keep idle streams (0: 20 s). Returns NULL when out of memory. */
 struct gw_relays *gw_relays_new(struct ev_loop *loop, double heartbeat_s);
 
+/* Re-authorizes every relay's client with auth (borrowed) every reauth_s seconds (0: 60 s), as
+ * attach clients are: one refused gets `event: error` with a Status-like JSON and is closed. */
+void gw_relays_set_auth(struct gw_relays *r, struct gw_auth *auth, double reauth_s);
+
+/* Who a relay's client is, for its re-authorization: the session's namespace and name and the
+ * credential admitted (copied). */
+struct gw_relay_client {
+    const char *namespace, *name, *token;
+};
+
 /* Ends every relay (closing its client) and frees r. NULL is a no-op. */
 void gw_relays_free(struct gw_relays *r);
 
@@ -24,10 +35,11 @@ void gw_relays_free(struct gw_relays *r);
  * admitted) written through io (TLS; NULL or one without close: plain writes); the relay owns
  * both from now on, also on failure): answers 200 text/event-stream, then
  * relays the inspector at pod_ip:port until the client leaves, reconnecting every 500 ms when the
- * inspector is away. session names the session for the log. Returns 0, or a negative code with
- * err filled (fd closed). */
+ * inspector is away. session names the session for the log; who (NULL: never re-checked) lets
+ * the relay re-authorize its client. Returns 0, or a negative code with err filled (fd closed). */
 int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, const char *pod_ip,
-                  int port, const char *session, struct telo_err *err);
+                  int port, const char *session, const struct gw_relay_client *who,
+                  struct telo_err *err);
 
 /* Relays running now. */
 size_t gw_relays_count(const struct gw_relays *r);

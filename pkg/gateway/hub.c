@@ -3,6 +3,7 @@
  */
 #include "gateway/hub.h"
 
+#include "gateway/auth.h"
 #include "gateway/ring.h"
 #include "kube/attach.h"
 #include "kube/channel.h"
@@ -10,6 +11,7 @@
 #include "kube/rest.h"
 #include "kube/transport.h"
 #include "util/buf.h"
+#include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
 #include "util/url.h"
@@ -19,6 +21,7 @@
 #include <ev.h>
 #include <json.h>
 #include <math.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,7 @@
 #define MAX_CLIENT_MSG    (1 << 20)
 #define MAX_PENDING_STDIN (64 << 10)
 #define MAX_FRAME_BYTES   (64 << 10) /* output bytes of one frame to a channel-protocol client */
+#define CLOSE_POLICY      1008       /* RFC 6455 policy violation: the credential was revoked */
 
 enum state {
     S_CONNECTING, /* upstream opening */
@@ -70,6 +74,9 @@ struct client {
     uint64_t cursor; /* the next chunk to send */
     int finished;    /* the exit status is queued and the close started */
     char subject[128];
+    char *token;                /* the admitted credential, for re-authorization */
+    ev_timer reauth;            /* when to check it again */
+    struct gw_admission *check; /* a re-authorization in flight */
     struct client *prev, *next;
 };
 
@@ -95,6 +102,12 @@ static void client_free(struct client *c)
         s->clients = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
+    ev_timer_stop(s->hub->loop, &c->reauth);
+    gw_admission_cancel(c->check);
+    if (c->token != NULL) {
+        OPENSSL_cleanse(c->token, strlen(c->token));
+        free(c->token);
+    }
     ws_conn_free(c->ws);
     s->hub->m.clients--;
     free(c);
@@ -130,6 +143,83 @@ static void finish_client(struct client *c)
     char reason[32];
     snprintf(reason, sizeof(reason), "exit %d", s->exit_code);
     ws_conn_close(c->ws, WS_CLOSE_NORMAL, reason);
+}
+
+/* Closes a client whose credential no longer admits it: a Status on channel 3 (v4/v5, as the API
+ * server ends a stream it refuses) or an error frame (telo.io.v1), then a policy close. */
+static void refuse_client(struct client *c, int code, const char *reason, const char *message)
+{
+    struct gw_hub *h = c->s->hub;
+    struct buf b;
+    buf_init(&b, 4096);
+    c->finished = 1;
+    h->m.reauth_closes++;
+    telo_log(TELO_LOG_INFO, "attach client refused on re-authorization",
+             "session=%s subject=\"%s\" code=%d why=\"%s\"", c->s->key, c->subject, code, message);
+    if (c->proto == GW_PROTO_IO_V1) {
+        struct json_object *o = json_object_new_object();
+        json_object_object_add(o, "type", json_object_new_string("error"));
+        json_object_object_add(o, "code", json_object_new_int(code));
+        json_object_object_add(o, "reason", json_object_new_string(reason));
+        json_object_object_add(o, "message", json_object_new_string(message));
+        const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+        if (text != NULL)
+            send_text(c, text, 1);
+        json_object_put(o);
+    } else {
+        static const uint8_t ch = KUBE_CHANNEL_ERROR;
+        if (gw_error_status_json(&b, code, reason, message) == 0)
+            ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, b.data, b.len, 1);
+    }
+    buf_release(&b);
+    ws_conn_close(c->ws, CLOSE_POLICY, reason);
+}
+
+static void reauth_start(struct client *c);
+
+static void reauthorized(const struct gw_admitted *a, void *ud)
+{
+    struct client *c = ud;
+    c->check = NULL;
+    if (c->finished)
+        return;
+    switch (a->verdict) {
+    case GW_ALLOW:
+        return;
+    case GW_UNAVAILABLE:
+        /* The API server could not be asked: the stream stays; the next period asks again. */
+        telo_log(TELO_LOG_WARN, "attach re-authorization unavailable; the client stays",
+                 "session=%s subject=\"%s\" why=\"%s\"", c->s->key, c->subject, a->reason);
+        return;
+    case GW_UNAUTHENTICATED:
+        return refuse_client(c, 401, "Unauthorized", "the credential is no longer valid");
+    case GW_FORBIDDEN:
+        return refuse_client(c, 403, "Forbidden", "no longer allowed to attach to this session");
+    case GW_NOT_FOUND:
+        break;
+    }
+    refuse_client(c, 404, "NotFound", "the session no longer exists");
+}
+
+static void reauth_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    reauth_start(w->data);
+}
+
+/* Asks again whether the client's credential admits it (one check at a time). */
+static void reauth_start(struct client *c)
+{
+    struct session *s = c->s;
+    if (c->check != NULL || c->finished || c->token == NULL || s->hub->opts.auth == NULL)
+        return;
+    struct telo_err err = {0};
+    c->check =
+        gw_reauthorize(s->hub->opts.auth, s->namespace, s->name, c->token, reauthorized, c, &err);
+    if (c->check == NULL)
+        telo_log(TELO_LOG_WARN, "attach re-authorization not started", "session=%s error=\"%s\"",
+                 s->key, err.msg);
 }
 
 /* Output this client lost by falling behind the ring (or resuming from evicted history). */
@@ -222,10 +312,13 @@ static void client_message(struct ws_conn *ws, int opcode, const uint8_t *data, 
     struct client *c = ud;
     struct session *s = c->s;
     if (c->proto == GW_PROTO_IO_V1) {
+        /* Binary frames are stdin and nothing else: what a user types or pastes (a resize's
+         * JSON, {"type":null}) reaches the terminal as bytes. Control messages are text frames. */
+        struct gw_io_control ctl;
         if (opcode == WS_OP_BINARY)
             session_stdin(s, data, len);
-        struct gw_io_control ctl;
-        if (gw_parse_io_control(data, len, &ctl) == 0 && ctl.kind == GW_IO_RESIZE)
+        else if (opcode == WS_OP_TEXT && gw_parse_io_control(data, len, &ctl) == 0 &&
+                 ctl.kind == GW_IO_RESIZE)
             session_resize(s, ctl.cols, ctl.rows);
         return;
     }
@@ -311,28 +404,19 @@ static void schedule_retry(struct session *s)
  * pod ended without telling. */
 static int container_ended(struct json_object *pod, int *code)
 {
-    struct json_object *status, *statuses, *phase;
-    if (!json_object_object_get_ex(pod, "status", &status))
-        return 0;
-    if (json_object_object_get_ex(status, "containerStatuses", &statuses) &&
-        json_object_is_type(statuses, json_type_array)) {
-        for (size_t i = 0; i < json_object_array_length(statuses); i++) {
-            struct json_object *cs = json_object_array_get_idx(statuses, i), *name, *state, *term,
-                               *exit;
-            if (!json_object_object_get_ex(cs, "name", &name) ||
-                strcmp(json_object_get_string(name), SESSION_CONTAINER) != 0)
-                continue;
-            if (json_object_object_get_ex(cs, "state", &state) &&
-                json_object_object_get_ex(state, "terminated", &term) &&
-                json_object_object_get_ex(term, "exitCode", &exit)) {
-                *code = json_object_get_int(exit);
-                return 1;
-            }
+    struct json_object *status = jget_object(pod, "status");
+    struct json_object *statuses = jget_array(status, "containerStatuses");
+    for (size_t i = 0; statuses != NULL && i < json_object_array_length(statuses); i++) {
+        struct json_object *cs = json_object_array_get_idx(statuses, i);
+        if (!jget_string_is(cs, "name", SESSION_CONTAINER))
+            continue;
+        int64_t exit_code = 0;
+        if (jget_int(jget(jget(cs, "state"), "terminated"), "exitCode", &exit_code) == 0) {
+            *code = exit_code >= INT32_MIN && exit_code <= INT32_MAX ? (int)exit_code : -1;
+            return 1;
         }
     }
-    if (json_object_object_get_ex(status, "phase", &phase) &&
-        (strcmp(json_object_get_string(phase), "Succeeded") == 0 ||
-         strcmp(json_object_get_string(phase), "Failed") == 0))
+    if (jget_string_is(status, "phase", "Succeeded") || jget_string_is(status, "phase", "Failed"))
         return -1;
     return 0;
 }
@@ -620,6 +704,15 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
     c->s = s;
     c->proto = req->proto;
     snprintf(c->subject, sizeof(c->subject), "%s", req->subject ? req->subject : "");
+    if (req->token != NULL && h->opts.auth != NULL && (c->token = strdup(req->token)) == NULL) {
+        free(c);
+        drop_socket(fd, io);
+        if (fresh)
+            session_free(s);
+        return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
+    }
+    ev_timer_init(&c->reauth, reauth_cb, h->opts.reauth_s, h->opts.reauth_s);
+    c->reauth.data = c;
     struct ws_conn_opts opts = {.max_message = MAX_CLIENT_MSG,
                                 .max_queued = h->opts.client_queue_bytes * 2,
                                 .low_water = h->opts.client_queue_bytes / 2,
@@ -630,6 +723,10 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
     c->ws =
         ws_conn_new(h->loop, fd, io != NULL && io->close != NULL ? io : NULL, &opts, &cbs, c, err);
     if (c->ws == NULL) {
+        if (c->token != NULL) {
+            OPENSSL_cleanse(c->token, strlen(c->token));
+            free(c->token);
+        }
         free(c);
         if (fresh)
             session_free(s);
@@ -641,6 +738,8 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
     s->clients = c;
     h->m.clients++;
     h->m.clients_total++;
+    if (c->token != NULL)
+        ev_timer_start(h->loop, &c->reauth);
     telo_log(TELO_LOG_INFO, "attach client joined", "session=%s subject=\"%s\" protocol=%s", s->key,
              c->subject, gw_proto_name(c->proto));
 
@@ -696,6 +795,8 @@ struct gw_hub *gw_hub_new(struct ev_loop *loop, struct kube_transport *t,
         h->opts.ended_keep_s = 300;
     if (h->opts.idle_keep_s <= 0)
         h->opts.idle_keep_s = 3600;
+    if (h->opts.reauth_s <= 0)
+        h->opts.reauth_s = 60;
     h->sessions = strmap_new();
     if (h->sessions == NULL) {
         free(h);

@@ -16,6 +16,7 @@
 
 struct ev_loop;
 struct kube_transport;
+struct gw_auth;
 struct gw_hub;
 
 struct gw_hub_opts {
@@ -27,6 +28,8 @@ struct gw_hub_opts {
     double idle_keep_s;        /* a running session nobody is attached to keeps its upstream and
                                 * scrollback this long, then both go (a later client starts afresh);
                                 * 0: 3600 s */
+    struct gw_auth *auth;      /* re-authorizes attached clients (borrowed); NULL: never */
+    double reauth_s;           /* every client's credential is checked again this often; 0: 60 s */
 };
 
 struct gw_hub_metrics {
@@ -38,6 +41,7 @@ struct gw_hub_metrics {
     unsigned long gaps;              /* times a client lost output (behind the ring) */
     unsigned long idle_closes;       /* sessions dropped after idle_keep_s without a client */
     unsigned long resizes;           /* resizes sent upstream */
+    unsigned long reauth_closes;     /* clients closed because re-authorization refused them */
     unsigned long long bytes_in;     /* output from containers */
     unsigned long long bytes_out;    /* output queued to clients */
     unsigned long long stdin_bytes;  /* input forwarded to containers */
@@ -55,6 +59,7 @@ struct gw_attach {
     int has_last_seq; /* telo.io.v1: the client sent ?lastSeq= */
     uint32_t last_seq;
     const char *subject; /* who, for the log */
+    const char *token;   /* the credential admitted, kept (copied) to re-authorize the client */
 };
 
 /* Creates the hub on loop with t (both borrowed, must outlive it); opts may be NULL. Returns NULL

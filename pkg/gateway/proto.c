@@ -2,6 +2,7 @@
  * negotiation, telo.io.v1 control frames, refusal bodies and sequence numbers. Pure. */
 #include "gateway/proto.h"
 
+#include "util/jget.h"
 #include "ws/http.h"
 
 #include <json.h>
@@ -154,17 +155,6 @@ int gw_clamp_dim(long long v)
     return v > GW_SIZE_MAX_DIM ? GW_SIZE_MAX_DIM : (int)v;
 }
 
-/* An integer member of o, or -1 when absent or not a number. */
-static long long int_member(struct json_object *o, const char *key)
-{
-    struct json_object *v;
-    if (!json_object_object_get_ex(o, key, &v))
-        return -1;
-    if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
-        return -1;
-    return json_object_get_int64(v);
-}
-
 int gw_parse_io_control(const uint8_t *data, size_t len, struct gw_io_control *out)
 {
     memset(out, 0, sizeof(*out));
@@ -177,13 +167,13 @@ int gw_parse_io_control(const uint8_t *data, size_t len, struct gw_io_control *o
     int complete = o != NULL && (size_t)json_tokener_get_parse_end(tok) == len;
     json_tokener_free(tok);
     int rc = -TELO_EPROTO;
-    struct json_object *type;
     if (complete && json_object_is_type(o, json_type_object)) {
         rc = 0;
-        if (json_object_object_get_ex(o, "type", &type) &&
-            strcmp(json_object_get_string(type), "resize") == 0) {
-            long long cols = int_member(o, "cols"), rows = int_member(o, "rows");
-            if (cols < 0 || rows < 0) {
+        /* The client's JSON: a "type" or a size of any other type (null, a number, an array) is
+         * never read as a string or a number. */
+        if (jget_string_is(o, "type", "resize")) {
+            int64_t cols = 0, rows = 0;
+            if (jget_int(o, "cols", &cols) != 0 || jget_int(o, "rows", &rows) != 0) {
                 rc = -TELO_EPROTO;
             } else {
                 out->kind = GW_IO_RESIZE;

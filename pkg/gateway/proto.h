@@ -52,8 +52,10 @@ struct gw_io_control {
     int cols, rows; /* GW_IO_RESIZE, clamped to 1..GW_SIZE_MAX_DIM */
 };
 
-/* Parses {"type":"resize","cols":C,"rows":R}; any other valid JSON object is GW_IO_UNKNOWN.
- * Returns 0, or -TELO_EPROTO when it is not a JSON object or a resize lacks numeric cols/rows. */
+/* Parses a telo.io.v1 control message (a text frame; binary frames are stdin and never come
+ * here): {"type":"resize","cols":C,"rows":R}; any other valid JSON object, including one whose
+ * "type" is not a string (null, a number, an array...), is GW_IO_UNKNOWN. Returns 0, or
+ * -TELO_EPROTO when it is not a JSON object or a resize lacks integer cols/rows. */
 int gw_parse_io_control(const uint8_t *data, size_t len, struct gw_io_control *out);
 
 /* Appends a Kubernetes Status error body ({"kind":"Status",...,"code":code}) for refusals. */

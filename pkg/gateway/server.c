@@ -47,6 +47,7 @@ struct conn {
     char accept[WS_ACCEPT_KEY_SIZE];
     int has_last_seq;
     uint32_t last_seq;
+    char *token; /* the credential under admission, kept for the hub's re-authorization */
     struct conn *prev, *next;
 };
 
@@ -76,6 +77,10 @@ static void conn_free(struct conn *c)
     ev_io_stop(srv->loop, &c->io);
     ev_timer_stop(srv->loop, &c->timer);
     gw_admission_cancel(c->adm);
+    if (c->token != NULL) {
+        OPENSSL_cleanse(c->token, strlen(c->token));
+        free(c->token);
+    }
     if (c->sock.close != NULL)
         c->sock.close(c->sock.io_ud);
     if (c->fd >= 0)
@@ -195,7 +200,9 @@ static void refuse(struct conn *c, int code, const char *reason, const char *mes
              message);
     struct buf b;
     buf_init(&b, 4096);
-    gw_error_status_json(&b, code, reason, message);
+    /* The client may not even be authenticated: API error text and the like stay in the log. */
+    gw_error_status_json(&b, code, reason,
+                         code == 503 ? "authorization unavailable, retry" : message);
     respond(c, code, "application/json", b.data,
             code == 401 ? "WWW-Authenticate: Bearer realm=\"telo-gateway\"\r\n" : NULL);
     buf_release(&b);
@@ -214,7 +221,8 @@ static void upgrade(struct conn *c, const struct gw_admitted *a)
                             .proto = c->proto,
                             .has_last_seq = c->has_last_seq,
                             .last_seq = c->last_seq,
-                            .subject = a->subject};
+                            .subject = a->subject,
+                            .token = c->token};
     const char *why = NULL;
     int code = gw_hub_check(srv->hub, &req, &why);
     if (code != 0)
@@ -253,10 +261,12 @@ static void relay(struct conn *c, const struct gw_admitted *a)
     snprintf(session, sizeof(session), "%s/%s", c->target.namespace, c->target.name);
     struct ws_conn_io io;
     int fd = take_socket(c, &io);
-    conn_free(c);
     struct telo_err err = {0};
-    if (gw_relays_add(srv->relays, fd, &io, a->pod_ip, GW_INSPECT_PORT, session, &err) != 0)
+    struct gw_relay_client who = {
+        .namespace = c->target.namespace, .name = c->target.name, .token = c->token};
+    if (gw_relays_add(srv->relays, fd, &io, a->pod_ip, GW_INSPECT_PORT, session, &who, &err) != 0)
         telo_log(TELO_LOG_WARN, "debug relay failed", "session=%s error=\"%s\"", session, err.msg);
+    conn_free(c);
 }
 
 static void admitted(const struct gw_admitted *a, void *ud)
@@ -278,9 +288,11 @@ static void admitted(const struct gw_admitted *a, void *ud)
     refuse(c, 503, "ServiceUnavailable", a->reason, a->subject);
 }
 
+/* A request without Origin is no browser's and passes; a browser's must name an allowed origin
+ * (none configured: no browser origin is allowed). */
 static int origin_allowed(const struct gw_server *srv, const char *origin)
 {
-    if (origin == NULL || srv->cfg.norigins == 0)
+    if (origin == NULL)
         return 1;
     for (size_t i = 0; i < srv->cfg.norigins; i++) {
         if (strcmp(srv->origins[i], "*") == 0 || strcasecmp(srv->origins[i], origin) == 0)
@@ -336,8 +348,12 @@ static void metrics(struct conn *c)
                "# TYPE telo_gateway_debug_streams gauge\ntelo_gateway_debug_streams %zu\n"
                "# HELP telo_gateway_debug_frames_total Debug frames relayed to clients.\n"
                "# TYPE telo_gateway_debug_frames_total counter\n"
-               "telo_gateway_debug_frames_total %lu\n",
-               gw_relays_count(c->srv->relays), gw_relays_frames(c->srv->relays));
+               "telo_gateway_debug_frames_total %lu\n"
+               "# HELP telo_gateway_reauth_closes_total Clients closed because their credential "
+               "no longer admitted them.\n"
+               "# TYPE telo_gateway_reauth_closes_total counter\n"
+               "telo_gateway_reauth_closes_total %lu\n",
+               gw_relays_count(c->srv->relays), gw_relays_frames(c->srv->relays), m->reauth_closes);
     respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, NULL);
     buf_release(&b);
 }
@@ -363,8 +379,7 @@ static void admit(struct conn *c, char *token)
 {
     struct telo_err err = {0};
     c->adm = gw_admit(c->srv->auth, c->target.namespace, c->target.name, token, admitted, c, &err);
-    OPENSSL_cleanse(token, strlen(token));
-    free(token);
+    c->token = token; /* freed (cleansed) with the connection */
     if (c->adm == NULL)
         return refuse(c, 503, "ServiceUnavailable", err.msg, NULL);
     /* Wait for the verdict; the connection's timer still bounds the whole exchange. */
@@ -604,10 +619,15 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
             goto nomem;
     }
     srv->auth = gw_auth_new(t, cfg->auth_cache_s > 0 ? cfg->auth_cache_s : 10);
-    srv->hub = gw_hub_new(loop, t, &cfg->hub);
+    struct gw_hub_opts hub = cfg->hub;
+    hub.auth = srv->auth;
+    srv->hub = srv->auth != NULL ? gw_hub_new(loop, t, &hub) : NULL;
+    if (srv->auth != NULL && gw_auth_set_audience(srv->auth, cfg->token_audience) != 0)
+        goto nomem;
     srv->relays = gw_relays_new(loop, cfg->hub.ping_interval_s);
     if (srv->auth == NULL || srv->hub == NULL || srv->relays == NULL)
         goto nomem;
+    gw_relays_set_auth(srv->relays, srv->auth, cfg->hub.reauth_s);
     return srv;
 nomem:
     gw_server_free(srv);

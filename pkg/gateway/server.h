@@ -17,11 +17,15 @@ struct gw_server_config {
     int port;                   /* 0: the kernel picks (read it with gw_server_port) */
     const char *tls_cert_path;  /* PEM chain; with tls_key_path serves HTTPS/WSS (read at start) */
     const char *tls_key_path;   /* PEM key; both NULL: plain HTTP */
-    const char *const *origins; /* allowed Origin values; none: any (tokens are explicit,
-                                 * never cookies, so a foreign page gains nothing) */
+    const char *const *origins; /* allowed browser Origin values ("*": any); none: a request
+                                 * with an Origin header is refused (one without is no
+                                 * browser's and passes) */
     size_t norigins;
-    double auth_cache_s;    /* bearer-token decisions cached this long; 0: 10 s */
-    struct gw_hub_opts hub; /* sessions: ring, queues, pings, resize throttle */
+    const char *token_audience; /* TokenReview audience Kubernetes tokens must carry; NULL or
+                                 * "": the API server's own */
+    double auth_cache_s;        /* bearer-token decisions cached this long; 0: 10 s */
+    struct gw_hub_opts hub;     /* sessions: ring, queues, pings, resize throttle, reauth_s (its
+                                 * auth is the server's) */
 };
 
 /* Creates a server for loop and t (borrowed, must outlive it) with a copy of cfg. Returns NULL

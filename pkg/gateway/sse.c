@@ -2,6 +2,8 @@
  * session's inspector stream and the filter that keeps the reference's "event" debug frames. */
 #include "gateway/sse.h"
 
+#include "util/jget.h"
+
 #include <json.h>
 #include <stdio.h>
 #include <string.h>
@@ -94,10 +96,10 @@ int gw_sse_debug_frame(struct buf *out, unsigned long long id, const char *frame
     struct json_object *frame = json_tokener_parse_ex(tok, frame_json, (int)len);
     int whole = frame != NULL && (size_t)json_tokener_get_parse_end(tok) == len;
     json_tokener_free(tok);
-    struct json_object *kind;
+    /* The app's JSON: a "kind" that is absent or null is an event frame (the reference's
+     * `!frame.kind`), and one of any type but the string "event" is not. */
     int relayed = whole && json_object_is_type(frame, json_type_object) &&
-                  (!json_object_object_get_ex(frame, "kind", &kind) ||
-                   strcmp(json_object_get_string(kind), "event") == 0);
+                  (jget(frame, "kind") == NULL || jget_string_is(frame, "kind", "event"));
     if (!relayed) {
         json_object_put(frame);
         return 0;

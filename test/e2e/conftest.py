@@ -469,6 +469,10 @@ IN_CLUSTER = OPERATOR_MODE == "in-cluster"
 SA_NAMESPACE = "telo-system"
 SA_NAME = "telo-operator"
 SA_USER = "system:serviceaccount:%s:%s" % (SA_NAMESPACE, SA_NAME)
+# The gateway's own ServiceAccount (config/rbac/: the gateway's rules only), for the in-cluster
+# gateway and for TELO_E2E_GATEWAY_KUBECONFIG (test_rbac.py's run of the gateway's tests).
+GATEWAY_SA_NAME = "telo-operator-gateway"
+GATEWAY_SA_USER = "system:serviceaccount:%s:%s" % (SA_NAMESPACE, GATEWAY_SA_NAME)
 AS_SERVICE_ACCOUNT = IN_CLUSTER or bool(OPERATOR_KUBECONFIG)
 REAL_NODE_LABEL = {"telo.run/node": "real"}
 REAL_NODE_TOLERATION = {"key": "telo.run/node", "operator": "Equal", "value": "real",
@@ -576,12 +580,16 @@ class InClusterPlatform:
 
 class RealNodePod:
     """One of this checkout's binaries as a pod on the real node, under the operator's
-    ServiceAccount: the way the chart runs it, minus the Deployment. restartPolicy Never, so a
-    start is a new pod; end() stops it through the container runtime (SIGTERM, SIGKILL after the
-    grace period) and returns the process's own exit status."""
+    ServiceAccount (or another of config/rbac/'s, with its app name label): the way the chart
+    runs it, minus the Deployment. restartPolicy Never, so a start is a new pod; end() stops it
+    through the container runtime (SIGTERM, SIGKILL after the grace period) and returns the
+    process's own exit status."""
 
-    def __init__(self, cluster, name, command, args, port):
+    def __init__(self, cluster, name, command, args, port, service_account=SA_NAME,
+                 app="telo-operator"):
         self.cluster = cluster
+        self.service_account = service_account
+        self.app = app
         self.platform = InClusterPlatform.get(cluster)
         self.name = name
         self.command = command
@@ -593,9 +601,9 @@ class RealNodePod:
         return {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": self.name, "namespace": SA_NAMESPACE,
-                         "labels": dict(labels, **{"app.kubernetes.io/name": "telo-operator"})},
+                         "labels": dict(labels, **{"app.kubernetes.io/name": self.app})},
             "spec": {
-                "serviceAccountName": SA_NAME,
+                "serviceAccountName": self.service_account,
                 "restartPolicy": "Never",
                 "terminationGracePeriodSeconds": 60,
                 "nodeSelector": REAL_NODE_LABEL,
@@ -760,6 +768,11 @@ def no_forbidden_requests_in_cluster(request, cluster):
     yield
     if not IN_CLUSTER or InClusterPlatform._shared is None:
         return
+    # The gateway's own ServiceAccount (the in-cluster gateway of test_gateway.py) too.
+    gateway_events = audit_events(cluster, GATEWAY_SA_USER, InClusterPlatform._shared.since)
+    refused = [e for e in gateway_events if e.get("responseStatus", {}).get("code") == 403]
+    assert not refused, "403 for %s:\n%s" % (GATEWAY_SA_USER, "\n".join(
+        "%s %s" % (e["verb"], e.get("requestURI")) for e in refused[:20]))
     events = audit_events(cluster, SA_USER, InClusterPlatform._shared.since)
     refused = [e for e in events if e.get("responseStatus", {}).get("code") == 403]
     assert not refused, "403 for %s:\n%s" % (SA_USER, "\n".join(

@@ -186,9 +186,11 @@ def cluster_scoped_of(cluster, release):
     return sorted(found.split())
 
 
-def pods_of(cluster, ns, release):
+def pods_of(cluster, ns, release, app="telo-operator"):
+    """The release's operator pods (app telo-gateway: its gateway's)."""
     items = cluster.kubectl_json("get", "pods", "-n", ns, "-l",
-                                 "app.kubernetes.io/instance=%s" % release)["items"]
+                                 "app.kubernetes.io/instance=%s,app.kubernetes.io/name=%s" %
+                                 (release, app))["items"]
     return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
 
@@ -243,6 +245,21 @@ def test_install_upgrade_rolls_the_pod_and_uninstall_leaves_only_the_crd(cluster
         granted = can_i_list(cluster, user, ns) - baseline
         assert granted == want, "in %s: extra %s, missing %s" % (ns, sorted(granted - want),
                                                                 sorted(want - granted))
+    # The gateway: a pod of its own (Ready), under a ServiceAccount of its own that may do its
+    # table and nothing else, in every namespace.
+    from test_rbac import documented_gateway_rules
+    gw_pod = wait_until(lambda: [p for p in pods_of(cluster, release_ns, release, "telo-gateway")
+                                 if ready(p)], timeout=60, what="the gateway pod Ready")[0]
+    assert gw_pod["spec"]["serviceAccountName"] == deployment + "-gateway"
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["manager"]
+    gw_user = "system:serviceaccount:%s:%s-gateway" % (release_ns, deployment)
+    gw_rules = documented_gateway_rules()
+    for ns, scopes in ((sessions_ns, ("sessions", "cluster")), (release_ns, ("cluster",)),
+                       ("default", ("cluster",)), (builds_ns, ("cluster",))):
+        want = {k for k, (scope, _c) in gw_rules.items() if scope in scopes}
+        granted = can_i_list(cluster, gw_user, ns) - baseline
+        assert granted == want, "gateway in %s: extra %s, missing %s" % (
+            ns, sorted(granted - want), sorted(want - granted))
     installed = cluster_scoped_of(cluster, release)
     assert "namespace/" + sessions_ns in installed and any("clusterrole" in o for o in installed)
 

@@ -22,7 +22,7 @@ import pytest
 import websocket
 
 from test_real_node import _real_node
-from conftest import (IN_CLUSTER, OPERATOR_BIN_DIR, ROOT, RealNodePod, TcpProxy,
+from conftest import (GATEWAY_SA_NAME, IN_CLUSTER, OPERATOR_BIN_DIR, ROOT, RealNodePod, TcpProxy,
                       foreign_operators, new_operator, wait_for_default_service_account, wait_until)
 
 V5, V4, IO = "v5.channel.k8s.io", "v4.channel.k8s.io", "telo.io.v1"
@@ -48,11 +48,14 @@ def _images(cluster):
 
 
 class Gateway:
-    """build/bin/telo-gateway on a free loopback port, its log in a file."""
+    """build/bin/telo-gateway on a free loopback port, its log in a file. It runs with the
+    cluster's admin kubeconfig, or TELO_E2E_GATEWAY_KUBECONFIG (test_rbac.py: a token of the
+    gateway's own ServiceAccount)."""
 
     def __init__(self, cluster, log_path, args=()):
         self.log_path = log_path
-        argv = [os.path.join(OPERATOR_BIN_DIR, "telo-gateway"), "--kubeconfig", cluster.kubeconfig,
+        kubeconfig = os.environ.get("TELO_E2E_GATEWAY_KUBECONFIG") or cluster.kubeconfig
+        argv = [os.path.join(OPERATOR_BIN_DIR, "telo-gateway"), "--kubeconfig", kubeconfig,
                 "--bind-address", "127.0.0.1:0", *args]
         with open(log_path, "a") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
@@ -87,9 +90,9 @@ class Gateway:
 
 
 class InClusterGateway(Gateway):
-    """The gateway as a pod on the real node (TELO_E2E_OPERATOR=in-cluster), under the
-    operator's ServiceAccount as in the chart: its own credentials read the attach Secrets, open
-    pods/attach and ask TokenReview and SubjectAccessReview."""
+    """The gateway as a pod on the real node (TELO_E2E_OPERATOR=in-cluster), under its own
+    ServiceAccount (config/rbac/: telo-operator-gateway) as in the chart: its own credentials
+    read the attach Secrets, open pods/attach and ask TokenReview and SubjectAccessReview."""
 
     PORT = 8081
 
@@ -98,7 +101,8 @@ class InClusterGateway(Gateway):
         self.saved = None
         self.pod = RealNodePod(cluster, "telo-gateway-" + uuid.uuid4().hex[:6],
                                "/usr/bin/telo-gateway",
-                               ["--bind-address", "0.0.0.0:%d" % self.PORT, *args], self.PORT)
+                               ["--bind-address", "0.0.0.0:%d" % self.PORT, *args], self.PORT,
+                               service_account=GATEWAY_SA_NAME, app="telo-gateway")
         self.pod.start({"telo.run/e2e": "gateway"}, timeout=60)
         wait_until(lambda: 'msg="serving attach"' in self.log(), timeout=20, interval=0.1,
                    what="the gateway to serve")

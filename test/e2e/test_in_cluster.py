@@ -113,9 +113,11 @@ def kubelet_working_set_kib(cluster, node, ns, pod):
     return None
 
 
-def operator_pods(cluster, ns, release):
+def operator_pods(cluster, ns, release, app="telo-operator"):
+    """The release's operator pods (app telo-gateway: its gateway's, a Deployment of their own)."""
     items = cluster.kubectl_json("get", "pods", "-n", ns, "-l",
-                                 "app.kubernetes.io/instance=" + release)["items"]
+                                 "app.kubernetes.io/instance=%s,app.kubernetes.io/name=%s" %
+                                 (release, app))["items"]
     return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
 
@@ -131,7 +133,7 @@ def attach_through_gateway(gateway_ip, port, ns, name, token, line):
     ws = websocket.create_connection(
         "ws://%s:%d/v1/namespaces/%s/telosessions/%s/attach" % (gateway_ip, port, ns, name),
         header=["Authorization: Bearer " + token], subprotocols=["v5.channel.k8s.io"],
-        timeout=20)
+        timeout=20, suppress_origin=True)  # no browser: the gateway refuses unlisted origins
     try:
         ws.send_binary(b"\x00" + line.encode() + b"\n")
         out = b""
@@ -204,8 +206,11 @@ def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, r
             secret = cluster.kubectl_json("get", "secret", ts["status"]["attach"]["secretName"],
                                           "-n", sessions)
             token = base64.b64decode(secret["data"]["token"]).decode()
-            out = attach_through_gateway(pod["status"]["podIP"], 8081, sessions, "hello", token,
-                                         "typed through the gateway")
+            gw_pod = wait_until(lambda: [p for p in operator_pods(cluster, ns, release,
+                                                                  "telo-gateway") if ready(p)],
+                                timeout=60, what="the gateway pod Ready")[0]
+            out = attach_through_gateway(gw_pod["status"]["podIP"], 8081, sessions, "hello",
+                                         token, "typed through the gateway")
             assert "echo: typed through the gateway" in out, out
             figures["attach_through_the_gateway"] = out.strip().splitlines()[-1]
         rss = pod_rss_kib(pod["metadata"]["uid"])
@@ -256,6 +261,13 @@ def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, r
                      if e.get("responseStatus", {}).get("code") == 403]
         assert not forbidden, "403 for %s: %s" % (sa_user, forbidden[:10])
         figures["requests_by_the_service_account"] = len(events)
+        if gateway:  # the gateway's own ServiceAccount, used by the attach above
+            gw_user = sa_user + "-gateway"
+            gw_events = audit_events(cluster, gw_user, since)
+            assert gw_events, "no request of %s in the audit log" % gw_user
+            forbidden = [(e["verb"], e.get("objectRef", {})) for e in gw_events
+                         if e.get("responseStatus", {}).get("code") == 403]
+            assert not forbidden, "403 for %s: %s" % (gw_user, forbidden[:10])
     finally:
         cluster.kubectl("delete", "ts", "--all", "-n", sessions, "--wait=false", check=False)
         helm("uninstall", release, "-n", ns, "--wait", "--timeout", "180s", check=False)

@@ -1,5 +1,5 @@
 """The chart's NetworkPolicies, enforced on the real node (telo-netpol, hack/cluster/README.md
-"NetworkPolicy"): a session pod is reachable from the gateway (the operator's pod) and from the
+"NetworkPolicy"): a session pod is reachable from the gateway (its own pods) and from the
 ingress controller, from no other pod; its egress reaches addresses outside the blocked ranges but
 not the cloud metadata address 169.254.169.254.
 
@@ -105,7 +105,7 @@ def new_namespace(cluster, name, restricted=False):
 
 def chart(helm, ns, sessions_ns):  # noqa: F811
     """The chart rendered for a release in ns["ops"] running the sessions of sessions_ns: its
-    NetworkPolicies and the labels of its pod (where the gateway runs)."""
+    NetworkPolicies and the labels of its gateway's pods (the gateway's own Deployment)."""
     docs = render(helm, "config.namespaces={%s}" % sessions_ns,
                   "networkPolicy.ingressControllerNamespace=" + ns["ingress"],
                   "json:networkPolicy.ingressControllerPodLabels=" + json.dumps(INGRESS_LABELS),
@@ -113,7 +113,8 @@ def chart(helm, ns, sessions_ns):  # noqa: F811
                   "namespaces.createBuildNamespace=false", release=RELEASE, namespace=ns["ops"])
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
     assert [p["metadata"]["namespace"] for p in policies] == [sessions_ns], policies
-    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    deployment = next(d for d in docs if d["kind"] == "Deployment"
+                      and d["metadata"]["name"].endswith("-gateway"))
     return policies, deployment["spec"]["template"]["metadata"]["labels"]
 
 
@@ -130,7 +131,7 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
     suffix = os.urandom(3).hex()
     ns = {k: "e2e-np-%s-%s" % (suffix, k) for k in ("ops", "sessions", "ingress", "dns", "world")}
     image = enforcing_node["telo-session-test"]
-    # The gateway runs in the operator's pod: the stand-in gets that pod's labels.
+    # The stand-in gets the labels of the chart's gateway pods.
     policies, gateway_labels = chart(helm, ns, ns["sessions"])
     try:
         for key, name in ns.items():

@@ -1,6 +1,7 @@
 """Least privilege (config/rbac/): the operator's ServiceAccount may do exactly what the rule table
 in config/rbac/README.md documents, and that is enough: the session suite, run with the operator
-under that ServiceAccount's token, gets no 403, and uses every verb of the manager's rules.
+under that ServiceAccount's token, gets no 403, and uses every verb of the manager's rules. The
+gateway's own ServiceAccount likewise, with its own table and the gateway's tests.
 
 `kubectl auth can-i --list` is the API server's own answer (the RBAC authorizer evaluating every
 binding), and the audit log is its record of every request, so neither side is our reading of
@@ -16,8 +17,8 @@ import time
 import pytest
 import yaml
 
-from conftest import (IN_CLUSTER, ROOT, SA_NAME, SA_NAMESPACE, SA_USER, audit_events, wait_until,
-                      whole_suite)
+from conftest import (GATEWAY_SA_NAME, GATEWAY_SA_USER, IN_CLUSTER, ROOT, SA_NAME, SA_NAMESPACE,
+                      SA_USER, audit_events, wait_until, whole_suite)
 
 RBAC_DIR = os.path.join(ROOT, "config", "rbac")
 
@@ -66,6 +67,10 @@ BUILD_NAMESPACE = "telo-builds"
 
 def documented_build_rules():
     return documented_rules("## The build namespace")
+
+
+def documented_gateway_rules():
+    return documented_rules("## The gateway's ServiceAccount")
 
 
 def can_i_list(cluster, user, namespace):
@@ -123,6 +128,58 @@ def test_the_service_account_may_do_exactly_the_documented_verbs(cluster, rbac, 
     want = expected_in(rbac, "sessions") | set(documented_build_rules())
     assert granted == want, "in %s: extra %s, missing %s" % (
         BUILD_NAMESPACE, sorted(granted - want), sorted(want - granted))
+
+
+def test_the_gateway_service_account_may_do_exactly_its_documented_verbs(cluster, rbac, namespace):
+    """The gateway (network-facing) holds only its table: no manager verb, no Lease, no build
+    rule, in a session namespace, the operator's and the build namespace alike."""
+    baseline = can_i_list(cluster, "system:serviceaccount:%s:e2e-unbound" % SA_NAMESPACE,
+                          namespace)
+    want = expected_in(documented_gateway_rules(), "sessions")
+    assert all(container == "gateway" for _s, container in documented_gateway_rules().values())
+    assert not set(documented_gateway_rules()) & set(rbac), \
+        "the operator's table still lists gateway rules"
+    for ns in (namespace, SA_NAMESPACE, BUILD_NAMESPACE):
+        granted = can_i_list(cluster, GATEWAY_SA_USER, ns) - baseline
+        assert granted == want, "%s in %s: granted but not documented: %s; documented but not " \
+            "granted: %s" % (GATEWAY_SA_NAME, ns, sorted(granted - want), sorted(want - granted))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_gateway_tests_under_its_service_account_get_no_403_and_use_every_verb(cluster, rbac,
+                                                                               tmp_path):
+    """test_gateway.py's admission, attach and exit tests with the gateway under a token of
+    its own ServiceAccount: no request is refused, and every documented verb is used (create on
+    pods/attach is checked inside the attach's GET on Kubernetes 1.35+, so it may not show)."""
+    kubeconfig = service_account_kubeconfig(cluster, str(tmp_path / "gw.kubeconfig"),
+                                            name=GATEWAY_SA_NAME)
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 1)) + ".000000Z"
+    env = dict(os.environ, TELO_E2E_GATEWAY_KUBECONFIG=kubeconfig, TELO_E2E_OPERATOR="process")
+    select = os.environ.get("TELO_E2E_RBAC_GATEWAY_K") or \
+        "refusals or viewers_share or exit_reaches"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "test_gateway.py", "-k", select],
+                          cwd=os.path.dirname(__file__), env=env, capture_output=True, text=True,
+                          timeout=850)
+    print(proc.stdout[-4000:])
+    if "skipped" in proc.stdout and " passed" not in proc.stdout:
+        pytest.skip("test_gateway.py skipped (no real node): " + proc.stdout[-300:])
+    assert proc.returncode == 0, "the gateway's tests failed under its ServiceAccount:\n%s\n%s" % (
+        proc.stdout[-6000:], proc.stderr[-2000:])
+    time.sleep(2)  # the audit log is written asynchronously (batch backend)
+    events = audit_events(cluster, GATEWAY_SA_USER, since)
+    assert events, "no request of %s in the audit log" % GATEWAY_SA_USER
+    forbidden = sorted({"%s %s -> %s" % (e["verb"], e.get("requestURI", ""),
+                                         e["responseStatus"].get("message", "")[:200])
+                        for e in events if e.get("responseStatus", {}).get("code") == 403})
+    assert not forbidden, "403 for %s:\n  %s" % (GATEWAY_SA_USER, "\n  ".join(forbidden))
+    used = set(map(used_pair, events))
+    documented = set(documented_gateway_rules())
+    assert used <= documented, "used but not documented: %s" % sorted(used - documented)
+    unused = documented - used - {("pods/attach", "create")}
+    assert not unused, "documented for the gateway but never used: %s (used: %s)" % (
+        sorted(unused), sorted(used))
 
 
 def test_the_attach_role_grants_only_telosessions_attach(cluster, rbac, namespace):

@@ -95,6 +95,53 @@ static void parses_io_control_frames(void **state)
                      -TELO_EPROTO);
 }
 
+/* A member of the wrong type (null, a number, an array, an object where a string or a number is
+ * wanted) is never read as another type: {"type":null} crashed the gateway (issue 15, finding 2).
+ */
+static void io_control_members_of_the_wrong_type(void **state)
+{
+    (void)state;
+    struct gw_io_control c;
+    static const char *const unknown[] = {
+        "{\"type\":null}",
+        "{\"type\":null,\"cols\":3,\"rows\":4}",
+        "{\"type\":5}",
+        "{\"type\":true}",
+        "{\"type\":[\"resize\"],\"cols\":3,\"rows\":4}",
+        "{\"type\":{\"resize\":1},\"cols\":3,\"rows\":4}",
+        "{}",
+    };
+    for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+        c.kind = GW_IO_RESIZE;
+        assert_int_equal(gw_parse_io_control((const uint8_t *)unknown[i], strlen(unknown[i]), &c),
+                         0);
+        assert_int_equal(c.kind, GW_IO_UNKNOWN);
+    }
+    static const char *const bad[] = {
+        "{\"type\":\"resize\",\"cols\":null,\"rows\":4}",
+        "{\"type\":\"resize\",\"cols\":3,\"rows\":null}",
+        "{\"type\":\"resize\",\"cols\":[3],\"rows\":4}",
+        "{\"type\":\"resize\",\"cols\":{\"n\":3},\"rows\":4}",
+        "{\"type\":\"resize\",\"cols\":true,\"rows\":4}",
+        "{\"type\":\"resize\",\"cols\":3.5,\"rows\":4}",
+        "{\"type\":\"resize\",\"cols\":1e300,\"rows\":4}",
+        "{\"type\":\"resize\"}",
+        "null",
+        "[\"resize\"]",
+        "\"resize\"",
+        "5",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(gw_parse_io_control((const uint8_t *)bad[i], strlen(bad[i]), &c),
+                         -TELO_EPROTO);
+    /* A negative size is clamped as a zero one is. */
+    const char *neg = "{\"type\":\"resize\",\"cols\":-5,\"rows\":20000}";
+    assert_int_equal(gw_parse_io_control((const uint8_t *)neg, strlen(neg), &c), 0);
+    assert_int_equal(c.kind, GW_IO_RESIZE);
+    assert_int_equal(c.cols, 1);
+    assert_int_equal(c.rows, GW_SIZE_MAX_DIM);
+}
+
 static void refusal_bodies_are_kubernetes_statuses(void **state)
 {
     (void)state;
@@ -126,6 +173,7 @@ int main(void)
         cmocka_unit_test(picks_the_first_supported_protocol_and_the_bearer_token),
         cmocka_unit_test(clamps_sizes_to_the_reference_bounds),
         cmocka_unit_test(parses_io_control_frames),
+        cmocka_unit_test(io_control_members_of_the_wrong_type),
         cmocka_unit_test(refusal_bodies_are_kubernetes_statuses),
         cmocka_unit_test(wire_seq_reconstruction),
     };

@@ -90,12 +90,35 @@ static void only_event_frames_are_relayed(void **state)
     buf_release(&b);
 }
 
+/* The app writes its inspector stream: a "kind" of any type must not crash the relay (a JSON
+ * null did: issue 15, finding 2). null counts as absent (relayed, as the reference's
+ * `!frame.kind` does); a number, array, object or boolean is not "event" (dropped). */
+static void kind_of_any_type_is_read_safely(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 4096);
+    const char *null_kind = "{\"kind\":null,\"event\":\"z\"}";
+    assert_int_equal(gw_sse_debug_frame(&b, 7, null_kind, strlen(null_kind)), 1);
+    assert_string_equal(b.data, "id: 7\nevent: debug\ndata: {\"type\":\"debug\",\"frame\":"
+                                "{\"kind\":null,\"event\":\"z\"}}\n\n");
+    buf_reset(&b);
+    static const char *const dropped[] = {
+        "{\"kind\":1}",         "{\"kind\":0}", "{\"kind\":true}", "{\"kind\":[\"event\"]}",
+        "{\"kind\":{\"a\":1}}", "null",         "\"event\"",       "3"};
+    for (size_t i = 0; i < sizeof(dropped) / sizeof(dropped[0]); i++)
+        assert_int_equal(gw_sse_debug_frame(&b, 8, dropped[i], strlen(dropped[i])), 0);
+    assert_int_equal(b.len, 0);
+    buf_release(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parses_events_split_anywhere),
         cmocka_unit_test(an_oversized_event_is_dropped_and_the_stream_goes_on),
         cmocka_unit_test(only_event_frames_are_relayed),
+        cmocka_unit_test(kind_of_any_type_is_read_safely),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

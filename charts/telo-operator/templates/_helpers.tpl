@@ -23,6 +23,28 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default (include "telo.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{/* The gateway's Deployment, pods and ServiceAccount: an app name of their own, so neither the
+     operator's Deployment nor its Services select them (and the NetworkPolicy lets in only them). */}}
+{{- define "telo.gatewayName" -}}
+{{- printf "%s-gateway" (include "telo.fullname" .) -}}
+{{- end -}}
+
+{{- define "telo.gatewaySelectorLabels" -}}
+app.kubernetes.io/name: telo-gateway
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "telo.gatewayLabels" -}}
+{{ include "telo.gatewaySelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "telo.gatewayServiceAccountName" -}}
+{{- default (include "telo.gatewayName" .) .Values.gateway.serviceAccount.name -}}
+{{- end -}}
+
 {{- define "telo.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}

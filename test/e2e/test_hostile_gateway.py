@@ -1,0 +1,371 @@
+"""Hostile clients and tenants against the real gateway (issue 15, findings 2 and 5): odd JSON in
+control frames, control JSON typed as stdin, an app writing odd inspector frames, a credential
+revoked while its stream is open, a foreign browser origin and an API server that cannot be
+asked. Each test asserts the gateway process survives and another client keeps working.
+
+The attach tests use test_gateway.py's module gateway and sessions on the real node (skipped
+without one); the others start a gateway of their own and need only the cluster: their
+TeloSession is a stand-in whose status this test writes (no operator watches its namespace)."""
+
+import base64
+import http.client
+import json
+import os
+import socket
+import threading
+import time
+import urllib.request
+
+import pytest
+import websocket
+
+from conftest import wait_until
+from test_gateway import (IN_CLUSTER, IO, V5, Client, Gateway, InClusterGateway,  # noqa: F401
+                          env, sessions, start_session)
+
+
+def alive(gw):
+    """Whether the gateway's process still runs (a local process, or the in-cluster pod's)."""
+    if getattr(gw, "proc", None) is not None:
+        return gw.proc.poll() is None
+    return gw.pod.running
+
+
+def healthz(gw):
+    with urllib.request.urlopen("http://%s/healthz" % gw.base, timeout=5) as r:
+        return r.status
+
+
+def attach_url(gw, ns, name):
+    return "ws://%s/v1/namespaces/%s/telosessions/%s/attach" % (gw.base, ns, name)
+
+
+def assert_serves(env, name, token, line):
+    """A new client attaches to session name and its typing comes back: the gateway serves."""
+    c = Client(attach_url(env["gw"], env["ns"], name), token, V5)
+    try:
+        c.type(line + "\n")
+        c.wait_for("echo: " + line)
+    finally:
+        c.close()
+
+
+# --- finding 2: odd JSON --------------------------------------------------------------------
+
+ODD_CONTROL = ['{"type":null}', '{"type":5}', '{"type":["resize"]}', '{"type":{"a":1}}',
+               '{"type":"resize","cols":null,"rows":null}',
+               '{"type":"resize","cols":{"n":1},"rows":[2]}', 'null', '[]', '"resize"']
+
+
+def test_odd_control_frames_do_not_crash_the_gateway(env, sessions):
+    """telo.io.v1 text frames whose "type" or sizes are null, numbers, arrays or objects: each is
+    ignored (the session goes on), none takes the shared gateway down."""
+    _, token = start_session(env, "odd", sessions)
+    c = Client(attach_url(env["gw"], env["ns"], "odd"), token, IO)
+    try:
+        for text in ODD_CONTROL:
+            c.ws.send(text)
+        c.type("after-odd-frames\n")
+        c.wait_for("echo: after-odd-frames", timeout=20)
+        assert c.closed is None, "the client of the odd frames stays attached"
+        assert alive(env["gw"]), "the gateway died:\n" + env["gw"].log()[-3000:]
+    finally:
+        c.close()
+    assert_serves(env, "odd", token, "another-client-after-odd-frames")
+
+
+def test_binary_stdin_is_typed_never_parsed_as_control(env, sessions):
+    """On telo.io.v1 binary frames are stdin only: a pasted resize JSON reaches the app as text
+    and leaves the terminal's size alone, and {"type":null} typed is just text."""
+    _, token = start_session(env, "paste", sessions)
+    c = Client(attach_url(env["gw"], env["ns"], "paste"), token, IO)
+    try:
+        c.resize(100, 30)
+        time.sleep(0.5)  # the resize throttle
+        c.type("size\n")
+        start = c.wait_for("size: 30 100")
+        resize = json.dumps({"type": "resize", "cols": 33, "rows": 11})
+        c.ws.send_binary(resize.encode())  # a frame of its own, as a paste may be
+        c.ws.send_binary(b"\n")
+        c.wait_for("echo: " + resize, start=start)
+        c.ws.send_binary(b'{"type":null}')
+        c.ws.send_binary(b"\n")
+        c.wait_for('echo: {"type":null}', start=start)
+        time.sleep(0.5)
+        c.type("size\n")
+        after = c.wait_for("size: ", start=c.wait_for('echo: {"type":null}', start=start))
+        line = bytes(c.out[after:after + 40]).split(b"\r")[0].split(b"\n")[0]
+        assert line == b"size: 30 100", "typed JSON resized the terminal: %r" % line
+        assert alive(env["gw"]), "the gateway died:\n" + env["gw"].log()[-3000:]
+    finally:
+        c.close()
+    assert_serves(env, "paste", token, "another-client-after-the-paste")
+
+
+def fake_session(cluster, ns, name, token, pod_ip="127.0.0.1", inspect=False):
+    """A TeloSession that looks Running (status written here, no operator involved), its attach
+    Secret holding token."""
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name + "-attach"},
+             "stringData": {"token": token}},
+            {"apiVersion": "telo.run/v1alpha1", "kind": "TeloSession",
+             "metadata": {"name": name},
+             "spec": {"entry": "main.telo", "bundle": {"configMap": {"name": name}}}}]}))
+    status = {"phase": "Running", "podName": name + "-pod", "podIP": pod_ip,
+              "attach": {"secretName": name + "-attach", "url": "http://gateway.invalid"}}
+    if inspect:
+        status["inspectUrl"] = "http://gateway.invalid/debug"
+    cluster.kubectl("patch", "telosession", name, "-n", ns, "--subresource=status",
+                    "--type=merge", "-p", json.dumps({"status": status}))
+
+
+class FakeInspector:
+    """The app's inspector on 127.0.0.1:9230 (the port the gateway relays from), writing the
+    given server-sent events and then holding the stream open."""
+
+    def __init__(self, events):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind(("127.0.0.1", 9230))
+        except OSError as e:
+            self.sock.close()
+            pytest.skip("127.0.0.1:9230 is taken (%s): the gateway relays from that port" % e)
+        self.sock.listen(8)
+        self.events = events
+        self.conns = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            try:
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" +
+                             b"".join(b"data: %s\n\n" % e.encode() for e in self.events))
+            except OSError:
+                pass
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone would not)
+        except OSError:
+            pass
+        self.sock.close()
+        self.thread.join(timeout=5)
+        for c in self.conns:
+            c.close()
+
+
+@pytest.fixture
+def own_gateway(cluster, tmp_path):
+    """A factory: gateway(*args) starts build/bin/telo-gateway (a local process) with args;
+    each is stopped at teardown and must exit 0 (it survived)."""
+    started = []
+
+    def start(*args, kubeconfig=None):
+        extra = ["--kubeconfig", kubeconfig] if kubeconfig else []
+        gw = Gateway(cluster, str(tmp_path / ("gateway-%d.log" % len(started))),
+                     [*extra, *args])
+        started.append(gw)
+        return gw
+    yield start
+    for gw in started:
+        rc = gw.stop()
+        print("--- telo-gateway log:\n" + gw.log()[-4000:])
+        assert rc == 0, "telo-gateway must exit 0 on SIGTERM (got %s)" % rc
+
+
+def debug_stream(gw, ns, name, token, origin=None):
+    conn = http.client.HTTPConnection(gw.base, timeout=20)
+    headers = {"Accept": "text/event-stream", "Authorization": "Bearer " + token}
+    if origin:
+        headers["Origin"] = origin
+    conn.request("GET", "/v1/namespaces/%s/telosessions/%s/debug" % (ns, name), headers=headers)
+    return conn, conn.getresponse()
+
+
+def test_an_inspector_frame_with_a_null_kind_does_not_crash_the_relay(cluster, crd, namespace,
+                                                                      own_gateway):
+    """A session's own app writes its inspector stream: {"kind":null} (relayed: null is no kind,
+    as the reference's `!frame.kind`) and kinds of other types (dropped) leave the gateway up."""
+    gw = own_gateway()
+    token = base64.b16encode(os.urandom(16)).decode()
+    fake_session(cluster, namespace, "inspected", token, inspect=True)
+    inspector = FakeInspector(['{"kind":null,"n":1}', '{"kind":7,"n":2}', '{"kind":["event"]}',
+                               '{"kind":{"a":1}}', 'null', '{"kind":"event","n":3}'])
+    try:
+        conn, resp = debug_stream(gw, namespace, "inspected", token)
+        assert resp.status == 200
+        frames, deadline = [], time.monotonic() + 20
+        while time.monotonic() < deadline and len(frames) < 2:
+            line = resp.fp.readline().decode()
+            if line.startswith("data: "):
+                frames.append(json.loads(line[6:])["frame"])
+        conn.close()
+        assert frames == [{"kind": None, "n": 1}, {"kind": "event", "n": 3}], frames
+        assert alive(gw), "the gateway died:\n" + gw.log()[-3000:]
+        # Another client of the same gateway is served.
+        conn, resp = debug_stream(gw, namespace, "inspected", token)
+        assert resp.status == 200
+        conn.close()
+        assert healthz(gw) == 200
+    finally:
+        inspector.close()
+
+
+# --- finding 5: revoked credentials, origins, error text ---------------------------------------
+
+def test_a_revoked_token_is_closed_within_the_reauth_time(env, sessions, tmp_path):
+    """A Kubernetes token allowed to attach, then its RoleBinding deleted: within
+    --reauth-seconds (here 2) its streams close, with a Status 403 on channel 3 (v5) and an error
+    frame (telo.io.v1); a client with the session's own token stays."""
+    cluster, ns = env["cluster"], env["ns"]
+    gw = (InClusterGateway if IN_CLUSTER else Gateway)(
+        cluster, str(tmp_path / "gateway.log"), ["--reauth-seconds", "2"])
+    try:
+        _, token = start_session(env, "revoke", sessions)
+        cluster.kubectl("create", "serviceaccount", "revoked", "-n", ns)
+        cluster.kubectl("create", "role", "attach-revoked", "-n", ns, "--verb=create",
+                        "--resource=telosessions.telo.run/attach")
+        cluster.kubectl("create", "rolebinding", "attach-revoked", "-n", ns,
+                        "--role=attach-revoked", "--serviceaccount=%s:revoked" % ns)
+        sa_token = cluster.kubectl("create", "token", "revoked", "-n", ns).stdout.strip()
+        url = attach_url(gw, ns, "revoke")
+
+        def connects():
+            try:
+                Client(url, sa_token, V5, read=False).close()
+                return True
+            except websocket.WebSocketBadStatusException:
+                return False
+        wait_until(connects, timeout=15, what="RBAC for the revoked ServiceAccount")
+        a = Client(url, sa_token, V5)
+        b = Client(url, sa_token, IO)
+        keep = Client(url, token, V5)
+        a.type("before-revoke\n")
+        for c in (a, b, keep):
+            c.wait_for("echo: before-revoke")
+        time.sleep(3)  # a re-authorization passes while the binding exists
+        assert a.closed is None and b.closed is None
+        cluster.kubectl("delete", "rolebinding", "attach-revoked", "-n", ns)
+        revoked_at = time.monotonic()
+        for c in (a, b):
+            assert c.wait_closed(timeout=20) == 1008, "closed: %s" % c.closed
+        took = time.monotonic() - revoked_at
+        assert took < 15, "closed %.1f s after the revocation" % took
+        status = [f[1] for f in a.frames if f[0] == "status"]
+        assert status and status[-1]["code"] == 403 and status[-1]["status"] == "Failure", \
+            a.frames[-3:]
+        errors = [f[1] for f in b.frames if f[0] == "text" and f[1].get("type") == "error"]
+        assert errors and errors[-1]["code"] == 403, b.frames[-3:]
+        assert alive(gw)
+        keep.type("after-revoke\n")
+        keep.wait_for("echo: after-revoke")
+        assert keep.closed is None, "the session token's client stays"
+        keep.close()
+        # A new client with the revoked token is refused at the door.
+        with pytest.raises(websocket.WebSocketBadStatusException) as e:
+            Client(url, sa_token, V5, read=False)
+        assert e.value.status_code == 403
+        assert 'msg="attach client refused on re-authorization"' in gw.log()
+    finally:
+        assert gw.stop() == 0
+
+
+def test_a_rotated_session_token_ends_the_debug_stream(cluster, crd, namespace, own_gateway):
+    """The session's attach Secret gets a new token while a debug stream admitted with the old
+    one is open: within --reauth-seconds the stream gets `event: error` (401) and ends; a client
+    with the new token is served."""
+    gw = own_gateway("--reauth-seconds", "1")
+    old = base64.b16encode(os.urandom(16)).decode()
+    fake_session(cluster, namespace, "rotated", old, inspect=True)
+    inspector = FakeInspector(['{"kind":"event","n":1}'])
+    try:
+        conn, resp = debug_stream(gw, namespace, "rotated", old)
+        assert resp.status == 200
+        assert resp.fp.readline().startswith(b": relaying")
+        time.sleep(2.5)  # re-authorizations pass while the token is current
+        new = base64.b16encode(os.urandom(16)).decode()
+        cluster.kubectl("patch", "secret", "rotated-attach", "-n", namespace, "--type=merge",
+                        "-p", json.dumps({"stringData": {"token": new}}))
+        rotated_at = time.monotonic()
+        lines = []
+        while time.monotonic() - rotated_at < 15:
+            line = resp.fp.readline()
+            if not line:
+                break
+            lines.append(line.decode().rstrip("\n"))
+        took = time.monotonic() - rotated_at
+        conn.close()
+        assert "event: error" in lines, lines
+        error = json.loads(lines[lines.index("event: error") + 1][len("data: "):])
+        assert error["code"] == 401 and error["type"] == "error", error
+        assert took < 10, "the stream ended %.1f s after the rotation" % took
+        assert alive(gw)
+        conn, resp = debug_stream(gw, namespace, "rotated", new)
+        assert resp.status == 200
+        conn.close()
+    finally:
+        inspector.close()
+
+
+def test_a_foreign_origin_is_refused_by_default(cluster, crd, namespace, own_gateway):
+    """Without --allowed-origin no browser origin may attach or read the debug stream; a client
+    that sends no Origin (kubectl telo, client-go) is unaffected; a listed origin passes."""
+    token = base64.b16encode(os.urandom(16)).decode()
+    fake_session(cluster, namespace, "origins", token, inspect=True)
+    plain = own_gateway()
+
+    def status(gw, origin):
+        try:
+            Client(attach_url(gw, namespace, "origins"), token, V5, origin=origin,
+                   read=False).close()
+            return 101
+        except websocket.WebSocketBadStatusException as e:
+            return e.status_code
+    assert status(plain, "http://evil.example") == 403
+    assert status(plain, None) == 101
+    listed = own_gateway("--allowed-origins", "http://a.example,http://b.example")
+    assert status(listed, "http://evil.example") == 403
+    assert status(listed, "http://b.example") == 101
+    conn, resp = debug_stream(plain, namespace, "origins", token, origin="http://evil.example")
+    assert resp.status == 403
+    conn.close()
+    assert alive(plain) and alive(listed)
+
+
+def test_a_503_carries_no_internal_text(cluster, crd, namespace, own_gateway, tmp_path):
+    """The API server cannot be asked (nothing listens where the kubeconfig points): the client,
+    not even authenticated, gets 503 "authorization unavailable, retry" and no error text of the
+    API client; the log has the details. The gateway goes on serving."""
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    cfg = cluster.kubectl("config", "view", "--raw", "--minify", "--flatten").stdout
+    server = cluster.kubectl("config", "view", "--minify", "-o",
+                             "jsonpath={.clusters[0].cluster.server}").stdout
+    kubeconfig = tmp_path / "dead.kubeconfig"
+    kubeconfig.write_text(cfg.replace(server, "https://127.0.0.1:%d" % dead))
+    gw = own_gateway(kubeconfig=str(kubeconfig))
+    conn = http.client.HTTPConnection(gw.base, timeout=30)
+    conn.request("GET", "/v1/namespaces/%s/telosessions/x/attach" % namespace, headers={
+        "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode(),
+        "Sec-WebSocket-Protocol": V5, "Authorization": "Bearer not-a-real-token"})
+    resp = conn.getresponse()
+    body = resp.read().decode()
+    conn.close()
+    assert resp.status == 503, body
+    status = json.loads(body)
+    assert status["message"] == "authorization unavailable, retry", status
+    for internal in ("127.0.0.1", str(dead), "TeloSession", "telosessions", "onnect", "failed"):
+        assert internal not in body, "internal text %r in the 503: %s" % (internal, body)
+    assert "code=503" in gw.log() and str(dead) in gw.log(), "the details go to the log"
+    assert alive(gw) and healthz(gw) == 200
