@@ -721,3 +721,14 @@ const struct gw_hub_metrics *gw_hub_metrics(const struct gw_hub *h)
 {
     return &h->m;
 }
+
+size_t gw_hub_session_clients(const struct gw_hub *h, const char *namespace, const char *name)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", namespace, name);
+    const struct session *s = strmap_get(h->sessions, key);
+    size_t n = 0;
+    for (const struct client *c = s != NULL ? s->clients : NULL; c != NULL; c = c->next)
+        n++;
+    return n;
+}
