@@ -101,9 +101,10 @@ static void deliver(struct gw_gate_req *r, const struct verdict *v)
                             .retry_after = v->retry_after};
     gw_admit_fn *cb = r->cb;
     void *ud = r->ud;
-    free(r->ready);
+    struct verdict *owned = r->ready; /* v may be it: freed after the call */
     free(r);
     cb(&a, ud);
+    free(owned);
 }
 
 static void ready_cb(struct ev_loop *loop, ev_timer *w, int revents)
