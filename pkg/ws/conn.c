@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #define READ_CHUNK  65536
-#define READ_ROUNDS 16 /* reads per readiness event */
+#define READ_FIRST  4096 /* the input buffer's first size: client input is keystrokes */
+#define QUEUE_FIRST 4096 /* the send queue's */
+#define READ_ROUNDS 16   /* reads per readiness event */
 
 enum state { OPEN, CLOSE_SENT, CLOSE_RECEIVED, FINISHED };
 
@@ -122,7 +124,7 @@ static int reserve_out(struct ws_conn *c, size_t n)
     }
     if (c->out_cap - c->out_end >= n)
         return 0;
-    size_t cap = c->out_cap ? c->out_cap : 16384;
+    size_t cap = c->out_cap ? c->out_cap : QUEUE_FIRST;
     while (cap - c->out_end < n)
         cap *= 2;
     uint8_t *p = realloc(c->out, cap);
@@ -432,8 +434,10 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
             ev_feed_event(c->loop, &c->rio, EV_READ);
             break;
         }
-        /* Room for one more chunk, bounded by one maximal frame plus what is being parsed. */
-        if (c->in_cap - c->in_len < READ_CHUNK) {
+        /* The buffer grows (up to one maximal frame plus a chunk) only while a frame being
+         * assembled fills most of it: a stream of small frames, as keystrokes or a ping flood
+         * are, keeps a small buffer on each of thousands of connections. */
+        if (c->in_cap - c->in_len < c->in_cap / 4) {
             size_t limit = c->opts.max_message + WS_MAX_HEADER + READ_CHUNK;
             size_t cap = c->in_cap * 2;
             if (cap > limit)
@@ -539,7 +543,7 @@ struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_i
 {
     struct ws_conn *c = calloc(1, sizeof(*c));
     if (c != NULL) {
-        c->in_cap = READ_CHUNK;
+        c->in_cap = READ_FIRST;
         c->in = malloc(c->in_cap);
         /* Never NULL, so an empty first fragment copies nothing to a real buffer. */
         c->msg_cap = 4096;
