@@ -115,7 +115,8 @@ static void ready_cb(struct ev_loop *loop, ev_timer *w, int revents)
     /* One at a time from the head: a callback may cancel others on the list. */
     while (g->ready != NULL) {
         struct gw_gate_req *r = g->ready;
-        list_remove(&g->ready, r);
+        list_remove(&g->ready, r); // NOLINT(clang-analyzer-unix.Malloc): deliver freed only the
+                                   // head it was given, unlinked
         deliver(r, r->ready);
     }
 }
@@ -210,7 +211,8 @@ static void lookup_done(const struct gw_admitted *a, void *ud)
     /* One at a time from the head: a callback may cancel other waiters. */
     while (lk->waiters != NULL) {
         struct gw_gate_req *r = lk->waiters;
-        list_remove(&lk->waiters, r);
+        list_remove(&lk->waiters, r); // NOLINT(clang-analyzer-unix.Malloc): deliver freed only the
+                                      // head it was given, unlinked
         deliver(r, &v);
     }
     free(lk);
@@ -354,7 +356,7 @@ void gw_gate_free(struct gw_gate *g)
         return;
     ev_timer_stop(g->loop, &g->ready_timer);
     while (g->ready != NULL)
-        gw_gate_cancel(g->ready);
+        gw_gate_cancel(g->ready); // NOLINT(clang-analyzer-unix.Malloc): gw_gate_cancel unlinks it
     if (g->inflight != NULL) {
         struct strmap_iter it = {0};
         const char *key;
@@ -363,8 +365,9 @@ void gw_gate_free(struct gw_gate *g)
             struct lookup *lk = v;
             strmap_remove(g->inflight, key);
             g->be.cancel(lk->adm);
+            /* gw_gate_cancel unlinks each. */
             while (lk->waiters != NULL)
-                gw_gate_cancel(lk->waiters);
+                gw_gate_cancel(lk->waiters); // NOLINT(clang-analyzer-unix.Malloc)
             free(lk);
         }
         strmap_free(g->inflight);

@@ -974,9 +974,9 @@ void gw_server_free(struct gw_server *srv)
     }
     ev_timer_stop(srv->loop, &srv->accept_backoff);
     while (srv->conns != NULL)
-        conn_free(srv->conns);
+        conn_free(srv->conns); // NOLINT(clang-analyzer-unix.Malloc): conn_free unlinks it
     while (srv->lingering != NULL)
-        linger_free(srv->lingering);
+        linger_free(srv->lingering); // NOLINT(clang-analyzer-unix.Malloc): linger_free unlinks it
     gw_gate_free(srv->gate);
     gw_sources_free(srv->pending_by_source);
     gw_relays_free(srv->relays);
