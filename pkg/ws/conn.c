@@ -247,7 +247,7 @@ static void answer_ping(struct ws_conn *c)
  * this keeps a peer that writes and never reads from growing our memory; TCP holds it back. */
 static int over_bound(const struct ws_conn *c)
 {
-    return queued(c) >= c->opts.max_queued || c->pong_pending;
+    return queued(c) >= c->opts.max_queued || (c->pong_pending && c->state == OPEN);
 }
 
 static void pause_reading(struct ws_conn *c)
