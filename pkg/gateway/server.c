@@ -441,11 +441,11 @@ static void metrics(struct conn *c)
     const struct gw_gate_metrics *gm = gw_gate_metrics(c->srv->gate);
     buf_printf(&b,
                "# HELP telo_gateway_pending Connections before admission (head or verdict "
-               "awaited).\n"
+               "awaited), this request not counted.\n"
                "# TYPE telo_gateway_pending gauge\ntelo_gateway_pending %zu\n"
                "# HELP telo_gateway_limited_total Requests turned away by a limit.\n"
                "# TYPE telo_gateway_limited_total counter\n",
-               c->srv->pending);
+               c->srv->pending - 1);
     for (size_t i = 0; i < L_COUNT; i++)
         buf_printf(&b, "telo_gateway_limited_total{limit=\"%s\"} %lu\n", limit_names[i],
                    c->srv->limited[i]);

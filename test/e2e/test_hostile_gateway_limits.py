@@ -165,8 +165,7 @@ def test_connections_over_the_caps_get_429_and_503(env, two, tmp_path):
         assert status == 429 and "Retry-After:" in head, head
         # ...and three more addresses the gateway's.
         idle += [connect_from("127.0.0.%d" % i, gw) for i in (6, 7, 8)]
-        wait_until(lambda: gw.metric("telo_gateway_pending") == 6, timeout=5, interval=0.05,
-                   what="six pending connections")
+        time.sleep(0.5)  # accepted (a /metrics request would now be refused itself)
         status, head = http_status(connect_from("127.0.0.9", gw))
         assert status == 503 and "Retry-After:" in head, head
         for s in idle:
