@@ -255,7 +255,7 @@ def test_an_unauthenticated_flood_costs_the_api_server_a_bounded_rate(env, two, 
         bound = burst + rate * (elapsed + 1) + 1  # + the legitimate client's own lookup
         time.sleep(2)  # the audit log's buffer
         calls = _gateway_api_requests(env["cluster"], since)
-        print("\nflood: 400 unauthenticated requests in %.1f s from 10 addresses: %s; %d lookups, "
+        print("\nflood: 400 unauthenticated requests in %.1f s from 10 addresses: %s; %s lookups, "
               "%d API requests (bound %d lookups, 3 requests each)" %
               (elapsed, statuses, lookups, len(calls), bound))
         assert statuses.get(401, 0) + statuses.get(429, 0) == 400, statuses
@@ -283,9 +283,7 @@ def test_out_of_file_descriptors_the_gateway_does_not_spin(env, two, tmp_path):
         # descriptors; the rest wait in the listen backlog.
         for i in range(120):
             socks.append(connect_from("127.0.0.%d" % (40 + i % 4), gw))
-        wait_until(lambda: "accept paused" in gw.log() or gw.proc.poll() is not None,
-                   timeout=5, interval=0.05, what="accept to run out of descriptors")
-        time.sleep(0.3)
+        time.sleep(1)  # it has accepted what it can and met EMFILE
         c0 = cpu_seconds(gw.proc.pid)
         time.sleep(3)
         used = cpu_seconds(gw.proc.pid) - c0
@@ -300,6 +298,7 @@ def test_out_of_file_descriptors_the_gateway_does_not_spin(env, two, tmp_path):
                           timeout=15, interval=0.5, what="attach once descriptors are back")
         assert echo_works(legit, "after-emfile")
         assert gw.metric("telo_gateway_accept_exhausted_total") > 0
+        assert "accept paused" in gw.log()
         legit.close()
     finally:
         for s in socks:
