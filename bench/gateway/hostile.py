@@ -259,6 +259,12 @@ def rss_kib(pid, field="VmRSS"):
         return int(re.search(field + r":\s+(\d+)", f.read()).group(1))
 
 
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(samples, p):
     s = sorted(samples)
     return s[min(len(s) - 1, int(p * len(s)))] * 1000
@@ -296,6 +302,7 @@ def main():
             print("bench: the load never established: %s" % dict(stats), file=sys.stderr)
         time.sleep(2)
         peak = rss_kib(a.pid)
+        cpu0, wall0 = cpu_seconds(a.pid), time.monotonic()
         loaded = []
         live_seen = dict(stats.get("live", {}))
         for i in range(a.keystrokes):
@@ -310,6 +317,7 @@ def main():
                 term.send(b"\r")
                 term.drain(0.2)
         peak = max(peak, rss_kib(a.pid))
+        gw_cpu = (cpu_seconds(a.pid) - cpu0) / (time.monotonic() - wall0)
         answers = dict(stats.get("answers", {}))
         stop.set()
         proc.join(30)
@@ -321,14 +329,14 @@ def main():
         r = {"quiet_p50": pct(quiet, 0.5), "quiet_p99": pct(quiet, 0.99),
              "loaded_p50": pct(loaded, 0.5), "loaded_p99": pct(loaded, 0.99),
              "rss_before_mib": rss_before / 1024, "rss_peak_mib": peak / 1024,
-             "live": live_seen, "answers": answers}
+             "live": live_seen, "answers": answers, "gw_cpu": gw_cpu}
         r["ratio"] = r["loaded_p50"] / r["quiet_p50"]
         results.append(r)
         print("run %d: keystroke p50 quiet %.3f ms, under load %.3f ms: ratio %.2f (p99 %.3f -> "
-              "%.3f ms); gateway RSS %.1f MiB before, peak %.1f MiB under load; hostile "
+              "%.3f ms); gateway RSS %.1f MiB before, peak %.1f MiB under load, CPU %.0f %% of a core; hostile "
               "connections open %s = %d; answers to the unauthenticated %s" %
               (run, r["quiet_p50"], r["loaded_p50"], r["ratio"], r["quiet_p99"],
-               r["loaded_p99"], r["rss_before_mib"], r["rss_peak_mib"], live_seen,
+               r["loaded_p99"], r["rss_before_mib"], r["rss_peak_mib"], 100 * gw_cpu, live_seen,
                sum(live_seen.values()), answers), flush=True)
     ratios = [r["ratio"] for r in results]
     peaks = [r["rss_peak_mib"] for r in results]

@@ -64,8 +64,8 @@ static void usage(FILE *out)
         "Admission verdicts (401, 403, 404, and allows for running or ended sessions) are\n"
         "reused for --admission-cache-seconds (2; 0: never), so a revoked token or binding is\n"
         "honoured at most that late; identical requests share one lookup; lookups that reach\n"
-        "the API server are limited to --admission-rate a second (50, burst --admission-burst\n"
-        "2x) overall and --admission-rate-per-ip (10, burst --admission-burst-per-ip 4x) per\n"
+        "the API server are limited to --admission-rate a second (10, burst --admission-burst\n"
+        "2x) overall and --admission-rate-per-ip (5, burst --admission-burst-per-ip 4x) per\n"
         "address; beyond that 429 with Retry-After. Out of file descriptors, accepting pauses\n"
         "for 0.2 s at a time.\n");
 }

@@ -327,11 +327,11 @@ struct gw_gate *gw_gate_new(struct ev_loop *loop, const struct gw_gate_backend *
     if (g->opts.cache_s == 0)
         g->opts.cache_s = 2;
     if (g->opts.rate <= 0)
-        g->opts.rate = 50;
+        g->opts.rate = 10;
     if (g->opts.burst <= 0)
         g->opts.burst = 2 * g->opts.rate;
     if (g->opts.rate_per_source <= 0)
-        g->opts.rate_per_source = 10;
+        g->opts.rate_per_source = 5;
     if (g->opts.burst_per_source <= 0)
         g->opts.burst_per_source = 4 * g->opts.rate_per_source;
     if (g->opts.max_sources == 0)

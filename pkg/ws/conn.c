@@ -292,10 +292,10 @@ static void on_control(struct ws_conn *c, const struct ws_frame *f)
     if (f->opcode == WS_OP_PING) {
         if (c->state != OPEN)
             return;
+        /* Answered once the whole read is parsed: a burst of pings costs one pong. */
         memcpy(c->pong, f->payload, f->payload_len);
         c->pong_len = f->payload_len;
         c->pong_pending = 1;
-        answer_ping(c);
         return;
     }
     if (f->opcode == WS_OP_PONG)
@@ -394,6 +394,9 @@ static void parse_input(struct ws_conn *c)
         return;
     memmove(c->in, c->in + pos, c->in_len - pos);
     c->in_len -= pos;
+    answer_ping(c);
+    if (c->dead || c->state == FINISHED)
+        return;
     pause_reading(c);
 }
 
