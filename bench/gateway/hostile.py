@@ -1,16 +1,17 @@
 """The gateway under 2,000 hostile connections (bench/gateway/hostile.sh sets up the session):
 a legitimate client's keystroke round trip, quiet and under load, and the gateway's RSS.
 
-    hostile.py --url WS_URL --token TOKEN --pid GATEWAY_PID [--runs 3] [--keystrokes 200]
+    hostile.py --url WS_URL --token TOKEN --pid GATEWAY_PID --attack-url WS_URL
+               --attack-token TOKEN [--runs 3] [--keystrokes 200]
                [--idle 800] [--auth 800] [--unauth 400]
 
 The load, from a child process on loopback addresses 127.0.1-3.x (the gateway limits per
 address; 20 addresses per kind keep each under the default 64 pending):
 - idle: connections that never send a head (the gateway closes them after 10 s; they are
   opened again at once), 127.0.1.x;
-- auth: clients attached with the session's token that never read and send a burst of 64
-  pings (125 bytes each) every 2 s, 127.0.2.x;
-- unauth: requests with a random bearer token, the head's last line end sent 1-8 s after the
+- auth: clients attached to the attacker's own session (--attack-url, its token) that never
+  read and send a burst of 64 pings (125 bytes each) every 2 s, 127.0.2.x;
+- unauth: requests for the attacker's session with a random bearer token, the head's last line end sent 1-8 s after the
   rest (so the slot is open most of the time), each slot asking again at once after its answer
   (401 or 429), 127.0.3.x.
 Each run: --keystrokes keystrokes quiet (after 20 untimed), then the load until every kind is
@@ -275,6 +276,8 @@ def main():
     ap.add_argument("--url", required=True)
     ap.add_argument("--token", required=True)
     ap.add_argument("--pid", type=int, required=True)
+    ap.add_argument("--attack-url", required=True, help="the attacker's own session")
+    ap.add_argument("--attack-token", required=True)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keystrokes", type=int, default=200)
     ap.add_argument("--idle", type=int, default=800)
@@ -295,8 +298,9 @@ def main():
         stats = mgr.dict()
         ready, stop = multiprocessing.Event(), multiprocessing.Event()
         rss_before = rss_kib(a.pid)
-        proc = multiprocessing.Process(target=load, args=(host, port, path, a.token, counts, ready,
-                                                          stop, stats))
+        attack_path = urllib.parse.urlparse(a.attack_url).path
+        proc = multiprocessing.Process(target=load, args=(host, port, attack_path, a.attack_token,
+                                                          counts, ready, stop, stats))
         proc.start()
         if not ready.wait(90):
             print("bench: the load never established: %s" % dict(stats), file=sys.stderr)

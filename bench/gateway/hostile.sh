@@ -7,7 +7,7 @@
 # TELO_BENCH_UNAUTH (400) slots asking again and again with random tokens; all on loopback
 # (127.0.1-3.x source addresses). Goals: RSS under 64 MiB, the p50 round trip under 2x quiet.
 #
-# One session of the real node (TELO_REAL_NODE=1 hack/cluster/up.sh), its own telo-operator
+# Two sessions of the real node (the legitimate client's and the attacker's own) (TELO_REAL_NODE=1 hack/cluster/up.sh), its own telo-operator
 # (watching only its namespace) and telo-gateway (RLIMIT_NOFILE 8192, --max-pending 4096 and
 # --max-clients-per-session 1024 so that it holds every hostile connection rather than refusing
 # them: the worst case for its memory); removed on exit. Hold the e2e lock while it runs.
@@ -63,15 +63,26 @@ done
 app="$out/app"
 mkdir -p "$app"
 printf 'print bench session\n' >"$app/telo.yaml"
-"$bin/kubectl-telo" --kubeconfig "$kubeconfig" -n "$ns" run "$app" --name bench --no-attach
-url=$($kubectl get ts bench -n "$ns" -o jsonpath='{.status.attach.url}')
-secret=$($kubectl get ts bench -n "$ns" -o jsonpath='{.status.attach.secretName}')
-token=$($kubectl get secret "$secret" -n "$ns" -o jsonpath='{.data.token}' | base64 -d)
-[ -n "$url" ] && [ -n "$token" ] || { echo "bench: no status.attach on the session" >&2; exit 1; }
-echo "bench: session $ns/bench, gateway $url (pid $gw_pid)" >&2
+# bench: the legitimate client's session; attacker: the hostile tenant's own session, which its
+# authenticated non-readers attach to (its token is theirs to use).
+for s in bench attacker; do
+	"$bin/kubectl-telo" --kubeconfig "$kubeconfig" -n "$ns" run "$app" --name "$s" --no-attach
+done
+attach() { # session -> "url token"
+	local url secret token
+	url=$($kubectl get ts "$1" -n "$ns" -o jsonpath='{.status.attach.url}')
+	secret=$($kubectl get ts "$1" -n "$ns" -o jsonpath='{.status.attach.secretName}')
+	token=$($kubectl get secret "$secret" -n "$ns" -o jsonpath='{.data.token}' | base64 -d)
+	[ -n "$url" ] && [ -n "$token" ] || { echo "bench: no status.attach on $1" >&2; exit 1; }
+	echo "${url/http:/ws:} $token"
+}
+read -r url token < <(attach bench)
+read -r attack_url attack_token < <(attach attacker)
+echo "bench: session $ns/bench, gateway $url (pid $gw_pid), attacker's session $ns/attacker" >&2
 
 echo "bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/result.txt" >&2
-python3 bench/gateway/hostile.py --url "${url/http:/ws:}" --token "$token" --pid "$gw_pid" \
+python3 bench/gateway/hostile.py --url "$url" --token "$token" --pid "$gw_pid" \
+	--attack-url "$attack_url" --attack-token "$attack_token" \
 	--runs "${TELO_BENCH_RUNS:-3}" --keystrokes "${TELO_BENCH_KEYSTROKES:-200}" \
 	--idle "${TELO_BENCH_IDLE:-800}" --auth "${TELO_BENCH_AUTH:-800}" \
 	--unauth "${TELO_BENCH_UNAUTH:-400}" | tee -a "$out/result.txt"
