@@ -37,6 +37,11 @@ static void usage(FILE *out)
         "                    [--client-queue-bytes N] [--ping-interval SECONDS]\n"
         "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
         "                    [--idle-keep-seconds S]\n"
+        "                    [--max-pending N] [--max-pending-per-ip N]\n"
+        "                    [--max-clients N] [--max-clients-per-session N]\n"
+        "                    [--admission-cache-seconds S] [--admission-rate N]\n"
+        "                    [--admission-burst N] [--admission-rate-per-ip N]\n"
+        "                    [--admission-burst-per-ip N]\n"
         "                    [--tls-cert-file PEM --tls-private-key-file PEM]\n"
         "                    [--log-level debug|info|warn|error]\n"
         "       telo-gateway --version | --help\n\n"
@@ -62,7 +67,18 @@ static void usage(FILE *out)
         "closes its pods/attach and drops its scrollback; an ended one is kept for\n"
         "--ended-keep-seconds (default 300).\n"
         "With --tls-cert-file and --tls-private-key-file it serves HTTPS and WSS (TLS 1.2+).\n"
-        "GET .../telosessions/NAME/debug relays the session's inspector as server-sent events.\n");
+        "GET .../telosessions/NAME/debug relays the session's inspector as server-sent events.\n"
+        "Limits: connections before admission (the head must arrive within 10 s) at most\n"
+        "--max-pending (1024) overall and --max-pending-per-ip (64) per address (an IPv6 /64),\n"
+        "answered 503 and 429 with Retry-After; attached clients and debug streams at most\n"
+        "--max-clients (4096) and --max-clients-per-session (64), answered 503 and 429.\n"
+        "Admission verdicts (401, 403, 404, and allows for running or ended sessions) are\n"
+        "reused for --admission-cache-seconds (2; 0: never), so a revoked token or binding is\n"
+        "honoured at most that late; identical requests share one lookup; lookups that reach\n"
+        "the API server are limited to --admission-rate a second (10, burst --admission-burst\n"
+        "2x) overall and --admission-rate-per-ip (5, burst --admission-burst-per-ip 4x) per\n"
+        "address; beyond that 429 with Retry-After. Out of file descriptors, accepting pauses\n"
+        "for 0.2 s at a time.\n");
 }
 
 static int parse_number(const char *flag, const char *v, double lo, double hi, double *out)
@@ -169,6 +185,42 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 1, 86400, &d) != 0)
                 return -1;
             o->cfg.hub.ended_keep_s = d;
+        } else if (strcmp(a, "--max-pending") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.max_pending = (size_t)d;
+        } else if (strcmp(a, "--max-pending-per-ip") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.max_pending_per_source = (size_t)d;
+        } else if (strcmp(a, "--max-clients") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.max_clients = (size_t)d;
+        } else if (strcmp(a, "--max-clients-per-session") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.max_clients_per_session = (size_t)d;
+        } else if (strcmp(a, "--admission-cache-seconds") == 0) {
+            if (parse_number(a, v, 0, 60, &d) != 0)
+                return -1;
+            o->cfg.admission.cache_s = d > 0 ? d : -1;
+        } else if (strcmp(a, "--admission-rate") == 0) {
+            if (parse_number(a, v, 0.01, 100000, &d) != 0)
+                return -1;
+            o->cfg.admission.rate = d;
+        } else if (strcmp(a, "--admission-burst") == 0) {
+            if (parse_number(a, v, 1, 100000, &d) != 0)
+                return -1;
+            o->cfg.admission.burst = d;
+        } else if (strcmp(a, "--admission-rate-per-ip") == 0) {
+            if (parse_number(a, v, 0.01, 100000, &d) != 0)
+                return -1;
+            o->cfg.admission.rate_per_source = d;
+        } else if (strcmp(a, "--admission-burst-per-ip") == 0) {
+            if (parse_number(a, v, 1, 100000, &d) != 0)
+                return -1;
+            o->cfg.admission.burst_per_source = d;
         } else if (strcmp(a, "--idle-keep-seconds") == 0) {
             if (parse_number(a, v, 1, 86400 * 7, &d) != 0)
                 return -1;

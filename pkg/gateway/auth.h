@@ -18,6 +18,7 @@ enum gw_verdict {
     GW_FORBIDDEN,       /* 403: a known user without the RBAC verb */
     GW_NOT_FOUND,       /* 404: the (authorized) session does not exist */
     GW_UNAVAILABLE,     /* 503: the API server could not be asked */
+    GW_TOO_MANY,        /* 429: over the admission rate (gateway/gate.h); retry_after says when */
 };
 
 /* What admission learnt; strings valid during the callback. */
@@ -32,6 +33,7 @@ struct gw_admitted {
     const char *uid;     /* the TeloSession's metadata.uid ("" when not found) */
     double ready_since;  /* when its Ready condition last became True (epoch s), 0 when not */
     int exit_code;       /* status.exitCode, -1 when absent */
+    double retry_after;  /* GW_TOO_MANY: seconds until a lookup would be allowed */
 };
 
 typedef void gw_admit_fn(const struct gw_admitted *a, void *ud);

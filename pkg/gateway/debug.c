@@ -337,6 +337,7 @@ static void reauthorized(const struct gw_admitted *a, void *ud)
     switch (a->verdict) {
     case GW_ALLOW:
         return;
+    case GW_TOO_MANY: /* only the admission gate says so, and re-authorization skips it */
     case GW_UNAVAILABLE:
         telo_log(TELO_LOG_WARN, "debug re-authorization unavailable; the client stays",
                  "session=%s why=\"%s\"", rl->session, a->reason);

@@ -186,6 +186,7 @@ static void reauthorized(const struct gw_admitted *a, void *ud)
     switch (a->verdict) {
     case GW_ALLOW:
         return;
+    case GW_TOO_MANY: /* only the admission gate says so, and re-authorization skips it */
     case GW_UNAVAILABLE:
         /* The API server could not be asked: the stream stays; the next period asks again. */
         telo_log(TELO_LOG_WARN, "attach re-authorization unavailable; the client stays",
@@ -821,4 +822,15 @@ void gw_hub_free(struct gw_hub *h)
 const struct gw_hub_metrics *gw_hub_metrics(const struct gw_hub *h)
 {
     return &h->m;
+}
+
+size_t gw_hub_session_clients(const struct gw_hub *h, const char *namespace, const char *name)
+{
+    char key[512];
+    snprintf(key, sizeof(key), "%s/%s", namespace, name);
+    const struct session *s = strmap_get(h->sessions, key);
+    size_t n = 0;
+    for (const struct client *c = s != NULL ? s->clients : NULL; c != NULL; c = c->next)
+        n++;
+    return n;
 }

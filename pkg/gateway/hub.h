@@ -84,4 +84,7 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
 /* The counters; valid for the hub's lifetime. */
 const struct gw_hub_metrics *gw_hub_metrics(const struct gw_hub *h);
 
+/* Clients attached to the session namespace/name now (0 when it is not held). */
+size_t gw_hub_session_clients(const struct gw_hub *h, const char *namespace, const char *name);
+
 #endif

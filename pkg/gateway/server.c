@@ -4,6 +4,7 @@
 
 #include "gateway/auth.h"
 #include "gateway/debug.h"
+#include "gateway/limits.h"
 #include "gateway/proto.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -26,9 +27,27 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define HEAD_MAX  8192
-#define HEAD_S    10.0
-#define TOKEN_MAX 8192
+#define HEAD_MAX         8192
+#define HEAD_S           10.0 /* the whole head, and admission, within this (slow senders included) */
+#define TOKEN_MAX        8192
+#define LINGER_MAX       256 /* refused connections read to their end before the close */
+#define LINGER_S         2.0
+#define ACCEPT_BACKOFF_S 0.2 /* out of descriptors: accept again this much later */
+#define RETRY_AFTER_S    5   /* over a client cap: when to try again */
+
+/* Why a request was turned away before costing anything (telo_gateway_limited_total). */
+enum limit {
+    L_PENDING_PER_SOURCE,
+    L_PENDING,
+    L_CLIENTS_PER_SESSION,
+    L_CLIENTS,
+    L_ADMISSION_RATE_PER_SOURCE,
+    L_ADMISSION_RATE,
+    L_COUNT
+};
+static const char *const limit_names[L_COUNT] = {"pending_per_source",        "pending",
+                                                 "clients_per_session",       "clients",
+                                                 "admission_rate_per_source", "admission_rate"};
 
 struct conn {
     struct gw_server *srv;
@@ -41,7 +60,8 @@ struct conn {
     size_t len;
     size_t head_end;
     char remote[64];
-    struct gw_admission *adm;
+    char source[64]; /* what it is limited under (gw_source_key) */
+    struct gw_gate_req *adm;
     struct gw_target target;
     enum gw_proto proto;
     char accept[WS_ACCEPT_KEY_SIZE];
@@ -65,18 +85,40 @@ struct gw_server {
     struct gw_relays *relays;
     struct ws_tls_ctx *tls; /* NULL: plain HTTP */
     struct conn *conns;
-    unsigned long refusals[6]; /* 400, 401, 403, 404, 409, 503 */
+    unsigned long refusals[7]; /* 400, 401, 403, 404, 409, 429, 503 */
     unsigned long requests;
+    struct gw_gate *gate;
+    struct gw_sources *pending_by_source;
+    size_t pending; /* connections in conns */
+    struct lingering_conn *lingering;
+    size_t nlingering;
+    ev_timer accept_backoff;
+    int accept_stalled;
+    unsigned long accept_exhausted; /* accepts that failed for want of descriptors or memory */
+    unsigned long limited[L_COUNT];
 };
 
-static const int refusal_codes[6] = {400, 401, 403, 404, 409, 503};
+/* A refused connection whose answer is out: what the peer still sends is read and dropped
+ * until it closes (or LINGER_S), so a request arriving after the answer does not make the
+ * kernel reset the connection before the peer read it. */
+struct lingering_conn {
+    struct gw_server *srv;
+    int fd;
+    ev_io io;
+    ev_timer timer;
+    struct lingering_conn *prev, *next;
+};
+
+static const int refusal_codes[7] = {400, 401, 403, 404, 409, 429, 503};
 
 static void conn_free(struct conn *c)
 {
     struct gw_server *srv = c->srv;
     ev_io_stop(srv->loop, &c->io);
     ev_timer_stop(srv->loop, &c->timer);
-    gw_admission_cancel(c->adm);
+    gw_gate_cancel(c->adm);
+    srv->pending--;
+    gw_sources_add(srv->pending_by_source, c->source, -1, ev_now(srv->loop));
     if (c->token != NULL) {
         OPENSSL_cleanse(c->token, strlen(c->token));
         free(c->token);
@@ -155,6 +197,8 @@ static const char *status_text(int code)
         return "Method Not Allowed";
     case 409:
         return "Conflict";
+    case 429:
+        return "Too Many Requests";
     case 431:
         return "Request Header Fields Too Large";
     case 501:
@@ -185,6 +229,31 @@ static void respond(struct conn *c, int code, const char *content_type, const ch
     conn_free(c);
 }
 
+static void refuse(struct conn *c, int code, const char *reason, const char *message,
+                   const char *subject);
+
+/* Refuses over a limit: 429 or 503 with Retry-After (whole seconds, at least 1), counted. */
+static void refuse_limited(struct conn *c, enum limit which, int code, const char *message,
+                           double retry_after_s)
+{
+    struct gw_server *srv = c->srv;
+    srv->limited[which]++;
+    for (size_t i = 0; i < sizeof(refusal_codes) / sizeof(refusal_codes[0]); i++) {
+        if (refusal_codes[i] == code)
+            srv->refusals[i]++;
+    }
+    telo_log(TELO_LOG_INFO, "attach refused", "session=%s/%s code=%d limit=%s remote=%s why=\"%s\"",
+             c->target.namespace, c->target.name, code, limit_names[which], c->remote, message);
+    struct buf b;
+    buf_init(&b, 4096);
+    gw_error_status_json(&b, code, code == 429 ? "TooManyRequests" : "ServiceUnavailable", message);
+    char extra[64];
+    long secs = retry_after_s < 1 ? 1 : (long)(retry_after_s + 0.999);
+    snprintf(extra, sizeof(extra), "Retry-After: %ld\r\n", secs);
+    respond(c, code, "application/json", b.data, extra);
+    buf_release(&b);
+}
+
 /* Refuses an attach with a Kubernetes Status body, and logs why (never the token). */
 static void refuse(struct conn *c, int code, const char *reason, const char *message,
                    const char *subject)
@@ -208,6 +277,27 @@ static void refuse(struct conn *c, int code, const char *reason, const char *mes
     buf_release(&b);
 }
 
+/* Refuses (and returns 1) when one more attached client would pass a cap. */
+static int over_client_caps(struct conn *c)
+{
+    struct gw_server *srv = c->srv;
+    size_t all = gw_hub_metrics(srv->hub)->clients + gw_relays_count(srv->relays);
+    if (all >= srv->cfg.max_clients) {
+        refuse_limited(c, L_CLIENTS, 503, "the gateway serves as many clients as it may",
+                       RETRY_AFTER_S);
+        return 1;
+    }
+    if (strcmp(c->target.action, "debug") != 0 &&
+        gw_hub_session_clients(srv->hub, c->target.namespace, c->target.name) >=
+            srv->cfg.max_clients_per_session) {
+        refuse_limited(c, L_CLIENTS_PER_SESSION, 429,
+                       "as many clients are attached to this session as it may have",
+                       RETRY_AFTER_S);
+        return 1;
+    }
+    return 0;
+}
+
 static void upgrade(struct conn *c, const struct gw_admitted *a)
 {
     struct gw_server *srv = c->srv;
@@ -227,6 +317,8 @@ static void upgrade(struct conn *c, const struct gw_admitted *a)
     int code = gw_hub_check(srv->hub, &req, &why);
     if (code != 0)
         return refuse(c, code, "Conflict", why, a->subject);
+    if (over_client_caps(c))
+        return;
     char answer[512];
     snprintf(answer, sizeof(answer),
              "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -257,6 +349,8 @@ static void relay(struct conn *c, const struct gw_admitted *a)
     if (strcmp(a->phase, "Running") != 0 || a->pod_ip[0] == '\0')
         return refuse(c, 409, "Conflict",
                       "the session is not running; its debug stream starts with it", a->subject);
+    if (over_client_caps(c))
+        return;
     char session[600];
     snprintf(session, sizeof(session), "%s/%s", c->target.namespace, c->target.name);
     struct ws_conn_io io;
@@ -282,6 +376,12 @@ static void admitted(const struct gw_admitted *a, void *ud)
         return refuse(c, 403, "Forbidden", a->reason, a->subject);
     case GW_NOT_FOUND:
         return refuse(c, 404, "NotFound", a->reason, a->subject);
+    case GW_TOO_MANY:
+        return refuse_limited(c,
+                              strcmp(a->reason, GW_GATE_PER_SOURCE_REASON) == 0
+                                  ? L_ADMISSION_RATE_PER_SOURCE
+                                  : L_ADMISSION_RATE,
+                              429, a->reason, a->retry_after);
     case GW_UNAVAILABLE:
         break;
     }
@@ -354,6 +454,35 @@ static void metrics(struct conn *c)
                "# TYPE telo_gateway_reauth_closes_total counter\n"
                "telo_gateway_reauth_closes_total %lu\n",
                gw_relays_count(c->srv->relays), gw_relays_frames(c->srv->relays), m->reauth_closes);
+    const struct gw_gate_metrics *gm = gw_gate_metrics(c->srv->gate);
+    buf_printf(&b,
+               "# HELP telo_gateway_pending Connections before admission (head or verdict "
+               "awaited), this request not counted.\n"
+               "# TYPE telo_gateway_pending gauge\ntelo_gateway_pending %zu\n"
+               "# HELP telo_gateway_limited_total Requests turned away by a limit.\n"
+               "# TYPE telo_gateway_limited_total counter\n",
+               c->srv->pending - 1);
+    for (size_t i = 0; i < L_COUNT; i++)
+        buf_printf(&b, "telo_gateway_limited_total{limit=\"%s\"} %lu\n", limit_names[i],
+                   c->srv->limited[i]);
+    buf_printf(&b,
+               "# HELP telo_gateway_accept_exhausted_total Accepts that failed for want of file "
+               "descriptors or memory (accepting pauses %g s).\n"
+               "# TYPE telo_gateway_accept_exhausted_total counter\n"
+               "telo_gateway_accept_exhausted_total %lu\n"
+               "# HELP telo_gateway_admission_lookups_total Admissions asked of the API server "
+               "(1-3 requests each).\n"
+               "# TYPE telo_gateway_admission_lookups_total counter\n"
+               "telo_gateway_admission_lookups_total %lu\n"
+               "# HELP telo_gateway_admission_cache_hits_total Admissions answered from the "
+               "cache.\n"
+               "# TYPE telo_gateway_admission_cache_hits_total counter\n"
+               "telo_gateway_admission_cache_hits_total %lu\n"
+               "# HELP telo_gateway_admission_coalesced_total Admissions that waited for an "
+               "identical one in flight.\n"
+               "# TYPE telo_gateway_admission_coalesced_total counter\n"
+               "telo_gateway_admission_coalesced_total %lu\n",
+               ACCEPT_BACKOFF_S, c->srv->accept_exhausted, gm->lookups, gm->hits, gm->coalesced);
     respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, NULL);
     buf_release(&b);
 }
@@ -378,8 +507,9 @@ static void request_token(const struct ws_http_head *h, const char *sub_token, c
 static void admit(struct conn *c, char *token)
 {
     struct telo_err err = {0};
-    c->adm = gw_admit(c->srv->auth, c->target.namespace, c->target.name, token, admitted, c, &err);
-    c->token = token; /* freed (cleansed) with the connection */
+    c->adm = gw_gate_admit(c->srv->gate, c->source, c->target.namespace, c->target.name, token,
+                           admitted, c, &err);
+    c->token = token; /* kept for re-authorization; freed (cleansed) with the connection */
     if (c->adm == NULL)
         return refuse(c, 503, "ServiceUnavailable", err.msg, NULL);
     /* Wait for the verdict; the connection's timer still bounds the whole exchange. */
@@ -546,6 +676,106 @@ static void conn_timeout(struct ev_loop *loop, ev_timer *w, int revents)
     conn_free(c);
 }
 
+static void linger_free(struct lingering_conn *l)
+{
+    struct gw_server *srv = l->srv;
+    ev_io_stop(srv->loop, &l->io);
+    ev_timer_stop(srv->loop, &l->timer);
+    close(l->fd);
+    if (l->prev != NULL)
+        l->prev->next = l->next;
+    else
+        srv->lingering = l->next;
+    if (l->next != NULL)
+        l->next->prev = l->prev;
+    srv->nlingering--;
+    free(l);
+}
+
+static void linger_read(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct lingering_conn *l = w->data;
+    char sink[4096];
+    for (int i = 0; i < 16; i++) {
+        ssize_t n = recv(l->fd, sink, sizeof(sink), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0)
+            return linger_free(l);
+    }
+}
+
+static void linger_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    linger_free(w->data);
+}
+
+/* Answers a connection over a pending cap at once, before anything is read or allocated for it:
+ * a Status with Retry-After on plain HTTP (a TLS one is closed: the handshake is the cost being
+ * refused). */
+static void refuse_at_accept(struct gw_server *srv, int fd, int code, enum limit which,
+                             const char *message, const char *remote)
+{
+    srv->limited[which]++;
+    for (size_t i = 0; i < sizeof(refusal_codes) / sizeof(refusal_codes[0]); i++) {
+        if (refusal_codes[i] == code)
+            srv->refusals[i]++;
+    }
+    telo_log(TELO_LOG_DEBUG, "connection refused", "code=%d limit=%s remote=%s", code,
+             limit_names[which], remote);
+    if (srv->tls != NULL) {
+        close(fd);
+        return;
+    }
+    char sink[4096];
+    while (recv(fd, sink, sizeof(sink), 0) > 0) /* what already came: no reset for it */
+        ;
+    struct buf body;
+    buf_init(&body, 4096);
+    gw_error_status_json(&body, code, code == 429 ? "TooManyRequests" : "ServiceUnavailable",
+                         message);
+    char answer[1024];
+    int n = snprintf(answer, sizeof(answer),
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "Retry-After: 1\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n%s",
+                     code, status_text(code), body.len, body.data != NULL ? body.data : "");
+    buf_release(&body);
+    if (n > 0 && (size_t)n < sizeof(answer) &&
+        send(fd, answer, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n &&
+        shutdown(fd, SHUT_WR) == 0 && srv->nlingering < LINGER_MAX) {
+        struct lingering_conn *l = calloc(1, sizeof(*l));
+        if (l != NULL) {
+            l->srv = srv;
+            l->fd = fd;
+            ev_io_init(&l->io, linger_read, fd, EV_READ);
+            ev_timer_init(&l->timer, linger_timeout, LINGER_S, 0.);
+            l->io.data = l->timer.data = l;
+            ev_io_start(srv->loop, &l->io);
+            ev_timer_start(srv->loop, &l->timer);
+            l->next = srv->lingering;
+            if (srv->lingering != NULL)
+                srv->lingering->prev = l;
+            srv->lingering = l;
+            srv->nlingering++;
+            return;
+        }
+    }
+    close(fd);
+}
+
+static void accept_resume(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)revents;
+    struct gw_server *srv = w->data;
+    ev_io_start(loop, &srv->accept_io);
+}
+
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)revents;
@@ -554,10 +784,50 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         struct sockaddr_storage addr;
         socklen_t alen = sizeof(addr);
         int fd = accept(srv->fd, (struct sockaddr *)&addr, &alen);
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+            continue;
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+            /* The connection stays in the backlog and the level-triggered watcher would fire
+             * again at once: pause accepting instead of spinning until a descriptor frees. */
+            srv->accept_exhausted++;
+            if (!srv->accept_stalled)
+                telo_log(TELO_LOG_WARN, "accept paused: out of file descriptors or memory",
+                         "error=\"%s\" retry_s=%g", strerror(errno), ACCEPT_BACKOFF_S);
+            srv->accept_stalled = 1;
+            ev_io_stop(loop, &srv->accept_io);
+            ev_timer_set(&srv->accept_backoff, ACCEPT_BACKOFF_S, 0.);
+            ev_timer_start(loop, &srv->accept_backoff);
+            return;
+        }
         if (fd < 0)
-            return; /* EAGAIN, or a transient error (EMFILE...): try on the next event */
+            return; /* EAGAIN, or a peer's failure: try on the next event */
+        if (srv->accept_stalled) {
+            srv->accept_stalled = 0;
+            telo_log(TELO_LOG_INFO, "accepting again", "exhausted_total=%lu",
+                     srv->accept_exhausted);
+        }
         if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
             close(fd);
+            continue;
+        }
+        char source[64], remote[64] = "";
+        gw_source_key((const struct sockaddr *)&addr, source, sizeof(source));
+        if (addr.ss_family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&addr;
+            inet_ntop(AF_INET, &in->sin_addr, remote, sizeof(remote));
+        } else if (addr.ss_family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&addr;
+            inet_ntop(AF_INET6, &in6->sin6_addr, remote, sizeof(remote));
+        }
+        if (srv->pending >= srv->cfg.max_pending) {
+            refuse_at_accept(srv, fd, 503, L_PENDING,
+                             "the gateway has as many connections waiting as it may", remote);
+            continue;
+        }
+        if ((size_t)gw_sources_count(srv->pending_by_source, source) >=
+            srv->cfg.max_pending_per_source) {
+            refuse_at_accept(srv, fd, 429, L_PENDING_PER_SOURCE,
+                             "too many connections waiting from this address", remote);
             continue;
         }
         struct conn *c = calloc(1, sizeof(*c));
@@ -580,13 +850,10 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        if (addr.ss_family == AF_INET) {
-            struct sockaddr_in *in = (struct sockaddr_in *)&addr;
-            inet_ntop(AF_INET, &in->sin_addr, c->remote, sizeof(c->remote));
-        } else if (addr.ss_family == AF_INET6) {
-            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&addr;
-            inet_ntop(AF_INET6, &in6->sin6_addr, c->remote, sizeof(c->remote));
-        }
+        memcpy(c->remote, remote, sizeof(c->remote));
+        memcpy(c->source, source, sizeof(c->source));
+        srv->pending++;
+        gw_sources_add(srv->pending_by_source, source, 1, ev_now(loop));
         c->next = srv->conns;
         if (srv->conns != NULL)
             srv->conns->prev = c;
@@ -597,6 +864,14 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         ev_io_start(loop, &c->io);
         ev_timer_start(loop, &c->timer);
     }
+}
+
+static struct gw_admission *auth_admit(void *ud, const char *namespace, const char *name,
+                                       const char *token, gw_admit_fn *cb, void *cb_ud,
+                                       struct telo_err *err)
+{
+    struct gw_server *srv = ud;
+    return gw_admit(srv->auth, namespace, name, token, cb, cb_ud, err);
 }
 
 struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
@@ -618,14 +893,30 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
         if ((srv->origins[i] = strdup(cfg->origins[i])) == NULL)
             goto nomem;
     }
+    if (srv->cfg.max_pending == 0)
+        srv->cfg.max_pending = 1024;
+    if (srv->cfg.max_pending_per_source == 0)
+        srv->cfg.max_pending_per_source = 64;
+    if (srv->cfg.max_clients == 0)
+        srv->cfg.max_clients = 4096;
+    if (srv->cfg.max_clients_per_session == 0)
+        srv->cfg.max_clients_per_session = 64;
+    ev_timer_init(&srv->accept_backoff, accept_resume, 0., 0.);
+    srv->accept_backoff.data = srv;
     srv->auth = gw_auth_new(t, cfg->auth_cache_s > 0 ? cfg->auth_cache_s : 10);
+    struct gw_gate_backend be = {.admit = auth_admit, .cancel = gw_admission_cancel, .ud = srv};
+    srv->gate = gw_gate_new(loop, &be, &cfg->admission);
+    /* Counts only (no bucket); one entry per source with a connection waiting, at most
+     * max_pending of them. */
+    srv->pending_by_source = gw_sources_new(srv->cfg.max_pending + 1, 0, 0);
     struct gw_hub_opts hub = cfg->hub;
     hub.auth = srv->auth;
     srv->hub = srv->auth != NULL ? gw_hub_new(loop, t, &hub) : NULL;
     if (srv->auth != NULL && gw_auth_set_audience(srv->auth, cfg->token_audience) != 0)
         goto nomem;
     srv->relays = gw_relays_new(loop, cfg->hub.ping_interval_s);
-    if (srv->auth == NULL || srv->hub == NULL || srv->relays == NULL)
+    if (srv->auth == NULL || srv->gate == NULL || srv->pending_by_source == NULL ||
+        srv->hub == NULL || srv->relays == NULL)
         goto nomem;
     gw_relays_set_auth(srv->relays, srv->auth, cfg->hub.reauth_s);
     return srv;
@@ -701,8 +992,13 @@ void gw_server_free(struct gw_server *srv)
         ev_io_stop(srv->loop, &srv->accept_io);
         close(srv->fd);
     }
+    ev_timer_stop(srv->loop, &srv->accept_backoff);
     while (srv->conns != NULL)
-        conn_free(srv->conns);
+        conn_free(srv->conns); // NOLINT(clang-analyzer-unix.Malloc): conn_free unlinks it
+    while (srv->lingering != NULL)
+        linger_free(srv->lingering); // NOLINT(clang-analyzer-unix.Malloc): linger_free unlinks it
+    gw_gate_free(srv->gate);
+    gw_sources_free(srv->pending_by_source);
     gw_relays_free(srv->relays);
     ws_tls_ctx_free(srv->tls);
     gw_hub_free(srv->hub);

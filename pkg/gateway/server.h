@@ -3,6 +3,7 @@
 #ifndef TELO_GATEWAY_SERVER_H
 #define TELO_GATEWAY_SERVER_H
 
+#include "gateway/gate.h"
 #include "gateway/hub.h"
 #include "util/err.h"
 
@@ -24,8 +25,17 @@ struct gw_server_config {
     const char *token_audience; /* TokenReview audience Kubernetes tokens must carry; NULL or
                                  * "": the API server's own */
     double auth_cache_s;        /* bearer-token decisions cached this long; 0: 10 s */
-    struct gw_hub_opts hub;     /* sessions: ring, queues, pings, resize throttle, reauth_s (its
-                                 * auth is the server's) */
+    /* What one stranger can cost: connections before admission (reading the head, waiting for
+     * the verdict) overall and per source address (an IPv6 /64), answered 503 and 429 at once;
+     * attached clients (and debug streams) overall and per session, answered 503 and 429 after
+     * admission; the admission cache and lookup rates (gateway/gate.h). 0: the defaults. */
+    size_t max_pending;             /* 0: 1024 */
+    size_t max_pending_per_source;  /* 0: 64 */
+    size_t max_clients;             /* 0: 4096 */
+    size_t max_clients_per_session; /* 0: 64 */
+    struct gw_gate_opts admission;
+    struct gw_hub_opts hub; /* sessions: ring, queues, pings, resize throttle, reauth_s (its
+                             * auth is the server's) */
 };
 
 /* Creates a server for loop and t (borrowed, must outlive it) with a copy of cfg. Returns NULL

@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #define READ_CHUNK  65536
-#define READ_ROUNDS 16 /* reads per readiness event */
+#define READ_FIRST  4096 /* the input buffer's first size: client input is keystrokes */
+#define QUEUE_FIRST 4096 /* the send queue's */
+#define READ_ROUNDS 16   /* reads per readiness event */
 
 enum state { OPEN, CLOSE_SENT, CLOSE_RECEIVED, FINISHED };
 
@@ -40,6 +42,16 @@ struct ws_conn {
     uint8_t *out; /* the send queue: out[out_start..out_end) */
     size_t out_start, out_end, out_cap;
     int above_low;
+    unsigned long long enqueued_total, sent_total; /* bytes ever queued, ever written */
+
+    /* The answer to the latest ping not yet queued (RFC 6455 5.5.3: only the latest needs one),
+     * and where the pong already queued ends: at most one pong waits in the queue, so a peer
+     * that pings and never reads costs one pong, not one per ping. */
+    uint8_t pong[WS_MAX_CONTROL];
+    size_t pong_len;
+    int pong_pending;
+    unsigned long long pong_end;
+    int read_paused; /* over the send bound: the peer must take what we sent first */
 
     enum state state;
     int peer_close_seen;
@@ -112,7 +124,7 @@ static int reserve_out(struct ws_conn *c, size_t n)
     }
     if (c->out_cap - c->out_end >= n)
         return 0;
-    size_t cap = c->out_cap ? c->out_cap : 16384;
+    size_t cap = c->out_cap ? c->out_cap : QUEUE_FIRST;
     while (cap - c->out_end < n)
         cap *= 2;
     uint8_t *p = realloc(c->out, cap);
@@ -130,6 +142,7 @@ static int flush_out(struct ws_conn *c)
         ssize_t n = c->io.send(c->io.io_ud, c->out + c->out_start, queued(c));
         if (n > 0) {
             c->out_start += (size_t)n;
+            c->sent_total += (unsigned long long)n;
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -165,6 +178,7 @@ static int enqueue(struct ws_conn *c, int opcode, const void *prefix, size_t ple
         ws_mask(p + hlen, plen + len, mask, 0);
     int was_empty = queued(c) == 0;
     c->out_end += hlen + plen + len;
+    c->enqueued_total += hlen + plen + len;
     if (queued(c) > c->opts.low_water)
         c->above_low = 1;
     /* Write at once when nothing is waiting (keystroke latency); a failure is noticed by the
@@ -215,6 +229,47 @@ static void protocol_error(struct ws_conn *c, int code, const char *why)
     after_flush(c);
 }
 
+/* Queues the pong for the latest ping when the previous pong is out and the queue has room for
+ * it within max_queued; otherwise it stays pending (write_cb tries again as the queue drains). */
+static void answer_ping(struct ws_conn *c)
+{
+    if (!c->pong_pending || c->state != OPEN || c->sent_total < c->pong_end ||
+        queued(c) + WS_MAX_HEADER + c->pong_len > c->opts.max_queued)
+        return;
+    c->pong_pending = 0;
+    if (enqueue(c, WS_OP_PONG, NULL, 0, c->pong, c->pong_len) != 0)
+        return finish(c, 1006, "out of memory answering a ping");
+    c->pong_end = c->enqueued_total;
+}
+
+/* Whether the peer must take what we sent before we read more: the queue is at its bound, or an
+ * answer (a pong) waits for room. What a peer sends can only make us queue control frames, so
+ * this keeps a peer that writes and never reads from growing our memory; TCP holds it back. */
+static int over_bound(const struct ws_conn *c)
+{
+    return queued(c) >= c->opts.max_queued || (c->pong_pending && c->state == OPEN);
+}
+
+static void pause_reading(struct ws_conn *c)
+{
+    if (c->read_paused || c->state == FINISHED || !over_bound(c))
+        return;
+    c->read_paused = 1;
+    ev_io_stop(c->loop, &c->rio);
+}
+
+static void resume_reading(struct ws_conn *c)
+{
+    if (!c->read_paused || over_bound(c))
+        return;
+    c->read_paused = 0;
+    if (c->state == FINISHED || c->peer_close_seen)
+        return;
+    ev_io_start(c->loop, &c->rio);
+    /* A TLS layer may hold decrypted bytes the socket will not signal again. */
+    ev_feed_event(c->loop, &c->rio, EV_READ);
+}
+
 static void deliver(struct ws_conn *c, int opcode, const uint8_t *data, size_t len)
 {
     if (c->cb.on_message == NULL || c->state != OPEN)
@@ -235,8 +290,12 @@ static int valid_close_code(int code)
 static void on_control(struct ws_conn *c, const struct ws_frame *f)
 {
     if (f->opcode == WS_OP_PING) {
-        if (c->state == OPEN && enqueue(c, WS_OP_PONG, NULL, 0, f->payload, f->payload_len) != 0)
-            finish(c, 1006, "out of memory answering a ping");
+        if (c->state != OPEN)
+            return;
+        /* Answered once the whole read is parsed: a burst of pings costs one pong. */
+        memcpy(c->pong, f->payload, f->payload_len);
+        c->pong_len = f->payload_len;
+        c->pong_pending = 1;
         return;
     }
     if (f->opcode == WS_OP_PONG)
@@ -335,6 +394,10 @@ static void parse_input(struct ws_conn *c)
         return;
     memmove(c->in, c->in + pos, c->in_len - pos);
     c->in_len -= pos;
+    answer_ping(c);
+    if (c->dead || c->state == FINISHED)
+        return;
+    pause_reading(c);
 }
 
 static int append_input(struct ws_conn *c, const void *data, size_t len)
@@ -366,7 +429,7 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
     (void)revents;
     struct ws_conn *c = w->data;
     c->depth++;
-    for (int round = 0;; round++) {
+    for (int round = 0; !c->read_paused; round++) {
         /* A peer that sends without pause gets one turn, not the loop: come back after the
          * other watchers (fed rather than waited for, as TLS may hold what the socket does not
          * show). */
@@ -374,8 +437,10 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
             ev_feed_event(c->loop, &c->rio, EV_READ);
             break;
         }
-        /* Room for one more chunk, bounded by one maximal frame plus what is being parsed. */
-        if (c->in_cap - c->in_len < READ_CHUNK) {
+        /* The buffer grows (up to one maximal frame plus a chunk) only while a frame being
+         * assembled fills most of it: a stream of small frames, as keystrokes or a ping flood
+         * are, keeps a small buffer on each of thousands of connections. */
+        if (c->in_cap - c->in_len < c->in_cap / 4) {
             size_t limit = c->opts.max_message + WS_MAX_HEADER + READ_CHUNK;
             size_t cap = c->in_cap * 2;
             if (cap > limit)
@@ -400,7 +465,7 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
             c->in_len += (size_t)n;
             c->last_rx = ev_now(c->loop);
             parse_input(c);
-            if (c->dead || c->state == FINISHED || c->peer_close_seen)
+            if (c->dead || c->state == FINISHED || c->peer_close_seen || c->read_paused)
                 break;
             /* A plain socket that filled less than the room has nothing more now (the watcher
              * is level-triggered): no read that only says EAGAIN, one syscall per keystroke. A
@@ -430,6 +495,7 @@ static void write_cb(struct ev_loop *loop, ev_io *w, int revents)
     if (flush_out(c) != 0) {
         finish(c, 1006, "write failed");
     } else {
+        answer_ping(c);
         if (c->above_low && queued(c) <= c->opts.low_water && before > 0) {
             c->above_low = 0;
             if (c->cb.on_drain != NULL && c->state == OPEN)
@@ -437,6 +503,8 @@ static void write_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         if (!c->dead)
             after_flush(c);
+        if (!c->dead)
+            resume_reading(c);
     }
     c->depth--;
     reap(c);
@@ -448,10 +516,13 @@ static void ping_cb(struct ev_loop *loop, ev_timer *w, int revents)
     struct ws_conn *c = w->data;
     c->depth++;
     /* Four intervals of silence: a peer that merely stops reading for a minute (a suspended
-     * terminal) is not taken for a dead one at the default 20 s. */
+     * terminal) is not taken for a dead one at the default 20 s. A peer that has not taken the
+     * queue gets no ping on top of it (it is behind anyway; while we do not read it, its silence
+     * is what this counts). */
     if (ev_now(loop) - c->last_rx > 4 * c->opts.ping_interval_s) {
         finish(c, 1006, "no answer to pings");
-    } else if (c->state == OPEN && enqueue(c, WS_OP_PING, NULL, 0, NULL, 0) != 0) {
+    } else if (c->state == OPEN && queued(c) + WS_MAX_HEADER <= c->opts.max_queued &&
+               enqueue(c, WS_OP_PING, NULL, 0, NULL, 0) != 0) {
         finish(c, 1006, "out of memory sending a ping");
     }
     c->depth--;
@@ -475,7 +546,7 @@ struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_i
 {
     struct ws_conn *c = calloc(1, sizeof(*c));
     if (c != NULL) {
-        c->in_cap = READ_CHUNK;
+        c->in_cap = READ_FIRST;
         c->in = malloc(c->in_cap);
         /* Never NULL, so an empty first fragment copies nothing to a real buffer. */
         c->msg_cap = 4096;

@@ -37,7 +37,9 @@ struct ws_conn_callbacks {
 struct ws_conn_opts {
     int client;             /* 1: mask what we send, expect unmasked frames (RFC 6455 5.1) */
     size_t max_message;     /* largest message accepted; 0: 1 MiB */
-    size_t max_queued;      /* send queue bound for ws_conn_send without force; 0: 1 MiB */
+    size_t max_queued;      /* send queue bound: for ws_conn_send without force, for our pongs
+                             * (one queued at a time, answering the latest ping) and pings; reading
+                             * stops while the queue is at it or a pong waits; 0: 1 MiB */
     size_t low_water;       /* on_drain threshold; 0: max_queued / 4 */
     double ping_interval_s; /* a ping this often, 0: none; nothing received for four closes */
     double close_timeout_s; /* wait for the peer's close frame after ours; 0: 5 s */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -261,6 +262,104 @@ static void bounded_queue_refuses_then_drains(void **state)
     pair_free(p);
 }
 
+/* Writes masked pings numbered from *next to fd until the socket is full or limit bytes went;
+ * returns the bytes written. */
+static size_t write_pings(int fd, uint32_t *next, size_t limit)
+{
+    static const uint8_t mask[4] = {5, 6, 7, 8};
+    size_t total = 0;
+    while (total < limit) {
+        uint8_t buf[WS_MAX_HEADER + WS_MAX_CONTROL];
+        uint8_t payload[WS_MAX_CONTROL];
+        memset(payload, 'p', sizeof(payload));
+        memcpy(payload, next, sizeof(*next));
+        size_t n = ws_frame_header(buf, WS_OP_PING, 1, sizeof(payload), mask);
+        memcpy(buf + n, payload, sizeof(payload));
+        ws_mask(buf + n, sizeof(payload), mask, 0);
+        n += sizeof(payload);
+        ssize_t w = write(fd, buf, n);
+        if (w < 0)
+            break;
+        assert_int_equal(w, (ssize_t)n); /* a unix socket takes a small write whole or not */
+        total += n;
+        (*next)++;
+    }
+    return total;
+}
+
+static int unread(int fd)
+{
+    int n = 0;
+    assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+    return n;
+}
+
+/* A peer that pings without pause and never reads: the pongs count against the queue's bound
+ * (one waits at a time, answering the latest ping), so the queue stays within it, and the
+ * connection stops reading while it is there: the peer's writes block instead of our memory
+ * growing. Once the peer reads, reading resumes and the last pong answers the last ping. */
+static void pings_from_a_non_reader_stay_within_the_bound(void **state)
+{
+    (void)state;
+    const size_t bound = 65536;
+    struct pair *p = pair_new(0, bound);
+    int raw = dup(p->fds[1]);
+    fcntl(raw, F_SETFL, O_NONBLOCK);
+    ws_conn_free(p->client.c);
+    p->client.c = NULL;
+    uint32_t next = 0;
+    size_t written = 0, max_queued = 0;
+    for (int round = 0; round < 400 && written < ((size_t)32 << 20); round++) {
+        written += write_pings(raw, &next, (size_t)1 << 20);
+        for (int i = 0; i < 4; i++)
+            ev_run(p->loop, EVRUN_NOWAIT);
+        assert_non_null(p->server.c);
+        size_t q = ws_conn_queued(p->server.c);
+        if (q > max_queued)
+            max_queued = q;
+    }
+    /* The old code queued a pong per ping: megabytes here. */
+    assert_true(max_queued <= bound);
+    /* Reading stopped: the peer's bytes wait in the socket and its writes stopped being taken. */
+    assert_true(written < ((size_t)32 << 20));
+    assert_true(unread(p->fds[0]) > 0);
+    size_t before = written;
+    written += write_pings(raw, &next, (size_t)1 << 20);
+    assert_int_equal(written, before);
+    /* The peer reads: the connection reads again and answers, the last pong with the last ping's
+     * payload. */
+    uint32_t last_pong = 0;
+    size_t pongs = 0;
+    static uint8_t in[1 << 16];
+    size_t have = 0;
+    for (int round = 0; round < 5000; round++) {
+        ssize_t n = read(raw, in + have, sizeof(in) - have);
+        if (n > 0)
+            have += (size_t)n;
+        size_t pos = 0;
+        while (have - pos >= 2 + 4 && in[pos] == (0x80 | WS_OP_PONG)) {
+            size_t len = in[pos + 1] & 0x7F;
+            if (have - pos < 2 + len)
+                break;
+            memcpy(&last_pong, in + pos + 2, sizeof(last_pong));
+            pongs++;
+            pos += 2 + len;
+        }
+        memmove(in, in + pos, have - pos);
+        have -= pos;
+        ev_run(p->loop, EVRUN_NOWAIT);
+        if (unread(p->fds[0]) == 0 && ws_conn_queued(p->server.c) == 0 && have == 0 &&
+            last_pong == next - 1)
+            break;
+    }
+    assert_int_equal(unread(p->fds[0]), 0);
+    assert_int_equal(last_pong, next - 1);
+    assert_true(pongs < next); /* coalesced */
+    assert_int_equal(p->server.closed, 0);
+    close(raw);
+    pair_free(p);
+}
+
 static void oversized_message_closes_with_1009(void **state)
 {
     (void)state;
@@ -283,6 +382,7 @@ int main(void)
         cmocka_unit_test(closing_handshake_reports_once_on_both_sides),
         cmocka_unit_test(bounded_queue_refuses_then_drains),
         cmocka_unit_test(oversized_message_closes_with_1009),
+        cmocka_unit_test(pings_from_a_non_reader_stay_within_the_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

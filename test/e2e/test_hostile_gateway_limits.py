@@ -1,0 +1,306 @@
+"""Hostile tenants against the real gateway (issue 15, finding 4): build/bin/telo-gateway as a
+local process with its own limits, beside the sessions of test_gateway's module environment
+(the real node runs them). Every attack comes from loopback, from several 127.0.0.x source
+addresses where a per-address limit is in play; a legitimate client on another session keeps
+working meanwhile.
+
+- a client that pings without pause and never reads leaves the gateway's RSS bounded;
+- connections over the caps before admission (per address, overall) and after it (per
+  session, overall) get 429 and 503 with Retry-After;
+- a flood of unauthenticated requests costs the API server at most the admission rate (its
+  audit log counts the gateway's requests), and the gateway survives;
+- out of file descriptors (RLIMIT_NOFILE lowered under the running gateway), the gateway does not
+  spin, and it serves again once they are back."""
+
+import json
+import os
+import re
+import resource
+import secrets
+import select
+import socket
+import threading
+import time
+
+import pytest
+
+from conftest import rfc3339_now, wait_until
+from test_gateway import V5, Client, Gateway, env, start_session  # noqa: F401 (env: fixture)
+
+PAYLOAD = b"p" * 125
+# A masked ping with the zero mask (legal: RFC 6455 5.3) carrying 125 bytes, the largest control
+# frame: the most pong bytes one ping can ask for.
+PING = b"\x89\xfd\x00\x00\x00\x00" + PAYLOAD
+
+
+@pytest.fixture(scope="module")
+def two(env):
+    """Two running sessions for the module (each test uses them read-only), with their tokens."""
+    started = []
+    out = {}
+    for name in ("victim", "bystander"):
+        _, token = start_session(env, name, started)
+        out[name] = token
+    yield out
+    env["cluster"].kubectl("delete", "telosession", "-n", env["ns"], *started, "--wait=false",
+                           check=False)
+
+
+def attach_url(gw, env, name):
+    return "ws://%s/v1/namespaces/%s/telosessions/%s/attach" % (gw.base, env["ns"], name)
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def connect_from(source, gw, timeout=10):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", gw.port))
+    return s
+
+
+def http_status(sock, request=None):
+    """The status code and headers of the answer on sock (after sending request, if any)."""
+    if request is not None:
+        try:
+            sock.sendall(request)
+        except OSError:
+            pass  # answered and closed before our request went: the answer is still there
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head = data.split(b"\r\n\r\n", 1)[0].decode(errors="replace")
+    m = re.match(r"HTTP/1\.1 (\d+)", head)
+    return (int(m.group(1)) if m else None), head
+
+
+def upgrade_request(env, name, token):
+    return ("GET /v1/namespaces/%s/telosessions/%s/attach HTTP/1.1\r\nHost: gw\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: %s\r\n"
+            "Authorization: Bearer %s\r\n\r\n" % (env["ns"], name, V5, token)).encode()
+
+
+def attach_status(gw, env, name, token, source="127.0.0.1"):
+    s = connect_from(source, gw)
+    try:
+        return http_status(s, upgrade_request(env, name, token))
+    finally:
+        s.close()
+
+
+def echo_works(client, word):
+    client.type(word + "\n")
+    client.wait_for("echo: " + word, timeout=20)
+    return True
+
+
+def start_gateway(env, tmp_path, name, *args):
+    return Gateway(env["cluster"], str(tmp_path / (name + ".log")), list(args))
+
+
+def test_ping_flood_from_a_non_reader_keeps_rss_bounded(env, two, tmp_path):
+    gw = start_gateway(env, tmp_path, "pingflood")
+    try:
+        legit = Client(attach_url(gw, env, "bystander"), two["bystander"], V5)
+        assert echo_works(legit, "before-pings")
+        s = connect_from("127.0.0.2", gw)
+        status, head = http_status(s, upgrade_request(env, "victim", two["victim"]))
+        assert status == 101, head
+        time.sleep(0.5)
+        before = rss_kib(gw.proc.pid)
+        s.setblocking(False)
+        batch = PING * 512
+        sent, deadline = 0, time.monotonic() + 8
+        # 40 MB of pings, never reading: the old gateway queued a pong for each (one
+        # reproduction: 25 MB); the bounded one stops reading and our writes stop being taken.
+        while sent < 40 * 1000 * 1000 and time.monotonic() < deadline:
+            _, writable, _ = select.select([], [s], [], 0.2)
+            if not writable:
+                continue
+            try:
+                sent += s.send(batch)
+            except BlockingIOError:
+                pass
+        time.sleep(0.5)
+        after = rss_kib(gw.proc.pid)
+        print("\nping flood: %.1f MB of pings sent in 8 s, gateway RSS %d -> %d KiB (+%d)" %
+              (sent / 1e6, before, after, after - before))
+        assert gw.proc.poll() is None, "the gateway died:\n" + gw.log()[-3000:]
+        assert after - before < 16 * 1024, (
+            "gateway RSS grew %d KiB while a client pinged and never read (%d bytes of pings)"
+            % (after - before, sent))
+        assert echo_works(legit, "during-pings")
+        s.close()
+        legit.close()
+    finally:
+        gw.stop()
+
+
+def test_connections_over_the_caps_get_429_and_503(env, two, tmp_path):
+    gw = start_gateway(env, tmp_path, "caps", "--max-pending", "6", "--max-pending-per-ip", "3",
+                       "--max-clients", "3", "--max-clients-per-session", "2")
+    idle = []
+    clients = []
+    try:
+        # Before admission: three idle connections from one address fill its share...
+        idle += [connect_from("127.0.0.5", gw) for _ in range(3)]
+        wait_until(lambda: gw.metric("telo_gateway_pending") == 3, timeout=5, interval=0.05,
+                   what="three pending connections")
+        status, head = http_status(connect_from("127.0.0.5", gw),
+                                   upgrade_request(env, "victim", two["victim"]))
+        assert status == 429 and "Retry-After:" in head, head
+        # ...and three more addresses the gateway's.
+        idle += [connect_from("127.0.0.%d" % i, gw) for i in (6, 7, 8)]
+        time.sleep(0.5)  # accepted (a /metrics request would now be refused itself)
+        status, head = http_status(connect_from("127.0.0.9", gw))
+        assert status == 503 and "Retry-After:" in head, head
+        for s in idle:
+            s.close()
+        wait_until(lambda: gw.metric("telo_gateway_pending") == 0, timeout=5, interval=0.05,
+                   what="the idle connections gone")
+        # After admission: two clients per session, three in all.
+        clients += [Client(attach_url(gw, env, "victim"), two["victim"], V5) for _ in range(2)]
+        status, head = attach_status(gw, env, "victim", two["victim"])
+        assert status == 429 and "Retry-After:" in head, head
+        clients.append(Client(attach_url(gw, env, "bystander"), two["bystander"], V5))
+        status, head = attach_status(gw, env, "bystander", two["bystander"])
+        assert status == 503 and "Retry-After:" in head, head
+        # The attached ones are unaffected, and a freed slot is usable again.
+        assert echo_works(clients[2], "under-the-caps")
+        clients.pop(0).close()
+        wait_until(lambda: gw.metric("telo_gateway_clients") == 2, timeout=10,
+                   what="a client gone")
+        clients.append(Client(attach_url(gw, env, "victim"), two["victim"], V5))
+        for limit, want in (("pending_per_source", 1), ("pending", 1),
+                            ("clients_per_session", 1), ("clients", 1)):
+            got = gw.metric('telo_gateway_limited_total{limit="%s"}' % limit)
+            assert got == want, "telo_gateway_limited_total{limit=%s} = %s" % (limit, got)
+        assert gw.metric('telo_gateway_refusals_total{code="429"}') == 2
+        assert gw.metric('telo_gateway_refusals_total{code="503"}') == 2
+    finally:
+        for c in clients:
+            c.close()
+        for s in idle:
+            s.close()
+        gw.stop()
+
+
+def _gateway_api_requests(cluster, since):
+    """The API server's record of the gateway's admission requests since an RFC 3339 time."""
+    out = []
+    for name in os.listdir(cluster.log_dir):
+        if not name.startswith("audit"):
+            continue
+        with open(os.path.join(cluster.log_dir, name), errors="replace") as f:
+            for line in f:
+                if "telo-gateway/" not in line:
+                    continue
+                e = json.loads(line)
+                if (e.get("stage") == "ResponseComplete"
+                        and e.get("userAgent", "").startswith("telo-gateway/")
+                        and e.get("requestReceivedTimestamp", "") >= since
+                        and e.get("objectRef", {}).get("resource") in (
+                            "telosessions", "secrets", "tokenreviews", "subjectaccessreviews")):
+                    out.append(e)
+    return out
+
+
+def test_an_unauthenticated_flood_costs_the_api_server_a_bounded_rate(env, two, tmp_path):
+    rate, burst = 4, 8
+    gw = start_gateway(env, tmp_path, "flood", "--admission-rate", str(rate), "--admission-burst",
+                       str(burst), "--admission-rate-per-ip", "2", "--admission-burst-per-ip", "4")
+    try:
+        legit = Client(attach_url(gw, env, "bystander"), two["bystander"], V5)
+        assert echo_works(legit, "before-flood")
+        time.sleep(1.1)
+        since = rfc3339_now()
+        statuses = {}
+        lock = threading.Lock()
+
+        def attacker(i):
+            for _ in range(40):
+                try:
+                    code, _ = attach_status(gw, env, "victim", secrets.token_hex(24),
+                                            source="127.0.0.%d" % (20 + i))
+                except OSError as e:
+                    code = type(e).__name__
+                with lock:
+                    statuses[code] = statuses.get(code, 0) + 1
+        start = time.monotonic()
+        threads = [threading.Thread(target=attacker, args=(i,)) for i in range(10)]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            assert echo_works(legit, "during-flood-%d" % int(time.monotonic() - start))
+            time.sleep(0.3)
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - start
+        assert gw.proc.poll() is None, "the gateway died:\n" + gw.log()[-3000:]
+        lookups = gw.metric("telo_gateway_admission_lookups_total")
+        bound = burst + rate * (elapsed + 1) + 1  # + the legitimate client's own lookup
+        time.sleep(2)  # the audit log's buffer
+        calls = _gateway_api_requests(env["cluster"], since)
+        print("\nflood: 400 unauthenticated requests in %.1f s from 10 addresses: %s; %s lookups, "
+              "%d API requests (bound %d lookups, 3 requests each)" %
+              (elapsed, statuses, lookups, len(calls), bound))
+        assert statuses.get(401, 0) + statuses.get(429, 0) == 400, statuses
+        assert statuses.get(429, 0) > 0, statuses
+        assert lookups <= bound, (lookups, bound)
+        assert len(calls) <= 3 * bound, "%d API requests for a flood (bound %d)" % (
+            len(calls), 3 * bound)
+        # The session's own client is served once the buckets refill.
+        assert wait_until(lambda: attach_status(gw, env, "bystander", two["bystander"])[0] == 101,
+                          timeout=10, interval=0.5, what="a legitimate attach after the flood")
+        assert echo_works(legit, "after-flood")
+        legit.close()
+    finally:
+        gw.stop()
+
+
+def test_out_of_file_descriptors_the_gateway_does_not_spin(env, two, tmp_path):
+    gw = start_gateway(env, tmp_path, "emfile")
+    socks = []
+    try:
+        legit = Client(attach_url(gw, env, "bystander"), two["bystander"], V5)
+        assert echo_works(legit, "before-emfile")
+        resource.prlimit(gw.proc.pid, resource.RLIMIT_NOFILE, (64, 64))
+        # 120 connections from four addresses (under the per-address cap): more than it has
+        # descriptors; the rest wait in the listen backlog.
+        for i in range(120):
+            socks.append(connect_from("127.0.0.%d" % (40 + i % 4), gw))
+        time.sleep(1)  # it has accepted what it can and met EMFILE
+        c0 = cpu_seconds(gw.proc.pid)
+        time.sleep(3)
+        used = cpu_seconds(gw.proc.pid) - c0
+        print("\nout of descriptors: %.2f s of CPU in 3 s" % used)
+        assert gw.proc.poll() is None, "the gateway died:\n" + gw.log()[-3000:]
+        assert used < 0.5, "the gateway spun: %.2f s of CPU in 3 s without descriptors" % used
+        # Still at 64: closing them is enough.
+        for s in socks:
+            s.close()
+        socks = []
+        assert wait_until(lambda: attach_status(gw, env, "bystander", two["bystander"])[0] == 101,
+                          timeout=15, interval=0.5, what="attach once descriptors are back")
+        assert echo_works(legit, "after-emfile")
+        assert gw.metric("telo_gateway_accept_exhausted_total") > 0
+        assert "accept paused" in gw.log()
+        legit.close()
+    finally:
+        for s in socks:
+            s.close()
+        gw.stop()
