@@ -25,7 +25,7 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
 	exit 0
 fi
 if [ -z "$cc" ]; then
-	echo "fuzz: clang not found; TELO_FUZZ=1 hack/install-deps.sh installs clang-14" >&2
+	echo "fuzz: clang not found; hack/install-deps.sh installs clang-14 and libclang-rt-14-dev" >&2
 	exit 1
 fi
 
