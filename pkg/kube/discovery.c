@@ -215,8 +215,8 @@ static int parse_group_list(struct kube_discovery *d, struct json_object *obj)
     if (d->preferred == NULL)
         return -TELO_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        const char *gv = jget_string_of(
-            jget_path(json_object_array_get_idx(arr, i), "preferredVersion", "groupVersion", NULL));
+        const char *gv = jget_string(
+            jget_object(json_object_array_get_idx(arr, i), "preferredVersion"), "groupVersion");
         if (gv == NULL)
             continue;
         d->preferred[d->npreferred] = strdup(gv);

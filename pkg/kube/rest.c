@@ -486,7 +486,7 @@ static void list_all_page(const struct kube_result *res, void *ud)
         for (size_t i = 0; i < n; i++)
             json_object_array_add(all, json_object_get(json_object_array_get_idx(items, i)));
     }
-    const char *cont = jget_string_of(jget_path(res->object, "metadata", "continue", NULL));
+    const char *cont = jget_string(jget_object(res->object, "metadata"), "continue");
     int rc = 0;
     if (!empty(cont) && la->bytes > la->max_bytes)
         rc = telo_err_set(&err, TELO_ETOOBIG, "list %s: more than %zu bytes in all pages",

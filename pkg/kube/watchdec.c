@@ -156,7 +156,7 @@ static int parse_line(struct kube_watchdec *d, const char *p, size_t n, bool at_
 static int note_resource_version(struct kube_watchdec *d, struct json_object *object,
                                  struct telo_err *err)
 {
-    const char *rv = jget_string_of(jget_path(object, "metadata", "resourceVersion", NULL));
+    const char *rv = jget_string(jget_object(object, "metadata"), "resourceVersion");
     if (!rv)
         return 0;
     /* Cannot exceed the buffer's max: the version came from a line no longer than it. */
