@@ -22,7 +22,8 @@ static int on_doc(void *ud, struct json_object *doc, int index)
     struct json_tokener *tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH * 8);
     if (!tok)
         abort();
-    struct json_object *back = json_tokener_parse_ex(tok, text, (int)strlen(text));
+    /* With its NUL: a bare scalar document ("false") is only complete at the end of input. */
+    struct json_object *back = json_tokener_parse_ex(tok, text, (int)strlen(text) + 1);
     if (!back && json_tokener_get_error(tok) != json_tokener_success)
         abort();
     json_object_put(back);
