@@ -80,8 +80,12 @@ for t in $(targets "$@"); do
 	# bounds a run on a shared machine; leaks are findings too, and so is one input that takes
 	# longer than FUZZ_TIMEOUT seconds (a hang would otherwise outlast max_total_time). No
 	# target reads stdin.
+	# test/fuzz/dict/<target>.dict: the tokens and member names of the format, which the fuzzer
+	# cannot discover from coverage inside json-c and libyaml (not instrumented).
+	dict=()
+	[ -f "test/fuzz/dict/$t.dict" ] && dict=(-dict="test/fuzz/dict/$t.dict")
 	if "$bin" -max_total_time="$seconds" -print_final_stats=1 -rss_limit_mb=1024 \
-		-timeout="${FUZZ_TIMEOUT:-30}" -artifact_prefix="$out/crash-$t-" \
+		-timeout="${FUZZ_TIMEOUT:-30}" -artifact_prefix="$out/crash-$t-" "${dict[@]}" \
 		"$out/corpus/$t" "test/fuzz/corpus/$t" </dev/null >"$log" 2>&1; then
 		result=ok
 	else

@@ -1,7 +1,11 @@
 /* libFuzzer target: the watch stream decoder (newline-delimited JSON events from the API server),
  * fed in one piece and in two pieces split where the input's first byte says: both must deliver
- * the same events, end the same way and resume from the same resourceVersion. An ERROR event's
- * object is decoded as a Status, as the watch does. */
+ * the same events, end the same way and resume from the same resourceVersion. Each event then
+ * goes where the reflector sends it: ADDED and MODIFIED objects through the cache's strip
+ * transform into a store with the operator's indexes, DELETED ones out of it by key, and an
+ * ERROR's object is decoded as a Status, as the watch does. */
+#include "cache/store.h"
+#include "cache/transform.h"
 #include "kube/status.h"
 #include "kube/watchdec.h"
 
@@ -15,7 +19,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 struct digest {
     unsigned long n;
     unsigned long long sum;
+    struct cache_store *store;
 };
+
+static const struct cache_index_def indexes[] = {
+    {.name = "namespace", .fn = cache_index_namespace},
+    {.name = "owner", .fn = cache_index_owner_uid},
+    {.name = "app", .fn = cache_index_label, .arg = "app"},
+};
+
+/* As the reflector's apply and remove_object. */
+static void to_store(struct cache_store *store, enum kube_watch_type type,
+                     struct json_object *object)
+{
+    if (type == KUBE_WATCH_DELETED) {
+        char key[512];
+        if (cache_object_key(object, key, sizeof(key), NULL) == 0)
+            cache_object_free(cache_store_delete(store, key));
+        return;
+    }
+    if (type != KUBE_WATCH_ADDED && type != KUBE_WATCH_MODIFIED)
+        return;
+    struct json_object *copy = NULL;
+    if (json_object_deep_copy(object, &copy, NULL) < 0)
+        return;
+    cache_transform_strip(copy);
+    struct cache_object *old = NULL;
+    const struct cache_object *now = NULL;
+    struct telo_err err;
+    if (cache_store_put(store, copy, &old, &now, &err) == 0)
+        cache_object_free(old);
+    json_object_put(copy);
+}
 
 static void mix(struct digest *d, const char *s)
 {
@@ -31,6 +66,7 @@ static int on_event(void *ud, enum kube_watch_type type, struct json_object *obj
     d->n++;
     mix(d, kube_watch_type_name(type));
     mix(d, json_object_to_json_string_ext(object, JSON_C_TO_STRING_PLAIN));
+    to_store(d->store, type, object);
     if (type == KUBE_WATCH_ERROR) {
         struct kube_status st;
         struct telo_err err;
@@ -50,7 +86,8 @@ static int run(const char *text, size_t len, size_t cut, size_t max, struct dige
                size_t rvlen)
 {
     struct kube_watchdec *dec = kube_watchdec_new(max, on_event, d);
-    if (!dec)
+    d->store = cache_store_new(indexes, sizeof(indexes) / sizeof(indexes[0]));
+    if (!dec || !d->store)
         abort();
     struct telo_err err;
     int rc = kube_watchdec_feed(dec, text, cut, &err);
@@ -64,6 +101,9 @@ static int run(const char *text, size_t len, size_t cut, size_t max, struct dige
     strncpy(rv, v, rvlen - 1);
     rv[rvlen - 1] = '\0';
     kube_watchdec_free(dec);
+    d->sum = d->sum * 31 + cache_store_len(d->store);
+    cache_store_free(d->store);
+    d->store = NULL;
     return rc;
 }
 
