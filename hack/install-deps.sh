@@ -58,13 +58,12 @@ if [ "${TELO_REAL_NODE:-0}" = 1 ]; then
 	)
 fi
 
-# libFuzzer (make fuzz, hack/fuzz.sh): clang and its sanitizer runtimes, only when asked for.
-if [ "${TELO_FUZZ:-0}" = 1 ]; then
-	debs+=(
-		clang-14           # make fuzz: -fsanitize=fuzzer
-		libclang-rt-14-dev # make fuzz: libFuzzer and the ASan/UBSan runtimes for clang
-	)
-fi
+# libFuzzer (hack/fuzz.sh): make test runs every target for a short smoke pass and make fuzz for
+# longer, so clang and its sanitizer runtimes are always installed.
+debs+=(
+	clang-14           # hack/fuzz.sh: -fsanitize=fuzzer
+	libclang-rt-14-dev # hack/fuzz.sh: libFuzzer and the ASan/UBSan runtimes for clang
+)
 
 missing=()
 for entry in "${debs[@]}"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make test: unit tests (plain, under valgrind, and under ASan+UBSan), then the e2e suite against
-# the local cluster. A cluster this script had to start is stopped again at the end; one that was
-# already running is left as it was.
+# make test: unit tests (plain, under valgrind, and under ASan+UBSan), a smoke pass of every fuzz
+# target, then the e2e suite against the local cluster. A cluster this script had to start is
+# stopped again at the end; one that was already running is left as it was.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
@@ -16,6 +16,14 @@ step "unit tests under valgrind"
 hack/valgrind-unit.sh "$build"
 step "unit tests under ASan+UBSan"
 ctest --test-dir "$asan" --output-on-failure
+# Every libFuzzer target of test/fuzz (clang, ASan+UBSan, built in build-fuzz/) for a short smoke
+# pass over its corpus: a crash, a leak, a hang or a failed check is a failed make test, with the
+# input in build-fuzz/crash-<target>-*. 15 s each keeps the ~16 targets near 4 minutes; make fuzz
+# runs them longer (FUZZ_SECONDS).
+smoke=${FUZZ_SMOKE_SECONDS:-15}
+step "fuzz smoke pass (${smoke}s per target; FUZZ_SMOKE_SECONDS)"
+hack/fuzz.sh --build
+FUZZ_SECONDS=$smoke hack/fuzz.sh
 
 # The real node (kubelet on containerd and runc, hack/cluster/README.md) runs the session pods
 # of test_real_node.py and test_sessions_real_node.py for real. It needs root; as root it is on

@@ -3,6 +3,7 @@
 
 #include "cache/transform.h"
 #include "kube/watch.h"
+#include "util/jget.h"
 #include "util/log.h"
 
 #include <ev.h>
@@ -222,12 +223,13 @@ static size_t skip_value(const char *t, size_t n, size_t i)
 }
 
 struct page {
-    struct cache_reflector *r;
     struct json_tokener *tok;
+    int (*on_item)(void *ud, struct json_object *item);
+    void *ud;
     struct json_object *metadata;
 };
 
-/* Parses t[start, end) and applies it as a listed object. */
+/* Parses t[start, end) and hands it to on_item. */
 static int list_item(struct page *pg, const char *t, size_t start, size_t end)
 {
     json_tokener_reset(pg->tok);
@@ -236,12 +238,12 @@ static int list_item(struct page *pg, const char *t, size_t start, size_t end)
         json_object_put(obj);
         return -1;
     }
-    apply(pg->r, obj, CACHE_FROM_LIST);
+    int rc = pg->on_item(pg->ud, obj);
     json_object_put(obj);
-    return 0;
+    return rc < 0 ? -1 : 0;
 }
 
-/* Walks {"kind":..,"metadata":{..},"items":[..]}: items go to the cache one by one, metadata is
+/* Walks {"kind":..,"metadata":{..},"items":[..]}: items go to on_item one by one, metadata is
  * parsed for continue and resourceVersion. Returns 0, or -1 for text that is not such a list. */
 static int decode_page(struct page *pg, const char *t, size_t n)
 {
@@ -287,6 +289,37 @@ static int decode_page(struct page *pg, const char *t, size_t n)
     return i < n ? 0 : -1;
 }
 
+int cache_list_page_decode(const char *text, size_t len,
+                           int (*on_item)(void *ud, struct json_object *item), void *ud,
+                           struct cache_list_page *out)
+{
+    out->continue_token = NULL;
+    out->resource_version = NULL;
+    out->metadata = NULL;
+    if (!text || !on_item)
+        return -1;
+    struct page pg = {.tok = json_tokener_new(), .on_item = on_item, .ud = ud};
+    int rc = !pg.tok ? -1 : decode_page(&pg, text, len);
+    json_tokener_free(pg.tok);
+    if (rc < 0) {
+        json_object_put(pg.metadata);
+        return -1;
+    }
+    out->metadata = pg.metadata;
+    out->continue_token = jget_string(pg.metadata, "continue");
+    out->resource_version = jget_string(pg.metadata, "resourceVersion");
+    return 0;
+}
+
+/* A listed item: an object goes to the cache; anything else means the page is not a list. */
+static int list_apply(void *ud, struct json_object *item)
+{
+    if (!json_object_is_type(item, json_type_object))
+        return -1;
+    apply(ud, item, CACHE_FROM_LIST);
+    return 0;
+}
+
 static void on_list_page(const struct kube_result *res, void *ud)
 {
     struct cache_reflector *r = ud;
@@ -302,26 +335,17 @@ static void on_list_page(const struct kube_result *res, void *ud)
         fail(r, "list", res->err);
         return;
     }
-    struct page pg = {.r = r, .tok = json_tokener_new()};
-    int bad = !pg.tok || !res->body || !res->body->data ||
-              decode_page(&pg, res->body->data, res->body->len) < 0;
-    json_tokener_free(pg.tok);
+    struct cache_list_page pg;
+    int bad = !res->body || !res->body->data ||
+              cache_list_page_decode(res->body->data, res->body->len, list_apply, r, &pg) < 0;
     if (bad) {
-        json_object_put(pg.metadata);
         r->listing = 0;
         struct telo_err err;
         telo_err_set(&err, TELO_EPROTO, "the API server's list page is not a JSON list");
         fail(r, "list", &err);
         return;
     }
-    struct json_object *v = NULL;
-    const char *cont = NULL, *rv = NULL;
-    if (pg.metadata) {
-        if (json_object_object_get_ex(pg.metadata, "continue", &v))
-            cont = json_object_get_string(v);
-        if (json_object_object_get_ex(pg.metadata, "resourceVersion", &v))
-            rv = json_object_get_string(v);
-    }
+    const char *cont = pg.continue_token, *rv = pg.resource_version;
     if (cont && *cont) {
         list_page(r, cont);
         json_object_put(pg.metadata);

@@ -79,6 +79,24 @@ const char *cache_reflector_last_error(const struct cache_reflector *r);
 
 const struct cache_reflector_stats *cache_reflector_stats(const struct cache_reflector *r);
 
+/* What a list page says beyond its items. The strings are borrowed from metadata. */
+struct cache_list_page {
+    struct json_object
+        *metadata; /* the page's parsed metadata (owned: json_object_put it), or NULL */
+    const char *continue_token;   /* metadata.continue when a string, else NULL */
+    const char *resource_version; /* metadata.resourceVersion when a string, else NULL */
+};
+
+/* Decodes one list page as the API server sends it ({"kind":..,"metadata":{..},"items":[..]}),
+ * one item at a time from the text so a page of thousands of objects is never one json-c tree:
+ * on_item(ud, item) is called for every item in order, item borrowed for the call (whatever JSON
+ * value it is). Returns 0 with *out filled; or -1 with *out empty when the text is not such a
+ * list, an item is not complete JSON, or on_item returned a negative value (the rest is not
+ * read). Exposed for the reflector's tests and test/fuzz/fuzz_list_page.c. */
+int cache_list_page_decode(const char *text, size_t len,
+                           int (*on_item)(void *ud, struct json_object *item), void *ud,
+                           struct cache_list_page *out);
+
 /* The backoff after `failures` consecutive failures, before jitter: initial * 2^(failures-1),
  * capped. Pure; exposed for tests. */
 double cache_reflector_backoff(double initial, double max, unsigned failures);

@@ -1,15 +1,20 @@
 /* Transforms applied to objects before they enter the cache: strip and project. */
 #include "cache/transform.h"
 
+#include "util/jget.h"
+
 #include <string.h>
 
 void cache_transform_strip(struct json_object *obj)
 {
-    struct json_object *meta, *annotations;
-    if (!json_object_object_get_ex(obj, "metadata", &meta))
+    /* json-c asserts on a member deleted from a non-object: check every type (obj is outside
+     * JSON, a watch event's or a list page's). */
+    struct json_object *meta = jget_object(obj, "metadata");
+    if (!meta)
         return;
     json_object_object_del(meta, "managedFields");
-    if (json_object_object_get_ex(meta, "annotations", &annotations)) {
+    struct json_object *annotations = jget_object(meta, "annotations");
+    if (annotations) {
         json_object_object_del(annotations, "kubectl.kubernetes.io/last-applied-configuration");
         if (json_object_object_length(annotations) == 0)
             json_object_object_del(meta, "annotations");

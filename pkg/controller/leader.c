@@ -5,6 +5,7 @@
 #include "kube/rest.h"
 #include "kube/status.h"
 #include "kube/transport.h"
+#include "util/jget.h"
 #include "util/log.h"
 #include "util/timefmt.h"
 
@@ -78,25 +79,17 @@ int leader_record_from_lease(struct json_object *lease, struct leader_record *ou
     memset(out, 0, sizeof(*out));
     if (!json_object_is_type(lease, json_type_object))
         return -TELO_EPROTO;
-    struct json_object *spec = NULL, *v = NULL;
-    if (!json_object_object_get_ex(lease, "spec", &spec) ||
-        !json_object_is_type(spec, json_type_object))
+    struct json_object *spec = jget_object(lease, "spec");
+    if (!spec)
         return 0;
-    if (json_object_object_get_ex(spec, "holderIdentity", &v) &&
-        json_object_is_type(v, json_type_string))
-        copy_str(out->holder, sizeof(out->holder), json_object_get_string(v));
-    if (json_object_object_get_ex(spec, "leaseDurationSeconds", &v) &&
-        json_object_is_type(v, json_type_int))
-        out->lease_duration_s = (long)json_object_get_int64(v);
-    if (json_object_object_get_ex(spec, "acquireTime", &v) &&
-        json_object_is_type(v, json_type_string))
-        copy_str(out->acquire_time, sizeof(out->acquire_time), json_object_get_string(v));
-    if (json_object_object_get_ex(spec, "renewTime", &v) &&
-        json_object_is_type(v, json_type_string))
-        copy_str(out->renew_time, sizeof(out->renew_time), json_object_get_string(v));
-    if (json_object_object_get_ex(spec, "leaseTransitions", &v) &&
-        json_object_is_type(v, json_type_int))
-        out->transitions = (long)json_object_get_int64(v);
+    int64_t n;
+    copy_str(out->holder, sizeof(out->holder), jget_string(spec, "holderIdentity"));
+    if (jget_int(spec, "leaseDurationSeconds", &n) == 0)
+        out->lease_duration_s = (long)n;
+    copy_str(out->acquire_time, sizeof(out->acquire_time), jget_string(spec, "acquireTime"));
+    copy_str(out->renew_time, sizeof(out->renew_time), jget_string(spec, "renewTime"));
+    if (jget_int(spec, "leaseTransitions", &n) == 0)
+        out->transitions = (long)n;
     return 0;
 }
 
@@ -331,8 +324,8 @@ static void keep_lease(struct leader_elector *el, struct json_object *obj)
         return;
     el->lease = json_object_get(obj);
     /* Written back on the next PUT; an update without managedFields keeps the server's. */
-    struct json_object *meta = NULL;
-    if (json_object_object_get_ex(el->lease, "metadata", &meta))
+    struct json_object *meta = jget_object(el->lease, "metadata");
+    if (meta)
         json_object_object_del(meta, "managedFields");
 }
 

@@ -3,6 +3,7 @@
 
 #include "controller/leader.h"
 #include "kube/transport.h"
+#include "util/jget.h"
 #include "util/log.h"
 
 #include <ev.h>
@@ -97,29 +98,33 @@ static void enqueue(struct ctrl_controller *c, const char *key, enum cache_origi
     schedule(c->m);
 }
 
-/* The key "namespace/name" of obj's controller owner of the given kind, into out. */
+/* "namespace/name" (or "name" for a cluster-scoped object) into out; 1 when it fits. */
+static int object_key(const char *namespace, const char *name, char *out, size_t len)
+{
+    if (!name || !*name)
+        return 0;
+    int n = namespace && *namespace ? snprintf(out, len, "%s/%s", namespace, name)
+                                    : snprintf(out, len, "%s", name);
+    return n > 0 && (size_t)n < len;
+}
+
+/* The key "namespace/name" of obj's controller owner of the given kind, into out. The object
+ * came from the API server: every member is type-checked (a null or a number where a string
+ * belongs is no owner). */
 static int owner_key(const struct cache_object *obj, const char *kind, char *out, size_t len)
 {
     struct json_object *o = json_tokener_parse(obj->json);
-    struct json_object *meta, *refs, *ns;
+    struct json_object *meta = jget_object(o, "metadata");
+    struct json_object *refs = jget_array(meta, "ownerReferences");
+    const char *namespace = jget_string(meta, "namespace");
     int found = 0;
-    if (o && json_object_object_get_ex(o, "metadata", &meta) &&
-        json_object_object_get_ex(meta, "ownerReferences", &refs)) {
-        const char *namespace =
-            json_object_object_get_ex(meta, "namespace", &ns) ? json_object_get_string(ns) : "";
-        for (size_t i = 0; i < json_object_array_length(refs) && !found; i++) {
-            struct json_object *ref = json_object_array_get_idx(refs, i), *v;
-            if (!json_object_object_get_ex(ref, "controller", &v) || !json_object_get_boolean(v))
-                continue;
-            if (!json_object_object_get_ex(ref, "kind", &v) ||
-                strcmp(json_object_get_string(v), kind) != 0)
-                continue;
-            if (!json_object_object_get_ex(ref, "name", &v))
-                continue;
-            int n = *namespace ? snprintf(out, len, "%s/%s", namespace, json_object_get_string(v))
-                               : snprintf(out, len, "%s", json_object_get_string(v));
-            found = n > 0 && (size_t)n < len;
-        }
+    for (size_t i = 0; refs && i < json_object_array_length(refs) && !found; i++) {
+        struct json_object *ref = json_object_array_get_idx(refs, i);
+        int controller = 0;
+        if (jget_bool(ref, "controller", &controller) < 0 || !controller ||
+            !jget_string_is(ref, "kind", kind))
+            continue;
+        found = object_key(namespace, jget_string(ref, "name"), out, len);
     }
     json_object_put(o);
     return found;
@@ -128,17 +133,9 @@ static int owner_key(const struct cache_object *obj, const char *kind, char *out
 static int label_key(const struct cache_object *obj, const char *label, char *out, size_t len)
 {
     struct json_object *o = json_tokener_parse(obj->json);
-    struct json_object *meta, *labels, *v, *ns;
-    int found = 0;
-    if (o && json_object_object_get_ex(o, "metadata", &meta) &&
-        json_object_object_get_ex(meta, "labels", &labels) &&
-        json_object_object_get_ex(labels, label, &v)) {
-        const char *namespace =
-            json_object_object_get_ex(meta, "namespace", &ns) ? json_object_get_string(ns) : "";
-        int n = *namespace ? snprintf(out, len, "%s/%s", namespace, json_object_get_string(v))
-                           : snprintf(out, len, "%s", json_object_get_string(v));
-        found = n > 0 && (size_t)n < len;
-    }
+    struct json_object *meta = jget_object(o, "metadata");
+    int found = object_key(jget_string(meta, "namespace"),
+                           jget_string(jget_object(meta, "labels"), label), out, len);
     json_object_put(o);
     return found;
 }

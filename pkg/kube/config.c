@@ -3,6 +3,7 @@
 
 #include "util/buf.h"
 #include "util/err.h"
+#include "util/jget.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -432,6 +433,9 @@ static int load_yaml(const char *path, const char *text, size_t len, struct kc_f
     return 0;
 }
 
+static int kc_set_add_text(struct kc_set *set, const char *path, const char *text, size_t len,
+                           struct telo_err *err);
+
 /* Loads path into the set. Missing files are skipped unless required. */
 static int kc_set_add(struct kc_set *set, const char *path, int required, struct telo_err *err)
 {
@@ -449,16 +453,22 @@ static int kc_set_add(struct kc_set *set, const char *path, int required, struct
     if (rc < 0)
         return telo_err_set(err, rc == -TELO_ENOTFOUND ? TELO_EINVAL : -rc,
                             "kubeconfig %s: cannot read: %s", path, why);
+    rc = kc_set_add_text(set, path, text, len, err);
+    free(text);
+    return rc;
+}
+
+/* Adds the kubeconfig text (len bytes, read from path) to the set. */
+static int kc_set_add_text(struct kc_set *set, const char *path, const char *text, size_t len,
+                           struct telo_err *err)
+{
     struct kc_file *files = realloc(set->files, (set->n + 1) * sizeof(*files));
-    if (!files) {
-        free(text);
+    if (!files)
         return oom(err);
-    }
     set->files = files;
     struct kc_file *f = &files[set->n];
     memset(f, 0, sizeof(*f));
-    rc = load_yaml(path, text, len, f, err);
-    free(text);
+    int rc = load_yaml(path, text, len, f, err);
     if (rc < 0)
         return rc;
     f->path = dup_str(path);
@@ -1119,6 +1129,30 @@ fail:
     return rc;
 }
 
+int kube_config_parse(const char *path, const char *text, size_t len, const char *context,
+                      int exec_timeout_ms, struct kube_config **out, struct telo_err *err)
+{
+    struct kc_set set = {0};
+    struct kube_config *cfg = config_new();
+    if (!cfg)
+        return oom(err);
+    int rc = 0;
+    if (!(set.paths = dup_str(path)))
+        rc = oom(err);
+    if (rc == 0)
+        rc = kc_set_add_text(&set, path, text, len, err);
+    cfg->auth->exec.timeout_ms = exec_timeout_ms > 0 ? exec_timeout_ms : DEFAULT_EXEC_TIMEOUT;
+    if (rc == 0)
+        rc = build_from_kubeconfig(&set, context, cfg, err);
+    kc_set_release(&set);
+    if (rc < 0) {
+        kube_config_free(cfg);
+        return rc;
+    }
+    *out = cfg;
+    return 0;
+}
+
 int kube_config_load_env(const char *kubeconfig, const char *context, struct kube_config **out,
                          struct telo_err *err)
 {
@@ -1419,20 +1453,26 @@ static int run_plugin(struct kube_config_auth *a, struct buf *out, struct buf *e
     return 0;
 }
 
+/* A non-empty string member, else NULL (client-go treats "" as unset). */
 static const char *json_str(json_object *obj, const char *key)
 {
-    json_object *v;
-    if (!obj || !json_object_object_get_ex(obj, key, &v) ||
-        !json_object_is_type(v, json_type_string))
-        return NULL;
-    const char *s = json_object_get_string(v);
+    const char *s = jget_string(obj, key);
     return s && *s ? s : NULL;
 }
 
-/* Parses an ExecCredential and caches its status, following client-go's checks. */
-static int parse_credential(struct kube_config_auth *a, const char *text, struct telo_err *err)
+void kube_exec_credential_release(struct kube_exec_credential *c)
 {
-    const struct exec_plugin *e = &a->exec;
+    free(c->token);
+    free(c->cert_pem);
+    free(c->key_pem);
+    memset(c, 0, sizeof(*c));
+}
+
+int kube_exec_credential_parse(const char *prefix, const char *command, const char *api_version,
+                               const char *text, struct kube_exec_credential *out,
+                               struct telo_err *err)
+{
+    memset(out, 0, sizeof(*out));
     json_tokener *tok = json_tokener_new();
     if (!tok)
         return oom(err);
@@ -1444,30 +1484,29 @@ static int parse_credential(struct kube_config_auth *a, const char *text, struct
         rc = telo_err_set(err, TELO_EPROTO,
                           "%s: exec plugin %s: output is not an ExecCredential "
                           "JSON object",
-                          a->prefix, e->command);
+                          prefix, command);
         goto out;
     }
     const char *api = json_str(root, "apiVersion");
     const char *kind = json_str(root, "kind");
-    if (!api || strcmp(api, e->api_version) != 0) {
+    if (!api || strcmp(api, api_version) != 0) {
         rc = telo_err_set(err, TELO_EPROTO,
                           "%s: exec plugin %s: is configured to use API version %s, plugin "
                           "returned version %s",
-                          a->prefix, e->command, e->api_version, api ? api : "(none)");
+                          prefix, command, api_version, api ? api : "(none)");
         goto out;
     }
     if (!kind || strcmp(kind, "ExecCredential") != 0) {
         rc = telo_err_set(err, TELO_EPROTO,
                           "%s: exec plugin %s: returned kind %s, not "
                           "ExecCredential",
-                          a->prefix, e->command, kind ? kind : "(none)");
+                          prefix, command, kind ? kind : "(none)");
         goto out;
     }
-    json_object *status;
-    if (!json_object_object_get_ex(root, "status", &status) ||
-        !json_object_is_type(status, json_type_object)) {
+    json_object *status = jget_object(root, "status");
+    if (!status) {
         rc = telo_err_set(err, TELO_EPROTO, "%s: exec plugin %s: did not return a status field",
-                          a->prefix, e->command);
+                          prefix, command);
         goto out;
     }
     const char *token = json_str(status, "token");
@@ -1476,37 +1515,52 @@ static int parse_credential(struct kube_config_auth *a, const char *text, struct
     const char *expiry = json_str(status, "expirationTimestamp");
     if (!!cert != !!key) {
         rc = telo_err_set(err, TELO_EPROTO,
-                          "%s: exec plugin %s: returned only certificate or key, not both",
-                          a->prefix, e->command);
+                          "%s: exec plugin %s: returned only certificate or key, not both", prefix,
+                          command);
         goto out;
     }
     if (!token && !cert) {
         rc = telo_err_set(err, TELO_EPROTO,
-                          "%s: exec plugin %s: did not return a token or cert/key pair", a->prefix,
-                          e->command);
+                          "%s: exec plugin %s: did not return a token or cert/key pair", prefix,
+                          command);
         goto out;
     }
     time_t when = 0;
     if (expiry && parse_rfc3339(expiry, &when) < 0) {
         rc = telo_err_set(err, TELO_EPROTO,
-                          "%s: exec plugin %s: expirationTimestamp \"%s\" is not RFC 3339",
-                          a->prefix, e->command, expiry);
+                          "%s: exec plugin %s: expirationTimestamp \"%s\" is not RFC 3339", prefix,
+                          command, expiry);
         goto out;
     }
-    drop_cached(a);
-    a->token = dup_str(token);
-    a->cert_pem = dup_str(cert);
-    a->key_pem = dup_str(key);
-    if ((token && !a->token) || (cert && (!a->cert_pem || !a->key_pem))) {
-        drop_cached(a);
+    out->token = dup_str(token);
+    out->cert_pem = dup_str(cert);
+    out->key_pem = dup_str(key);
+    if ((token && !out->token) || (cert && (!out->cert_pem || !out->key_pem))) {
+        kube_exec_credential_release(out);
         rc = oom(err);
         goto out;
     }
-    a->expiry = when;
-    a->cached = 1;
+    out->expiry = when;
 out:
     json_object_put(root);
     return rc;
+}
+
+/* Parses an ExecCredential and caches its status, following client-go's checks. */
+static int parse_credential(struct kube_config_auth *a, const char *text, struct telo_err *err)
+{
+    const struct exec_plugin *e = &a->exec;
+    struct kube_exec_credential c;
+    int rc = kube_exec_credential_parse(a->prefix, e->command, e->api_version, text, &c, err);
+    if (rc < 0)
+        return rc;
+    drop_cached(a);
+    a->token = c.token;
+    a->cert_pem = c.cert_pem;
+    a->key_pem = c.key_pem;
+    a->expiry = c.expiry;
+    a->cached = 1;
+    return 0;
 }
 
 static int refresh_exec(struct kube_config_auth *a, struct telo_err *err)

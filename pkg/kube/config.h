@@ -3,6 +3,7 @@
 #define TELO_KUBE_CONFIG_H
 
 #include <stddef.h>
+#include <time.h>
 
 #include "util/err.h"
 
@@ -53,6 +54,36 @@ struct kube_config_options {
  * untouched. */
 int kube_config_load(const struct kube_config_options *opts, struct kube_config **out,
                      struct telo_err *err);
+
+/* Builds the configuration from one kubeconfig document held in memory (text, len bytes), as
+ * kube_config_load does for opts->kubeconfig = path holding that text: path names the file in
+ * messages and relative paths in it resolve against its directory; context overrides
+ * current-context when not NULL or empty; exec_timeout_ms as in kube_config_options. Token files
+ * and certificate-authority files the document names are read as kube_config_load reads them.
+ * Returns, fills and owns as kube_config_load. Exposed for tests and test/fuzz. */
+int kube_config_parse(const char *path, const char *text, size_t len, const char *context,
+                      int exec_timeout_ms, struct kube_config **out, struct telo_err *err);
+
+/* The credential an exec plugin printed (an ExecCredential's status). Strings are owned. */
+struct kube_exec_credential {
+    char *token;    /* status.token, or NULL */
+    char *cert_pem; /* status.clientCertificateData, or NULL (then key_pem is NULL too) */
+    char *key_pem;  /* status.clientKeyData, or NULL */
+    time_t expiry;  /* status.expirationTimestamp, 0 when none */
+};
+
+/* Parses an exec plugin's output text (NUL-terminated) as client-go does: an ExecCredential
+ * JSON object of apiVersion api_version whose status holds a token or a certificate and key
+ * pair, and an optional RFC 3339 expirationTimestamp. prefix and command start every message
+ * ("<prefix>: exec plugin <command>: ..."). Returns 0 with *out filled (release it with
+ * kube_exec_credential_release), or -TELO_EPROTO / -TELO_ENOMEM with err filled and *out empty.
+ */
+int kube_exec_credential_parse(const char *prefix, const char *command, const char *api_version,
+                               const char *text, struct kube_exec_credential *out,
+                               struct telo_err *err);
+
+/* Frees what c owns and empties it. */
+void kube_exec_credential_release(struct kube_exec_credential *c);
 
 /* kube_config_load for a command: kubeconfig and context as its --kubeconfig and --context flags
  * give them (NULL when not given), the rest from the process environment (KUBECONFIG, HOME,

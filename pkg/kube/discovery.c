@@ -2,6 +2,7 @@
 #include "kube/discovery.h"
 
 #include "kube/rest.h"
+#include "util/jget.h"
 
 #include <json.h>
 
@@ -152,10 +153,7 @@ static void untrack_call(struct kube_discovery *d, struct kube_call *c)
 
 static const char *str_member(struct json_object *o, const char *key)
 {
-    struct json_object *v = NULL;
-    if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
+    return jget_string(o, key);
 }
 
 static void pump(struct kube_discovery *d);
@@ -167,9 +165,8 @@ struct fetch_ctx {
 
 static int parse_resource_list(struct gv_entry *g, struct json_object *obj)
 {
-    struct json_object *arr = NULL;
-    if (!json_object_object_get_ex(obj, "resources", &arr) ||
-        !json_object_is_type(arr, json_type_array))
+    struct json_object *arr = jget_array(obj, "resources");
+    if (!arr)
         return -TELO_EPROTO;
     size_t n = json_object_array_length(arr);
     g->res = calloc(n > 0 ? n : 1, sizeof(*g->res));
@@ -186,18 +183,16 @@ static int parse_resource_list(struct gv_entry *g, struct json_object *obj)
         r->pub.version = g->version;
         r->pub.resource = strdup(name);
         r->pub.kind = strdup(kind);
-        struct json_object *ns = NULL;
-        r->pub.namespaced =
-            json_object_object_get_ex(it, "namespaced", &ns) && json_object_get_boolean(ns);
+        int namespaced = 0;
+        r->pub.namespaced = jget_bool(it, "namespaced", &namespaced) == 0 && namespaced;
         const char *singular = str_member(it, "singularName");
         r->singular = strdup(singular != NULL ? singular : "");
-        struct json_object *shorts = NULL;
-        if (json_object_object_get_ex(it, "shortNames", &shorts) &&
-            json_object_is_type(shorts, json_type_array)) {
+        struct json_object *shorts = jget_array(it, "shortNames");
+        if (shorts) {
             size_t ns_n = json_object_array_length(shorts);
             r->short_names = calloc(ns_n > 0 ? ns_n : 1, sizeof(char *));
             for (size_t j = 0; r->short_names != NULL && j < ns_n; j++) {
-                const char *s = json_object_get_string(json_object_array_get_idx(shorts, j));
+                const char *s = jget_string_of(json_object_array_get_idx(shorts, j));
                 r->short_names[r->nshort] = strdup(s != NULL ? s : "");
                 if (r->short_names[r->nshort] != NULL)
                     r->nshort++;
@@ -212,19 +207,16 @@ static int parse_resource_list(struct gv_entry *g, struct json_object *obj)
 
 static int parse_group_list(struct kube_discovery *d, struct json_object *obj)
 {
-    struct json_object *arr = NULL;
-    if (!json_object_object_get_ex(obj, "groups", &arr) ||
-        !json_object_is_type(arr, json_type_array))
+    struct json_object *arr = jget_array(obj, "groups");
+    if (!arr)
         return -TELO_EPROTO;
     size_t n = json_object_array_length(arr);
     d->preferred = calloc(n > 0 ? n : 1, sizeof(char *));
     if (d->preferred == NULL)
         return -TELO_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        struct json_object *g = json_object_array_get_idx(arr, i), *pv = NULL;
-        if (!json_object_object_get_ex(g, "preferredVersion", &pv))
-            continue;
-        const char *gv = str_member(pv, "groupVersion");
+        const char *gv = jget_string(
+            jget_object(json_object_array_get_idx(arr, i), "preferredVersion"), "groupVersion");
         if (gv == NULL)
             continue;
         d->preferred[d->npreferred] = strdup(gv);

@@ -1,6 +1,7 @@
 /* Kubernetes REST verbs over the transport: paths, queries, bodies and error Status decoding. */
 #include "kube/rest.h"
 
+#include "util/jget.h"
 #include "util/url.h"
 
 #include <json.h>
@@ -485,11 +486,7 @@ static void list_all_page(const struct kube_result *res, void *ud)
         for (size_t i = 0; i < n; i++)
             json_object_array_add(all, json_object_get(json_object_array_get_idx(items, i)));
     }
-    const char *cont = NULL;
-    struct json_object *meta = NULL, *jc = NULL;
-    if (json_object_object_get_ex(res->object, "metadata", &meta) &&
-        json_object_object_get_ex(meta, "continue", &jc))
-        cont = json_object_get_string(jc);
+    const char *cont = jget_string(jget_object(res->object, "metadata"), "continue");
     int rc = 0;
     if (!empty(cont) && la->bytes > la->max_bytes)
         rc = telo_err_set(&err, TELO_ETOOBIG, "list %s: more than %zu bytes in all pages",
@@ -504,11 +501,11 @@ static void list_all_page(const struct kube_result *res, void *ud)
         list_all_free(la);
         return;
     }
-    struct json_object *mmeta = NULL;
-    if (json_object_object_get_ex(la->merged, "metadata", &mmeta))
+    struct json_object *mmeta = jget_object(la->merged, "metadata");
+    if (mmeta != NULL) {
         json_object_object_del(mmeta, "continue");
-    if (mmeta != NULL)
         json_object_object_del(mmeta, "remainingItemCount");
+    }
     struct kube_result done = {.rc = 0, .code = res->code, .object = la->merged, .body = NULL};
     la->cb(&done, la->ud);
     list_all_free(la);

@@ -2,6 +2,8 @@
  */
 #include "kube/status.h"
 
+#include "util/jget.h"
+
 #include <json.h>
 
 #include <limits.h>
@@ -107,22 +109,14 @@ static char *dup_or_fail(const char *s, bool *failed)
  * string: clients must ignore Status fields of an unexpected type (metav1.StatusDetails). */
 static const char *string_member(struct json_object *obj, const char *key)
 {
-    struct json_object *v;
-    if (!json_object_is_type(obj, json_type_object) || !json_object_object_get_ex(obj, key, &v) ||
-        !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
+    return jget_string(obj, key);
 }
 
 /* The int member key of obj clamped to [0, INT_MAX], or 0 when absent or not an integer. */
 static int int_member(struct json_object *obj, const char *key)
 {
-    struct json_object *v;
-    if (!json_object_is_type(obj, json_type_object) || !json_object_object_get_ex(obj, key, &v) ||
-        !json_object_is_type(v, json_type_int))
-        return 0;
-    int64_t n = json_object_get_int64(v);
-    if (n < 0)
+    int64_t n;
+    if (jget_int(obj, key, &n) < 0 || n < 0)
         return 0;
     return n > INT_MAX ? INT_MAX : (int)n;
 }

@@ -2,6 +2,7 @@
 #include "kube/watchdec.h"
 
 #include "util/buf.h"
+#include "util/jget.h"
 
 #include <json.h>
 
@@ -155,14 +156,12 @@ static int parse_line(struct kube_watchdec *d, const char *p, size_t n, bool at_
 static int note_resource_version(struct kube_watchdec *d, struct json_object *object,
                                  struct telo_err *err)
 {
-    struct json_object *metadata, *rv;
-    if (!json_object_object_get_ex(object, "metadata", &metadata) ||
-        !json_object_object_get_ex(metadata, "resourceVersion", &rv) ||
-        !json_object_is_type(rv, json_type_string))
+    const char *rv = jget_string(jget_object(object, "metadata"), "resourceVersion");
+    if (!rv)
         return 0;
     /* Cannot exceed the buffer's max: the version came from a line no longer than it. */
     buf_reset(&d->resource_version);
-    if (buf_append_str(&d->resource_version, json_object_get_string(rv)) < 0)
+    if (buf_append_str(&d->resource_version, rv) < 0)
         return telo_err_set(err, TELO_ENOMEM, "watch: out of memory keeping the resourceVersion");
     return 0;
 }
@@ -180,21 +179,20 @@ static int decode_line(struct kube_watchdec *d, const char *p, size_t n, bool at
         return rc;
 
     unsigned long long nr = (unsigned long long)d->events;
-    struct json_object *type_obj = NULL, *object = NULL;
+    const char *type_name = jget_string(root, "type");
+    struct json_object *object = jget_object(root, "object");
     enum kube_watch_type type = KUBE_WATCH_ADDED;
     if (!json_object_is_type(root, json_type_object))
         rc = telo_err_set(err, TELO_EPROTO, "watch event #%llu is a JSON %s, not an object", nr,
                           json_type_to_name(json_object_get_type(root)));
-    else if (!json_object_object_get_ex(root, "type", &type_obj) ||
-             !json_object_is_type(type_obj, json_type_string))
+    else if (!type_name)
         rc = telo_err_set(err, TELO_EPROTO, "watch event #%llu has no \"type\" string", nr);
-    else if (parse_type(json_object_get_string(type_obj), &type) < 0)
+    else if (parse_type(type_name, &type) < 0)
         rc = telo_err_set(err, TELO_EPROTO,
                           "watch event #%llu has unknown type \"%.64s\" (want ADDED, MODIFIED, "
                           "DELETED, BOOKMARK or ERROR)",
-                          nr, json_object_get_string(type_obj));
-    else if (!json_object_object_get_ex(root, "object", &object) ||
-             !json_object_is_type(object, json_type_object))
+                          nr, type_name);
+    else if (!object)
         rc = telo_err_set(err, TELO_EPROTO, "watch event #%llu (%s) has no \"object\" object", nr,
                           type_names[type]);
     if (rc < 0) {

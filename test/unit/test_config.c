@@ -1046,6 +1046,91 @@ static void free_null_is_a_noop(void **state)
     kube_config_invalidate_credentials(NULL);
 }
 
+/* kube_config_parse reads a document from memory as kube_config_load reads the file: relative
+ * paths against the named path's directory, the exec section parsed but not run. */
+static void parse_from_memory(void **state)
+{
+    (void)state;
+    const char *text =
+        "current-context: dev\n"
+        "clusters:\n"
+        "- name: dev\n"
+        "  cluster: {server: \"https://127.0.0.1:6443/\", certificate-authority: ca.crt}\n"
+        "contexts:\n"
+        "- name: dev\n"
+        "  context: {cluster: dev, user: eks, namespace: team-a}\n"
+        "users:\n"
+        "- name: eks\n"
+        "  user:\n"
+        "    exec:\n"
+        "      apiVersion: client.authentication.k8s.io/v1\n"
+        "      command: telo-no-such-plugin\n"
+        "      args: [a, b]\n";
+    struct kube_config *cfg = NULL;
+    struct telo_err err;
+    assert_int_equal(kube_config_parse("/etc/kube/config", text, strlen(text), NULL, 0, &cfg, &err),
+                     0);
+    assert_string_equal(cfg->server, "https://127.0.0.1:6443");
+    assert_string_equal(cfg->namespace, "team-a");
+    assert_string_equal(cfg->ca_file, "/etc/kube/ca.crt");
+    assert_non_null(strstr(cfg->source, "/etc/kube/config"));
+    kube_config_free(cfg);
+
+    cfg = NULL;
+    assert_int_equal(kube_config_parse("/k", "current-context: [x]\n", 20, NULL, 0, &cfg, &err),
+                     -TELO_EINVAL);
+    assert_null(cfg);
+    assert_non_null(strstr(err.msg, "current-context must be a string"));
+}
+
+/* An ExecCredential whose members are null or of the wrong type is refused by name, never read
+ * as text ("5") or passed on as NULL. */
+static void exec_credential_mistyped_members(void **state)
+{
+    (void)state;
+    const char *v1 = "client.authentication.k8s.io/v1";
+    struct {
+        const char *text;
+        const char *want;
+    } cases[] = {
+        {"{\"apiVersion\":null,\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t\"}}",
+         "plugin returned version (none)"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":7,\"status\":{\"token\":"
+         "\"t\"}}",
+         "returned kind (none)"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+         "\"status\":null}",
+         "did not return a status field"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+         "\"status\":{\"token\":null,\"clientCertificateData\":5}}",
+         "did not return a token or cert/key pair"},
+        {"{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+         "\"status\":{\"token\":\"t\",\"expirationTimestamp\":\"2026-13-01T00:00:00Z\"}}",
+         "is not RFC 3339"},
+        {"[1]", "output is not an ExecCredential JSON object"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct kube_exec_credential c;
+        struct telo_err err;
+        assert_int_equal(kube_exec_credential_parse("user \"u\"", "p", v1, cases[i].text, &c, &err),
+                         -TELO_EPROTO);
+        assert_null(c.token);
+        assert_null(c.cert_pem);
+        if (!strstr(err.msg, cases[i].want))
+            fail_msg("case %zu: %s", i, err.msg);
+    }
+    struct kube_exec_credential c;
+    struct telo_err err;
+    const char *ok = "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
+                     "\"ExecCredential\",\"status\":{\"token\":\"tok\",\"expirationTimestamp\":"
+                     "\"1970-01-01T00:01:40Z\",\"clientKeyData\":null}}";
+    assert_int_equal(kube_exec_credential_parse("u", "p", v1, ok, &c, &err), 0);
+    assert_string_equal(c.token, "tok");
+    assert_null(c.cert_pem);
+    assert_int_equal((long long)c.expiry, 100);
+    kube_exec_credential_release(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1087,6 +1172,8 @@ int main(void)
         T(exec_output_is_bounded),
         T(exec_config_validation),
         T(free_null_is_a_noop),
+        T(parse_from_memory),
+        T(exec_credential_mistyped_members),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
