@@ -29,6 +29,7 @@ Session pods run on a kwok node of the test's own (test_sessions.py's session_no
 
 import collections
 import json
+import logging
 import math
 import os
 import re
@@ -89,6 +90,9 @@ class Recorder:
         self.ns = ns
         self.lock = threading.Lock()
         self.obs = []
+        # The API server restarts under the watches: each refused connection is counted in gaps,
+        # not retried and logged by urllib3.
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
         self.gaps = collections.Counter()
         self.latest_ts = {}          # name -> latest summary of the live TeloSession
         self.stopping = threading.Event()
@@ -142,6 +146,7 @@ class Recorder:
     def _run(self, kind):
         cfg = kclient.Configuration()
         kconfig.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
+        cfg.retries = False
         api = kclient.ApiClient(cfg)
         lister = self._lister(api, kind)
         live = set()
@@ -503,8 +508,9 @@ def audit_creates(audit_events, incarnations):
     creates = collections.Counter()
     for e in audit_events:
         ref = e["objectRef"]
-        if (e["verb"] == "create" and ref.get("resource") in CHILD_KINDS
-                and e.get("responseStatus", {}).get("code") == 201):
+        # 201 Created, by a create or by a server-side apply (a patch) that made the object.
+        if (e["verb"] in ("create", "patch", "update") and ref.get("resource") in CHILD_KINDS
+                and not ref.get("subresource") and e.get("responseStatus", {}).get("code") == 201):
             creates[(ref["resource"], ref.get("name"))] += 1
     out = []
     for (kind, name), n in sorted(creates.items()):
@@ -610,6 +616,8 @@ def test_churn_under_kills_restarts_gc_outage_and_a_stolen_lease(cluster, start,
     for v in violations[:200]:
         print("VIOLATION: %s" % v)
     if SUMMARY:
+        with open(SUMMARY + ".observations.jsonl", "w") as f:
+            f.writelines(json.dumps(o, sort_keys=True) + "\n" for o in obs)
         with open(SUMMARY, "w") as f:
             json.dump(dict(summary, violation_list=violations, log=churn.log), f, indent=1,
                       sort_keys=True)
