@@ -3,24 +3,13 @@
 #include "session/image.h"
 
 #include "build/job.h"
+#include "util/jget.h"
 
 #include <stdio.h>
 #include <string.h>
 
 /* A Job being deleted is looked at again this often, so a new build starts once it is gone. */
 #define JOB_GONE_RECHECK_S 2.0
-
-static struct json_object *get(const struct json_object *o, const char *key)
-{
-    struct json_object *v = NULL;
-    return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
-static const char *str(const struct json_object *o, const char *key)
-{
-    struct json_object *v = get(o, key);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
 
 static void ready(struct session_image_plan *out, const char *ref, const char *reason,
                   const char *progress)
@@ -78,7 +67,7 @@ static void vanished(const struct session_image_obs *obs, const char *job_key,
  * buf; NULL when there is none. */
 static const char *kept_note(const struct json_object *old, char *buf, size_t len)
 {
-    const char *text = str(get(old, "progress"), "message");
+    const char *text = jget_string(jget(old, "progress"), "message");
     static const char *const bases[] = {BUILD_PROGRESS_BUILDING, BUILD_PROGRESS_WAITING};
     for (size_t i = 0; text && i < 2; i++) {
         size_t n = strlen(bases[i]), tl = strlen(text);
@@ -97,6 +86,15 @@ static void follow_job(const struct session_image_obs *obs, int following, const
 {
     char job_key[320];
     snprintf(job_key, sizeof(job_key), "%s/%s", obs->build_namespace, obs->job_name);
+    if (!following && jget(jget(obs->job, "metadata"), "deletionTimestamp")) {
+        /* A Job of the tag on its way out (deleted by hand to build again, or by its TTL) is an
+         * earlier generation of the build: none of its verdicts is this session's, and its
+         * context may go with it (issue 21). Wait for it to go, then build anew. A session
+         * already following it keeps its verdict below. */
+        building(out, BUILD_PROGRESS_WAITING, note);
+        out->requeue_after = JOB_GONE_RECHECK_S;
+        return;
+    }
     struct build_status st;
     build_status_read(obs->job, job_key, obs->self, obs->timeout_seconds, obs->now, &st);
     switch (st.state) {
@@ -157,8 +155,9 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
         ready(out, obs->base_image, "BaseImage", NULL);
         return;
     }
-    const struct json_object *old_image = get(obs->old, "image");
-    const char *old_phase = str(obs->old, "phase"), *old_job = str(old_image, "buildJob");
+    const struct json_object *old_image = jget(obs->old, "image");
+    const char *old_phase = jget_string(obs->old, "phase"),
+               *old_job = jget_string(old_image, "buildJob");
     /* A session that waits on a build follows its Job; only a new one asks the registry. */
     int following = old_phase && strcmp(old_phase, "Building") == 0 && old_job &&
                     strcmp(old_job, obs->job_name) == 0;

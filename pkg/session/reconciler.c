@@ -9,9 +9,11 @@
 #include "session/cmmemo.h"
 #include "session/desired.h"
 #include "session/image.h"
+#include "session/owner.h"
 #include "session/spec.h"
 #include "session/status.h"
 #include "util/base64.h"
+#include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
 #include "util/timefmt.h"
@@ -123,7 +125,18 @@ struct write_ctx {
     char expect_key[320];
     int counts_start; /* a pod create: telo_session_starts_total on 201 */
     int status;       /* a status write: remember the resourceVersion it made */
+    int precondition; /* a delete with a uid precondition: 409 is someone else's object now */
 };
+
+/* A deleted predecessor's child (issue 21), to delete once the session's uid is confirmed. */
+struct gone_child {
+    const char *group, *resource; /* static strings */
+    char name[64];
+    char uid[64];       /* the child's own uid: the delete's precondition */
+    char owner_uid[64]; /* its controller's, the predecessor's */
+};
+
+#define MAX_GONE 4
 
 /* One reconcile in flight: its writes run in parallel; the last to finish ends the reconcile. */
 struct pass {
@@ -136,8 +149,16 @@ struct pass {
      * in the cache writes the status that follows from it, so this one would be overwritten at
      * once. Written only if the create fails (see on_write). */
     struct session_verdict deferred;
-    char base_rv[64]; /* resourceVersion of the cached session we read */
-    int pod_expected; /* we created the pod and the cache has not shown it yet */
+    char base_rv[64];             /* resourceVersion of the cached session we read */
+    int pod_expected;             /* we created the pod and the cache has not shown it yet */
+    enum session_owner pod_owner; /* whose the cached pod of the session's pod name is */
+    /* Children of the session's names that are not its own (issue 21): the NameConflict of the
+     * first one owned by someone else, the kind of the first a deleted predecessor left, and
+     * those to delete (after a live read confirms the session's uid). */
+    char conflict[400];
+    const char *replacing;
+    struct gone_child gone[MAX_GONE];
+    size_t ngone;
     int pending;
     int failed;
     char error[TELO_ERR_MSG_MAX];
@@ -162,12 +183,6 @@ static struct json_object *cached(const struct ctrl_informer *inf, const char *n
     snprintf(key, sizeof(key), "%s/%s", ns, name);
     const struct cache_object *o = cache_store_get(ctrl_informer_store(inf), key);
     return o ? json_tokener_parse(o->json) : NULL;
-}
-
-static struct json_object *get(struct json_object *o, const char *key)
-{
-    struct json_object *v = NULL;
-    return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
 }
 
 /* --- expectations: children written but not yet in the cache --------------------------------- */
@@ -295,8 +310,11 @@ static void on_write(const struct kube_result *res, void *ud)
     struct pass *p = w->p;
     /* 404 on a delete: already gone, which is what we wanted. 409 on create: a previous pass
      * made it and the cache has not caught up. Neither is an error. */
+    /* 409 on a delete with a uid precondition: the name holds another object now, which is
+     * not ours to delete; the next pass looks at it. */
     if (res->rc < 0 && !(res->code == 404) &&
-        !(res->code == 409 && res->status && res->status->reason == KUBE_REASON_ALREADY_EXISTS)) {
+        !(res->code == 409 && res->status && res->status->reason == KUBE_REASON_ALREADY_EXISTS) &&
+        !(res->code == 409 && w->precondition)) {
         p->failed = 1;
         snprintf(p->error, sizeof(p->error), "%s", res->err ? res->err->msg : "write failed");
         if (w->expect_key[0])
@@ -311,9 +329,9 @@ static void on_write(const struct kube_result *res, void *ud)
         p->r->stats.starts++;
     if (w->status && res->rc == 0 && w->expect_key[0]) {
         struct expectation *e = strmap_get(p->r->expected, w->expect_key);
-        struct json_object *rv = NULL;
-        if (e && json_object_object_get_ex(get(res->object, "metadata"), "resourceVersion", &rv))
-            snprintf(e->awaited_rv, sizeof(e->awaited_rv), "%s", json_object_get_string(rv));
+        const char *rv = jget_string(jget(res->object, "metadata"), "resourceVersion");
+        if (e && rv)
+            snprintf(e->awaited_rv, sizeof(e->awaited_rv), "%s", rv);
     }
     free(w);
     pass_done(p);
@@ -366,13 +384,18 @@ static void apply_expecting(struct pass *p, const struct kube_ref *ref, struct j
     json_object_put(obj);
 }
 
-static void delete_object(struct pass *p, const struct kube_ref *ref, long grace)
+/* Deletes ref; with uid, only while the name still holds that object (a precondition: what we
+ * looked at may have been replaced since). */
+static void delete_object_uid(struct pass *p, const struct kube_ref *ref, long grace,
+                              const char *uid)
 {
-    struct kube_delete_opts o = {.propagation_policy = "Background", .grace_period_seconds = grace};
+    struct kube_delete_opts o = {
+        .propagation_policy = "Background", .grace_period_seconds = grace, .precondition_uid = uid};
     struct telo_err err;
     struct write_ctx *w = write_ctx(p, NULL);
     if (!w)
         return;
+    w->precondition = uid != NULL;
     p->pending++;
     p->r->stats.writes++;
     if (!kube_rest_delete(p->r->t, ref, &o, on_write, w, &err)) {
@@ -380,6 +403,94 @@ static void delete_object(struct pass *p, const struct kube_ref *ref, long grace
         snprintf(p->error, sizeof(p->error), "%s", err.msg);
         p->pending--;
         free(w);
+    }
+}
+
+static void delete_object(struct pass *p, const struct kube_ref *ref, long grace)
+{
+    delete_object_uid(p, ref, grace, NULL);
+}
+
+/* --- children that are not the session's (issue 21) ---------------------------------------- */
+
+/* Classifies child (cached under one of the session's names; NULL: none) and notes what it calls
+ * for: a conflict to report, or a predecessor's child to replace. Returns the classification. */
+static enum session_owner note_child(struct pass *p, struct json_object *child, const char *kind,
+                                     const char *group, const char *resource, const char *name)
+{
+    enum session_owner owner = session_child_owner(child, p->s.name, p->s.uid);
+    if (owner == SESSION_OWNER_FOREIGN && !p->conflict[0]) {
+        session_conflict_message(kind, p->s.namespace, name, p->conflict, sizeof(p->conflict));
+        telo_log(TELO_LOG_INFO, "name held by another owner", "session=%s/%s %s=%s/%s",
+                 p->s.namespace, p->s.name, kind, p->s.namespace, name);
+    }
+    if (owner != SESSION_OWNER_PREDECESSOR)
+        return owner;
+    if (!p->replacing)
+        p->replacing = kind;
+    struct json_object *meta = jget(child, "metadata");
+    const char *uid = jget_string(meta, "uid");
+    const char *owner_uid = session_controller_uid(child);
+    /* One on its way out already (the garbage collector or our earlier delete) only needs
+     * waiting for: its deletion's event queues the session again. */
+    if (jget(meta, "deletionTimestamp") || !uid || !owner_uid || p->ngone == MAX_GONE)
+        return owner;
+    struct gone_child *g = &p->gone[p->ngone++];
+    g->group = group;
+    g->resource = resource;
+    snprintf(g->name, sizeof(g->name), "%s", name);
+    snprintf(g->uid, sizeof(g->uid), "%s", uid);
+    snprintf(g->owner_uid, sizeof(g->owner_uid), "%s", owner_uid);
+    return owner;
+}
+
+/* The live read of the session before a predecessor's children are deleted: the caches are
+ * separate watches, and a pod cache ahead of a stale session cache would make the new session's
+ * child look like a predecessor's to the old one. Only when the API server itself says the name
+ * holds this session's uid, and the child's owner is another uid, is that owner gone (the
+ * garbage collector verifies an absent owner the same way before deleting a dependent). */
+static void on_session_live(const struct kube_result *res, void *ud)
+{
+    struct pass *p = ud;
+    const char *live = res->rc == 0 ? jget_string(jget(res->object, "metadata"), "uid") : NULL;
+    if (live && strcmp(live, p->s.uid) == 0) {
+        for (size_t i = 0; i < p->ngone; i++) {
+            struct gone_child *g = &p->gone[i];
+            if (strcmp(g->owner_uid, live) == 0)
+                continue;
+            telo_log(TELO_LOG_INFO, "deleting a previous session's child",
+                     "session=%s/%s resource=%s name=%s/%s uid=%s owner_uid=%s", p->s.namespace,
+                     p->s.name, g->resource, p->s.namespace, g->name, g->uid, g->owner_uid);
+            struct kube_ref ref = {.group = g->group,
+                                   .version = "v1",
+                                   .resource = g->resource,
+                                   .namespace = p->s.namespace,
+                                   .name = g->name};
+            delete_object_uid(p, &ref, -1, g->uid);
+        }
+    } else if (res->rc < 0 && res->code != 404) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "%s", res->err ? res->err->msg : "get failed");
+    }
+    pass_done(p);
+}
+
+/* Starts the deletion of the predecessor's children noted this pass. */
+static void replace_gone(struct pass *p)
+{
+    if (p->ngone == 0)
+        return;
+    struct kube_ref ref = {.group = "telo.run",
+                           .version = "v1alpha1",
+                           .resource = "telosessions",
+                           .namespace = p->s.namespace,
+                           .name = p->s.name};
+    struct telo_err err;
+    p->pending++;
+    if (!kube_rest_get(p->r->t, &ref, on_session_live, p, &err)) {
+        p->pending--;
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "%s", err.msg);
     }
 }
 
@@ -469,18 +580,23 @@ static void random_token(char out[65])
 static int same_field(struct json_object *cached_obj, struct json_object *desired,
                       const char *section, const char *field)
 {
-    struct json_object *a = get(get(cached_obj, section), field);
-    struct json_object *b = get(get(desired, section), field);
+    struct json_object *a = jget(jget(cached_obj, section), field);
+    struct json_object *b = jget(jget(desired, section), field);
     return (a == NULL && b == NULL) || (a && b && json_object_equal(a, b));
 }
 
 /* Service and Ingress follow the spec while the session lives (wanted), and go once it is
- * stopped, as the reference runner's did with their pod. */
-static void sync_service(struct pass *p, const char *child, int wanted)
+ * stopped, as the reference runner's did with their pod. found is the cached object of the
+ * name (NULL: none): only the session's own is patched or deleted here; another's was noted
+ * (note_child) and is replaced or left alone. */
+static void sync_service(struct pass *p, const char *child, int wanted, struct json_object *found)
 {
     struct session_reconciler *r = p->r;
+    enum session_owner owner = session_child_owner(found, p->s.name, p->s.uid);
+    if (owner != SESSION_OWNER_OWN && owner != SESSION_OWNER_NONE)
+        return;
     struct json_object *want = wanted ? session_desired_service(&p->s, r->cfg) : NULL;
-    struct json_object *have = cached(r->services, p->s.namespace, child);
+    struct json_object *have = json_object_get(found);
     struct kube_ref ref = {
         .version = "v1", .resource = "services", .namespace = p->s.namespace, .name = child};
     char key[320];
@@ -497,11 +613,14 @@ static void sync_service(struct pass *p, const char *child, int wanted)
     json_object_put(have);
 }
 
-static void sync_ingress(struct pass *p, const char *child, int wanted)
+static void sync_ingress(struct pass *p, const char *child, int wanted, struct json_object *found)
 {
     struct session_reconciler *r = p->r;
+    enum session_owner owner = session_child_owner(found, p->s.name, p->s.uid);
+    if (owner != SESSION_OWNER_OWN && owner != SESSION_OWNER_NONE)
+        return;
     struct json_object *want = wanted ? session_desired_ingress(&p->s, r->cfg) : NULL;
-    struct json_object *have = cached(r->ingresses, p->s.namespace, child);
+    struct json_object *have = json_object_get(found);
     struct kube_ref ref = {.group = "networking.k8s.io",
                            .version = "v1",
                            .resource = "ingresses",
@@ -545,6 +664,117 @@ static void job_config(const struct pass *p, struct build_config *bc)
     bc->telo_registry_url = p->s.registry_url ? p->s.registry_url : p->r->cfg->registry_url;
 }
 
+/* The build context ConfigMap of a Job this pass created, written in steps: create; on 409 read
+ * what holds the name; if that is not the new Job's (owned by an earlier Job of the same tag,
+ * which was deleted while the garbage collector was behind, issue 21), delete it with a uid
+ * precondition and create once more. Trusting it would build the new Job from another bundle's
+ * copy, and the collector would then remove it under the new Job's pod. */
+struct context_write {
+    struct pass *p;
+    char ns[256];
+    char job_uid[64];
+    char *body;
+    size_t len;
+    int step; /* CONTEXT_* */
+};
+
+enum { CONTEXT_CREATE, CONTEXT_READ, CONTEXT_DELETE, CONTEXT_RECREATE };
+
+static void context_step(const struct kube_result *res, void *ud);
+
+static void context_free(struct context_write *cw)
+{
+    if (cw)
+        free(cw->body);
+    free(cw);
+}
+
+/* Ends the chain: on failure the Job goes too (without its context it would wait on a missing
+ * volume until its deadline), so the next pass creates both again. */
+static void context_end(struct context_write *cw, int ok, const char *why)
+{
+    struct pass *p = cw->p;
+    if (!ok) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "cannot create the build context ConfigMap %s/%s: %s",
+                 cw->ns, p->job_name, why);
+        struct kube_ref jref = {.group = "batch",
+                                .version = "v1",
+                                .resource = "jobs",
+                                .namespace = cw->ns,
+                                .name = p->job_name};
+        delete_object_uid(p, &jref, 0, cw->job_uid);
+    }
+    context_free(cw);
+    pass_done(p);
+}
+
+/* Starts the request of cw's current step; returns 0 or -1 (err filled). */
+static int context_send(struct context_write *cw, const char *cm_uid, struct telo_err *err)
+{
+    struct pass *p = cw->p;
+    struct kube_ref ref = {
+        .version = "v1", .resource = "configmaps", .namespace = cw->ns, .name = p->job_name};
+    struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER};
+    struct kube_delete_opts d = {.grace_period_seconds = -1, .precondition_uid = cm_uid};
+    switch (cw->step) {
+    case CONTEXT_READ:
+        return kube_rest_get(p->r->t, &ref, context_step, cw, err) ? 0 : -1;
+    case CONTEXT_DELETE:
+        p->r->stats.writes++;
+        return kube_rest_delete(p->r->t, &ref, &d, context_step, cw, err) ? 0 : -1;
+    default:
+        p->r->stats.writes++;
+        return kube_rest_create(p->r->t, &ref, cw->body, cw->len, &o, context_step, cw, err) ? 0
+                                                                                             : -1;
+    }
+}
+
+static void context_step(const struct kube_result *res, void *ud)
+{
+    struct context_write *cw = ud;
+    const char *cm_uid = NULL;
+    int exists =
+        res->code == 409 && res->status && res->status->reason == KUBE_REASON_ALREADY_EXISTS;
+    switch (cw->step) {
+    case CONTEXT_CREATE:
+        if (res->rc == 0 || !exists) {
+            context_end(cw, res->rc == 0, res->err ? res->err->msg : "create failed");
+            return;
+        }
+        cw->step = CONTEXT_READ;
+        break;
+    case CONTEXT_READ:
+        if (res->rc == 0 && session_owned_by(res->object, "Job", cw->job_uid)) {
+            context_end(cw, 1, NULL); /* an earlier pass of ours made it */
+            return;
+        }
+        if (res->rc < 0 && res->code != 404) {
+            context_end(cw, 0, res->err ? res->err->msg : "read failed");
+            return;
+        }
+        cm_uid = res->rc == 0 ? jget_string(jget(res->object, "metadata"), "uid") : NULL;
+        telo_log(TELO_LOG_INFO, "replacing a build context of an earlier job",
+                 "configmap=%s/%s job_uid=%s", cw->ns, cw->p->job_name, cw->job_uid);
+        cw->step = cm_uid ? CONTEXT_DELETE : CONTEXT_RECREATE;
+        break;
+    case CONTEXT_DELETE:
+        /* 409: the precondition failed, someone replaced it meanwhile; the create says whose. */
+        if (res->rc < 0 && res->code != 404 && res->code != 409) {
+            context_end(cw, 0, res->err ? res->err->msg : "delete failed");
+            return;
+        }
+        cw->step = CONTEXT_RECREATE;
+        break;
+    default:
+        context_end(cw, res->rc == 0, res->err ? res->err->msg : "create failed");
+        return;
+    }
+    struct telo_err err;
+    if (context_send(cw, cm_uid, &err) < 0)
+        context_end(cw, 0, err.msg);
+}
+
 /* After the Job's create: a new Job gets its context, the bundle as a ConfigMap owned by the
  * Job (so the Job's TTL removes both, and no operator memory holds the build's input). A 409
  * is another session's Job of the same tag: it is shared, and has its context already. */
@@ -552,36 +782,32 @@ static void on_job_created(const struct kube_result *res, void *ud)
 {
     struct write_ctx *w = ud;
     struct pass *p = w->p;
-    struct json_object *uid = get(get(res->object, "metadata"), "uid");
+    const char *uid = jget_string(jget(res->object, "metadata"), "uid");
     if (res->rc == 0 && res->code == 201 && uid && p->s.bundle_configmap) {
         struct build_config bc;
         job_config(p, &bc);
-        struct json_object *cm =
-            build_desired_context(&bc, p->tag, json_object_get_string(uid), p->tgz, p->tgz_len);
-        struct kube_ref ref = {.version = "v1",
-                               .resource = "configmaps",
-                               .namespace = bc.namespace,
-                               .name = p->job_name};
-        struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER};
-        struct telo_err err;
-        struct write_ctx *cw = cm ? write_ctx(p, NULL) : NULL;
+        struct json_object *cm = build_desired_context(&bc, p->tag, uid, p->tgz, p->tgz_len);
+        struct context_write *cw = cm ? calloc(1, sizeof(*cw)) : NULL;
         size_t len = 0;
         const char *body =
             cm ? json_object_to_json_string_length(
                      cm, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
                : NULL;
-        if (cw) {
-            p->pending++;
-            p->r->stats.writes++;
-            if (!kube_rest_create(p->r->t, &ref, body, len, &o, on_write, cw, &err)) {
-                p->pending--;
-                free(cw);
-                cw = NULL;
-            }
+        if (cw && body && (cw->body = malloc(len + 1))) {
+            memcpy(cw->body, body, len + 1);
+            cw->len = len;
         }
-        if (!cw) {
-            /* Without its context the Job would wait on a missing volume until its deadline:
-             * remove it, so the next pass creates both again. */
+        struct telo_err err;
+        if (cw) {
+            cw->p = p;
+            snprintf(cw->ns, sizeof(cw->ns), "%s", bc.namespace);
+            snprintf(cw->job_uid, sizeof(cw->job_uid), "%s", uid);
+            p->pending++;
+            if (!cw->body)
+                context_end(cw, 0, "out of memory");
+            else if (context_send(cw, NULL, &err) < 0)
+                context_end(cw, 0, err.msg);
+        } else {
             p->failed = 1;
             snprintf(p->error, sizeof(p->error), "cannot create the build context ConfigMap %s/%s",
                      bc.namespace, p->job_name);
@@ -590,7 +816,7 @@ static void on_job_created(const struct kube_result *res, void *ud)
                                     .resource = "jobs",
                                     .namespace = bc.namespace,
                                     .name = p->job_name};
-            delete_object(p, &jref, 0);
+            delete_object_uid(p, &jref, 0, uid);
         }
         json_object_put(cm);
         telo_log(TELO_LOG_INFO, "build job created", "job=%s/%s session=%s/%s tag=%s", bc.namespace,
@@ -651,6 +877,18 @@ static void create_job(struct pass *p)
     json_object_put(job);
 }
 
+/* Whether the session's own pod is in the pod cache now, or on its way into it. */
+static int pod_back(struct pass *p, const char *child)
+{
+    struct json_object *again = cached(p->r->pods, p->s.namespace, child);
+    char key[320];
+    expect_key(key, sizeof(key), "pods", p->s.namespace, child);
+    int back = session_child_owner(again, p->s.name, p->s.uid) == SESSION_OWNER_OWN ||
+               expect_answered(p->r, key);
+    json_object_put(again);
+    return back;
+}
+
 /* Everything after the optional bundle check: status, children, writes. */
 static void converge(struct pass *p, const char *blocked_reason, const char *blocked_message)
 {
@@ -666,15 +904,26 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
         plan && plan->step == SESSION_IMAGE_READY ? plan->ref : session_image(&p->s, r->cfg);
     /* A session whose image comes from a build gets a pod only once the step says READY. */
     int image_ready = p->keep_image ? plan && plan->step == SESSION_IMAGE_READY : 1;
+    struct json_object *svc_obj = cached(r->services, p->s.namespace, child);
+    struct json_object *ing_obj = cached(r->ingresses, p->s.namespace, child);
+    /* The pod first: its replacement is what the session waits for. */
+    (void)note_child(p, p->pod, "pod", NULL, "pods", child);
+    (void)note_child(p, svc_obj, "service", NULL, "services", child);
+    (void)note_child(p, ing_obj, "ingress", "networking.k8s.io", "ingresses", child);
+    enum session_owner secret_owner = note_child(p, secret_obj, "secret", NULL, "secrets", secret);
 
     struct session_observation obs = {
         .s = &p->s,
         .cfg = r->cfg,
         .pod = p->pod,
+        .conflict = p->conflict[0] ? p->conflict : NULL,
+        .replacing = p->replacing,
         .image = image,
         /* The Secret we applied may reach the cache after the pod: status.attach names it as
-         * soon as the API server has it, not one status write later. */
-        .attach_secret = secret_obj != NULL || expect_answered(r, secret_key),
+         * soon as the API server has it, not one status write later. A predecessor's Secret
+         * holds a token the previous session's users knew: never the session's. */
+        .attach_secret = secret_owner == SESSION_OWNER_OWN ||
+                         (secret_owner == SESSION_OWNER_NONE && expect_answered(r, secret_key)),
         .now = ev_now(kube_transport_loop(r->t)),
         .blocked_reason = blocked_reason,
         .blocked_message = blocked_message,
@@ -684,6 +933,8 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
     struct session_verdict v;
     if (session_status_compute(&obs, &v) < 0) {
         json_object_put(secret_obj);
+        json_object_put(svc_obj);
+        json_object_put(ing_obj);
         p->failed = 1;
         snprintf(p->error, sizeof(p->error), "out of memory computing the status");
         pass_done(p);
@@ -698,14 +949,14 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
                                .name = p->s.name};
         delete_object(p, &ref, -1);
     } else {
-        const char *phase = json_object_get_string(get(v.status, "phase"));
+        const char *phase = jget_string(v.status, "phase");
         int live = strcmp(phase, "Pending") == 0 || strcmp(phase, "Building") == 0 ||
                    strcmp(phase, "Provisioning") == 0 || strcmp(phase, "Running") == 0;
         if (plan && plan->create_job && strcmp(phase, "Building") == 0)
             create_job(p);
         int creating_pod = 0;
         if (!p->pod && strcmp(phase, "Pending") == 0 && !blocked_reason && !p->pod_expected &&
-            image_ready && !(plan && plan->step == SESSION_IMAGE_BLOCKED)) {
+            !p->conflict[0] && image_ready && !(plan && plan->step == SESSION_IMAGE_BLOCKED)) {
             struct kube_ref ref = {
                 .version = "v1", .resource = "pods", .namespace = p->s.namespace, .name = child};
             char key[320];
@@ -713,21 +964,21 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
             apply_expecting(p, &ref, session_desired_pod(&p->s, r->cfg, image), key, 0, 1);
             creating_pod = 1;
         }
-        if (v.delete_pod && p->pod) {
+        if (v.delete_pod && p->pod_owner == SESSION_OWNER_OWN) {
             struct kube_ref ref = {
                 .version = "v1", .resource = "pods", .namespace = p->s.namespace, .name = child};
             delete_object(p, &ref, -1);
         }
         if (strcmp(phase, "Stopped") == 0) {
-            sync_service(p, child, 0);
-            sync_ingress(p, child, 0);
+            sync_service(p, child, 0, svc_obj);
+            sync_ingress(p, child, 0, ing_obj);
         }
         if (live) {
-            sync_service(p, child, 1);
-            sync_ingress(p, child, 1);
-            if (secret_obj)
+            sync_service(p, child, 1, svc_obj);
+            sync_ingress(p, child, 1, ing_obj);
+            if (secret_owner == SESSION_OWNER_OWN)
                 expect_drop(r, secret_key);
-            else if (!expect_pending(p, secret_key, 0)) {
+            else if (secret_owner == SESSION_OWNER_NONE && !expect_pending(p, secret_key, 0)) {
                 char token[65];
                 random_token(token);
                 struct kube_ref ref = {.version = "v1",
@@ -751,19 +1002,26 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
             if (v.requeue_after == 0 || settle < v.requeue_after)
                 v.requeue_after = settle;
         }
+        if (v.changed && jget_string_is(v.status, "reason", "PodDisappeared") &&
+            !jget_string_is(p->s.status, "phase", "Failed") && pod_back(p, child)) {
+            /* A terminal verdict from a pass that read the pod cache a while ago (a bundle
+             * read in between): the pod is there after all. Look again. */
+            v.changed = 0;
+            v.requeue_after = 0.5;
+        }
         if (v.changed) {
-            const char *old_phase = json_object_get_string(get(p->s.status, "phase"));
+            const char *old_phase = jget_string(p->s.status, "phase");
             if (strcmp(phase, "Failed") == 0 && (!old_phase || strcmp(old_phase, "Failed") != 0))
-                count_failure(r, json_object_get_string(get(v.status, "reason")));
-            const char *hit = json_object_get_string(get(get(v.status, "image"), "reason"));
-            const char *old_hit = json_object_get_string(get(get(p->s.status, "image"), "reason"));
+                count_failure(r, jget_string(v.status, "reason"));
+            const char *hit = jget_string(jget(v.status, "image"), "reason");
+            const char *old_hit = jget_string(jget(p->s.status, "image"), "reason");
             if (hit && strcmp(hit, "CacheHit") == 0 &&
                 !(old_hit && strcmp(old_hit, "CacheHit") == 0))
                 r->cache_hits++;
             if (strcmp(phase, "Running") == 0 &&
                 (!old_phase || strcmp(old_phase, "Running") != 0)) {
-                double created = timefmt_parse(
-                    json_object_get_string(get(get(p->s.obj, "metadata"), "creationTimestamp")));
+                double created =
+                    timefmt_parse(jget_string(jget(p->s.obj, "metadata"), "creationTimestamp"));
                 if (created >= 0)
                     histogram_observe(&r->stats.startup_seconds, obs.now - created);
             }
@@ -779,8 +1037,13 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
     if ((blocked_reason || (plan && plan->step == SESSION_IMAGE_BLOCKED)) &&
         (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
         p->requeue_after = BLOCKED_RECHECK_S;
+    if (p->replacing && (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
+        p->requeue_after = BLOCKED_RECHECK_S; /* the deletions' events come first, normally */
+    replace_gone(p);
     session_verdict_release(&v);
     json_object_put(secret_obj);
+    json_object_put(svc_obj);
+    json_object_put(ing_obj);
     pass_done(p);
 }
 
@@ -790,8 +1053,7 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
 static void count_build(struct session_reconciler *r, const struct json_object *job,
                         const char *result, double now)
 {
-    const char *uid =
-        json_object_get_string(get(get((struct json_object *)job, "metadata"), "uid"));
+    const char *uid = jget_string(jget((struct json_object *)job, "metadata"), "uid");
     if (!uid || strmap_get(r->counted_jobs, uid))
         return;
     if (strmap_len(r->counted_jobs) >= COUNTED_JOBS_MAX) {
@@ -812,16 +1074,16 @@ static void count_build(struct session_reconciler *r, const struct json_object *
         if (strcmp(build_results[i], result) == 0)
             r->builds_total[i]++;
     }
-    struct json_object *status = get((struct json_object *)job, "status");
-    double start = timefmt_parse(json_object_get_string(
-        get(get((struct json_object *)job, "metadata"), "creationTimestamp")));
-    double end = timefmt_parse(json_object_get_string(get(status, "completionTime")));
-    struct json_object *conds = get(status, "conditions");
+    struct json_object *status = jget((struct json_object *)job, "status");
+    double start = timefmt_parse(
+        jget_string(jget((struct json_object *)job, "metadata"), "creationTimestamp"));
+    double end = timefmt_parse(jget_string(status, "completionTime"));
+    struct json_object *conds = jget_array(status, "conditions");
     for (size_t i = 0; end < 0 && conds && i < json_object_array_length(conds); i++) {
         struct json_object *c = json_object_array_get_idx(conds, i);
-        const char *type = json_object_get_string(get(c, "type"));
+        const char *type = jget_string(c, "type");
         if (type && strcmp(type, "Failed") == 0)
-            end = timefmt_parse(json_object_get_string(get(c, "lastTransitionTime")));
+            end = timefmt_parse(jget_string(c, "lastTransitionTime"));
     }
     if (start >= 0)
         histogram_observe(&r->build_seconds, (end >= 0 ? end : now) - start);
@@ -855,7 +1117,7 @@ static void image_step(struct pass *p, const struct session_bundle_key *k)
     enum session_presence presence =
         builds ? session_builds_presence(r->builds, k->tag, self, 0, &message)
                : SESSION_PRESENCE_NONE;
-    const char *uid = json_object_get_string(get(get(job, "metadata"), "uid"));
+    const char *uid = jget_string(jget(job, "metadata"), "uid");
     enum session_build_log log =
         uid ? session_builds_log(r->builds, p->job_name, uid, self, 0, &tail) : SESSION_LOG_NONE;
     struct session_image_obs obs = {
@@ -900,22 +1162,24 @@ static void image_step(struct pass *p, const struct session_bundle_key *k)
 static void bundle_image_step(struct pass *p, struct json_object *cm)
 {
     const char *key = p->s.bundle_configmap_key;
-    struct json_object *bin = get(get(cm, "binaryData"), key);
-    struct json_object *text = get(get(cm, "data"), key);
+    const char *b64 = jget_string(jget(cm, "binaryData"), key);
+    struct json_object *text = jget(jget(cm, "data"), key);
     char source[400];
     snprintf(source, sizeof(source), "bundle ConfigMap %s/%s key %s", p->s.namespace,
              p->s.bundle_configmap, key);
     struct session_bundle_key k;
     memset(&k, 0, sizeof(k));
-    if (bin) {
-        const char *b64 = json_object_get_string(bin);
+    if (b64) {
         p->tgz = util_base64_decode(b64, strlen(b64), &p->tgz_len);
         if (!p->tgz)
             snprintf(k.error, sizeof(k.error), "%s: binaryData is not base64", source);
     } else {
-        size_t n = (size_t)json_object_get_string_len(text);
-        if ((p->tgz = malloc(n + 1))) {
-            memcpy(p->tgz, json_object_get_string(text), n + 1);
+        const char *data = jget_string_of(text);
+        size_t n = data ? (size_t)json_object_get_string_len(text) : 0;
+        if (!data) {
+            snprintf(k.error, sizeof(k.error), "%s: the key holds no string", source);
+        } else if ((p->tgz = malloc(n + 1))) {
+            memcpy(p->tgz, data, n + 1);
             p->tgz_len = n;
         } else {
             snprintf(k.error, sizeof(k.error), "%s: out of memory", source);
@@ -925,7 +1189,9 @@ static void bundle_image_step(struct pass *p, struct json_object *cm)
         /* The same resourceVersion is the same bytes: read a bundle once, not every pass. */
         char memo[600];
         snprintf(memo, sizeof(memo), "%s/%s@%s", p->s.namespace, p->s.bundle_configmap,
-                 json_object_get_string(get(get(cm, "metadata"), "resourceVersion")));
+                 jget_string(jget(cm, "metadata"), "resourceVersion")
+                     ? jget_string(jget(cm, "metadata"), "resourceVersion")
+                     : "");
         session_builds_bundle_key(p->r->builds, memo, p->tgz, p->tgz_len, source, &p->s, &k);
     }
     image_step(p, &k);
@@ -953,8 +1219,8 @@ static void on_bundle(const struct kube_result *res, void *ud)
         pass_done(p);
         return;
     }
-    if (!get(get(res->object, "binaryData"), p->s.bundle_configmap_key) &&
-        !get(get(res->object, "data"), p->s.bundle_configmap_key)) {
+    if (!jget(jget(res->object, "binaryData"), p->s.bundle_configmap_key) &&
+        !jget(jget(res->object, "data"), p->s.bundle_configmap_key)) {
         snprintf(message, sizeof(message),
                  "ConfigMap %s has no key %s (spec.bundle.configMap.key): put the gzip tar of the "
                  "app under binaryData.%s",
@@ -1038,19 +1304,25 @@ static int check_bundle(struct pass *p, struct telo_err *err)
 static void invalid_spec(struct pass *p, struct json_object *obj, const char *why)
 {
     /* The schema should have refused it; say so on the object rather than retry forever. */
-    struct json_object *meta = get(obj, "metadata");
-    p->s.name = json_object_get_string(get(meta, "name"));
-    p->s.namespace = json_object_get_string(get(meta, "namespace"));
+    struct json_object *meta = jget(obj, "metadata");
+    p->s.name = jget_string(meta, "name");
+    p->s.namespace = jget_string(meta, "namespace");
     p->s.obj = json_object_get(obj);
+    if (!p->s.name || !p->s.namespace) {
+        /* Nothing to write a status to: the cache key came from the object, so never. */
+        p->pending++;
+        pass_done(p);
+        return;
+    }
     struct json_object *status = json_object_new_object();
     json_object_object_add(status, "phase", json_object_new_string("Failed"));
     json_object_object_add(status, "reason", json_object_new_string("InvalidSpec"));
     json_object_object_add(status, "message", json_object_new_string(why));
-    struct json_object *old = get(obj, "status");
+    struct json_object *old = jget(obj, "status");
     p->outcome = CTRL_TERMINAL_ERROR;
     snprintf(p->error, sizeof(p->error), "%s", why);
     p->pending++;
-    if (!(old && json_object_equal(get(old, "message"), get(status, "message"))))
+    if (!(old && json_object_equal(jget(old, "message"), jget(status, "message"))))
         write_status(p, status);
     json_object_put(status);
     pass_done(p);
@@ -1114,16 +1386,17 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
     char child[64];
     session_child_name(&p->s, child, sizeof(child));
     p->pod = cached(r->pods, p->s.namespace, child);
+    p->pod_owner = session_child_owner(p->pod, p->s.name, p->s.uid);
     char pod_key[320];
     expect_key(pod_key, sizeof(pod_key), "pods", p->s.namespace, child);
-    if (p->pod)
+    if (p->pod_owner == SESSION_OWNER_OWN)
         expect_drop(r, pod_key);
-    else
+    else if (!p->pod)
         p->pod_expected = expect_pending(p, pod_key, 0);
     p->pending = 1; /* held until every write of the pass has started */
-    const char *phase = json_object_get_string(get(p->s.status, "phase"));
-    int may_create = !p->pod && !p->pod_expected && !p->s.stopped &&
-                     !json_object_get_string(get(p->s.status, "podName")) &&
+    const char *phase = jget_string(p->s.status, "phase");
+    int may_create = p->pod_owner != SESSION_OWNER_OWN && !p->pod_expected && !p->s.stopped &&
+                     !jget_string(p->s.status, "podName") &&
                      (!phase || strcmp(phase, "Pending") == 0 || strcmp(phase, "Building") == 0);
     /* Builds decide the image in the bundle's callback; other passes keep what was decided. */
     p->keep_image = r->builds && session_builds_needed(r->cfg, &p->s);
@@ -1205,9 +1478,9 @@ static void index_build_tag(struct json_object *obj, const void *arg,
                             void (*emit)(void *ctx, const char *value), void *ctx)
 {
     (void)arg;
-    struct json_object *status = get(obj, "status");
-    const char *phase = json_object_get_string(get(status, "phase"));
-    const char *tag = json_object_get_string(get(get(status, "image"), "tag"));
+    struct json_object *status = jget(obj, "status");
+    const char *phase = jget_string(status, "phase");
+    const char *tag = jget_string(jget(status, "image"), "tag");
     if (phase && tag && strcmp(phase, "Building") == 0)
         emit(ctx, tag);
 }
@@ -1229,8 +1502,7 @@ static void job_to_sessions(void *ud, const struct cache_object *obj,
 {
     struct session_reconciler *r = ud;
     struct json_object *job = json_tokener_parse(obj->json);
-    const char *tag =
-        json_object_get_string(get(get(get(job, "metadata"), "labels"), BUILD_LABEL_TAG));
+    const char *tag = jget_string(jget(jget(job, "metadata"), "labels"), BUILD_LABEL_TAG);
     struct job_waiters w = {emit, ctx};
     if (tag)
         (void)cache_store_by_index(ctrl_informer_store(r->sessions), INDEX_BUILD_TAG, tag,
@@ -1380,7 +1652,7 @@ static void tally(void *ud, const struct cache_object *obj)
     if (!slash || !watched(t->cfg, obj->key, (size_t)(slash - obj->key)))
         return;
     struct json_object *o = json_tokener_parse(obj->json);
-    const char *phase = json_object_get_string(get(get(o, "status"), "phase"));
+    const char *phase = jget_string(jget(o, "status"), "phase");
     static const char *const phases[] = {"Pending",   "Building", "Provisioning", "Running",
                                          "Succeeded", "Failed",   "Stopped"};
     const char *known = "Pending";

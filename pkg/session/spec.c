@@ -1,33 +1,35 @@
 /* A TeloSession as the reconciler reads it: identity, spec and the status it last wrote. */
 #include "session/spec.h"
 
+#include "util/jget.h"
+
 #include <openssl/sha.h>
 
 #include <stdio.h>
 #include <string.h>
 
+/* Short names over util/jget (type-checked: a null or a wrong type reads as absent), so the
+ * parser below reads as a list of fields. */
 static struct json_object *get(struct json_object *obj, const char *key)
 {
-    struct json_object *v = NULL;
-    return obj && json_object_object_get_ex(obj, key, &v) ? v : NULL;
+    return jget(obj, key);
 }
 
 static const char *str(struct json_object *obj, const char *key)
 {
-    struct json_object *v = get(obj, key);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    return jget_string(obj, key);
 }
 
 static int flag(struct json_object *obj, const char *key)
 {
-    struct json_object *v = get(obj, key);
-    return v && json_object_get_boolean(v);
+    int v = 0;
+    return jget_bool(obj, key, &v) == 0 && v;
 }
 
 static long long number(struct json_object *obj, const char *key, long long missing)
 {
-    struct json_object *v = get(obj, key);
-    return v && json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : missing;
+    int64_t v = 0;
+    return jget_int(obj, key, &v) == 0 ? (long long)v : missing;
 }
 
 /* A relative path without empty, "." or ".." segments. */
@@ -87,7 +89,7 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
     s->image = str(spec, "image");
     s->pull_policy = str(spec, "pullPolicy");
     s->registry_url = str(spec, "registryUrl");
-    s->env = get(spec, "env");
+    s->env = jget_array(spec, "env");
     s->inspect = flag(spec, "inspect");
     struct json_object *res = get(spec, "resources");
     s->cpu = str(res, "cpu");
@@ -129,15 +131,21 @@ void session_spec_release(struct session *s)
     s->obj = NULL;
 }
 
-/* The first 10 characters of the base32 (a-z2-7) SHA-256 of text: DNS-safe and stable. */
-static void short_hash(const char *text, char out[11])
+/* The first n (at most 32) characters of the base32 (a-z2-7) SHA-256 of text, one per byte of
+ * the digest (its low 5 bits): DNS-safe and stable. out needs n + 1 bytes. */
+static void hash_chars(const char *text, char *out, int n)
 {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
     unsigned char digest[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *)text, strlen(text), digest);
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < n; i++)
         out[i] = alphabet[digest[i] & 31];
-    out[10] = '\0';
+    out[n] = '\0';
+}
+
+static void short_hash(const char *text, char out[11])
+{
+    hash_chars(text, out, 10);
 }
 
 void session_child_name(const struct session *s, char *out, size_t len)
@@ -160,13 +168,16 @@ void session_child_name(const struct session *s, char *out, size_t len)
 
 void session_host_id(const struct session *s, char *out, size_t len)
 {
-    /* Joining name and namespace alone is ambiguous (name "a-b" in "c" and name "a" in "b-c"
-     * both read "a-b-c"), and hosts are global under the base domain: a hash of the pair makes
-     * the id unique. A readable prefix stays in front so people recognise their session.
-     * "<port>-" (6) + prefix (46) + "-" + hash (10) = 63 characters, one DNS label. */
-    char key[512], hash[11], prefix[47];
-    snprintf(key, sizeof(key), "%s/%s", s->namespace, s->name);
-    short_hash(key, hash);
+    /* The secret part is a hash of the session's uid (issue 15, finding 6): a host computed
+     * from the name alone lets anyone who knows a session's name reach it. The uid is random
+     * (a UUID the API server assigns), fixed for the object's life, and new for a session
+     * re-created under the same name, so hosts survive operator restarts, differ between a
+     * session and its successor, and never collide (name "a-b" in "c" and name "a" in "b-c"
+     * share the prefix "a-b-c", not the hash). 16 characters of 5 bits: 80 bits to guess.
+     * A readable prefix stays in front so people recognise their session.
+     * "<port>-" (6) + prefix (40) + "-" + hash (16) = 63 characters, one DNS label. */
+    char hash[SESSION_HOST_HASH_LEN + 1], prefix[SESSION_HOST_PREFIX_LEN + 1];
+    hash_chars(s->uid ? s->uid : "", hash, SESSION_HOST_HASH_LEN);
     snprintf(prefix, sizeof(prefix), "%s-%s", s->name, s->namespace);
     size_t n = strlen(prefix);
     for (size_t i = 0; i < n; i++) {

@@ -53,9 +53,13 @@ void session_spec_release(struct session *s);
 void session_child_name(const struct session *s, char *out, size_t len);
 
 /* The part of the session's ingress hosts ("<port>-<id>.<baseDomain>") that identifies it:
- * "<name>-<namespace>" cut to 46 characters, then "-" and a 10-character hash of
- * "<namespace>/<name>", so no two sessions share a host (whatever their names) and
- * "<port>-<id>" is always a DNS label of at most 63 characters. out needs 58 bytes. */
+ * "<name>-<namespace>" cut to SESSION_HOST_PREFIX_LEN characters (dots as dashes, no trailing
+ * dash), then "-" and SESSION_HOST_HASH_LEN characters of the base32 SHA-256 of the session's
+ * uid: not computable from the name, stable for the session's life (across operator restarts),
+ * different for a session re-created under the same name, and "<port>-<id>" is always a DNS
+ * label of at most 63 characters. out needs 58 bytes. */
+#define SESSION_HOST_PREFIX_LEN 40
+#define SESSION_HOST_HASH_LEN   16
 void session_host_id(const struct session *s, char *out, size_t len);
 
 #endif

@@ -2,6 +2,8 @@
 #include "session/status.h"
 
 #include "session/desired.h"
+#include "session/owner.h"
+#include "util/jget.h"
 #include "util/timefmt.h"
 
 #include <stdio.h>
@@ -10,18 +12,6 @@
 #define MESSAGE_MAX 500
 
 /* --- small readers ----------------------------------------------------------------------- */
-
-static struct json_object *get(struct json_object *o, const char *key)
-{
-    struct json_object *v = NULL;
-    return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
-static const char *str(struct json_object *o, const char *key)
-{
-    struct json_object *v = get(o, key);
-    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
 
 static const char *or_empty(const char *s)
 {
@@ -110,29 +100,31 @@ static const char *run_prefix(const char *detail)
 static int container_problem(struct json_object *cs, const char *label, char *out, size_t len,
                              const char **why, long long *exit_code, int *terminated)
 {
-    const char *name = or_empty(str(cs, "name"));
+    const char *name = or_empty(jget_string(cs, "name"));
     const char *states[] = {"state", "lastState"};
     for (int i = 0; i < 2; i++) {
-        struct json_object *st = get(cs, states[i]);
-        struct json_object *term = get(st, "terminated"), *wait = get(st, "waiting");
+        struct json_object *st = jget(cs, states[i]);
+        struct json_object *term = jget(st, "terminated"), *wait = jget(st, "waiting");
         if (term) {
-            long long code = json_object_get_int64(get(term, "exitCode"));
+            int64_t code = 0;
+            (void)jget_int(term, "exitCode", &code);
             if (code == 0)
                 continue;
-            const char *reason = str(term, "reason") ? str(term, "reason") : "Error";
-            const char *msg = str(term, "message");
+            const char *reason =
+                jget_string(term, "reason") ? jget_string(term, "reason") : "Error";
+            const char *msg = jget_string(term, "message");
             snprintf(out, len, "%s \"%s\" failed: %s (exit code %lld)%s%s", label, name, reason,
-                     code, msg && *msg ? ": " : "", msg ? msg : "");
+                     (long long)code, msg && *msg ? ": " : "", msg ? msg : "");
             *why = reason;
             *exit_code = code;
             *terminated = 1;
             return 1;
         }
-        if (wait && blocking_waiting(str(wait, "reason"))) {
-            const char *msg = str(wait, "message");
-            snprintf(out, len, "%s \"%s\" waiting: %s%s%s", label, name, str(wait, "reason"),
-                     msg && *msg ? ": " : "", msg ? msg : "");
-            *why = str(wait, "reason");
+        if (wait && blocking_waiting(jget_string(wait, "reason"))) {
+            const char *msg = jget_string(wait, "message");
+            snprintf(out, len, "%s \"%s\" waiting: %s%s%s", label, name,
+                     jget_string(wait, "reason"), msg && *msg ? ": " : "", msg ? msg : "");
+            *why = jget_string(wait, "reason");
             *terminated = 0;
             return 1;
         }
@@ -159,9 +151,9 @@ static const char *classify(int init, const char *container, const char *why)
 void session_failure_message(struct json_object *pod, const char *namespace, char *out, size_t len,
                              char *reason, size_t reason_len, long long *exit_code)
 {
-    struct json_object *status = get(pod, "status");
-    const char *pod_name = or_empty(str(get(pod, "metadata"), "name"));
-    const char *pod_reason = str(status, "reason");
+    struct json_object *status = jget(pod, "status");
+    const char *pod_name = or_empty(jget_string(jget(pod, "metadata"), "name"));
+    const char *pod_reason = jget_string(status, "reason");
     const char *lists[] = {"initContainerStatuses", "containerStatuses"};
     char detail[1024] = "";
     const char *container = NULL;
@@ -170,14 +162,14 @@ void session_failure_message(struct json_object *pod, const char *namespace, cha
      * activeDeadlineSeconds, Evicted, NodeLost): its containers then show the kill (exit 137),
      * which is the consequence, not the cause. Otherwise the reference runner's order holds. */
     for (int l = 0; l < 2 && !container && !pod_reason; l++) {
-        struct json_object *arr = get(status, lists[l]);
+        struct json_object *arr = jget_array(status, lists[l]);
         size_t n = arr ? json_object_array_length(arr) : 0;
         for (size_t i = 0; i < n; i++) {
             struct json_object *cs = json_object_array_get_idx(arr, i);
             const char *why = NULL;
             if (container_problem(cs, l == 0 ? "init container" : "container", detail,
                                   sizeof(detail), &why, exit_code, &terminated)) {
-                container = or_empty(str(cs, "name"));
+                container = or_empty(jget_string(cs, "name"));
                 snprintf(reason, reason_len, "%s", classify(l == 0, container, why));
                 break;
             }
@@ -186,9 +178,9 @@ void session_failure_message(struct json_object *pod, const char *namespace, cha
     if (!container) {
         snprintf(reason, reason_len, "%s", pod_reason ? pod_reason : "PodFailed");
         snprintf(detail, sizeof(detail), "%s",
-                 str(status, "message") ? str(status, "message")
-                 : pod_reason           ? pod_reason
-                                        : "pod failed");
+                 jget_string(status, "message") ? jget_string(status, "message")
+                 : pod_reason                   ? pod_reason
+                                                : "pod failed");
     }
     tidy_detail(detail, sizeof(detail), MESSAGE_MAX);
     /* Logs exist only for a container that ran; a wait is explained by the pod's events. */
@@ -206,14 +198,14 @@ void session_failure_message(struct json_object *pod, const char *namespace, cha
  * then containers. */
 static const char *provision_progress(struct json_object *pod, const char **waiting_reason)
 {
-    struct json_object *status = get(pod, "status");
+    struct json_object *status = jget(pod, "status");
     const char *lists[] = {"initContainerStatuses", "containerStatuses"};
     for (int l = 0; l < 2; l++) {
-        struct json_object *arr = get(status, lists[l]);
+        struct json_object *arr = jget_array(status, lists[l]);
         size_t n = arr ? json_object_array_length(arr) : 0;
         for (size_t i = 0; i < n; i++) {
-            const char *reason =
-                str(get(get(json_object_array_get_idx(arr, i), "state"), "waiting"), "reason");
+            const char *reason = jget_string(
+                jget(jget(json_object_array_get_idx(arr, i), "state"), "waiting"), "reason");
             if (!reason)
                 continue;
             *waiting_reason = reason;
@@ -227,9 +219,9 @@ static const char *provision_progress(struct json_object *pod, const char **wait
         }
     }
     /* Running init containers deliver the bundle. */
-    struct json_object *inits = get(status, "initContainerStatuses");
+    struct json_object *inits = jget_array(status, "initContainerStatuses");
     if (inits && json_object_array_length(inits) &&
-        get(get(json_object_array_get_idx(inits, 0), "state"), "running"))
+        jget(jget(json_object_array_get_idx(inits, 0), "state"), "running"))
         return "Delivering application";
     return "Scheduling";
 }
@@ -237,14 +229,14 @@ static const char *provision_progress(struct json_object *pod, const char **wait
 /* The scheduler's complaint when the pod cannot be placed, or NULL. */
 static const char *unschedulable(struct json_object *pod)
 {
-    struct json_object *conds = get(get(pod, "status"), "conditions");
+    struct json_object *conds = jget_array(jget(pod, "status"), "conditions");
     size_t n = conds ? json_object_array_length(conds) : 0;
     for (size_t i = 0; i < n; i++) {
         struct json_object *c = json_object_array_get_idx(conds, i);
-        if (strcmp(or_empty(str(c, "type")), "PodScheduled") == 0 &&
-            strcmp(or_empty(str(c, "status")), "False") == 0 &&
-            strcmp(or_empty(str(c, "reason")), "Unschedulable") == 0)
-            return str(c, "message") ? str(c, "message") : "no node fits the pod";
+        if (strcmp(or_empty(jget_string(c, "type")), "PodScheduled") == 0 &&
+            strcmp(or_empty(jget_string(c, "status")), "False") == 0 &&
+            strcmp(or_empty(jget_string(c, "reason")), "Unschedulable") == 0)
+            return jget_string(c, "message") ? jget_string(c, "message") : "no node fits the pod";
     }
     return NULL;
 }
@@ -254,17 +246,17 @@ static const char *permanent_wait(struct json_object *pod, const char **containe
 {
     static const char *const permanent[] = {"InvalidImageName", "ErrImageNeverPull",
                                             "CreateContainerConfigError"};
-    struct json_object *status = get(pod, "status");
+    struct json_object *status = jget(pod, "status");
     const char *lists[] = {"initContainerStatuses", "containerStatuses"};
     for (int l = 0; l < 2; l++) {
-        struct json_object *arr = get(status, lists[l]);
+        struct json_object *arr = jget_array(status, lists[l]);
         size_t n = arr ? json_object_array_length(arr) : 0;
         for (size_t i = 0; i < n; i++) {
             struct json_object *cs = json_object_array_get_idx(arr, i);
-            const char *reason = str(get(get(cs, "state"), "waiting"), "reason");
+            const char *reason = jget_string(jget(jget(cs, "state"), "waiting"), "reason");
             for (size_t p = 0; reason && p < sizeof(permanent) / sizeof(permanent[0]); p++) {
                 if (strcmp(reason, permanent[p]) == 0) {
-                    *container = or_empty(str(cs, "name"));
+                    *container = or_empty(jget_string(cs, "name"));
                     return reason;
                 }
             }
@@ -275,16 +267,18 @@ static const char *permanent_wait(struct json_object *pod, const char **containe
 
 static long long session_exit_code(struct json_object *pod, int *found)
 {
-    struct json_object *arr = get(get(pod, "status"), "containerStatuses");
+    struct json_object *arr = jget_array(jget(pod, "status"), "containerStatuses");
     size_t n = arr ? json_object_array_length(arr) : 0;
     for (size_t i = 0; i < n; i++) {
         struct json_object *cs = json_object_array_get_idx(arr, i);
-        if (strcmp(or_empty(str(cs, "name")), SESSION_CONTAINER) != 0)
+        if (strcmp(or_empty(jget_string(cs, "name")), SESSION_CONTAINER) != 0)
             continue;
-        struct json_object *term = get(get(cs, "state"), "terminated");
+        struct json_object *term = jget(jget(cs, "state"), "terminated");
         if (term) {
             *found = 1;
-            return json_object_get_int64(get(term, "exitCode"));
+            int64_t code = 0;
+            (void)jget_int(term, "exitCode", &code);
+            return code;
         }
     }
     *found = 0;
@@ -293,13 +287,13 @@ static long long session_exit_code(struct json_object *pod, int *found)
 
 static const char *container_finished_at(struct json_object *pod)
 {
-    struct json_object *arr = get(get(pod, "status"), "containerStatuses");
+    struct json_object *arr = jget_array(jget(pod, "status"), "containerStatuses");
     size_t n = arr ? json_object_array_length(arr) : 0;
     for (size_t i = 0; i < n; i++) {
         struct json_object *term =
-            get(get(json_object_array_get_idx(arr, i), "state"), "terminated");
-        if (term && str(term, "finishedAt"))
-            return str(term, "finishedAt");
+            jget(jget(json_object_array_get_idx(arr, i), "state"), "terminated");
+        if (term && jget_string(term, "finishedAt"))
+            return jget_string(term, "finishedAt");
     }
     return NULL;
 }
@@ -314,8 +308,9 @@ struct draft {
     int progress_done;
     long long exit_code;
     int has_exit_code;
-    const char *pod_name, *pod_ip;
+    const char *pod_name, *pod_ip, *pod_uid;
     int blocked; /* Pending until the user fixes something */
+    char progress_text[96];
 };
 
 static int is_terminal(const char *phase)
@@ -334,7 +329,7 @@ static void put_str(struct json_object *o, const char *key, const char *v)
 static void put_time_once(struct json_object *status, struct json_object *old, const char *key,
                           double t)
 {
-    const char *kept = str(old, key);
+    const char *kept = jget_string(old, key);
     if (kept) {
         put_str(status, key, kept);
         return;
@@ -376,11 +371,11 @@ static struct json_object *endpoints(const struct session *s, const struct sessi
 
 static struct json_object *old_condition(struct json_object *old_status, const char *type)
 {
-    struct json_object *conds = get(old_status, "conditions");
+    struct json_object *conds = jget_array(old_status, "conditions");
     size_t n = conds ? json_object_array_length(conds) : 0;
     for (size_t i = 0; i < n; i++) {
         struct json_object *c = json_object_array_get_idx(conds, i);
-        if (strcmp(or_empty(str(c, "type")), type) == 0)
+        if (strcmp(or_empty(jget_string(c, "type")), type) == 0)
             return c;
     }
     return NULL;
@@ -397,8 +392,9 @@ static void add_condition(struct json_object *conds, struct json_object *old_sta
     json_object_object_add(c, "observedGeneration", json_object_new_int64(generation));
     /* lastTransitionTime moves only when the status flips (metav1.Condition convention). */
     struct json_object *old = old_condition(old_status, type);
-    if (old && strcmp(or_empty(str(old, "status")), value) == 0 && str(old, "lastTransitionTime"))
-        put_str(c, "lastTransitionTime", str(old, "lastTransitionTime"));
+    if (old && strcmp(or_empty(jget_string(old, "status")), value) == 0 &&
+        jget_string(old, "lastTransitionTime"))
+        put_str(c, "lastTransitionTime", jget_string(old, "lastTransitionTime"));
     else {
         char text[32];
         timefmt_format(now, text, sizeof(text));
@@ -412,7 +408,7 @@ static void add_condition(struct json_object *conds, struct json_object *old_sta
 /* status.image: the step of this pass, else what was written, else the base image. */
 static struct json_object *image_status(const struct session_observation *obs)
 {
-    struct json_object *image = NULL, *old = get(obs->s->status, "image");
+    struct json_object *image = NULL, *old = jget(obs->s->status, "image");
     if (obs->image_plan)
         return session_image_status(obs->image_plan);
     if (obs->keep_image && old && json_object_deep_copy(old, &image, NULL) == 0)
@@ -439,24 +435,27 @@ static void image_condition(struct json_object *conds, const struct session_obse
                       s->generation, obs->now);
     else if (obs->keep_image && old)
         add_condition(conds, s->status, "ImageReady",
-                      strcmp(or_empty(str(old, "status")), "True") == 0, str(old, "reason"),
-                      str(old, "message"), s->generation, obs->now);
+                      strcmp(or_empty(jget_string(old, "status")), "True") == 0,
+                      jget_string(old, "reason"), jget_string(old, "message"), s->generation,
+                      obs->now);
     else
         add_condition(conds, s->status, "ImageReady", 1, "BaseImage", obs->image, s->generation,
                       obs->now);
 }
 
-static void decide(const struct session_observation *obs, struct draft *d,
+/* obs->pod is the session's own pod or NULL; owner says what the cache held under its name. */
+static void decide(const struct session_observation *obs, enum session_owner owner, struct draft *d,
                    struct session_verdict *v)
 {
     const struct session *s = obs->s;
     struct json_object *old = s->status;
     struct json_object *pod = obs->pod;
-    const char *old_pod = str(old, "podName");
+    const char *old_pod = jget_string(old, "podName");
     memset(d, 0, sizeof(*d));
     if (pod) {
-        d->pod_name = str(get(pod, "metadata"), "name");
-        d->pod_ip = str(get(pod, "status"), "podIP");
+        d->pod_name = jget_string(jget(pod, "metadata"), "name");
+        d->pod_ip = jget_string(jget(pod, "status"), "podIP");
+        d->pod_uid = jget_string(jget(pod, "metadata"), "uid");
     }
 
     if (s->stopped) {
@@ -467,7 +466,13 @@ static void decide(const struct session_observation *obs, struct draft *d,
         return;
     }
     if (!pod) {
-        if (old_pod) {
+        /* Only a pod the session had itself can have disappeared: status.podUID says it had
+         * one. A status written before podUID existed names its pod only; that pod counts as
+         * the session's unless another's holds the name now (a predecessor's the session
+         * reported by mistake, issue 21), which is replaced instead. */
+        int had_own = jget_string(old, "podUID") != NULL ||
+                      (owner == SESSION_OWNER_NONE && !obs->replacing && !obs->conflict);
+        if (old_pod && had_own) {
             d->phase = "Failed";
             snprintf(d->reason, sizeof(d->reason), "PodDisappeared");
             snprintf(d->message, sizeof(d->message),
@@ -499,7 +504,30 @@ static void decide(const struct session_observation *obs, struct draft *d,
             d->progress_message = plan->progress;
             d->progress_done = 1;
         }
-        if (plan && plan->step == SESSION_IMAGE_BLOCKED) {
+        char conflict[400], child[64];
+        if (owner == SESSION_OWNER_FOREIGN) {
+            session_child_name(s, child, sizeof(child));
+            session_conflict_message("pod", s->namespace, child, conflict, sizeof(conflict));
+        }
+        if (owner == SESSION_OWNER_FOREIGN || obs->conflict) {
+            /* Someone else's object holds a name the session needs: left alone, and said. */
+            snprintf(d->reason, sizeof(d->reason), "NameConflict");
+            snprintf(d->message, sizeof(d->message), "%s",
+                     owner == SESSION_OWNER_FOREIGN ? conflict : obs->conflict);
+            d->blocked = 1;
+        } else if (owner == SESSION_OWNER_PREDECESSOR || obs->replacing) {
+            /* A deleted session of the same name left children the garbage collector has not
+             * removed yet: the operator deletes them and creates the session's own. */
+            snprintf(d->progress_text, sizeof(d->progress_text),
+                     "Replacing the previous session's %s",
+                     owner == SESSION_OWNER_PREDECESSOR ? "pod" : obs->replacing);
+            d->progress_phase = "provision";
+            d->progress_message = d->progress_text;
+            d->progress_done = 0;
+        }
+        if (d->blocked) {
+            /* NameConflict comes first: nothing else can proceed. */
+        } else if (plan && plan->step == SESSION_IMAGE_BLOCKED) {
             snprintf(d->reason, sizeof(d->reason), "%s", plan->failure);
             snprintf(d->message, sizeof(d->message), "%s", plan->message);
             d->blocked = 1;
@@ -511,10 +539,10 @@ static void decide(const struct session_observation *obs, struct draft *d,
         return;
     }
 
-    const char *pod_phase = or_empty(str(get(pod, "status"), "phase"));
+    const char *pod_phase = or_empty(jget_string(jget(pod, "status"), "phase"));
     /* Phase Unknown (the node stopped reporting) is no way back to Pending: a session that ran
      * keeps running until the pod ends or disappears, and the start deadline is behind it. */
-    int ran = strcmp(or_empty(str(old, "phase")), "Running") == 0;
+    int ran = strcmp(or_empty(jget_string(old, "phase")), "Running") == 0;
     if (strcmp(pod_phase, "Running") == 0 ||
         (ran && strcmp(pod_phase, "Succeeded") != 0 && strcmp(pod_phase, "Failed") != 0)) {
         d->phase = "Running";
@@ -561,7 +589,7 @@ static void decide(const struct session_observation *obs, struct draft *d,
         snprintf(sched, sizeof(sched), "%s", sched_text);
         tidy_detail(sched, sizeof(sched), 400);
     }
-    double created = timefmt_parse(str(get(pod, "metadata"), "creationTimestamp"));
+    double created = timefmt_parse(jget_string(jget(pod, "metadata"), "creationTimestamp"));
     double deadline = (created < 0 ? obs->now : created) + (double)obs->cfg->start_deadline_seconds;
     if (obs->now < deadline) {
         v->requeue_after = deadline - obs->now;
@@ -588,13 +616,13 @@ static void decide(const struct session_observation *obs, struct draft *d,
     int terminated = 0;
     const char *lists[] = {"initContainerStatuses", "containerStatuses"};
     for (int l = 0; l < 2 && !why; l++) {
-        struct json_object *arr = get(get(pod, "status"), lists[l]);
+        struct json_object *arr = jget_array(jget(pod, "status"), lists[l]);
         size_t n = arr ? json_object_array_length(arr) : 0;
         for (size_t i = 0; i < n && !why; i++) {
             struct json_object *cs = json_object_array_get_idx(arr, i);
             if (container_problem(cs, l == 0 ? "init container" : "container", detail,
                                   sizeof(detail), &why, &code, &terminated)) {
-                container = or_empty(str(cs, "name"));
+                container = or_empty(jget_string(cs, "name"));
                 snprintf(d->reason, sizeof(d->reason), "%s", classify(l == 0, container, why));
             }
         }
@@ -609,12 +637,25 @@ static void decide(const struct session_observation *obs, struct draft *d,
              *detail ? run_prefix(detail) : ". Run:", s->namespace, or_empty(d->pod_name));
 }
 
-int session_status_compute(const struct session_observation *obs, struct session_verdict *v)
+/* The session's own pod among what obs holds, or NULL (issue 21: a pod of the session's name is
+ * the session's only when its controller reference carries the session's uid). */
+static struct json_object *own_pod(const struct session_observation *obs)
 {
+    return session_child_owner(obs->pod, obs->s->name, obs->s->uid) == SESSION_OWNER_OWN ? obs->pod
+                                                                                         : NULL;
+}
+
+int session_status_compute(const struct session_observation *seen, struct session_verdict *v)
+{
+    /* From here on obs->pod is the session's own pod or NULL. */
+    enum session_owner owner = session_child_owner(seen->pod, seen->s->name, seen->s->uid);
+    struct session_observation own = *seen;
+    own.pod = own_pod(seen);
+    const struct session_observation *obs = &own;
     const struct session *s = obs->s;
     const struct session_config *cfg = obs->cfg;
     struct json_object *old = s->status;
-    const char *old_phase = str(old, "phase");
+    const char *old_phase = jget_string(old, "phase");
     memset(v, 0, sizeof(*v));
 
     struct draft d;
@@ -625,12 +666,12 @@ int session_status_compute(const struct session_observation *obs, struct session
         /* A pod that has not ended by itself has no business running for a finished session:
          * the stop or the start failure that called for its deletion may not have got through
          * (the delete failed, the operator restarted). A pod that ended is kept for its logs. */
-        const char *pod_phase = str(get(obs->pod, "status"), "phase");
+        const char *pod_phase = jget_string(jget(obs->pod, "status"), "phase");
         v->delete_pod = obs->pod != NULL &&
                         (s->stopped || !pod_phase ||
                          (strcmp(pod_phase, "Succeeded") != 0 && strcmp(pod_phase, "Failed") != 0));
     } else {
-        decide(obs, &d, v);
+        decide(obs, owner, &d, v);
     }
 
     struct json_object *status = NULL; /* json_object_deep_copy refuses a non-NULL target */
@@ -638,7 +679,7 @@ int session_status_compute(const struct session_observation *obs, struct session
         if (json_object_deep_copy(old, &status, NULL) < 0)
             return -TELO_ENOMEM;
         json_object_object_add(status, "observedGeneration", json_object_new_int64(s->generation));
-        struct json_object *conds = get(status, "conditions");
+        struct json_object *conds = jget_array(status, "conditions");
         size_t n = conds ? json_object_array_length(conds) : 0;
         for (size_t i = 0; i < n; i++)
             json_object_object_add(json_object_array_get_idx(conds, i), "observedGeneration",
@@ -660,8 +701,20 @@ int session_status_compute(const struct session_observation *obs, struct session
             json_object_object_add(status, "progress", p);
         }
         json_object_object_add(status, "image", image_status(obs));
-        put_str(status, "podName", d.pod_name ? d.pod_name : str(old, "podName"));
-        put_str(status, "podIP", d.pod_ip ? d.pod_ip : str(old, "podIP"));
+        /* What was recorded of the session's own pod stays (a PodDisappeared names it); a
+         * name reported without podUID while another's pod holds it now was never the
+         * session's (issue 21) and goes. */
+        int keep_old = jget_string(old, "podUID") != NULL ||
+                       (owner == SESSION_OWNER_NONE && !obs->replacing && !obs->conflict);
+        put_str(status, "podName",
+                d.pod_name ? d.pod_name
+                : keep_old ? jget_string(old, "podName")
+                           : NULL);
+        put_str(status, "podIP", d.pod_ip ? d.pod_ip : keep_old ? jget_string(old, "podIP") : NULL);
+        put_str(status, "podUID",
+                d.pod_uid  ? d.pod_uid
+                : keep_old ? jget_string(old, "podUID")
+                           : NULL);
         if (d.has_exit_code)
             json_object_object_add(status, "exitCode", json_object_new_int64(d.exit_code));
         if (s->nports)
@@ -686,8 +739,8 @@ int session_status_compute(const struct session_observation *obs, struct session
             put_str(status, "inspectUrl", url);
         }
         int started = strcmp(d.phase, "Running") == 0 || is_terminal(d.phase);
-        if (started && (d.pod_name || str(old, "startTime"))) {
-            const char *pod_start = str(get(obs->pod, "status"), "startTime");
+        if (started && (d.pod_name || jget_string(old, "startTime"))) {
+            const char *pod_start = jget_string(jget(obs->pod, "status"), "startTime");
             put_time_once(status, old, "startTime",
                           pod_start ? timefmt_parse(pod_start) : obs->now);
         }
@@ -712,7 +765,7 @@ int session_status_compute(const struct session_observation *obs, struct session
         json_object_object_add(status, "conditions", conds);
 
         /* An Event for every change of phase or reason: `kubectl describe` tells the story. */
-        const char *old_reason = or_empty(str(old, "reason"));
+        const char *old_reason = or_empty(jget_string(old, "reason"));
         if (!old_phase || strcmp(old_phase, d.phase) != 0 || strcmp(old_reason, d.reason) != 0) {
             v->event_type = stalled ? "Warning" : "Normal";
             snprintf(v->event_reason, sizeof(v->event_reason), "%s",
@@ -732,9 +785,9 @@ int session_status_compute(const struct session_observation *obs, struct session
     }
 
     /* ttlSecondsAfterFinished: the session itself goes once it has been over for that long. */
-    const char *final_phase = str(status, "phase");
+    const char *final_phase = jget_string(status, "phase");
     if (is_terminal(final_phase) && s->ttl_after_finished >= 0) {
-        double done = timefmt_parse(str(status, "completionTime"));
+        double done = timefmt_parse(jget_string(status, "completionTime"));
         double due = (done < 0 ? obs->now : done) + (double)s->ttl_after_finished;
         if (obs->now >= due)
             v->delete_session = 1;
@@ -752,16 +805,17 @@ int session_status_wait_for_pod(const struct session_observation *obs,
 {
     /* A reason on a Pending is a block the user must see now (BundleNotFound...). */
     return v->changed && !obs->s->status && !obs->image_plan && !v->delete_session &&
-           strcmp(or_empty(str(v->status, "phase")), "Pending") == 0 && !str(v->status, "reason");
+           strcmp(or_empty(jget_string(v->status, "phase")), "Pending") == 0 &&
+           !jget_string(v->status, "reason");
 }
 
 double session_status_settle(const struct session_observation *obs, const struct session_verdict *v)
 {
-    if (!v->changed || obs->s->status || obs->image_plan || !obs->pod ||
-        strcmp(or_empty(str(v->status, "phase")), "Provisioning") != 0 ||
-        str(v->status, "reason") || str(v->status, "message"))
+    if (!v->changed || obs->s->status || obs->image_plan || !own_pod(obs) ||
+        strcmp(or_empty(jget_string(v->status, "phase")), "Provisioning") != 0 ||
+        jget_string(v->status, "reason") || jget_string(v->status, "message"))
         return 0;
-    double created = timefmt_parse(str(get(obs->pod, "metadata"), "creationTimestamp"));
+    double created = timefmt_parse(jget_string(jget(obs->pod, "metadata"), "creationTimestamp"));
     if (created < 0)
         return 0;
     double left = created + SESSION_SETTLE_SECONDS - obs->now;

@@ -12,9 +12,18 @@
 struct session_observation {
     const struct session *s;
     const struct session_config *cfg;
-    struct json_object *pod; /* the session pod from the cache, or NULL when there is none */
-    const char *image;       /* the image the session runs */
-    int attach_secret;       /* 1 when the attach-token Secret exists */
+    /* The pod of the session's pod name from the cache, or NULL when there is none. Whose it is
+     * is decided here (session_child_owner): only the session's own pod is reported and is the
+     * basis of a phase; a deleted predecessor's pod is being replaced (Pending, "Replacing the
+     * previous session's pod") and anyone else's is a NameConflict. */
+    struct json_object *pod;
+    /* The other children (Service, Ingress, Secret), classified by the reconciler: a child of
+     * someone else holds one of their names (the NameConflict message, naming it), and the kind
+     * of a predecessor's child being replaced ("Secret"). NULL: none. */
+    const char *conflict;
+    const char *replacing;
+    const char *image; /* the image the session runs */
+    int attach_secret; /* 1 when the attach-token Secret exists */
     /* Why the pod cannot be created yet (the bundle ConfigMap is missing, say): the session
      * stays Pending and Stalled with this reason and message until it is fixed. NULL: nothing. */
     const char *blocked_reason;

@@ -39,7 +39,7 @@ import uuid
 import pytest
 import yaml
 
-from conftest import ROOT, wait_until
+from conftest import ROOT, LineReader, wait_until
 
 HELLO_SAMPLE = os.path.join(ROOT, "crds", "samples", "hello.yaml")
 CHAOS_EXIT = "pod-container-running-failed.stage.kwok.x-k8s.io"
@@ -106,15 +106,17 @@ def pod_name(name):
     return "telo-run-" + name
 
 
-def host_id(name, ns):
+def host_id(ts):
     """The session's part of its ingress hosts, written here from the contract rather than read
-    from the operator: "<name>-<namespace>" cut to 46 characters (dots as dashes, no trailing
-    dash), "-", then the first 10 bytes of sha256("<namespace>/<name>"), each byte's low 5 bits
-    as a letter of the base32 alphabet a-z2-7."""
-    digest = hashlib.sha256(("%s/%s" % (ns, name)).encode()).digest()
-    readable = ("%s-%s" % (name, ns)).replace(".", "-")[:46].rstrip("-")
+    from the operator: "<name>-<namespace>" cut to 40 characters (dots as dashes, no trailing
+    dash), "-", then the first 16 bytes of sha256(<the session's uid>), each byte's low 5 bits
+    as a letter of the base32 alphabet a-z2-7. The uid, not the name, makes the secret part: a
+    host cannot be computed from a session's name (issue 15, finding 6)."""
+    meta = ts["metadata"]
+    digest = hashlib.sha256(meta["uid"].encode()).digest()
+    readable = ("%s-%s" % (meta["name"], meta["namespace"])).replace(".", "-")[:40].rstrip("-")
     return readable + "-" + "".join("abcdefghijklmnopqrstuvwxyz234567"[b & 31]
-                                    for b in digest[:10])
+                                    for b in digest[:16])
 
 
 def dns_label(text):
@@ -335,7 +337,7 @@ def test_hello_sample_runs_and_deleting_it_removes_its_children(cluster, start, 
     assert st["observedGeneration"] == ts["metadata"]["generation"]
     assert all(c["observedGeneration"] == ts["metadata"]["generation"] for c in st["conditions"])
     assert st["progress"] == {"phase": "provision", "message": "Running", "done": True}
-    url = "http://8080-%s.sessions.example.test" % host_id("hello", ns)
+    url = "http://8080-%s.sessions.example.test" % host_id(ts)
     assert st["endpoints"] == [{"name": "http", "port": 8080, "protocol": "TCP",
                                 "host": url[len("http://"):], "url": url}]
     assert st["attach"]["secretName"] == "telo-run-hello-attach"
@@ -512,6 +514,132 @@ def test_pod_deleted_by_someone_else_fails_with_pod_disappeared(cluster, start, 
     assert get(cluster, ns, "pod", "telo-run-gone") is None, "a vanished pod is not recreated"
 
 
+def owner_uid(obj):
+    """The uid of obj's controller owner reference, or None."""
+    refs = [r for r in obj["metadata"].get("ownerReferences", []) if r.get("controller")]
+    return refs[0]["uid"] if refs else None
+
+
+def test_a_foreign_pod_of_the_sessions_name_is_a_name_conflict_and_left_alone(
+        cluster, start, pod_namespace, session_node):
+    """Issue 21: a pod holding the session's pod name that no TeloSession of that name controls
+    is never reported, patched or deleted: the session says whose name it is and waits."""
+    ns = pod_namespace
+    start()
+    # Labelled as ours (so it is in the operator's cache), owned by nobody, and parked: a
+    # nodeSelector nothing has keeps it Pending whatever kwok plays.
+    foreign = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "telo-run-clash",
+                            "labels": {"app.kubernetes.io/managed-by": "telo-operator",
+                                       "telo.run/session": "clash"}},
+               "spec": {"nodeSelector": {"e2e.telo.run/nowhere": "yes"},
+                        "containers": [{"name": "c", "image": "busybox"}]}}
+    apply(cluster, ns, hello_bundle(), foreign)
+    before = get(cluster, ns, "pod", "telo-run-clash")
+    apply(cluster, ns, session("clash"))
+    ts = wait_phase(cluster, ns, "clash", "Pending", reason="NameConflict", timeout=30)
+    st = ts["status"]
+    assert "pod %s/telo-run-clash exists and is not owned by this session" % ns in st["message"], st
+    assert "podName" not in st and "podUID" not in st, st
+    assert condition(ts, "Stalled")["status"] == "True", st
+    time.sleep(2)
+    after = get(cluster, ns, "pod", "telo-run-clash")
+    assert after["metadata"]["uid"] == before["metadata"]["uid"], "the foreign pod was replaced"
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], (
+        "the foreign pod was written to")
+    # Once its owner removes it, the session goes on with a pod of its own.
+    cluster.kubectl("delete", "pod", "telo-run-clash", "-n", ns, "--grace-period=0", "--force")
+    ts = wait_phase(cluster, ns, "clash", "Running", timeout=60)
+    pod = get(cluster, ns, "pod", "telo-run-clash")
+    assert owner_uid(pod) == ts["metadata"]["uid"], pod["metadata"]
+    assert ts["status"]["podUID"] == pod["metadata"]["uid"], ts["status"]
+
+
+@pytest.mark.disruptive
+def test_a_session_created_again_under_its_name_never_inherits_its_predecessors_children(
+        cluster, start, pod_namespace):
+    """Issue 21, as a GitOps replace does it, with the garbage collector held back: session
+    `again` Running; deleted (kubectl delete --wait returns once the object is gone) and applied
+    again, so a new `again` with a new uid exists while the old pod, Service, Ingress and Secret
+    (owned only by the old uid) are still there. The new session must never report the old pod,
+    must end Running on a pod of its own, never Failed/PodDisappeared, with children of its own
+    (a fresh attach token) and another host (issue 15 finding 6: hosts come from the uid)."""
+    ns = pod_namespace
+    start("ingress.baseDomain=sessions.example.test")
+    apply(cluster, ns, hello_bundle(), session("again"))
+    old = wait_phase(cluster, ns, "again", "Running")
+    old_uid = old["metadata"]["uid"]
+    old_children = {kind: get(cluster, ns, kind, name)["metadata"]["uid"] for kind, name in (
+        ("pod", "telo-run-again"), ("service", "telo-run-again"),
+        ("ingress", "telo-run-again"), ("secret", "telo-run-again-attach"))}
+    old_pod_uid = old_children["pod"]
+    old_host = old["status"]["endpoints"][0]["host"]
+    assert old["status"].get("podUID") == old_pod_uid, old["status"]
+    seen = []
+    cluster.script("down.sh", "kube-controller-manager")
+    try:
+        proc = cluster.kubectl("delete", "ts", "again", "-n", ns, "--wait=true", timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        # No garbage collector: every child of the old session is still there.
+        for kind, uid in old_children.items():
+            name = "telo-run-again-attach" if kind == "secret" else "telo-run-again"
+            assert get(cluster, ns, kind, name)["metadata"]["uid"] == uid, kind
+        # Every version of the new session's status, from a watch: polling could miss one.
+        watch = LineReader([cluster.kubectl_path, "--kubeconfig", cluster.kubeconfig, "get", "ts",
+                            "-n", ns, "-w", "-o", "jsonpath={.metadata.uid}|{.status.phase}|"
+                            "{.status.reason}|{.status.podUID}|{.status.progress.message}{\"\\n\"}"])
+        apply(cluster, ns, session("again"))
+        new_uid = get_ts(cluster, ns, "again")["metadata"]["uid"]
+        assert new_uid != old_uid
+
+        def converged():
+            ts = get_ts(cluster, ns, "again")
+            st = ts.get("status", {})
+            seen.append({k: st.get(k) for k in ("phase", "reason", "podName", "podUID", "podIP")}
+                        | {"progress": (st.get("progress") or {}).get("message")})
+            assert st.get("phase") != "Failed", json.dumps(st, indent=1)
+            assert st.get("podUID") != old_pod_uid, "reports the old pod: %s" % st
+            if st.get("phase") != "Running":
+                return None
+            pod = get(cluster, ns, "pod", "telo-run-again")
+            assert pod and owner_uid(pod) == new_uid, (
+                "Running on a pod owned by %s (old session %s, new %s): %s" % (
+                    pod and owner_uid(pod), old_uid, new_uid, st))
+            assert st.get("podUID") == pod["metadata"]["uid"], st
+            return ts
+        try:
+            ts = wait_until(converged, timeout=60, interval=0.2,
+                            what="the new session Running on a pod of its own")
+            watch.expect(lambda line: line.startswith(new_uid + "|Running|"), timeout=10,
+                         what="the watch to see Running")
+        finally:
+            watch.stop()
+        versions = [line.split("|") for line in watch.seen if line.startswith(new_uid + "|")]
+        assert versions, watch.seen
+        assert not [v for v in versions if v[1] == "Failed" or v[3] == old_pod_uid], versions
+        # Said what it waited for on the way (the old pod takes a moment to go).
+        assert ["Pending", "Replacing the previous session's pod"] in [
+            [v[1], v[4]] for v in versions], versions
+        for kind, uid in old_children.items():
+            name = "telo-run-again-attach" if kind == "secret" else "telo-run-again"
+            obj = wait_until(lambda: (lambda o: o if o and o["metadata"]["uid"] != uid else None)(
+                get(cluster, ns, kind, name)), timeout=30, what="a new %s" % kind)
+            assert owner_uid(obj) == new_uid, (kind, obj["metadata"])
+        new_host = ts["status"]["endpoints"][0]["host"]
+        assert new_host != old_host and new_host.startswith("8080-" + host_id(ts)), (
+            old_host, new_host)
+    finally:
+        cluster.script("up.sh")
+    # The garbage collector is back: nothing of the new session is collected, and it stays
+    # Running on the same pod.
+    pod_uid = ts["status"]["podUID"]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        st = get_ts(cluster, ns, "again")["status"]
+        assert st["phase"] == "Running" and st["podUID"] == pod_uid, st
+        time.sleep(0.5)
+
+
 # --- lifecycle -----------------------------------------------------------------------------------
 
 def test_stopped_deletes_the_pod_and_keeps_the_record(cluster, start, pod_namespace):
@@ -589,7 +717,7 @@ def test_ingress_hosts_and_endpoints_with_a_base_domain(cluster, start, pod_name
     web["spec"]["ports"][1]["name"] = "debug"
     apply(cluster, ns, hello_bundle(), web, session(long_name))
     ts = wait_phase(cluster, ns, "web", "Running")
-    host = lambda port: "%d-%s.sessions.example.test" % (port, host_id("web", ns))  # noqa: E731
+    host = lambda port: "%d-%s.sessions.example.test" % (port, host_id(ts))  # noqa: E731
     assert ts["status"]["endpoints"] == [
         {"name": "p8080", "port": 8080, "protocol": "TCP", "host": host(8080),
          "url": "https://" + host(8080)},
@@ -614,7 +742,7 @@ def test_ingress_hosts_and_endpoints_with_a_base_domain(cluster, start, pod_name
     ts = wait_phase(cluster, ns, long_name, "Running")
     endpoint = ts["status"]["endpoints"][0]
     label = endpoint["host"].split(".")[0]
-    assert label == "8080-" + host_id(long_name, ns) and dns_label(label), endpoint
+    assert label == "8080-" + host_id(ts) and dns_label(label), endpoint
     pod = ts["status"]["podName"]
     assert len(pod) <= 63 and get(cluster, ns, "pod", pod), pod
     ing = get(cluster, ns, "ingress", pod)["spec"]
@@ -636,11 +764,12 @@ def test_ingress_hosts_do_not_collide_across_namespaces(cluster, start, pod_name
         apply(cluster, other, hello_bundle(), session("web"))
         hosts = {}
         for where, name in ((ns, "web-x"), (other, "web")):
-            st = wait_phase(cluster, where, name, "Running")["status"]
+            ts = wait_phase(cluster, where, name, "Running")
+            st = ts["status"]
             host = st["endpoints"][0]["host"]
             label, domain = host.split(".", 1)
             assert domain == "sessions.example.test" and dns_label(label), host
-            assert label == "8080-" + host_id(name, where), (label, host_id(name, where))
+            assert label == "8080-" + host_id(ts), (label, host_id(ts))
             # Readable: the session and its namespace are in the host.
             assert label.startswith("8080-web-x-" + ns[:30]), label
             ing = get(cluster, where, "ingress", pod_name(name))["spec"]
@@ -724,7 +853,7 @@ def test_operator_restarted_without_a_base_domain_removes_the_ingress(cluster, s
     apply(cluster, ns, hello_bundle(), session("moved"))
     ts = wait_phase(cluster, ns, "moved", "Running")
     assert ts["status"]["endpoints"][0]["url"] == (
-        "http://8080-%s.sessions.example.test" % host_id("moved", ns))
+        "http://8080-%s.sessions.example.test" % host_id(ts))
     op.restart(sets=[s_ for s_ in op.sets if not s_.startswith("ingress.")])
     wait_until(lambda: get(cluster, ns, "ingress", "telo-run-moved") is None, timeout=20,
                what="the Ingress to go with the base domain")

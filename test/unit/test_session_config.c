@@ -475,39 +475,37 @@ static int host_label_ok(const char *id)
            label[n - 1] != '-' && !strstr(label, "--");
 }
 
+#define UID_A "0b6f2d7a-6a44-4c84-8a55-2d9b3c0e1f00"
+#define UID_B "11111111-2222-4333-8444-555555555555"
+
 static void child_names_and_host_ids(void **state)
 {
     (void)state;
-    struct session s = {.name = "hello", .namespace = "demo"};
+    struct session s = {.name = "hello", .namespace = "demo", .uid = UID_A};
     char out[64];
     session_child_name(&s, out, sizeof(out));
     assert_string_equal(out, "telo-run-hello");
-    /* Readable prefix, then a hash of "demo/hello" (golden: hosts must not move between
-     * operator versions, or every published URL breaks). */
+    /* Readable prefix, then 16 characters of a hash of the uid (golden: hosts must not move
+     * between operator versions or restarts, or every published URL breaks). */
     session_host_id(&s, out, sizeof(out));
-    assert_string_equal(out, "hello-demo-fjrjwsbpk3");
+    assert_string_equal(out, "hello-demo-cjouygjdnwlb5vco");
     assert_true(host_label_ok(out));
 
-    /* Long names: the prefix is cut, the label still fits and still differs by namespace. */
+    /* Long names: the prefix is cut, the label still fits. */
     s.name = "a-session-with-a-rather-long-name-indeed";
     s.namespace = "and-a-long-namespace";
     session_host_id(&s, out, sizeof(out));
     assert_true(host_label_ok(out));
-    assert_int_equal(strlen(out), 46 + 1 + 10);
-    assert_memory_equal(out, "a-session-with-a-rather-long-name-indeed-and-a-", 46);
-    char other[64];
-    s.namespace = "and-a-long-namespacf";
-    session_host_id(&s, other, sizeof(other));
-    assert_string_not_equal(out, other);
-    assert_memory_equal(out, other, 46); /* same prefix: only the hash tells them apart */
+    assert_int_equal(strlen(out), SESSION_HOST_PREFIX_LEN + 1 + SESSION_HOST_HASH_LEN);
+    assert_memory_equal(out, "a-session-with-a-rather-long-name-indeed", 40);
 
     /* A cut that ends on a separator does not leave "--" before the hash. */
-    s.name = "abcdefghijklmnopqrstuvwxyz-abcdefghijklmnopqr-s";
+    s.name = "abcdefghijklmnopqrstuvwxyz-abcdefghijkl-s";
     s.namespace = "ns";
     session_host_id(&s, out, sizeof(out));
     assert_true(host_label_ok(out));
-    assert_memory_equal(out, "abcdefghijklmnopqrstuvwxyz-abcdefghijklmnopqr-", 45);
-    assert_int_equal(strlen(out), 45 + 1 + 10);
+    assert_memory_equal(out, "abcdefghijklmnopqrstuvwxyz-abcdefghijkl-", 39);
+    assert_int_equal(strlen(out), 39 + 1 + SESSION_HOST_HASH_LEN);
 
     /* The longest names Kubernetes allows (253-character dotted name, 63-character namespace). */
     char name[254], ns[64];
@@ -522,24 +520,41 @@ static void child_names_and_host_ids(void **state)
     assert_true(host_label_ok(out));
 }
 
+/* Issue 15 finding 6: a host is not computable from the name. The same name and namespace with
+ * another uid (a session deleted and created again) get another host; the same uid always gets
+ * the same one (an operator restart moves nothing). */
+static void host_ids_come_from_the_uid(void **state)
+{
+    (void)state;
+    struct session first = {.name = "web", .namespace = "demo", .uid = UID_A},
+                   again = {.name = "web", .namespace = "demo", .uid = UID_B},
+                   same = {.name = "web", .namespace = "demo", .uid = UID_A};
+    char a[64], b[64], c[64];
+    session_host_id(&first, a, sizeof(a));
+    session_host_id(&again, b, sizeof(b));
+    session_host_id(&same, c, sizeof(c));
+    assert_string_not_equal(a, b);
+    assert_string_equal(a, c);
+    assert_memory_equal(a, "web-demo-", 9);
+    assert_memory_equal(b, "web-demo-", 9);
+    /* Nothing of the name is in the secret part: the name's old hash is not the suffix. */
+    assert_string_equal(a + 9, "cjouygjdnwlb5vco");
+    assert_string_equal(b + 9, "pmhs53pkvwirvkpc");
+}
+
 /* Name "a-b" in namespace "c" and name "a" in namespace "b-c" both read "a-b-c": their hosts
- * live in one DNS zone and must still differ. */
+ * live in one DNS zone and must still differ (their uids do). */
 static void host_ids_do_not_collide_across_namespaces(void **state)
 {
     (void)state;
-    struct session one = {.name = "a-b", .namespace = "c"}, two = {.name = "a", .namespace = "b-c"};
+    struct session one = {.name = "a-b", .namespace = "c", .uid = UID_A},
+                   two = {.name = "a", .namespace = "b-c", .uid = UID_B};
     char a[64], b[64];
     session_host_id(&one, a, sizeof(a));
     session_host_id(&two, b, sizeof(b));
     assert_string_not_equal(a, b);
     assert_memory_equal(a, "a-b-c-", 6);
     assert_memory_equal(b, "a-b-c-", 6);
-    /* A dotted name and its dashed twin in one namespace. */
-    struct session dotted = {.name = "web.v1", .namespace = "demo"},
-                   dashed = {.name = "web-v1", .namespace = "demo"};
-    session_host_id(&dotted, a, sizeof(a));
-    session_host_id(&dashed, b, sizeof(b));
-    assert_string_not_equal(a, b);
     assert_true(host_label_ok(a));
 }
 
@@ -627,6 +642,7 @@ int main(void)
         cmocka_unit_test(spec_self_contained_and_url_bundles),
         cmocka_unit_test(child_names_and_host_ids),
         cmocka_unit_test(host_ids_do_not_collide_across_namespaces),
+        cmocka_unit_test(host_ids_come_from_the_uid),
         cmocka_unit_test(quantities_parse_as_the_api_server_does),
         cmocka_unit_test(clamping_never_raises),
     };

@@ -589,9 +589,9 @@ static void ingress_one_rule_per_tcp_port(void **state)
     assert_true(flag(ing, "metadata.ownerReferences[0].blockOwnerDeletion"));
     assert_int_equal(length(ing, "spec.rules"), 2);
     assert_string_equal(text(ing, "spec.rules[0].host"),
-                        "8080-hello-demo-fjrjwsbpk3.sessions.example.com");
+                        "8080-hello-demo-cjouygjdnwlb5vco.sessions.example.com");
     assert_string_equal(text(ing, "spec.rules[1].host"),
-                        "9000-hello-demo-fjrjwsbpk3.sessions.example.com");
+                        "9000-hello-demo-cjouygjdnwlb5vco.sessions.example.com");
     struct json_object *path = at(ing, "spec.rules[1].http.paths[0]");
     assert_string_equal(text(path, "path"), "/");
     assert_string_equal(text(path, "pathType"), "Prefix");
@@ -609,9 +609,9 @@ static void ingress_one_rule_per_tcp_port(void **state)
     assert_string_equal(text(ing, "spec.tls[0].secretName"), "sessions-tls");
     assert_int_equal(length(ing, "spec.tls[0].hosts"), 2);
     assert_string_equal(text(ing, "spec.tls[0].hosts[0]"),
-                        "8080-hello-demo-fjrjwsbpk3.sessions.example.com");
+                        "8080-hello-demo-cjouygjdnwlb5vco.sessions.example.com");
     assert_string_equal(text(ing, "spec.tls[0].hosts[1]"),
-                        "9000-hello-demo-fjrjwsbpk3.sessions.example.com");
+                        "9000-hello-demo-cjouygjdnwlb5vco.sessions.example.com");
     json_object_put(ing);
     teardown(&f);
 

@@ -379,10 +379,41 @@ static void a_vanished_job_asks_the_registry_then_fails(void **state)
     world_free(&w);
 }
 
+/* Issue 21: a Job of the tag being deleted is an earlier generation of the build. Whatever it
+ * ended as (failed, even succeeded), a session that is not following it takes nothing from it:
+ * it waits for it to go and then builds anew. */
+static void a_job_being_deleted_is_not_trusted_by_a_new_session(void **state)
+{
+    (void)state;
+    static const char *const statuses[] = {
+        "{\"failed\":1,\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]}",
+        "{\"succeeded\":1}", "{\"active\":1}"};
+    for (size_t i = 0; i < 3; i++) {
+        struct world w;
+        world_init(&w);
+        w.obs.presence = SESSION_PRESENCE_ABSENT;
+        world_job(&w, "demo/earlier", statuses[i]);
+        json_object_object_add(json_object_object_get(w.job, "metadata"), "deletionTimestamp",
+                               json_object_new_string("2026-03-01T10:00:05Z"));
+        decide(&w);
+        assert_int_equal(w.plan.step, SESSION_IMAGE_BUILDING);
+        assert_null(w.plan.job_result);
+        assert_false(w.plan.create_job);
+        assert_false(w.plan.fetch_log);
+        assert_true(w.plan.requeue_after > 0);
+        /* Gone: a build of its own. */
+        w.obs.job = NULL;
+        decide(&w);
+        assert_true(w.plan.create_job);
+        world_free(&w);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_bad_bundle_fails_the_session),
+        cmocka_unit_test(a_job_being_deleted_is_not_trusted_by_a_new_session),
         cmocka_unit_test(a_bundle_without_dependencies_runs_the_base_image),
         cmocka_unit_test(a_new_session_asks_the_registry_first),
         cmocka_unit_test(an_image_in_the_registry_is_a_cache_hit),

@@ -835,8 +835,9 @@ static void endpoints_with_a_base_domain_have_hosts_and_urls(void **state)
     struct json_object *eps = at(v.status, "endpoints");
     struct json_object *tcp = json_object_array_get_idx(eps, 0);
     struct json_object *udp = json_object_array_get_idx(eps, 1);
-    assert_string_equal(text(tcp, "host"), "8080-hello-demo-fjrjwsbpk3.sessions.example.com");
-    assert_string_equal(text(tcp, "url"), "http://8080-hello-demo-fjrjwsbpk3.sessions.example.com");
+    assert_string_equal(text(tcp, "host"), "8080-hello-demo-cjouygjdnwlb5vco.sessions.example.com");
+    assert_string_equal(text(tcp, "url"),
+                        "http://8080-hello-demo-cjouygjdnwlb5vco.sessions.example.com");
     /* The Ingress fronts TCP only: a UDP port is reached through the Service, without a URL. */
     assert_string_equal(text(udp, "host"), "telo-run-hello.demo.svc");
     assert_null(at(udp, "url"));
@@ -846,7 +847,7 @@ static void endpoints_with_a_base_domain_have_hosts_and_urls(void **state)
     compute(&w, T0 + 10, &v);
     tcp = json_object_array_get_idx(at(v.status, "endpoints"), 0);
     assert_string_equal(text(tcp, "url"),
-                        "https://8080-hello-demo-fjrjwsbpk3.sessions.example.com");
+                        "https://8080-hello-demo-cjouygjdnwlb5vco.sessions.example.com");
     session_verdict_release(&v);
     world_free(&w);
 }
@@ -1088,6 +1089,191 @@ static void pod_disappeared(void **state)
     assert_string_equal(text(v.status, "completionTime"), "2026-03-01T10:01:00Z");
     assert_false(v.delete_pod);
     assert_string_equal(v.event_type, "Warning");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* --- ownership (issue 21) ------------------------------------------------------------------ */
+
+#define PREDECESSOR_UID "9a9a9a9a-0000-4000-8000-000000000001"
+
+/* Gives w's pod another controller: a TeloSession of name with uid, or none (uid NULL). */
+static void world_pod_owner(struct world *w, const char *name, const char *uid)
+{
+    struct json_object *meta = at(w->pod, "metadata");
+    json_object_object_del(meta, "ownerReferences");
+    if (!uid)
+        return;
+    char text[512];
+    snprintf(text, sizeof(text),
+             "[{\"apiVersion\":\"telo.run/v1alpha1\",\"kind\":\"TeloSession\",\"name\":\"%s\","
+             "\"uid\":\"%s\",\"controller\":true,\"blockOwnerDeletion\":true}]",
+             name, uid);
+    json_object_object_add(meta, "ownerReferences", json_tokener_parse(text));
+}
+
+static void world_status_json(struct world *w, const char *json)
+{
+    struct json_object *status = json_tokener_parse(json);
+    assert_non_null(status);
+    world_status(w, status);
+    json_object_put(status);
+}
+
+/* The session records the uid of the pod it reports, its own. */
+static void the_own_pod_is_reported_with_its_uid(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "running");
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "phase"), "Running");
+    assert_string_equal(text(v.status, "podName"), "telo-run-hello");
+    assert_string_equal(text(v.status, "podUID"), "7c1e5b0e-2f4d-4d7e-9a51-3f1f0d2c8a11");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* A Running pod of a deleted predecessor (same name, another uid) is not the new session's: it
+ * is neither reported nor the basis of a phase; the session waits for its replacement. */
+static void a_predecessors_pod_is_being_replaced(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "running");
+    world_pod_owner(&w, "hello", PREDECESSOR_UID);
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    assert_null(at(v.status, "reason"));
+    assert_string_equal(text(v.status, "progress.message"), "Replacing the previous session's pod");
+    assert_null(at(v.status, "podName"));
+    assert_null(at(v.status, "podIP"));
+    assert_null(at(v.status, "podUID"));
+    assert_null(at(v.status, "startTime"));
+    assert_string_equal(cond_status(v.status, "Ready"), "False");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "True");
+    assert_string_equal(cond_status(v.status, "Stalled"), "False");
+    assert_false(v.delete_pod); /* the reconciler replaces it, with a uid precondition */
+    assert_true(session_status_settle(
+                    &(struct session_observation){.s = &w.s, .cfg = w.cfg, .pod = w.pod, .now = T0},
+                    &v) == 0);
+    /* A predecessor's pod that has failed or ended says nothing either. */
+    world_pod(&w, "failed-oomkilled");
+    world_pod_owner(&w, "hello", PREDECESSOR_UID);
+    session_verdict_release(&v);
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* The bug of issue 21: a status that reported the predecessor's pod (no podUID) must not turn
+ * PodDisappeared when the garbage collector removes that pod, nor keep naming it. */
+static void a_reported_predecessor_pod_is_no_pod_disappeared(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_status_json(&w, ("{\"phase\":\"Running\",\"podName\":\"telo-run-hello\","
+                           "\"podIP\":\"10.244.0.9\"}"));
+    world_pod(&w, "running");
+    world_pod_owner(&w, "hello", PREDECESSOR_UID);
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    assert_null(at(v.status, "podName"));
+    assert_null(at(v.status, "podIP"));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* Only a pod the session had (status.podUID) can have disappeared. */
+static void pod_disappeared_needs_the_sessions_own_pod(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_status_json(&w, ("{\"phase\":\"Running\",\"podName\":\"telo-run-hello\","
+                           "\"podUID\":\"7c1e5b0e-2f4d-4d7e-9a51-3f1f0d2c8a11\"}"));
+    struct session_verdict v;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "reason"), "PodDisappeared");
+    assert_string_equal(text(v.status, "podUID"), "7c1e5b0e-2f4d-4d7e-9a51-3f1f0d2c8a11");
+    session_verdict_release(&v);
+    /* Its own pod replaced by someone else's of the name: still gone. */
+    world_pod(&w, "running");
+    world_pod_owner(&w, "hello", NULL);
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "reason"), "PodDisappeared");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* Someone else's pod holds the name: the session says so, and is stalled until it goes. */
+static void a_foreign_pod_is_a_name_conflict(void **state)
+{
+    (void)state;
+    static const char *const owners[][2] = {{"hello", NULL}, {"another", PREDECESSOR_UID}};
+    for (size_t i = 0; i < 2; i++) {
+        struct world w;
+        world_init(&w, hello_json);
+        world_pod(&w, "running");
+        world_pod_owner(&w, owners[i][0], owners[i][1]);
+        struct session_verdict v;
+        compute(&w, T0 + 10, &v);
+        assert_string_equal(text(v.status, "phase"), "Pending");
+        assert_string_equal(text(v.status, "reason"), "NameConflict");
+        assert_true(starts_with(text(v.status, "message"),
+                                "pod demo/telo-run-hello exists and is not owned by this session; "
+                                "delete or rename it"));
+        assert_null(at(v.status, "podName"));
+        assert_string_equal(cond_status(v.status, "Stalled"), "True");
+        assert_string_equal(cond_status(v.status, "Reconciling"), "False");
+        assert_false(v.delete_pod);
+        assert_string_equal(v.event_type, "Warning");
+        assert_string_equal(v.event_reason, "NameConflict");
+        session_verdict_release(&v);
+        world_free(&w);
+    }
+}
+
+/* The other children, classified by the reconciler: a foreign Service, Ingress or Secret is a
+ * conflict; a predecessor's is being replaced. Neither counts while the session runs its pod. */
+static void other_childrens_conflicts_and_replacements_are_said(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    struct session_observation obs = observation(&w, T0);
+    obs.conflict = "secret demo/telo-run-hello-attach exists and is not owned by this session; "
+                   "delete or rename it";
+    struct session_verdict v;
+    assert_int_equal(session_status_compute(&obs, &v), 0);
+    assert_string_equal(text(v.status, "reason"), "NameConflict");
+    assert_string_equal(text(v.status, "message"), obs.conflict);
+    session_verdict_release(&v);
+    static const char *const kinds[] = {"service", "ingress", "secret"};
+    for (size_t i = 0; i < 3; i++) {
+        obs = observation(&w, T0);
+        obs.replacing = kinds[i];
+        assert_int_equal(session_status_compute(&obs, &v), 0);
+        assert_string_equal(text(v.status, "phase"), "Pending");
+        assert_null(at(v.status, "reason"));
+        char want[80];
+        snprintf(want, sizeof(want), "Replacing the previous session's %s", kinds[i]);
+        assert_string_equal(text(v.status, "progress.message"), want);
+        session_verdict_release(&v);
+    }
+    /* With its own pod running, the session is Running whatever the rest. */
+    world_pod(&w, "running");
+    obs = observation(&w, T0 + 10);
+    obs.replacing = "secret";
+    assert_int_equal(session_status_compute(&obs, &v), 0);
+    assert_string_equal(text(v.status, "phase"), "Running");
     session_verdict_release(&v);
     world_free(&w);
 }
@@ -1612,6 +1798,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_pod_is_pending_and_scheduling),
+        cmocka_unit_test(the_own_pod_is_reported_with_its_uid),
+        cmocka_unit_test(a_predecessors_pod_is_being_replaced),
+        cmocka_unit_test(a_reported_predecessor_pod_is_no_pod_disappeared),
+        cmocka_unit_test(pod_disappeared_needs_the_sessions_own_pod),
+        cmocka_unit_test(a_foreign_pod_is_a_name_conflict),
+        cmocka_unit_test(other_childrens_conflicts_and_replacements_are_said),
         cmocka_unit_test(blocked_on_a_missing_bundle_is_pending_and_stalled),
         cmocka_unit_test(a_new_pending_session_waits_for_its_pod_to_write_its_status),
         cmocka_unit_test(a_pending_that_corrects_a_shown_status_is_written_at_once),
