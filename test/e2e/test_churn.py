@@ -215,7 +215,8 @@ def analyse_observations(obs):
     owners_of = collections.defaultdict(set)        # (kind, uid) -> owner uids
     name_of = {}
     pods_by_uid = {}
-    pods_by_name_ip = collections.defaultdict(set)  # (name, ip) -> owner uids
+    pods_by_name_ip = collections.defaultdict(set)  # (name, ip) -> pod uids
+    life = {}                                       # pod uid -> [first seen, last seen or gone]
     objects = collections.defaultdict(set)          # (kind, name, owner) -> object uids
     for s in obs:
         if s["ev"] == "VANISHED" or s["kind"] == "telosessions":
@@ -226,8 +227,15 @@ def analyse_observations(obs):
         name_of[(s["kind"], s["uid"])] = s["name"]
         if s["kind"] == "pods":
             pods_by_uid[s["uid"]] = s["owner"]
+            span = life.setdefault(s["uid"], [s["t"], None])
+            if s["ev"] == "DELETED":
+                span[1] = s["t"]
             if s.get("ip"):
-                pods_by_name_ip[(s["name"], s["ip"])].add(s["owner"])
+                pods_by_name_ip[(s["name"], s["ip"])].add(s["uid"])
+    for s in obs:
+        if s["ev"] == "VANISHED" and s["kind"] == "pods" and s["uid"] in life:
+            if life[s["uid"]][1] is None:
+                life[s["uid"]][1] = s["t"]
     for (kind, uid), owners in sorted(owners_of.items()):
         if len(owners) > 1:
             violations.append("%s %s (uid %s) changed its controller owner: %s" % (
@@ -244,7 +252,11 @@ def analyse_observations(obs):
         if s.get("podUID") and s["podUID"] in pods_by_uid:
             owners = {pods_by_uid[s["podUID"]]}
         elif s.get("podIP"):
-            owners = pods_by_name_ip.get((s["podName"], s["podIP"]), set())
+            # kwok hands a pod's IP to a later pod: the pod of that name and IP alive then.
+            uids = pods_by_name_ip.get((s["podName"], s["podIP"]), set())
+            alive = {u for u in uids if life[u][0] <= s["t"] + 1
+                     and (life[u][1] is None or life[u][1] >= s["t"] - 1)}
+            owners = {pods_by_uid[u] for u in (alive or uids)}
         else:
             owners = set()
         if not owners:
