@@ -565,7 +565,9 @@ def test_churn_under_kills_restarts_gc_outage_and_a_stolen_lease(cluster, start,
             time.sleep(1)
             churn.step(recorder, per_step)
         last_disruption = time.monotonic()
-        churn.note("last disruption done")
+        # Work for whoever leads next (after a kill there is no leader for up to a lease).
+        again = churn.recreate(max(1, per_step // 2), recorder)
+        churn.note("last disruption done; re-created %s" % again)
 
         # Convergence: every live session Running on a pod of its own.
         problems = []
