@@ -48,9 +48,10 @@ print("cluster: %d kube-apiserver restarts, %d s kube-controller-manager outage"
       % (g("apiserver_restarts", 0), g("gc_outage_s", 0)))
 print("convergence after the last disruption: %s s (every session Running on its own pod); "
       "garbage collected after %s s" % (g("convergence_s"), g("gc_cleanup_s")))
-print("evidence: %d object versions watched (watch restarts %s), %d session incarnations, "
-      "%d child creates in the audit log" % (g("observations", 0), g("watch_restarts"),
+print("evidence: %d object versions watched (failed list/watch attempts %s), %d session incarnations, "
+      "%d child creates in the audit log" % (g("observations", 0), g("watch_failures"),
                                            g("incarnations", 0), g("child_creates", 0)))
+print("kwok deleted %d replacement pods by name (not counted, see README)" % g("pods_deleted_by_kwok", 0))
 print("violations: %d" % g("violations", 0))
 for v in s.get("violation_list", [])[:40]:
     print("  " + v)

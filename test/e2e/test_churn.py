@@ -694,7 +694,7 @@ def test_churn_under_kills_restarts_gc_outage_and_a_stolen_lease(cluster, start,
     summary = dict(churn.counts, sessions_live=len(churn.live), replicas=len(ops),
                    incarnations=sum(incarnations.values()), child_creates=creates,
                    observations=len(obs), status_observations_unattributed=unattributed,
-                   watch_restarts=dict(recorder.gaps), in_cluster=IN_CLUSTER,
+                   watch_failures=dict(recorder.gaps), in_cluster=IN_CLUSTER,
                    pods_deleted_by_kwok=len(kwok),
                    violations=len(violations))
     print("churn summary: %s" % json.dumps(summary, sort_keys=True))
