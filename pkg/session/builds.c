@@ -10,6 +10,7 @@
 #include "kube/rest.h"
 #include "session/desired.h"
 #include "util/base64.h"
+#include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
 
@@ -677,19 +678,17 @@ static void on_log(const struct kube_result *res, void *ud)
 static const char *failed_container(struct json_object *pod)
 {
     static const char *const lists[] = {"initContainerStatuses", "containerStatuses"};
-    struct json_object *status = NULL;
-    json_object_object_get_ex(pod, "status", &status);
+    struct json_object *status = jget(pod, "status");
     for (int l = 0; l < 2; l++) {
-        struct json_object *arr = NULL;
-        json_object_object_get_ex(status, lists[l], &arr);
+        struct json_object *arr = jget_array(status, lists[l]);
         size_t n = arr ? json_object_array_length(arr) : 0;
         for (size_t i = 0; i < n; i++) {
-            struct json_object *cs = json_object_array_get_idx(arr, i), *st, *term, *code, *name;
-            if (json_object_object_get_ex(cs, "state", &st) &&
-                json_object_object_get_ex(st, "terminated", &term) &&
-                json_object_object_get_ex(term, "exitCode", &code) &&
-                json_object_get_int(code) != 0 && json_object_object_get_ex(cs, "name", &name))
-                return json_object_get_string(name);
+            struct json_object *cs = json_object_array_get_idx(arr, i);
+            int64_t code = 0;
+            const char *name = jget_string(cs, "name");
+            if (jget_int(jget(jget(cs, "state"), "terminated"), "exitCode", &code) == 0 &&
+                code != 0 && name)
+                return name;
         }
     }
     return BUILD_CONTAINER;
@@ -699,24 +698,25 @@ static void on_pods(const struct kube_result *res, void *ud)
 {
     struct log_entry *l = ud;
     l->call = NULL;
-    struct json_object *items = NULL;
-    if (res->rc < 0 || !json_object_object_get_ex(res->object, "items", &items) ||
-        json_object_array_length(items) == 0) {
+    struct json_object *items = res->rc < 0 ? NULL : jget_array(res->object, "items");
+    const char *name =
+        items && json_object_array_length(items) > 0
+            ? jget_string(jget(json_object_array_get_idx(items, 0), "metadata"), "name")
+            : NULL;
+    if (!name) {
         char tail[1024];
         snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)",
                  res->rc < 0 && res->err ? res->err->msg : "the Job has no pod left");
         log_done(l, tail);
         return;
     }
-    struct json_object *pod = json_object_array_get_idx(items, 0), *meta, *name;
-    json_object_object_get_ex(pod, "metadata", &meta);
-    json_object_object_get_ex(meta, "name", &name);
+    struct json_object *pod = json_object_array_get_idx(items, 0);
     char query[256];
     snprintf(query, sizeof(query), "?container=%s&tailLines=%d", failed_container(pod), LOG_LINES);
     struct kube_ref ref = {.version = "v1",
                            .resource = "pods",
                            .namespace = l->b->cfg->build_namespace,
-                           .name = json_object_get_string(name),
+                           .name = name,
                            .subresource = "log"};
     struct telo_err err;
     l->call = kube_rest_get_text(l->b->t, &ref, query, on_log, l, &err);

@@ -3,6 +3,7 @@
 
 #include "kube/objects.h"
 #include "session/quantity.h"
+#include "util/jget.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -47,9 +48,7 @@ static int user_sets(const struct session *s, const char *name)
 {
     size_t n = s->env ? json_object_array_length(s->env) : 0;
     for (size_t i = 0; i < n; i++) {
-        struct json_object *e = json_object_array_get_idx(s->env, i), *v;
-        if (json_object_object_get_ex(e, "name", &v) &&
-            strcmp(json_object_get_string(v), name) == 0)
+        if (jget_string_is(json_object_array_get_idx(s->env, i), "name", name))
             return 1;
     }
     return 0;

@@ -1037,8 +1037,11 @@ static void converge(struct pass *p, const char *blocked_reason, const char *blo
     if ((blocked_reason || (plan && plan->step == SESSION_IMAGE_BLOCKED)) &&
         (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
         p->requeue_after = BLOCKED_RECHECK_S;
-    if (p->replacing && (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
-        p->requeue_after = BLOCKED_RECHECK_S; /* the deletions' events come first, normally */
+    /* A predecessor's child: the deletions' events come first, normally. Someone else's: it
+     * may carry no owner reference to map its deletion back to the session, so look again. */
+    if ((p->replacing || p->conflict[0]) &&
+        (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
+        p->requeue_after = BLOCKED_RECHECK_S;
     replace_gone(p);
     session_verdict_release(&v);
     json_object_put(secret_obj);

@@ -597,3 +597,51 @@ def test_an_operator_killed_during_a_build_follows_the_same_job_after_restart(
         ts = wait_phase(cluster, ns, name, "Running", timeout=60)
         assert ts["status"]["image"]["reason"] == "Built", ts["status"]
     assert job_creates(cluster, builds.namespace) == {job: 1}
+
+
+def test_a_context_left_by_an_earlier_job_of_the_tag_is_replaced_not_trusted(
+        cluster, builds, registry, pod_namespace):
+    """Issue 21: the build context ConfigMap telo-build-<tag> is owned by its Job. One owned by
+    another Job (an earlier Job of the tag, deleted while the garbage collector was behind) is
+    not the new Job's: trusted, the new Job would build another bundle's copy, and the collector
+    would remove it under the new Job's pod. The operator deletes it with a uid precondition and
+    makes its own."""
+    ns = pod_namespace
+    op = builds()
+    bundle = app_bundle("bundle-ctx", "fresh")
+    tag = tag_of(base64.b64decode(bundle["binaryData"]["bundle.tgz"]))
+    job = "telo-build-" + tag
+    # The earlier owner stays alive (a suspended Job) so the collector leaves its context be.
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "earlier", "namespace": builds.namespace},
+        "spec": {"suspend": True, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}))
+    earlier = cluster.kubectl_json("get", "job", "earlier", "-n", builds.namespace)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": job, "namespace": builds.namespace,
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                          "name": "earlier",
+                                          "uid": earlier["metadata"]["uid"]}]},
+        "data": {"stale": "another bundle"}}))
+    stale_uid = cluster.kubectl_json("get", "configmap", job, "-n",
+                                     builds.namespace)["metadata"]["uid"]
+    apply(cluster, ns, bundle, session("ctx", bundle="bundle-ctx"))
+
+    def replaced():
+        found = jobs(cluster, builds.namespace)
+        ctx = cluster.kubectl("get", "configmap", job, "-n", builds.namespace, "-o", "json",
+                              check=False)
+        if not found or ctx.returncode != 0:
+            return None
+        ctx = json.loads(ctx.stdout)
+        refs = ctx["metadata"].get("ownerReferences", [])
+        return ctx if (ctx["metadata"]["uid"] != stale_uid and refs
+                       and refs[0]["uid"] == found[0]["metadata"]["uid"]) else None
+    ctx = wait_until(replaced, timeout=30, what="the context owned by the new Job")
+    assert "stale" not in ctx.get("data", {}) and "bundle.tgz" in ctx["binaryData"], ctx
+    ts = wait_phase(cluster, ns, "ctx", "Running", timeout=60)
+    assert ts["status"]["image"]["reason"] == "Built", ts["status"]
+    assert Audit(cluster, builds.namespace).creates()[("configmaps", job)] == 1
+    assert op.metric("telo_image_builds_total", {"result": "succeeded"}) == 1

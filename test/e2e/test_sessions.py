@@ -549,6 +549,7 @@ def test_a_foreign_pod_of_the_sessions_name_is_a_name_conflict_and_left_alone(
         "the foreign pod was written to")
     # Once its owner removes it, the session goes on with a pod of its own.
     cluster.kubectl("delete", "pod", "telo-run-clash", "-n", ns, "--grace-period=0", "--force")
+    # Nothing maps an owner-less pod's deletion to the session: its periodic look (10 s) does.
     ts = wait_phase(cluster, ns, "clash", "Running", timeout=60)
     pod = get(cluster, ns, "pod", "telo-run-clash")
     assert owner_uid(pod) == ts["metadata"]["uid"], pod["metadata"]
