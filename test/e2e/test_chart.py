@@ -146,6 +146,39 @@ def test_a_wrong_value_fails_the_install_naming_the_key(helm):
     assert "e2e-wrong" not in helm("list", "-A", "-q").stdout
 
 
+def test_the_operators_own_pod_is_closed_but_for_its_metrics_port(helm):
+    """The operator's NetworkPolicy selects its pod (not the gateway's, which serves clients):
+    ingress only on the health and metrics port; with apiServerCidrs, egress only to DNS, the API
+    server and addresses outside the blocked ranges (what a URL bundle may reach)."""
+    def operator_policy(*sets):
+        docs = render(helm, *sets)
+        gateway = next(d for d in docs if d["kind"] == "Deployment"
+                       and d["metadata"]["name"].endswith("-gateway"))
+        operator = next(d for d in docs if d["kind"] == "Deployment"
+                        and not d["metadata"]["name"].endswith("-gateway"))
+        policy = next(d for d in docs if d["kind"] == "NetworkPolicy"
+                      and d["metadata"]["name"].endswith("-operator"))
+        selector = policy["spec"]["podSelector"]["matchLabels"]
+        pod_labels = operator["spec"]["template"]["metadata"]["labels"]
+        gateway_labels = gateway["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= pod_labels.items(), (selector, pod_labels)
+        assert not selector.items() <= gateway_labels.items(), (selector, gateway_labels)
+        assert policy["metadata"]["namespace"] == "telo-system"
+        return policy["spec"]
+
+    spec = operator_policy()
+    assert spec["policyTypes"] == ["Ingress"]
+    assert spec["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]
+    spec = operator_policy("networkPolicy.operator.apiServerCidrs={192.0.2.1/32}")
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    peers = [p for rule in spec["egress"] for p in rule["to"]]
+    assert {"ipBlock": {"cidr": "192.0.2.1/32"}} in peers
+    world = next(p["ipBlock"] for p in peers if p.get("ipBlock", {}).get("cidr") == "0.0.0.0/0")
+    assert {"169.254.0.0/16", "10.0.0.0/8"} <= set(world["except"])
+    assert not any(d["kind"] == "NetworkPolicy" and d["metadata"]["name"].endswith("-operator")
+                   for d in render(helm, "networkPolicy.operator.enabled=false"))
+
+
 @pytest.fixture
 def chart_namespaces(cluster):
     """The release's namespace and a session namespace, unique to the test."""

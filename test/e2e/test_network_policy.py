@@ -110,6 +110,8 @@ def chart(helm, ns, sessions_ns):  # noqa: F811
                   "networkPolicy.ingressControllerNamespace=" + ns["ingress"],
                   "json:networkPolicy.ingressControllerPodLabels=" + json.dumps(INGRESS_LABELS),
                   "networkPolicy.dnsNamespace=" + ns["dns"],
+                  # The operator's own policy (test_chart.py) is about the operator's pod.
+                  "networkPolicy.operator.enabled=false",
                   "namespaces.createBuildNamespace=false", release=RELEASE, namespace=ns["ops"])
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
     assert [p["metadata"]["namespace"] for p in policies] == [sessions_ns], policies
