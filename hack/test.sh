@@ -104,4 +104,4 @@ TELO_E2E_OPERATOR=$TELO_E2E_OPERATOR hack/e2e.sh
 step "e2e tests with the ASan+UBSan binaries"
 TELO_E2E_OPERATOR=process TELO_BIN_DIR="$root/$asan/bin" TELO_OPERATOR_BIN="$root/$asan/bin/telo-operator" \
 	hack/e2e.sh -m "not disruptive and not slow" \
-	-k "kube_client or informer or controller_runtime or operator_metrics or sessions or image_builds or test_gateway"
+	-k "kube_client or informer or controller_runtime or operator_metrics or sessions or image_builds or test_gateway or hostile"

@@ -31,6 +31,15 @@ import pytest
 pytestmark = pytest.mark.skipif(IN_CLUSTER, reason="reads the operator process's /proc status")
 
 RSS_LIMIT_KIB = 64 * 1024
+# The ASan+UBSan build (make test's second pass) keeps shadow memory and a quarantine of freed
+# blocks: the bomb measured 101 MiB there against 36 MiB plain. Its bound still catches a bundle
+# read whole (the old reader passed 263 MiB on the same bomb).
+SANITIZER_RSS_LIMIT_KIB = 160 * 1024
+
+
+def rss_limit_kib(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return SANITIZER_RSS_LIMIT_KIB if "libasan" in f.read() else RSS_LIMIT_KIB
 URL_SESSIONS = int(os.environ.get("TELO_HOSTILE_URL_SESSIONS") or "2")
 SHA = "0" * 64
 ENTRY = "kind: Telo.Application\nmetadata:\n  name: hostile\n"
@@ -108,7 +117,8 @@ def test_a_yaml_bomb_fails_its_session_within_budget(cluster, operator, pod_name
     assert "bundle file app/flow.yaml: more than 100000 YAML nodes (the limit of a file)" in \
         st["message"], st["message"]
     assert took < 5, "the bomb took %.1f s to fail" % took
-    assert peak < RSS_LIMIT_KIB, "operator peak RSS %d KiB" % peak
+    limit = rss_limit_kib(op.proc.pid)
+    assert peak < limit, "operator peak RSS %d KiB (the limit %d KiB)" % (peak, limit)
     assert op.running
 
 
