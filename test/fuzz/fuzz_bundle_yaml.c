@@ -330,7 +330,7 @@ static int cmp_plain(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-#define SEP "\n#--8<--\n"
+#define SEP       "\n#--8<--\n"
 #define MAX_FILES 4
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
