@@ -458,3 +458,30 @@ void gw_admission_cancel(struct gw_admission *adm)
     kube_call_cancel(adm->call);
     admission_free(adm);
 }
+
+int gw_reauth_refusal(const struct gw_admitted *a, int *code, const char **reason,
+                      const char **message)
+{
+    switch (a->verdict) {
+    case GW_ALLOW:
+    case GW_TOO_MANY: /* only the admission gate says so, and re-authorization skips it */
+    case GW_UNAVAILABLE:
+        return 0;
+    case GW_UNAUTHENTICATED:
+        *code = 401;
+        *reason = "Unauthorized";
+        *message = "the credential is no longer valid";
+        return 1;
+    case GW_FORBIDDEN:
+        *code = 403;
+        *reason = "Forbidden";
+        *message = "no longer allowed to attach to this session";
+        return 1;
+    case GW_NOT_FOUND:
+        break;
+    }
+    *code = 404;
+    *reason = "NotFound";
+    *message = "the session no longer exists";
+    return 1;
+}

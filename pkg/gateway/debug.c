@@ -334,22 +334,13 @@ static void reauthorized(const struct gw_admitted *a, void *ud)
 {
     struct relay *rl = ud;
     rl->check = NULL;
-    switch (a->verdict) {
-    case GW_ALLOW:
-        return;
-    case GW_TOO_MANY: /* only the admission gate says so, and re-authorization skips it */
-    case GW_UNAVAILABLE:
+    int code;
+    const char *reason, *message;
+    if (gw_reauth_refusal(a, &code, &reason, &message))
+        return refuse_client(rl, code, reason, message);
+    if (a->verdict != GW_ALLOW)
         telo_log(TELO_LOG_WARN, "debug re-authorization unavailable; the client stays",
                  "session=%s why=\"%s\"", rl->session, a->reason);
-        return;
-    case GW_UNAUTHENTICATED:
-        return refuse_client(rl, 401, "Unauthorized", "the credential is no longer valid");
-    case GW_FORBIDDEN:
-        return refuse_client(rl, 403, "Forbidden", "no longer allowed to attach to this session");
-    case GW_NOT_FOUND:
-        break;
-    }
-    refuse_client(rl, 404, "NotFound", "the session no longer exists");
 }
 
 static void reauth_cb(struct ev_loop *loop, ev_timer *w, int revents)

@@ -183,23 +183,14 @@ static void reauthorized(const struct gw_admitted *a, void *ud)
     c->check = NULL;
     if (c->finished)
         return;
-    switch (a->verdict) {
-    case GW_ALLOW:
-        return;
-    case GW_TOO_MANY: /* only the admission gate says so, and re-authorization skips it */
-    case GW_UNAVAILABLE:
+    int code;
+    const char *reason, *message;
+    if (gw_reauth_refusal(a, &code, &reason, &message))
+        return refuse_client(c, code, reason, message);
+    if (a->verdict != GW_ALLOW)
         /* The API server could not be asked: the stream stays; the next period asks again. */
         telo_log(TELO_LOG_WARN, "attach re-authorization unavailable; the client stays",
                  "session=%s subject=\"%s\" why=\"%s\"", c->s->key, c->subject, a->reason);
-        return;
-    case GW_UNAUTHENTICATED:
-        return refuse_client(c, 401, "Unauthorized", "the credential is no longer valid");
-    case GW_FORBIDDEN:
-        return refuse_client(c, 403, "Forbidden", "no longer allowed to attach to this session");
-    case GW_NOT_FOUND:
-        break;
-    }
-    refuse_client(c, 404, "NotFound", "the session no longer exists");
 }
 
 static void reauth_cb(struct ev_loop *loop, ev_timer *w, int revents)
