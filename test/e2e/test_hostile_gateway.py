@@ -279,6 +279,49 @@ def test_a_revoked_token_is_closed_within_the_reauth_time(env, sessions, tmp_pat
         assert gw.stop() == 0
 
 
+def test_a_token_audience_admits_only_tokens_issued_for_it(env, sessions, tmp_path):
+    """--token-audience: a Kubernetes token issued for the API server (kubectl create token's
+    default) is refused with 401 although its ServiceAccount may attach; one issued for the
+    gateway's audience is admitted; the session's own token is not a Kubernetes token and passes
+    as before."""
+    cluster, ns = env["cluster"], env["ns"]
+    audience = "telo-gateway-e2e"
+    gw = (InClusterGateway if IN_CLUSTER else Gateway)(
+        cluster, str(tmp_path / "gateway.log"), ["--token-audience", audience])
+    try:
+        _, token = start_session(env, "audience", sessions)
+        cluster.kubectl("create", "serviceaccount", "aud", "-n", ns)
+        cluster.kubectl("create", "role", "attach-aud", "-n", ns, "--verb=create",
+                        "--resource=telosessions.telo.run/attach")
+        cluster.kubectl("create", "rolebinding", "attach-aud", "-n", ns, "--role=attach-aud",
+                        "--serviceaccount=%s:aud" % ns)
+        api_token = cluster.kubectl("create", "token", "aud", "-n", ns).stdout.strip()
+        gw_token = cluster.kubectl("create", "token", "aud", "-n", ns,
+                                   "--audience", audience).stdout.strip()
+        url = attach_url(gw, ns, "audience")
+
+        def admitted():
+            try:
+                Client(url, gw_token, V5, read=False).close()
+                return True
+            except websocket.WebSocketBadStatusException:
+                return False
+        wait_until(admitted, timeout=15, what="the audience's token admitted (RBAC in place)")
+        with pytest.raises(websocket.WebSocketBadStatusException) as e:
+            Client(url, api_token, V5, read=False)
+        assert e.value.status_code == 401, e.value
+        c = Client(url, gw_token, V5)
+        keep = Client(url, token, V5)
+        c.type("with-the-audience\n")
+        for client in (c, keep):
+            client.wait_for("echo: with-the-audience")
+        c.close()
+        keep.close()
+        assert alive(gw)
+    finally:
+        assert gw.stop() == 0
+
+
 def test_a_rotated_session_token_ends_the_debug_stream(cluster, crd, namespace, own_gateway):
     """The session's attach Secret gets a new token while a debug stream admitted with the old
     one is open: within --reauth-seconds the stream gets `event: error` (401) and ends; a client
