@@ -137,8 +137,13 @@ def test_the_gateway_service_account_may_do_exactly_its_documented_verbs(cluster
                           namespace)
     want = expected_in(documented_gateway_rules(), "sessions")
     assert all(container == "gateway" for _s, container in documented_gateway_rules().values())
-    assert not set(documented_gateway_rules()) & set(rbac), \
-        "the operator's table still lists gateway rules"
+    # Both read a session by name, each for its own reason (the gateway: the session a client
+    # attaches to; the manager: a live check before a predecessor's children go, issue 21);
+    # nothing else of the gateway's is the manager's.
+    shared = {("telosessions.telo.run", "get")}
+    assert set(documented_gateway_rules()) & set(rbac) == shared, \
+        "the operator's table lists gateway rules: %s" % sorted(
+            set(documented_gateway_rules()) & set(rbac) - shared)
     for ns in (namespace, SA_NAMESPACE, BUILD_NAMESPACE):
         granted = can_i_list(cluster, GATEWAY_SA_USER, ns) - baseline
         assert granted == want, "%s in %s: granted but not documented: %s; documented but not " \
