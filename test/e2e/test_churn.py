@@ -49,6 +49,13 @@ from test_sessions import (Audit, hello_bundle, kubectl_patiently, session,  # n
                            session_node, start)
 
 
+# Two replicas as local processes, SIGKILLed and robbed of their lease by this test: in-cluster
+# the operator fixture runs one pod per test namespace. make test runs this file in process mode
+# beside the in-cluster suite (hack/test.sh).
+pytestmark = pytest.mark.skipif(IN_CLUSTER, reason="runs its operator replicas as local "
+                                "processes; make test runs it with TELO_E2E_OPERATOR=process")
+
+
 def _env_int(name, default):
     return int(os.environ.get(name) or default)
 
