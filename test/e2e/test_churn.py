@@ -219,9 +219,10 @@ class Recorder:
             return list(self.obs)
 
 
-def analyse_observations(obs):
+def analyse_observations(obs, kwok_taken=None):
     """Violations visible in the watched history: a status naming another uid's pod, a child
-    whose controller owner changed, two objects of one (kind, name, owner)."""
+    whose controller owner changed, two objects of one (kind, name, owner) (a pod kwok took,
+    kwok_taken[name] of them, may be made again)."""
     violations = []
     owners_of = collections.defaultdict(set)        # (kind, uid) -> owner uids
     name_of = {}
@@ -252,7 +253,7 @@ def analyse_observations(obs):
             violations.append("%s %s (uid %s) changed its controller owner: %s" % (
                 kind, name_of[(kind, uid)], uid, sorted(owners)))
     for (kind, name, owner), uids in sorted(objects.items()):
-        if len(uids) > 1:
+        if len(uids) - (kwok_taken or {}).get(name, 0) * (kind == "pods") > 1:
             violations.append("%s %s created %d times for owner %s: %s" % (
                 kind, name, len(uids), owner, sorted(uids)))
     reported = set()
@@ -572,6 +573,24 @@ def judge_disappeared(disappeared, obs, pod_writes):
     return kwok, violations
 
 
+def kwok_taken_pods(pod_writes):
+    """The pods the operator made that kwok deleted before anyone else did, within 2 s of their
+    creation: kwok's late by-name delete of a predecessor's pod (see judge_disappeared) taking the
+    replacement. The operator must make such a pod again, so each counts as an allowed extra
+    create of that name. Returns a Counter by pod name."""
+    taken = collections.Counter()
+    made = [w for w in pod_writes if w[1] in ("create", "patch") and w[5] == 201
+            and w[4].startswith("telo-operator/")]
+    for i, (t0, _verb, name, _user, _agent, _code) in enumerate(made):
+        later = [w[0] for w in made[i + 1:] if w[2] == name]
+        t1 = later[0] if later else float("inf")
+        deletes = [w for w in pod_writes if w[2] == name and w[1] == "delete"
+                   and w[5] in (200, 202) and t0 <= w[0] < t1]
+        if deletes and deletes[0][3] == "kwok" and deletes[0][0] - t0 < 2:
+            taken[name] += 1
+    return taken
+
+
 def orphans(cluster, ns, live_uids):
     return ["%s %s (owner %s)" % (k, i["metadata"]["name"], owner_of(i))
             for k, i in live_children(cluster, ns) if owner_of(i) not in live_uids]
@@ -593,9 +612,10 @@ def lease_violations(audit_events, steals):
     return out
 
 
-def audit_creates(audit_events, incarnations):
+def audit_creates(audit_events, incarnations, kwok_taken):
     """Successful creates of each child name in the audit log, against the incarnations of the
-    session it belongs to: each incarnation may create each child once."""
+    session it belongs to: each incarnation may create each child once, and a pod once more for
+    each time kwok took it (kwok_taken_pods)."""
     creates = collections.Counter()
     for e in audit_events:
         ref = e["objectRef"]
@@ -606,6 +626,8 @@ def audit_creates(audit_events, incarnations):
     out = []
     for (kind, name), n in sorted(creates.items()):
         allowed = incarnations.get(child_session(kind, name), 0)
+        if kind == "pods":
+            allowed += kwok_taken.get(name, 0)
         if n > allowed:
             out.append("%s %s created %d times by the operators, for %d incarnation(s) of "
                        "session %s" % (kind, name, n, allowed, child_session(kind, name)))
@@ -689,7 +711,10 @@ def test_churn_under_kills_restarts_gc_outage_and_a_stolen_lease(cluster, start,
         recorder.stop()
 
     obs = recorder.snapshot()
-    watched, unattributed = analyse_observations(obs)
+    time.sleep(2)   # the audit log's batch backend
+    pod_writes = audit_pod_writes(cluster, ns)
+    kwok_taken = kwok_taken_pods(pod_writes)
+    watched, unattributed = analyse_observations(obs, kwok_taken)
     violations += watched
     incarnations = collections.Counter()
     for name, uid in {(s["name"], s["uid"]) for s in obs
@@ -697,12 +722,11 @@ def test_churn_under_kills_restarts_gc_outage_and_a_stolen_lease(cluster, start,
         incarnations[name] += 1
     for name, n in churn.incarnations.items():
         incarnations[name] = max(incarnations[name], n)
-    time.sleep(2)   # the audit log's batch backend
     events = [e for e in Audit(cluster, ns).events()
               if e.get("requestReceivedTimestamp", "") >= began_at]
-    kwok, wrong = judge_disappeared(disappeared, obs, audit_pod_writes(cluster, ns))
+    kwok, wrong = judge_disappeared(disappeared, obs, pod_writes)
     violations += wrong
-    twice, creates = audit_creates(events, incarnations)
+    twice, creates = audit_creates(events, incarnations, kwok_taken)
     violations += twice
     violations += lease_violations(events, churn.steals)
 
@@ -710,7 +734,7 @@ def test_churn_under_kills_restarts_gc_outage_and_a_stolen_lease(cluster, start,
                    incarnations=sum(incarnations.values()), child_creates=creates,
                    observations=len(obs), status_observations_unattributed=unattributed,
                    watch_failures=dict(recorder.gaps), in_cluster=IN_CLUSTER,
-                   pods_deleted_by_kwok=len(kwok),
+                   pods_deleted_by_kwok=len(kwok), pods_taken_by_kwok=sum(kwok_taken.values()),
                    violations=len(violations))
     print("churn summary: %s" % json.dumps(summary, sort_keys=True))
     for k in kwok:
