@@ -7,6 +7,7 @@
 #include "kube/config.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "util/jget.h"
 #include "util/log.h"
 #include "util/memtune.h"
 
@@ -67,10 +68,10 @@ static int mirror_current(struct json_object *mirror, struct json_object *data, 
     struct json_object *mdata = field(mirror, "data");
     if (!json_object_equal(mdata, data) && !(mdata == NULL && json_object_object_length(data) == 0))
         return 0;
-    struct json_object *refs = field(field(mirror, "metadata"), "ownerReferences");
+    struct json_object *refs = jget_array(field(mirror, "metadata"), "ownerReferences");
     for (size_t i = 0; refs && i < json_object_array_length(refs); i++) {
-        struct json_object *ref_uid = field(json_object_array_get_idx(refs, i), "uid");
-        if (ref_uid && strcmp(json_object_get_string(ref_uid), uid) == 0)
+        const char *ref_uid = jget_string(json_object_array_get_idx(refs, i), "uid");
+        if (ref_uid && strcmp(ref_uid, uid) == 0)
             return 1;
     }
     return 0;
