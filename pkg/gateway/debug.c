@@ -3,6 +3,7 @@
 #include "gateway/debug.h"
 
 #include "gateway/auth.h"
+#include "gateway/proto.h"
 #include "gateway/sse.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -311,16 +312,12 @@ static void refuse_client(struct relay *rl, int code, const char *reason, const 
 {
     telo_log(TELO_LOG_INFO, "debug client refused on re-authorization",
              "session=%s code=%d why=\"%s\"", rl->session, code, message);
-    struct json_object *o = json_object_new_object();
-    json_object_object_add(o, "type", json_object_new_string("error"));
-    json_object_object_add(o, "code", json_object_new_int(code));
-    json_object_object_add(o, "reason", json_object_new_string(reason));
-    json_object_object_add(o, "message", json_object_new_string(message));
-    const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
     /* Past a full queue the event is lost, never the close. */
-    if (text != NULL)
-        buf_printf(&rl->out, "event: error\ndata: %s\n\n", text);
-    json_object_put(o);
+    struct buf text;
+    buf_init(&text, 1024);
+    if (gw_error_frame_json(&text, code, reason, message) == 0)
+        buf_printf(&rl->out, "event: error\ndata: %s\n\n", text.data);
+    buf_release(&text);
     rl->refused = 1;
     ev_io_stop(rl->set->loop, &rl->uio);
     ev_timer_stop(rl->set->loop, &rl->retry);

@@ -157,15 +157,8 @@ static void refuse_client(struct client *c, int code, const char *reason, const 
     telo_log(TELO_LOG_INFO, "attach client refused on re-authorization",
              "session=%s subject=\"%s\" code=%d why=\"%s\"", c->s->key, c->subject, code, message);
     if (c->proto == GW_PROTO_IO_V1) {
-        struct json_object *o = json_object_new_object();
-        json_object_object_add(o, "type", json_object_new_string("error"));
-        json_object_object_add(o, "code", json_object_new_int(code));
-        json_object_object_add(o, "reason", json_object_new_string(reason));
-        json_object_object_add(o, "message", json_object_new_string(message));
-        const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-        if (text != NULL)
-            send_text(c, text, 1);
-        json_object_put(o);
+        if (gw_error_frame_json(&b, code, reason, message) == 0)
+            send_text(c, b.data, 1);
     } else {
         static const uint8_t ch = KUBE_CHANNEL_ERROR;
         if (gw_error_status_json(&b, code, reason, message) == 0)

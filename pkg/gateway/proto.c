@@ -210,6 +210,16 @@ int gw_error_status_json(struct buf *out, int code, const char *reason, const ch
     return append_json(out, o);
 }
 
+int gw_error_frame_json(struct buf *out, int code, const char *reason, const char *message)
+{
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, "type", json_object_new_string("error"));
+    json_object_object_add(o, "code", json_object_new_int(code));
+    json_object_object_add(o, "reason", json_object_new_string(reason));
+    json_object_object_add(o, "message", json_object_new_string(message));
+    return append_json(out, o);
+}
+
 uint64_t gw_seq_from_wire(uint32_t last_seq, uint64_t latest)
 {
     uint64_t base = latest & ~(uint64_t)0xFFFFFFFFu;

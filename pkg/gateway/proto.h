@@ -61,6 +61,10 @@ int gw_parse_io_control(const uint8_t *data, size_t len, struct gw_io_control *o
 /* Appends a Kubernetes Status error body ({"kind":"Status",...,"code":code}) for refusals. */
 int gw_error_status_json(struct buf *out, int code, const char *reason, const char *message);
 
+/* Appends a telo.io.v1 error frame's text ({"type":"error","code","reason","message"}): how a
+ * refusal reaches a client of that protocol, and a debug stream's error event. */
+int gw_error_frame_json(struct buf *out, int code, const char *reason, const char *message);
+
 /* Reconstructs the 64-bit sequence a telo.io.v1 client's 32-bit lastSeq refers to: the largest
  * value <= latest that equals last_seq modulo 2^32 (0 when there is none). */
 uint64_t gw_seq_from_wire(uint32_t last_seq, uint64_t latest);

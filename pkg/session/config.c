@@ -4,6 +4,7 @@
 #include "build/job.h"
 #include "session/quantity.h"
 #include "util/buf.h"
+#include "util/jget.h"
 #include "util/yamljson.h"
 
 #include <errno.h>
@@ -290,8 +291,8 @@ static int set_value(struct session_config *c, const struct key *k, struct json_
             return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
         for (size_t i = 0; i < n; i++) {
             struct json_object *e = json_object_array_get_idx(v, i);
-            if (!json_object_is_type(e, json_type_string) || !*json_object_get_string(e) ||
-                !(list[i] = strdup(json_object_get_string(e)))) {
+            const char *item = jget_string_of(e);
+            if (!item || !*item || !(list[i] = strdup(item))) {
                 free_list(list, i);
                 return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: want a non-empty string",
                                     source, k->path, i);
