@@ -287,6 +287,11 @@ int build_registry_realm_trusted(const char *realm, const char *registry_host, c
         return 0;
     if (strcasecmp(scheme, "https") != 0 && !(insecure && strcasecmp(scheme, "http") == 0))
         return 0;
+    /* curl also reads "https:/host" and "https:host"; a realm the registry wrote that way is
+     * refused rather than trusted on curl's reading of it. */
+    size_t slen = strlen(scheme);
+    if (strncasecmp(realm, scheme, slen) != 0 || strncmp(realm + slen, "://", 3) != 0)
+        return 0;
     if (registry_host != NULL) {
         host_only(registry_host, own, sizeof(own));
         if (strcasecmp(host, own) == 0)

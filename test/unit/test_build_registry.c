@@ -396,6 +396,10 @@ static void realm_trust(void **state)
     assert_false(
         build_registry_realm_trusted("https://reg.example.evil.example/", "reg.example", NULL, 0));
     assert_false(build_registry_realm_trusted("ftp://reg.example/", "reg.example", NULL, 0));
+    /* Forms curl tolerates but a registry does not write (fuzz_registry_challenge's finding). */
+    assert_false(build_registry_realm_trusted("https:/reg.example/t", "reg.example", NULL, 0));
+    assert_false(build_registry_realm_trusted("https:reg.example/t", "reg.example", NULL, 0));
+    assert_false(build_registry_realm_trusted(" https://reg.example/t", "reg.example", NULL, 0));
     assert_false(build_registry_realm_trusted("Registry Realm", "reg.example", NULL, 0));
     assert_false(build_registry_realm_trusted(NULL, "reg.example", NULL, 0));
     assert_false(build_registry_realm_trusted("https://auth.docker.io/token", "ghcr.io", NULL, 0));
