@@ -70,9 +70,10 @@ fmt-check:
 # filtered out. One clang-tidy process per file: clang-tidy 14 checking several files in one
 # process reports clang-analyzer-valist.Uninitialized on correct va_start/va_end pairs, which it
 # does not when each file is checked alone (https://bugs.llvm.org/show_bug.cgi?id=41311).
+# The processes run in parallel, one per core.
 lint: build fmt-check
 	@set -o pipefail; printf '%s\n' $(LINT_SOURCES) \
-	  | xargs -r -n1 clang-tidy -p $(BUILD_DIR) --quiet --warnings-as-errors='*' 2>&1 \
+	  | xargs -r -n1 -P$$(nproc) clang-tidy -p $(BUILD_DIR) --quiet --warnings-as-errors='*' 2>&1 \
 	  | { grep -Ev '^[0-9]+ (warnings?|errors?)( and [0-9]+ errors?)? generated\.$$' || true; }
 	@cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,performance,portability \
 	  --inline-suppr --suppress=missingIncludeSystem -I pkg $(LINT_SOURCES)

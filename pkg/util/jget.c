@@ -2,7 +2,6 @@
 #include "util/jget.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
 
 struct json_object *jget(const struct json_object *o, const char *key)
@@ -11,18 +10,6 @@ struct json_object *jget(const struct json_object *o, const char *key)
     /* json_object_object_get_ex answers 0 for a non-object; a JSON null is a NULL value. */
     if (!o || !key || !json_object_object_get_ex(o, key, &v))
         return NULL;
-    return v;
-}
-
-struct json_object *jget_path(const struct json_object *o, ...)
-{
-    va_list ap;
-    va_start(ap, o);
-    struct json_object *v = (struct json_object *)o;
-    const char *key;
-    while (v && (key = va_arg(ap, const char *)) != NULL)
-        v = jget(v, key);
-    va_end(ap);
     return v;
 }
 

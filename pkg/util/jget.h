@@ -12,10 +12,6 @@
  * member is missing, or it is JSON null. */
 struct json_object *jget(const struct json_object *o, const char *key);
 
-/* Follows a NULL-terminated list of member names from o: jget_path(pod, "metadata", "uid", NULL).
- * Returns the value (borrowed) or NULL as jget does at any step. */
-struct json_object *jget_path(const struct json_object *o, ...);
-
 /* Returns v's string (borrowed from v) when v is a JSON string, else NULL (a number is not
  * turned into its text, as json_object_get_string would). */
 const char *jget_string_of(const struct json_object *v);

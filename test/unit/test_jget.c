@@ -50,20 +50,8 @@ static void non_objects_have_no_members(void **state)
     assert_null(jget(s, "type"));
     assert_null(jget(NULL, "type"));
     assert_null(jget_string_of(NULL));
-    assert_null(jget_path(a, "x", "y", NULL));
     json_object_put(a);
     json_object_put(s);
-}
-
-static void paths_stop_at_the_first_absent_step(void **state)
-{
-    (void)state;
-    struct json_object *o = parse("{\"metadata\":{\"uid\":\"u1\",\"labels\":null},\"spec\":7}");
-    assert_string_equal(jget_string_of(jget_path(o, "metadata", "uid", NULL)), "u1");
-    assert_null(jget_path(o, "metadata", "labels", "x", NULL));
-    assert_null(jget_path(o, "spec", "x", NULL));
-    assert_ptr_equal(jget_path(o, NULL), o);
-    json_object_put(o);
 }
 
 static void integers_are_checked(void **state)
@@ -90,7 +78,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(null_missing_and_mistyped_members_read_as_absent),
         cmocka_unit_test(non_objects_have_no_members),
-        cmocka_unit_test(paths_stop_at_the_first_absent_step),
         cmocka_unit_test(integers_are_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
