@@ -9,19 +9,13 @@
 #include "util/file.h"
 #include "util/jget.h"
 #include "util/str.h"
+#include "util/subproc.h"
 #include "util/timefmt.h"
 
-#include <ev.h>
-
-#include <errno.h>
-#include <fcntl.h>
 #include <json-c/json.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,30 +26,12 @@ extern char **environ;
 #define MAX_EXEC_STDERR      4096
 #define MAX_EXEC_STDERR_TAIL 400
 #define MAX_CA_FILE          (4u << 20)
-/* How often a run on a loop other than the default one looks for its exited child: libev can
- * watch children only on the default loop, where it reaps them itself. */
-#define REAP_POLL_S 0.005
 
 struct kube_execcred_wait {
     struct kube_execcred *ec;
     struct kube_execcred_wait *next;
     kube_execcred_fn *fn;
     void *ud;
-};
-
-/* One plugin process started by kube_execcred_fetch. */
-struct exec_run {
-    struct kube_execcred *ec;
-    struct ev_loop *loop;
-    pid_t pid;
-    ev_io out_w, err_w;
-    ev_child child_w; /* default loop only */
-    ev_timer timeout_w;
-    ev_timer reap_w; /* other loops: polls waitpid */
-    struct buf out, errb;
-    int exited, status;
-    int rc; /* 0, or the failure that ended the run early (timeout, stdout too big) */
-    struct telo_err err;
 };
 
 struct kube_execcred {
@@ -75,7 +51,7 @@ struct kube_execcred {
     struct kube_exec_credential cred;
     /* The run in flight and the requests waiting for it, in arrival order; the ones being told
      * the result (so that a callback can cancel another). */
-    struct exec_run *run;
+    struct subproc *run;
     struct kube_execcred_wait *waits, *notifying;
 };
 
@@ -367,18 +343,10 @@ static char **exec_environment(const struct kube_execcred *ec)
     return env;
 }
 
-static void close_pair(int p[2])
-{
-    for (int i = 0; i < 2; i++)
-        if (p[i] >= 0)
-            close(p[i]);
-}
-
-/* Forks the plugin (argv exec, no shell) with stdin on /dev/null and stdout and stderr on pipes
- * whose read ends go into *out_fd and *err_fd (close-on-exec, non-blocking when nonblock).
- * Returns 0 with *pid set, or a negative code with err filled. */
-static int spawn(struct kube_execcred *ec, int nonblock, pid_t *pid, int *out_fd, int *err_fd,
-                 struct telo_err *err)
+/* Fills spec to run the plugin, with a new environment in *env that the caller frees. Returns 0,
+ * or -TELO_ENOTFOUND (with the installHint) or -TELO_ENOMEM with err filled. */
+static int prepare(struct kube_execcred *ec, struct subproc_spec *spec, char ***env,
+                   struct telo_err *err)
 {
     if (!ec->path) {
         /* Looked up again so a plugin installed after start-up is found. */
@@ -390,70 +358,15 @@ static int spawn(struct kube_execcred *ec, int nonblock, pid_t *pid, int *out_fd
             return telo_err_set(err, TELO_ENOTFOUND, "%s: exec plugin: executable %s not found",
                                 ec->prefix, ec->command);
     }
-    char **env = exec_environment(ec);
-    if (!env)
+    if (!(*env = exec_environment(ec)))
         return oom(err);
-    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-    /* CLOEXEC so that no other child forked meanwhile inherits them; dup2 in our child clears
-     * the flag on the copies it keeps. */
-    int ok = pipe(out_pipe) == 0 && pipe(err_pipe) == 0;
-    for (int i = 0; i < 2 && ok; i++)
-        ok = fcntl(out_pipe[i], F_SETFD, FD_CLOEXEC) == 0 &&
-             fcntl(err_pipe[i], F_SETFD, FD_CLOEXEC) == 0;
-    if (ok && nonblock)
-        ok = fcntl(out_pipe[0], F_SETFL, O_NONBLOCK) == 0 &&
-             fcntl(err_pipe[0], F_SETFL, O_NONBLOCK) == 0;
-    if (!ok) {
-        int saved = errno;
-        close_pair(out_pipe);
-        close_pair(err_pipe);
-        free(env);
-        return telo_err_set(err, TELO_EIO, "%s: exec plugin %s: pipe: %s", ec->prefix, ec->command,
-                            strerror(saved));
-    }
-    pid_t child = fork();
-    if (child == 0) {
-        /* Child: only async-signal-safe calls from here on. */
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_pipe[1], 1) < 0 ||
-            dup2(err_pipe[1], 2) < 0)
-            _exit(126);
-        close(out_pipe[0]);
-        close(err_pipe[0]);
-        close(out_pipe[1]);
-        close(err_pipe[1]);
-        if (devnull > 2)
-            close(devnull);
-        execve(ec->path, ec->argv, env);
-        _exit(127);
-    }
-    int saved = errno;
-    free(env);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    if (child < 0) {
-        close(out_pipe[0]);
-        close(err_pipe[0]);
-        return telo_err_set(err, TELO_EIO, "%s: exec plugin %s: fork: %s", ec->prefix, ec->command,
-                            strerror(saved));
-    }
-    *pid = child;
-    *out_fd = out_pipe[0];
-    *err_fd = err_pipe[0];
+    *spec = (struct subproc_spec){.path = ec->path,
+                                  .argv = ec->argv,
+                                  .envp = *env,
+                                  .timeout_ms = ec->timeout_ms,
+                                  .max_stdout = MAX_EXEC_STDOUT,
+                                  .stderr_kept = MAX_EXEC_STDERR};
     return 0;
-}
-
-/* Appends got bytes of stderr, keeping only the tail: the useful part of an error is usually at
- * the end. */
-static int keep_tail(struct buf *errb, const char *chunk, size_t got)
-{
-    if (got > errb->max) {
-        chunk += got - errb->max;
-        got = errb->max;
-    }
-    if (errb->len + got > errb->max)
-        buf_consume(errb, errb->len + got - errb->max);
-    return buf_append(errb, chunk, got);
 }
 
 /* The end of stderr, trimmed, with line breaks turned into spaces so the message stays one log
@@ -470,152 +383,51 @@ static const char *stderr_tail(struct buf *b)
     return n > MAX_EXEC_STDERR_TAIL ? b->data + n - MAX_EXEC_STDERR_TAIL : b->data;
 }
 
-/* What the plugin's exit status and output make of the run: the cached credential, or an error. */
-static int finish_run(struct kube_execcred *ec, int status, struct buf *out, struct buf *errb,
-                      struct telo_err *err)
+/* What a finished run makes: the cached credential, or an error naming the plugin (rc and
+ * run_err are subproc's, for a run that failed before the plugin's exit). */
+static int finish_run(struct kube_execcred *ec, int rc, const struct telo_err *run_err,
+                      struct subproc_result *res, struct telo_err *err)
 {
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !out->len && !errb->len)
+    if (rc == -TELO_ENOMEM)
+        return oom(err);
+    if (rc < 0)
+        return telo_err_set(err, -rc, "%s: exec plugin %s%s%s", ec->prefix, ec->command,
+                            rc == -TELO_EIO ? ": " : " ", run_err->msg);
+    int status = res->status;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !res->out.len && !res->err.len)
         return telo_err_set(err, TELO_ENOTFOUND, "%s: exec plugin: cannot execute %s", ec->prefix,
                             ec->command);
     if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        const char *tail = stderr_tail(errb);
+        const char *tail = stderr_tail(&res->err);
         return telo_err_set(err, TELO_EIO, "%s: exec plugin %s exited with status %d%s%s",
                             ec->prefix, ec->command, WEXITSTATUS(status), *tail ? ": " : "", tail);
     }
     if (WIFSIGNALED(status))
         return telo_err_set(err, TELO_EIO, "%s: exec plugin %s killed by signal %d", ec->prefix,
                             ec->command, WTERMSIG(status));
-    return store(ec, out->data ? out->data : "", err);
-}
-
-static int timed_out(const struct kube_execcred *ec, struct telo_err *err)
-{
-    return telo_err_set(err, TELO_ETIMEDOUT, "%s: exec plugin %s timed out after %d ms", ec->prefix,
-                        ec->command, ec->timeout_ms);
-}
-
-static int too_big(const struct kube_execcred *ec, struct telo_err *err)
-{
-    return telo_err_set(err, TELO_ETOOBIG, "%s: exec plugin %s wrote more than %u bytes",
-                        ec->prefix, ec->command, MAX_EXEC_STDOUT);
-}
-
-/* ---- running synchronously ---- */
-
-static long elapsed_ms(const struct timespec *since)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - since->tv_sec) * 1000L + (now.tv_nsec - since->tv_nsec) / 1000000L;
-}
-
-/* Reads stdout (bounded) and the tail of stderr until both close or the time limit passes. */
-static int sync_read(struct kube_execcred *ec, int fds_in[2], const struct timespec *start,
-                     struct buf *out, struct buf *errb, struct telo_err *err)
-{
-    struct pollfd fds[2] = {{.fd = fds_in[0], .events = POLLIN},
-                            {.fd = fds_in[1], .events = POLLIN}};
-    int rc = 0, open_fds = 2;
-    char chunk[4096];
-    while (open_fds > 0 && rc == 0) {
-        long left = ec->timeout_ms - elapsed_ms(start);
-        if (left <= 0)
-            return timed_out(ec, err);
-        int n = poll(fds, 2, (int)left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return telo_err_set(err, TELO_EIO, "%s: exec plugin %s: poll: %s", ec->prefix,
-                                ec->command, strerror(errno));
-        for (int i = 0; i < 2 && rc == 0; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            ssize_t got = read(fds[i].fd, chunk, sizeof(chunk));
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0) {
-                fds[i].fd = -1;
-                open_fds--;
-            } else if (i == 0 && buf_append(out, chunk, (size_t)got) < 0) {
-                rc = too_big(ec, err);
-            } else if (i == 1 && keep_tail(errb, chunk, (size_t)got) < 0) {
-                rc = oom(err);
-            }
-        }
-    }
-    return rc;
+    return store(ec, res->out.data ? res->out.data : "", err);
 }
 
 int kube_execcred_refresh(struct kube_execcred *ec, struct telo_err *err)
 {
     if (kube_execcred_valid(ec))
         return 0;
-    pid_t pid;
-    int fds[2];
-    int rc = spawn(ec, 0, &pid, &fds[0], &fds[1], err);
+    struct subproc_spec spec;
+    char **env = NULL;
+    int rc = prepare(ec, &spec, &env, err);
     if (rc < 0)
         return rc;
-    struct buf out, errb;
-    buf_init(&out, MAX_EXEC_STDOUT);
-    buf_init(&errb, MAX_EXEC_STDERR);
-    struct timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    rc = sync_read(ec, fds, &start, &out, &errb, err);
-    close(fds[0]);
-    close(fds[1]);
-    /* The pipes are closed, but a plugin may have closed them itself and kept running: keep
-     * enforcing the time limit while waiting for it. */
-    int killed = rc < 0;
-    if (killed)
-        kill(pid, SIGKILL);
-    int status = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, killed ? 0 : WNOHANG);
-        if (w == pid || (w < 0 && errno != EINTR))
-            break;
-        if (w == 0 && ec->timeout_ms - elapsed_ms(&start) <= 0) {
-            rc = timed_out(ec, err);
-            kill(pid, SIGKILL);
-            killed = 1;
-        } else if (w == 0) {
-            struct timespec pause = {0, 5L * 1000 * 1000};
-            nanosleep(&pause, NULL);
-        }
-    }
-    if (rc == 0)
-        rc = finish_run(ec, status, &out, &errb, err);
-    buf_release(&out);
-    buf_release(&errb);
+    struct subproc_result res;
+    struct telo_err run_err;
+    telo_err_clear(&run_err);
+    rc = subproc_run(&spec, &res, &run_err);
+    free(env);
+    rc = finish_run(ec, rc, &run_err, &res, err);
+    subproc_result_release(&res);
     return rc;
 }
 
 /* ---- running on a loop ---- */
-
-static void run_stop_pipes(struct exec_run *r)
-{
-    if (r->out_w.fd >= 0) {
-        ev_io_stop(r->loop, &r->out_w);
-        close(r->out_w.fd);
-        r->out_w.fd = -1;
-    }
-    if (r->err_w.fd >= 0) {
-        ev_io_stop(r->loop, &r->err_w);
-        close(r->err_w.fd);
-        r->err_w.fd = -1;
-    }
-}
-
-/* Stops every watcher, closes the pipes and frees r; the child must be reaped already. */
-static void run_free(struct exec_run *r)
-{
-    run_stop_pipes(r);
-    ev_child_stop(r->loop, &r->child_w);
-    ev_timer_stop(r->loop, &r->timeout_w);
-    ev_timer_stop(r->loop, &r->reap_w);
-    buf_release(&r->out);
-    buf_release(&r->errb);
-    free(r);
-}
 
 /* Tells every waiting request how the run ended. Callbacks may add waits (for a new run) and
  * cancel waits not yet told. */
@@ -633,141 +445,28 @@ static void notify(struct kube_execcred *ec, int rc, const struct telo_err *err)
     }
 }
 
-/* The run is over when both pipes closed and the child was reaped. */
-static void run_check_done(struct exec_run *r)
+static void run_done(int rc, const struct telo_err *run_err, struct subproc_result *res, void *ud)
 {
-    if (r->out_w.fd >= 0 || r->err_w.fd >= 0 || !r->exited)
-        return;
-    struct kube_execcred *ec = r->ec;
-    struct telo_err err = r->err;
-    int rc = r->rc;
-    if (rc == 0)
-        rc = finish_run(ec, r->status, &r->out, &r->errb, &err);
+    struct kube_execcred *ec = ud;
+    struct telo_err err;
+    telo_err_clear(&err);
     ec->run = NULL;
-    run_free(r);
+    rc = finish_run(ec, rc, run_err, res, &err);
     notify(ec, rc, &err);
-}
-
-static void run_reaped(struct exec_run *r, int status)
-{
-    r->exited = 1;
-    r->status = status;
-    ev_child_stop(r->loop, &r->child_w);
-    ev_timer_stop(r->loop, &r->reap_w);
-    ev_timer_stop(r->loop, &r->timeout_w);
-    run_check_done(r);
-}
-
-static void reap_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    struct exec_run *r = w->data;
-    int status = 0;
-    pid_t got = waitpid(r->pid, &status, WNOHANG);
-    /* ECHILD: someone reaped it for us (a default loop elsewhere); its status is lost. */
-    if (got == r->pid || (got < 0 && errno != EINTR))
-        run_reaped(r, got == r->pid ? status : 0);
-}
-
-static void child_cb(struct ev_loop *loop, ev_child *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    struct exec_run *r = w->data;
-    run_reaped(r, w->rstatus);
-}
-
-/* Ends the run early with rc: closes the pipes and kills the child (unless it was reaped: its pid
- * may be another process's now); the reap finishes the run. May free r. */
-static void run_fail(struct exec_run *r, int rc)
-{
-    r->rc = rc;
-    run_stop_pipes(r);
-    if (!r->exited) {
-        kill(r->pid, SIGKILL);
-        if (!ev_is_default_loop(r->loop) && !ev_is_active(&r->reap_w))
-            ev_timer_start(r->loop, &r->reap_w);
-    }
-    run_check_done(r);
-}
-
-static void pipe_closed(struct exec_run *r, ev_io *w)
-{
-    ev_io_stop(r->loop, w);
-    close(w->fd);
-    w->fd = -1;
-    /* Another loop cannot watch the child: poll for it once its output is complete. */
-    if (r->out_w.fd < 0 && r->err_w.fd < 0 && !r->exited && !ev_is_default_loop(r->loop))
-        ev_timer_start(r->loop, &r->reap_w);
-    run_check_done(r);
-}
-
-static void pipe_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    struct exec_run *r = w->data;
-    int is_out = w == &r->out_w;
-    char chunk[4096];
-    for (;;) {
-        ssize_t got = read(w->fd, chunk, sizeof(chunk));
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (got <= 0) {
-            pipe_closed(r, w);
-            return;
-        }
-        if (is_out && buf_append(&r->out, chunk, (size_t)got) < 0) {
-            run_fail(r, too_big(r->ec, &r->err));
-            return;
-        }
-        if (!is_out && keep_tail(&r->errb, chunk, (size_t)got) < 0) {
-            run_fail(r, oom(&r->err));
-            return;
-        }
-    }
-}
-
-static void timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    struct exec_run *r = w->data;
-    run_fail(r, timed_out(r->ec, &r->err));
 }
 
 static int run_start(struct kube_execcred *ec, struct ev_loop *loop, struct telo_err *err)
 {
-    struct exec_run *r = calloc(1, sizeof(*r));
-    if (!r)
-        return oom(err);
-    int out_fd, err_fd;
-    int rc = spawn(ec, 1, &r->pid, &out_fd, &err_fd, err);
-    if (rc < 0) {
-        free(r);
+    struct subproc_spec spec;
+    char **env = NULL;
+    int rc = prepare(ec, &spec, &env, err);
+    if (rc < 0)
         return rc;
-    }
-    r->ec = ec;
-    r->loop = loop;
-    buf_init(&r->out, MAX_EXEC_STDOUT);
-    buf_init(&r->errb, MAX_EXEC_STDERR);
-    ev_io_init(&r->out_w, pipe_cb, out_fd, EV_READ);
-    ev_io_init(&r->err_w, pipe_cb, err_fd, EV_READ);
-    ev_timer_init(&r->timeout_w, timeout_cb, ec->timeout_ms / 1000.0, 0.);
-    ev_timer_init(&r->reap_w, reap_cb, REAP_POLL_S, REAP_POLL_S);
-    ev_child_init(&r->child_w, child_cb, r->pid, 0);
-    r->out_w.data = r->err_w.data = r->timeout_w.data = r->reap_w.data = r->child_w.data = r;
-    ev_io_start(loop, &r->out_w);
-    ev_io_start(loop, &r->err_w);
-    ev_timer_start(loop, &r->timeout_w);
-    /* On the default loop libev reaps every child on SIGCHLD, so only a child watcher sees the
-     * status; it is started before the loop runs again, so the exit cannot be missed. */
-    if (ev_is_default_loop(loop))
-        ev_child_start(loop, &r->child_w);
-    ec->run = r;
+    struct telo_err run_err;
+    ec->run = subproc_start(loop, &spec, run_done, ec, &run_err);
+    free(env);
+    if (!ec->run)
+        return finish_run(ec, -run_err.code, &run_err, NULL, err);
     return 0;
 }
 
@@ -830,17 +529,7 @@ void kube_execcred_free(struct kube_execcred *ec)
 {
     if (!ec)
         return;
-    if (ec->run) {
-        struct exec_run *r = ec->run;
-        run_stop_pipes(r);
-        if (!r->exited) {
-            /* SIGKILL ends it at once; ECHILD when the default loop's reaper got it first. */
-            kill(r->pid, SIGKILL);
-            while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
-                ;
-        }
-        run_free(r);
-    }
+    subproc_cancel(ec->run);
     free_waits(ec->waits);
     free_waits(ec->notifying);
     kube_exec_credential_release(&ec->cred);
