@@ -465,8 +465,10 @@ static int run_start(struct kube_execcred *ec, struct ev_loop *loop, struct telo
     struct telo_err run_err;
     ec->run = subproc_start(loop, &spec, run_done, ec, &run_err);
     free(env);
-    if (!ec->run)
-        return finish_run(ec, -run_err.code, &run_err, NULL, err);
+    if (!ec->run) {
+        struct subproc_result none = {0};
+        return finish_run(ec, run_err.code > 0 ? -run_err.code : -TELO_EIO, &run_err, &none, err);
+    }
     return 0;
 }
 

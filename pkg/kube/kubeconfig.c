@@ -386,8 +386,9 @@ static int parse_exec(struct kc_file *f, const char *user, yaml_node_t *node,
     const char *api = NULL, *command = NULL, *hint = NULL;
     int provide = 0;
     int rc = check_exec(f, user, node, &api, &command, &hint, &provide, err);
-    if (rc < 0)
-        return rc;
+    /* check_exec fails when either is missing; the analyzer cannot see telo_err_set's sign. */
+    if (rc < 0 || !api || !command)
+        return rc < 0 ? rc : -TELO_EINVAL;
     /* clientcmd resolves a command containing a path separator against the kubeconfig's
      * directory; a bare name is looked up in PATH. */
     char *resolved = strchr(command, '/') ? resolve_path(f->dir, command) : strdup(command);
@@ -547,7 +548,8 @@ int kube_kubeconfig_apply(struct kube_kubeconfig *set, const char *context_overr
     int rc = kc_find(set, "contexts", "context", context, &ctx_file, &ctx, err);
     if (rc < 0)
         return rc;
-    if (rc == 0)
+    /* kc_find sets ctx_file when it returns 1; the analyzer cannot see telo_err_set's sign. */
+    if (rc == 0 || !ctx_file)
         return telo_err_set(err, TELO_EINVAL, "kubeconfig %s: context \"%s\" not found", set->paths,
                             context);
     const char *cluster_name, *user_name, *ns;
@@ -555,8 +557,6 @@ int kube_kubeconfig_apply(struct kube_kubeconfig *set, const char *context_overr
         (rc = entry_str(ctx_file, ctx, "context", context, "user", &user_name, err)) < 0 ||
         (rc = entry_str(ctx_file, ctx, "context", context, "namespace", &ns, err)) < 0)
         return rc;
-    /* kc_find returned 1, so ctx_file is set (see entry_str on the analyzer's doubt). */
-    // NOLINTNEXTLINE(clang-analyzer-core.NullDereference)
     if (!(cfg->source =
               util_str_printf("kubeconfig %s (context \"%s\")", ctx_file->path, context)) ||
         !(cfg->namespace = strdup(ns ? ns : "default")))

@@ -189,11 +189,12 @@ static int sync_read(const struct subproc_spec *spec, int fds_in[2], const struc
 int subproc_run(const struct subproc_spec *spec, struct subproc_result *res, struct telo_err *err)
 {
     result_init(res, spec);
-    pid_t pid;
-    int fds[2];
+    pid_t pid = 0;
+    int fds[2] = {-1, -1};
     int rc = spawn(spec, 0, &pid, fds, err);
-    if (rc < 0)
-        return rc;
+    /* spawn fails with a negative code; the analyzer cannot see telo_err_set's sign. */
+    if (rc < 0 || pid <= 0)
+        return rc < 0 ? rc : -TELO_EIO;
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     rc = sync_read(spec, fds, &start, res, err);
@@ -342,8 +343,8 @@ struct subproc *subproc_start(struct ev_loop *loop, const struct subproc_spec *s
         telo_err_set(err, TELO_ENOMEM, "out of memory");
         return NULL;
     }
-    int fds[2];
-    if (spawn(spec, 1, &p->pid, fds, err) < 0) {
+    int fds[2] = {-1, -1};
+    if (spawn(spec, 1, &p->pid, fds, err) < 0 || p->pid <= 0) {
         free(p);
         return NULL;
     }
