@@ -345,6 +345,40 @@ static void failing_plugin_names_status_and_stderr(void **state)
     assert_int_equal(runs(fx), 2);
 }
 
+/* A call waiting for the plugin can be cancelled, and the transport and config freed while the
+ * plugin still runs: no callback, no leak, the plugin killed and reaped at once. */
+static void cancel_while_waiting(void **state)
+{
+    struct fixture *fx = *state;
+    write_in(fx, "slow", "", 0600);
+    start(fx, slow_when_asked, 30000);
+    static int pending = 2;
+    struct waiter w[2] = {{.loop = fx->loop, .pending = &pending},
+                          {.loop = fx->loop, .pending = &pending}};
+    struct kube_request req = {.method = "GET", .path = "/api/v1/namespaces/x/configmaps/y"};
+    struct telo_err err;
+    struct kube_call *calls[2];
+    for (int i = 0; i < 2; i++)
+        assert_non_null(calls[i] = kube_transport_submit(fx->t, &req, on_done, NULL, &w[i], &err));
+    /* Let the kick start the plugin (it has, once it counted its run) and park both calls, then
+     * cancel one. */
+    for (int i = 0; i < 500 && runs(fx) == 0; i++) {
+        ev_run(fx->loop, EVRUN_NOWAIT);
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    kube_call_cancel(calls[0]);
+    double t0 = now_s();
+    kube_transport_free(fx->t);
+    fx->t = NULL;
+    kube_config_free(fx->cfg);
+    fx->cfg = NULL;
+    assert_true(now_s() - t0 < 2);
+    ev_run(fx->loop, EVRUN_NOWAIT);
+    assert_int_equal(w[0].calls, 0);
+    assert_int_equal(w[1].calls, 0);
+    assert_int_equal(runs(fx), 1);
+}
+
 /* ---- the cache, and a loop other than the default one ---- */
 
 struct fetched {
@@ -407,6 +441,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(slow_plugin_does_not_stall_a_watch, setup, teardown),
         cmocka_unit_test_setup_teardown(timeout_kills_the_plugin, setup, teardown),
         cmocka_unit_test_setup_teardown(failing_plugin_names_status_and_stderr, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_while_waiting, setup, teardown),
         cmocka_unit_test_setup_teardown(cached_token_is_returned_at_once, setup, teardown),
     };
     (void)mock_kubeconfig; /* mock_http.h's token-file kubeconfig: ours runs a plugin */
