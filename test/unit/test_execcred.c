@@ -364,7 +364,7 @@ static void cancel_while_waiting(void **state)
      * cancel one. */
     for (int i = 0; i < 500 && runs(fx) == 0; i++) {
         ev_run(fx->loop, EVRUN_NOWAIT);
-        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        nanosleep(&(struct timespec){0, 10L * 1000 * 1000}, NULL);
     }
     kube_call_cancel(calls[0]);
     double t0 = now_s();
