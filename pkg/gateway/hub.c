@@ -8,6 +8,7 @@
 #include "kube/attach.h"
 #include "kube/channel.h"
 #include "kube/config.h"
+#include "kube/execcred.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
 #include "util/buf.h"
@@ -54,7 +55,8 @@ struct session {
     char uid[64];    /* the TeloSession's, so a new session of the same name starts afresh */
     double ended_at; /* S_ENDED: when (loop time, epoch seconds) */
     struct gw_ring *ring;
-    struct kube_attach *up; /* pods/attach of the session container, NULL when none */
+    struct kube_attach *up;               /* pods/attach of the session container, NULL when none */
+    struct kube_execcred_wait *cred_wait; /* S_CONNECTING: an exec plugin runs first */
     enum state state;
     struct client *clients;
     struct kube_call *pod_call;
@@ -362,6 +364,8 @@ static void end_session(struct session *s, int exit_code, const char *message)
     snprintf(s->end_message, sizeof(s->end_message), "%s", message ? message : "");
     kube_attach_free(s->up);
     s->up = NULL;
+    kube_execcred_wait_cancel(s->cred_wait);
+    s->cred_wait = NULL;
     ev_timer_stop(h->loop, &s->retry);
     ev_timer_stop(h->loop, &s->resize);
     telo_log(TELO_LOG_INFO, "attach session ended", "session=%s exit_code=%d message=\"%s\"",
@@ -483,7 +487,15 @@ static void up_end(struct kube_attach *a, const struct kube_attach_end *end, voi
     check_pod(s);
 }
 
-static void open_upstream(struct session *s)
+static void upstream_failed(struct session *s, const char *why)
+{
+    s->hub->m.upstream_failures++;
+    telo_log(TELO_LOG_WARN, "attach upstream failed", "session=%s error=\"%s\"", s->key, why);
+    schedule_retry(s);
+}
+
+/* Opens the attach stream with the credentials open_upstream made ready. */
+static void attach_upstream(struct session *s)
 {
     static const struct kube_attach_callbacks cbs = {
         .on_open = up_open, .on_output = up_output, .on_end = up_end};
@@ -507,15 +519,35 @@ static void open_upstream(struct session *s)
                                     .protocols = protocols,
                                     .ping_interval_s = (int)h->opts.ping_interval_s,
                                     .user_agent = GW_USER_AGENT};
-    s->state = S_CONNECTING;
     s->up = rc == 0 ? kube_attach_open(h->loop, &opts, &cbs, s, &err) : NULL;
     buf_release(&url);
-    if (s->up == NULL) {
-        h->m.upstream_failures++;
-        telo_log(TELO_LOG_WARN, "attach upstream failed", "session=%s error=\"%s\"", s->key,
-                 rc == 0 ? err.msg : "out of memory building the attach URL");
-        schedule_retry(s);
-    }
+    if (s->up == NULL)
+        upstream_failed(s, rc == 0 ? err.msg : "out of memory building the attach URL");
+}
+
+static void credentials_ready(int rc, const struct telo_err *err, void *ud)
+{
+    struct session *s = ud;
+    s->cred_wait = NULL;
+    if (rc < 0)
+        upstream_failed(s, err->msg);
+    else
+        attach_upstream(s);
+}
+
+static void open_upstream(struct session *s)
+{
+    struct gw_hub *h = s->hub;
+    struct telo_err err = {0};
+    s->state = S_CONNECTING;
+    /* An exec plugin runs as a child watched by the loop, not inside kube_attach_open (which
+     * would block every session for as long as it runs): the open waits for its credential. */
+    int rc = kube_config_fetch_credentials(kube_transport_config(h->t), h->loop, credentials_ready,
+                                           s, &s->cred_wait, &err);
+    if (rc < 0)
+        upstream_failed(s, err.msg);
+    else if (rc == 0)
+        attach_upstream(s);
 }
 
 static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -582,6 +614,7 @@ static void session_free(struct session *s)
     }
     kube_call_cancel(s->pod_call);
     kube_attach_free(s->up);
+    kube_execcred_wait_cancel(s->cred_wait);
     ev_timer_stop(h->loop, &s->retry);
     ev_timer_stop(h->loop, &s->resize);
     ev_timer_stop(h->loop, &s->expire);

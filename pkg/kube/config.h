@@ -1,11 +1,16 @@
-/* Kubernetes client configuration: kubeconfig files, in-cluster service account, credentials. */
+/* Kubernetes client configuration: where the API server is and how to authenticate, loaded from
+ * kubeconfig files (kubeconfig.c) or the in-cluster service account (incluster.c); the credentials
+ * (static token, token file, exec plugin in execcred.c), refreshed synchronously or on a loop. */
 #ifndef TELO_KUBE_CONFIG_H
 #define TELO_KUBE_CONFIG_H
 
 #include <stddef.h>
 #include <time.h>
 
+#include "kube/execcred.h"
 #include "util/err.h"
+
+struct ev_loop;
 
 /* Private credential state (token file cache, exec plugin and its cached credential). */
 struct kube_config_auth;
@@ -64,27 +69,6 @@ int kube_config_load(const struct kube_config_options *opts, struct kube_config 
 int kube_config_parse(const char *path, const char *text, size_t len, const char *context,
                       int exec_timeout_ms, struct kube_config **out, struct telo_err *err);
 
-/* The credential an exec plugin printed (an ExecCredential's status). Strings are owned. */
-struct kube_exec_credential {
-    char *token;    /* status.token, or NULL */
-    char *cert_pem; /* status.clientCertificateData, or NULL (then key_pem is NULL too) */
-    char *key_pem;  /* status.clientKeyData, or NULL */
-    time_t expiry;  /* status.expirationTimestamp, 0 when none */
-};
-
-/* Parses an exec plugin's output text (NUL-terminated) as client-go does: an ExecCredential
- * JSON object of apiVersion api_version whose status holds a token or a certificate and key
- * pair, and an optional RFC 3339 expirationTimestamp. prefix and command start every message
- * ("<prefix>: exec plugin <command>: ..."). Returns 0 with *out filled (release it with
- * kube_exec_credential_release), or -TELO_EPROTO / -TELO_ENOMEM with err filled and *out empty.
- */
-int kube_exec_credential_parse(const char *prefix, const char *command, const char *api_version,
-                               const char *text, struct kube_exec_credential *out,
-                               struct telo_err *err);
-
-/* Frees what c owns and empties it. */
-void kube_exec_credential_release(struct kube_exec_credential *c);
-
 /* kube_config_load for a command: kubeconfig and context as its --kubeconfig and --context flags
  * give them (NULL when not given), the rest from the process environment (KUBECONFIG, HOME,
  * KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT). Returns, fills and owns as kube_config_load.
@@ -103,7 +87,8 @@ void kube_config_free(struct kube_config *cfg);
  * and stays valid until the next kube_config_token, kube_config_client_cert,
  * kube_config_invalidate_credentials or kube_config_free call. Returns 0, or a negative code with
  * err filled (token file unreadable or empty, plugin not found, failed, timed out or returned bad
- * output); *token is NULL on failure. Runs the plugin synchronously. Not thread-safe. */
+ * output); *token is NULL on failure. Runs the plugin synchronously, blocking the caller up to its
+ * timeout: code on an event loop calls kube_config_fetch_credentials first. Not thread-safe. */
 int kube_config_token(struct kube_config *cfg, const char **token, struct telo_err *err);
 
 /* Sets *cert_pem and *key_pem to the client certificate and key to present: the ones an exec
@@ -118,5 +103,47 @@ int kube_config_client_cert(struct kube_config *cfg, const char **cert_pem, cons
  * next kube_config_token re-reads the file or re-runs the plugin. Static credentials are kept.
  * NULL is a no-op. Cannot fail. */
 void kube_config_invalidate_credentials(struct kube_config *cfg);
+
+/* Makes the credentials ready without blocking loop. Returns 0 when they are ready now (static;
+ * a token file, re-read as kube_config_token does; a cached unexpired exec credential): fn is not
+ * called and *wait is NULL. Returns 1 when an exec plugin runs (started now, or already running
+ * for an earlier request) as a child process watched by loop: fn(ud) is called from the loop once
+ * it ended, with 0 (read the result with kube_config_current_credentials, not kube_config_token,
+ * which would run the plugin again if the credential came back already expired) or a negative
+ * code and the error kube_config_token would give; *wait can cancel it with
+ * kube_execcred_wait_cancel. Returns a negative code with err filled when the credentials cannot
+ * be had (token file unreadable, plugin not found, fork failed). */
+int kube_config_fetch_credentials(struct kube_config *cfg, struct ev_loop *loop,
+                                  kube_execcred_fn *fn, void *ud, struct kube_execcred_wait **wait,
+                                  struct telo_err *err);
+
+/* The credentials as they stand, never reading a file or running a plugin: *token as
+ * kube_config_token gives it, *cert_pem and *key_pem as kube_config_client_cert does (each may be
+ * NULL). Lifetime as for kube_config_token. Cannot fail. */
+void kube_config_current_credentials(const struct kube_config *cfg, const char **token,
+                                     const char **cert_pem, const char **key_pem);
+
+/* ---- for the loaders (kubeconfig.c, incluster.c) ---- */
+
+/* A new, empty config (no server, no credentials): fill it and give it out, or free it with
+ * kube_config_free. Returns NULL when out of memory. */
+struct kube_config *kube_config_new(void);
+
+/* Sets cfg->server to server, an http(s) URL with a host, trailing slashes removed. where starts
+ * the message ("kubeconfig /p: cluster \"c\""). Returns 0, -TELO_EINVAL or -TELO_ENOMEM. */
+int kube_config_set_server(struct kube_config *cfg, const char *where, const char *server,
+                           struct telo_err *err);
+
+/* Authenticate with the static bearer token (copied). Returns 0 or -TELO_ENOMEM. */
+int kube_config_use_token(struct kube_config *cfg, const char *token, struct telo_err *err);
+
+/* Authenticate with the token in the file at path (copied), read now and re-read as
+ * kube_config_token says; prefix (copied) starts its messages. Returns 0, or -TELO_EIO (cannot
+ * read), -TELO_EINVAL (empty) or -TELO_ENOMEM with err filled. */
+int kube_config_use_token_file(struct kube_config *cfg, const char *prefix, const char *path,
+                               struct telo_err *err);
+
+/* Authenticate with the exec plugin ec, which cfg takes. Cannot fail. */
+void kube_config_use_exec(struct kube_config *cfg, struct kube_execcred *ec);
 
 #endif

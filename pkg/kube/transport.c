@@ -28,12 +28,14 @@
 const double kube_metrics_bucket_bounds[KUBE_METRICS_BUCKETS] = {0.005, 0.025, 0.1, 0.25, 0.5, 1,
                                                                  2,     4,     8,   15,   30,  60};
 
-enum call_state { CALL_PENDING, CALL_RUNNING, CALL_WAITING, CALL_DEAD };
+/* PENDING: in t->pending or t->kicking; AUTH: in t->auth_wait, waiting for an exec plugin;
+ * WAITING: for its retry timer. */
+enum call_state { CALL_PENDING, CALL_AUTH, CALL_RUNNING, CALL_WAITING, CALL_DEAD };
 
 struct kube_call {
     struct kube_transport *t;
     struct kube_call *prev, *next; /* t->calls: every live call */
-    struct kube_call *queue_next;  /* t->pending or t->dead */
+    struct kube_call *queue_next;  /* t->pending, t->kicking, t->auth_wait or t->dead */
     enum call_state state;
     int cancelled;
 
@@ -80,6 +82,10 @@ struct kube_transport {
     int http1_pending; /* http1 was just learnt; raise the connection cap */
     struct kube_call *calls;
     struct kube_call *pending, *pending_tail;
+    struct kube_call *kicking; /* taken from pending by the kick being run */
+    /* Calls waiting for the credentials (an exec plugin running on the loop), and our wait. */
+    struct kube_call *auth_wait, *auth_wait_tail;
+    struct kube_execcred_wait *cred_wait;
     struct kube_call *dead;
     struct kube_metrics metrics;
 };
@@ -291,9 +297,8 @@ static int call_prepare(struct kube_call *c, struct telo_err *err)
     struct kube_transport *t = c->t;
     struct kube_config *cfg = t->cfg;
     const char *token = NULL, *cert_pem = NULL, *key_pem = NULL;
-    int rc = kube_config_token(cfg, &token, err);
-    if (rc != 0)
-        return rc;
+    /* kube_config_fetch_credentials made them ready: reading them never blocks. */
+    kube_config_current_credentials(cfg, &token, &cert_pem, &key_pem);
     struct curl_slist *h = NULL;
     struct buf line;
     buf_init(&line, 16384);
@@ -305,12 +310,6 @@ static int call_prepare(struct kube_call *c, struct telo_err *err)
         }
         h = curl_slist_append(h, line.data);
         buf_reset(&line);
-    }
-    rc = kube_config_client_cert(cfg, &cert_pem, &key_pem, err);
-    if (rc != 0) {
-        curl_slist_free_all(h);
-        buf_release(&line);
-        return rc;
     }
     h = curl_slist_append(h, "Accept: application/json");
     h = curl_slist_append(h, t->user_agent_header);
@@ -520,32 +519,92 @@ static void after_curl(void *ud)
     reap_dead(t);
 }
 
+/* Hands c to curl with the credentials as they are now. Returns 0, or a negative code with err
+ * filled (then c is still the caller's to finish). */
+static int call_launch(struct kube_call *c, struct telo_err *err)
+{
+    struct kube_transport *t = c->t;
+    int rc = call_prepare(c, err);
+    if (rc == 0 && curlev_add(t->cv, c->easy, c) != 0) {
+        curl_easy_cleanup(c->easy);
+        c->easy = NULL;
+        rc = telo_err_set(err, TELO_ENOMEM, "%s %s: curl refused the request", c->method, c->path);
+    }
+    if (rc != 0)
+        return rc;
+    t->metrics.in_flight++;
+    c->state = CALL_RUNNING;
+    return 0;
+}
+
+/* The exec plugin the parked calls waited for ended: launch them, or fail them with its error. */
+static void credentials_ready(int rc, const struct telo_err *cred_err, void *ud)
+{
+    struct kube_transport *t = ud;
+    t->cred_wait = NULL;
+    /* One at a time from t->auth_wait, so that a callback may cancel a call still parked. */
+    while (t->auth_wait != NULL) {
+        struct kube_call *c = t->auth_wait;
+        t->auth_wait = c->queue_next;
+        if (t->auth_wait == NULL)
+            t->auth_wait_tail = NULL;
+        c->queue_next = NULL;
+        struct telo_err err;
+        telo_err_clear(&err);
+        int crc = rc == 0 ? call_launch(c, &err) : rc;
+        if (crc != 0)
+            finish(c, crc, rc == 0 ? &err : cred_err, 0);
+    }
+}
+
+static void park(struct kube_call *c)
+{
+    struct kube_transport *t = c->t;
+    c->state = CALL_AUTH;
+    c->queue_next = NULL;
+    if (t->auth_wait_tail != NULL)
+        t->auth_wait_tail->queue_next = c;
+    else
+        t->auth_wait = c;
+    t->auth_wait_tail = c;
+}
+
+/* Starts c once the credentials are ready. A cached credential (or a token file) is ready at once;
+ * an exec plugin runs as a child watched by the loop while c waits in t->auth_wait, so the loop
+ * (every watch, the lease renewal) never blocks on it. */
+static void call_start(struct kube_call *c)
+{
+    struct kube_transport *t = c->t;
+    struct telo_err err;
+    telo_err_clear(&err);
+    int rc = 1;
+    if (t->cred_wait == NULL)
+        rc = kube_config_fetch_credentials(t->cfg, t->loop, credentials_ready, t, &t->cred_wait,
+                                           &err);
+    if (rc == 1) {
+        park(c);
+        return;
+    }
+    if (rc == 0)
+        rc = call_launch(c, &err);
+    if (rc != 0)
+        finish(c, rc, &err, 0);
+}
+
 static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
     struct kube_transport *t = w->data;
-    struct kube_call *list = t->pending;
+    /* Calls submitted by the callbacks run below wait for the next kick. The list stays in t so
+     * that a callback may cancel a call still on it. */
+    t->kicking = t->pending;
     t->pending = t->pending_tail = NULL;
-    while (list != NULL) {
-        struct kube_call *c = list;
-        list = c->queue_next;
+    while (t->kicking != NULL) {
+        struct kube_call *c = t->kicking;
+        t->kicking = c->queue_next;
         c->queue_next = NULL;
-        struct telo_err err;
-        telo_err_clear(&err);
-        int rc = call_prepare(c, &err);
-        if (rc == 0 && curlev_add(t->cv, c->easy, c) != 0) {
-            curl_easy_cleanup(c->easy);
-            c->easy = NULL;
-            rc = telo_err_set(&err, TELO_ENOMEM, "%s %s: curl refused the request", c->method,
-                              c->path);
-        }
-        if (rc != 0) {
-            finish(c, rc, &err, 0);
-            continue;
-        }
-        t->metrics.in_flight++;
-        c->state = CALL_RUNNING;
+        call_start(c);
     }
 }
 
@@ -608,9 +667,10 @@ struct kube_call *kube_transport_submit(struct kube_transport *t, const struct k
     return c;
 }
 
-static void pending_remove(struct kube_transport *t, struct kube_call *c)
+/* Takes c off the list at *head (with its *tail, or NULL when the list keeps none). */
+static void list_remove(struct kube_call **head, struct kube_call **tail, struct kube_call *c)
 {
-    struct kube_call **pp = &t->pending;
+    struct kube_call **pp = head;
     struct kube_call *prev = NULL;
     while (*pp != NULL && *pp != c) {
         prev = *pp;
@@ -618,8 +678,8 @@ static void pending_remove(struct kube_transport *t, struct kube_call *c)
     }
     if (*pp == c) {
         *pp = c->queue_next;
-        if (t->pending_tail == c)
-            t->pending_tail = prev;
+        if (tail != NULL && *tail == c)
+            *tail = prev;
     }
     c->queue_next = NULL;
 }
@@ -630,8 +690,12 @@ void kube_call_cancel(struct kube_call *c)
         return;
     struct kube_transport *t = c->t;
     c->cancelled = 1;
-    if (c->state == CALL_PENDING)
-        pending_remove(t, c);
+    if (c->state == CALL_PENDING) {
+        list_remove(&t->pending, &t->pending_tail, c);
+        list_remove(&t->kicking, NULL, c);
+    } else if (c->state == CALL_AUTH) {
+        list_remove(&t->auth_wait, &t->auth_wait_tail, c);
+    }
     if (c->easy != NULL && curlev_in_callback(t->cv)) {
         /* Removing a handle from inside a curl callback is a recursive call: defer it. The
          * write callback refuses further data meanwhile. */
@@ -761,6 +825,9 @@ void kube_transport_free(struct kube_transport *t)
         call_free(c);
     }
     t->pending = t->pending_tail = NULL;
+    t->kicking = NULL;
+    t->auth_wait = t->auth_wait_tail = NULL;
+    kube_execcred_wait_cancel(t->cred_wait);
     ev_timer_stop(t->loop, &t->kick);
     curlev_free(t->cv);
     free(t->url_base);

@@ -100,7 +100,8 @@ void kube_transport_free(struct kube_transport *t);
  * handle (owned by the transport; valid until on_done returns or kube_call_cancel), or NULL with
  * err filled: -TELO_EINVAL for a malformed request or -TELO_ENOMEM. Credentials are fetched when
  * the request is started, so a credential error (exec plugin failed, token file unreadable)
- * arrives in on_done as resp->rc with resp->code 0. */
+ * arrives in on_done as resp->rc with resp->code 0. An exec plugin that must run first runs as a
+ * child process watched by the loop, never blocking it; the requests wait for it in a queue. */
 struct kube_call *kube_transport_submit(struct kube_transport *t, const struct kube_request *req,
                                         kube_done_fn *on_done, kube_data_fn *on_data, void *ud,
                                         struct telo_err *err);

@@ -25,7 +25,9 @@ static int shape_ok(const char *text)
 {
     static const char shape[] = "dddd-dd-ddTdd:dd:dd";
     for (size_t i = 0; i < sizeof(shape) - 1; i++) {
-        if (shape[i] == 'd' ? !(text[i] >= '0' && text[i] <= '9') : text[i] != shape[i])
+        /* RFC 3339 (section 5.6) lets the "T" be lower case. */
+        if (shape[i] == 'd' ? !(text[i] >= '0' && text[i] <= '9')
+                            : text[i] != shape[i] && !(shape[i] == 'T' && text[i] == 't'))
             return 0;
     }
     return 1;
@@ -35,22 +37,34 @@ double timefmt_parse(const char *text)
 {
     int y, mo, d, h, mi, s, n = 0;
     if (!text || !shape_ok(text) ||
-        sscanf(text, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &n) != 6 || mo < 1 ||
-        mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
+        sscanf(text, "%4d-%2d-%2d%*1[Tt]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &n) != 6 ||
+        n != 19 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
         return -1;
     double t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
     const char *p = text + n;
     if (*p == '.') {
-        char *end;
-        t += strtod(p, &end);
-        p = end;
+        /* Digits only: strtod alone would take an exponent (".5e3"). */
+        size_t digits = strspn(p + 1, "0123456789");
+        if (digits == 0)
+            return -1;
+        t += strtod(p, NULL);
+        p += 1 + digits;
     }
     if (*p == 'Z' || *p == 'z')
         return p[1] == '\0' ? t : -1;
-    int oh, om;
-    if ((*p == '+' || *p == '-') && sscanf(p + 1, "%2d:%2d", &oh, &om) == 2)
-        return t - (*p == '+' ? 1 : -1) * (oh * 3600 + om * 60);
-    return -1;
+    /* A numeric offset is exactly "+hh:mm" or "-hh:mm", and ends the time stamp. */
+    static const char offset_shape[] = "dd:dd";
+    if (*p != '+' && *p != '-')
+        return -1;
+    for (size_t i = 0; i < sizeof(offset_shape) - 1; i++) {
+        char c = p[1 + i];
+        if (offset_shape[i] == 'd' ? !(c >= '0' && c <= '9') : c != offset_shape[i])
+            return -1;
+    }
+    int oh = (p[1] - '0') * 10 + (p[2] - '0'), om = (p[4] - '0') * 10 + (p[5] - '0');
+    if (p[6] != '\0' || oh > 23 || om > 59)
+        return -1;
+    return t - (*p == '+' ? 1 : -1) * (oh * 3600 + om * 60);
 }
 
 void timefmt_format(double t, char *out, size_t len)

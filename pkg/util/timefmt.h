@@ -5,8 +5,9 @@
 
 #include <stddef.h>
 
-/* Seconds since the Unix epoch of "2026-11-29T16:00:00Z" (fractions and a "Z" or numeric offset
- * after the seconds are honoured), or -1 when text is NULL or not such a time stamp. */
+/* Seconds since the Unix epoch of an RFC 3339 time stamp, "2026-11-29T16:00:00Z" (a fraction of
+ * digits after the seconds, and a "Z" or "+hh:mm"/"-hh:mm" offset ending the text, are honoured;
+ * "T" and "Z" may be lower case), or -1 when text is NULL or not such a time stamp. */
 double timefmt_parse(const char *text);
 
 /* Writes t as "2026-11-29T16:00:00Z" (whole seconds, UTC) into out (at least 21 bytes). */

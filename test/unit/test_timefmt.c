@@ -25,6 +25,9 @@ static void parses_what_the_api_server_writes(void **state)
     assert_true(timefmt_parse("2026-03-01T11:30:00+01:30") == 1772359200.0);
     assert_true(timefmt_parse("2026-03-01T05:00:00-05:00") == 1772359200.0);
     assert_true(timefmt_parse("2026-03-01T10:00:00z") == 1772359200.0);
+    /* RFC 3339 lets the "T" be lower case too (exec plugins' expirationTimestamp). */
+    assert_true(timefmt_parse("2026-03-01t10:00:00Z") == 1772359200.0);
+    assert_true(timefmt_parse("2026-03-01T10:00:00.5+00:00") == 1772359200.5);
 }
 
 static void refuses_what_is_not_a_time_stamp(void **state)
@@ -45,6 +48,17 @@ static void refuses_what_is_not_a_time_stamp(void **state)
         "2026-03-01T10:-1:00Z",
         "2026-03-01T10:00:-1Z",
         "2026-03-01 10:00:00Z",
+        /* The offset is exactly +hh:mm or -hh:mm, in range, and ends the text. */
+        "2026-03-01T10:00:00+01:30junk",
+        "2026-03-01T10:00:00+1:30",
+        "2026-03-01T10:00:00+01",
+        "2026-03-01T10:00:00+24:00",
+        "2026-03-01T10:00:00+01:60",
+        "2026-03-01T10:00:00+-1:00",
+        /* A fraction is digits only: strtod would take an exponent or a sign. */
+        "2026-03-01T10:00:00.Z",
+        "2026-03-01T10:00:00.5e3Z",
+        "2026-03-01T10:00:00.-5Z",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         if (timefmt_parse(bad[i]) != -1)

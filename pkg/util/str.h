@@ -1,0 +1,14 @@
+/* Small string helpers: formatted allocation and whitespace trimming. */
+#ifndef TELO_UTIL_STR_H
+#define TELO_UTIL_STR_H
+
+/* A new string holding the formatted text (as asprintf, which POSIX lacks); the caller frees it.
+ * Returns NULL when out of memory or when fmt is invalid. */
+char *util_str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Removes leading and trailing blanks (space, tab, CR, LF) from s in place, as Go's
+ * strings.TrimSpace does for the ASCII ones (client-go trims token and namespace files so).
+ * Cannot fail. */
+void util_str_trim(char *s);
+
+#endif
