@@ -837,7 +837,7 @@ static void put_conditions(struct json_object *status, const struct session_obse
     int running = d->phase == SESSION_PHASE_RUNNING;
     int stuck = stalled(d);
     int progressing = !running && !session_phase_is_terminal(d->phase) && !d->blocked;
-    add_condition(conds, old, "Ready", running, running ? "Running" : phase,
+    add_condition(conds, old, "Ready", running, phase,
                   running ? "the session is running" : d->message, s->generation, obs->now);
     image_condition(conds, obs);
     add_condition(conds, old, "Reconciling", progressing, progressing ? phase : "Reconciled",
