@@ -855,10 +855,8 @@ static void note_event(struct json_object *old, const struct draft *d, struct se
     if (session_phase_of(old) == d->phase && strcmp(old_reason, d->reason) == 0)
         return;
     v->event_type = stalled(d) ? "Warning" : "Normal";
-    snprintf(v->event_reason, sizeof(v->event_reason), "%s",
-             d->phase == SESSION_PHASE_FAILED ? "Failed"
-             : d->blocked                     ? d->reason
-                                              : phase);
+    /* The phase, or what blocks a Pending session (only a Pending session is blocked). */
+    snprintf(v->event_reason, sizeof(v->event_reason), "%s", d->blocked ? d->reason : phase);
     snprintf(v->event_message, sizeof(v->event_message), "%s%s%s%s", phase,
              d->reason[0] ? " (" : "", d->reason, d->reason[0] ? ")" : "");
     if (d->message[0]) {
