@@ -3,6 +3,7 @@
 #include "attach_cmd.h"
 
 #include "kube/attach.h"
+#include "session/phase.h"
 #include "util/buf.h"
 #include "util/url.h"
 
@@ -25,8 +26,7 @@
 
 static int is_terminal_phase(const char *phase)
 {
-    return phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0 ||
-                     strcmp(phase, "Stopped") == 0);
+    return session_phase_is_terminal(session_phase_parse(phase));
 }
 
 /* The exit status for a session that ended: its exit code, else 0 for Succeeded and 1. */
@@ -36,7 +36,7 @@ static int ended_status(struct json_object *ts)
     if (kt_int(ts, &code, "status", "exitCode") && code >= 0 && code <= 255)
         return (int)code;
     const char *phase = kt_str(ts, "status", "phase");
-    return phase && strcmp(phase, "Succeeded") == 0 ? 0 : 1;
+    return session_phase_parse(phase) == SESSION_PHASE_SUCCEEDED ? 0 : 1;
 }
 
 static void print_ended(const char *name, struct json_object *ts)
@@ -67,7 +67,7 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
             return 1;
         }
         const char *phase = kt_str(res.obj, "status", "phase");
-        if (phase && strcmp(phase, "Running") == 0) {
+        if (session_phase_parse(phase) == SESSION_PHASE_RUNNING) {
             *session = res.obj;
             return 0;
         }
@@ -81,7 +81,8 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
         const char *progress = kt_str(res.obj, "status", "progress", "message");
         const char *message = kt_str(res.obj, "status", "message");
         char now[512];
-        snprintf(now, sizeof(now), "%s%s%s", phase ? phase : "Pending",
+        snprintf(now, sizeof(now), "%s%s%s",
+                 phase ? phase : session_phase_name(SESSION_PHASE_PENDING),
                  progress || message ? ": " : "",
                  progress  ? progress
                  : message ? message

@@ -5,6 +5,7 @@
 #include "gateway/gate.h"
 
 #include "gateway/limits.h"
+#include "session/phase.h"
 #include "util/strmap.h"
 
 #include <ev.h>
@@ -164,8 +165,8 @@ static int cacheable(const struct verdict *v)
         return 1;
     case GW_ALLOW:
         /* A session still starting changes within the TTL (its pod, its phase): asked afresh. */
-        return strcmp(v->phase, "Running") == 0 || strcmp(v->phase, "Succeeded") == 0 ||
-               strcmp(v->phase, "Failed") == 0 || strcmp(v->phase, "Stopped") == 0;
+        return session_phase_parse(v->phase) == SESSION_PHASE_RUNNING ||
+               session_phase_is_terminal(session_phase_parse(v->phase));
     default:
         return 0;
     }

@@ -11,6 +11,7 @@
 #include "kube/execcred.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "session/phase.h"
 #include "util/buf.h"
 #include "util/jget.h"
 #include "util/log.h"
@@ -405,7 +406,8 @@ static int container_ended(struct json_object *pod, int *code)
             return 1;
         }
     }
-    if (jget_string_is(status, "phase", "Succeeded") || jget_string_is(status, "phase", "Failed"))
+    enum session_pod_phase phase = session_pod_phase_of(pod);
+    if (phase == SESSION_POD_SUCCEEDED || phase == SESSION_POD_FAILED)
         return -1;
     return 0;
 }
@@ -654,13 +656,12 @@ static struct session *session_new(struct gw_hub *h, const struct gw_attach *req
 
 static int terminal_phase(const char *phase)
 {
-    return phase != NULL && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0 ||
-                             strcmp(phase, "Stopped") == 0);
+    return session_phase_is_terminal(session_phase_parse(phase));
 }
 
 static int running(const struct gw_attach *req)
 {
-    return req->phase != NULL && strcmp(req->phase, "Running") == 0 && req->pod != NULL &&
+    return session_phase_parse(req->phase) == SESSION_PHASE_RUNNING && req->pod != NULL &&
            req->pod[0] != '\0';
 }
 

@@ -6,6 +6,7 @@
 #include "gateway/debug.h"
 #include "gateway/limits.h"
 #include "gateway/proto.h"
+#include "session/phase.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "ws/frame.h"
@@ -346,7 +347,7 @@ static void relay(struct conn *c, const struct gw_admitted *a)
         return refuse(c, 404, "NotFound",
                       "the session has no debug stream: start it with spec.inspect: true",
                       a->subject);
-    if (strcmp(a->phase, "Running") != 0 || a->pod_ip[0] == '\0')
+    if (session_phase_parse(a->phase) != SESSION_PHASE_RUNNING || a->pod_ip[0] == '\0')
         return refuse(c, 409, "Conflict",
                       "the session is not running; its debug stream starts with it", a->subject);
     if (over_client_caps(c))

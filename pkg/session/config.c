@@ -85,6 +85,9 @@ static const struct key keys[] = {
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
+/* The bound of every K_POSINT key. */
+#define POSINT_MAX 100000000
+
 /* Where a K_STRLIST key's length lives. */
 static size_t *list_count(struct session_config *c, const struct key *k)
 {
@@ -216,154 +219,217 @@ static int image_pattern_check(const char *pattern)
     return build_base_image_check(pattern, NULL);
 }
 
+/* The text of a string value, or NULL. YAML reads "cpu: 1" and "cpu: 0.5" as numbers; as in a
+ * PodSpec, they are quantities too (yamljson keeps a number's text). */
+static const char *value_text(const struct key *k, struct json_object *v)
+{
+    if (k->kind == K_QUANTITY &&
+        (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
+        return json_object_get_string(v);
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* Whether text is a value of k's kind (a positive quantity, an http(s) URL, a string), and not
+ * empty when k is required. Returns 0 or -TELO_EINVAL. */
+static int check_text(const struct key *k, const char *text, const char *source,
+                      struct telo_err *err)
+{
+    if (!text)
+        return telo_err_set(err, TELO_EINVAL, "%s: %s: want a string", source, k->path);
+    long long milli;
+    if (k->kind == K_QUANTITY && (session_quantity_milli(text, &milli) < 0 || milli <= 0))
+        return telo_err_set(err, TELO_EINVAL,
+                            "%s: %s: \"%s\" is not a positive quantity (e.g. 500m, 1Gi)", source,
+                            k->path, text);
+    if (k->kind == K_URL && *text && strncmp(text, "https://", 8) != 0 &&
+        strncmp(text, "http://", 7) != 0)
+        return telo_err_set(err, TELO_EINVAL, "%s: %s: \"%s\" is not an http(s) URL", source,
+                            k->path, text);
+    if (!*text && required(k))
+        return telo_err_set(err, TELO_EINVAL, "%s: %s: want a non-empty string", source, k->path);
+    return 0;
+}
+
+/* K_STRING, K_QUANTITY, K_URL: a string; an empty one unsets an optional key. */
+static int set_text(struct session_config *c, const struct key *k, struct json_object *v,
+                    const char *source, struct telo_err *err)
+{
+    char **field = (char **)((char *)c + k->offset);
+    const char *text = value_text(k, v);
+    int rc = check_text(k, text, source, err);
+    if (rc < 0)
+        return rc;
+    if (!*text && k->kind != K_QUANTITY) {
+        free(*field);
+        *field = NULL;
+        return 0;
+    }
+    return replace_string(field, text, source, k->path, err);
+}
+
+/* K_POSINT: a whole number from 1 to POSINT_MAX, as a number or as text ("--set workers=8"). */
+static int set_posint(struct session_config *c, const struct key *k, struct json_object *v,
+                      const char *source, struct telo_err *err)
+{
+    const char *text = value_text(k, v);
+    long long n = -1;
+    if (json_object_is_type(v, json_type_int)) {
+        n = json_object_get_int64(v);
+    } else if (text) {
+        char *end;
+        errno = 0;
+        n = strtoll(text, &end, 10);
+        if (errno || end == text || *end)
+            n = -1;
+    }
+    if (n <= 0 || n > POSINT_MAX)
+        return telo_err_set(err, TELO_EINVAL, "%s: %s: want a whole number from 1 to %d", source,
+                            k->path, POSINT_MAX);
+    *(long *)((char *)c + k->offset) = (long)n;
+    return 0;
+}
+
+/* K_BOOL: a boolean, or the text true or false. */
+static int set_bool(struct session_config *c, const struct key *k, struct json_object *v,
+                    const char *source, struct telo_err *err)
+{
+    int *field = (int *)((char *)c + k->offset);
+    const char *text = value_text(k, v);
+    if (json_object_is_type(v, json_type_boolean)) {
+        *field = json_object_get_boolean(v);
+        return 0;
+    }
+    if (text && (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)) {
+        *field = text[0] == 't';
+        return 0;
+    }
+    return telo_err_set(err, TELO_EINVAL, "%s: %s: want true or false", source, k->path);
+}
+
+/* Checks entry i of a K_STRLIST key: build.allowedBaseImages holds image patterns. */
+static int check_list_item(const struct key *k, const char *item, size_t i, const char *source,
+                           struct telo_err *err)
+{
+    if (k->offset != AT(build_allowed_base_images) || image_pattern_check(item) == 0)
+        return 0;
+    return telo_err_set(err, TELO_EINVAL,
+                        "%s: %s[%zu]: want an image reference (letters, digits, "
+                        "'.', '_', '-', ':', '@', '/'), or repo:* for every tag "
+                        "of repo",
+                        source, k->path, i);
+}
+
+/* K_STRLIST: a list of non-empty strings. */
+static int set_strlist(struct session_config *c, const struct key *k, struct json_object *v,
+                       const char *source, struct telo_err *err)
+{
+    if (!json_object_is_type(v, json_type_array))
+        return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list of strings", source, k->path);
+    size_t n = json_object_array_length(v);
+    char **list = calloc(n ? n : 1, sizeof(*list));
+    if (!list)
+        return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
+    for (size_t i = 0; i < n; i++) {
+        const char *item = jget_string_of(json_object_array_get_idx(v, i));
+        if (!item || !*item || !(list[i] = strdup(item))) {
+            free_list(list, i);
+            return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: want a non-empty string", source,
+                                k->path, i);
+        }
+        int rc = check_list_item(k, list[i], i, source, err);
+        if (rc < 0) {
+            free_list(list, i + 1);
+            return rc;
+        }
+    }
+    char ***field = (char ***)((char *)c + k->offset);
+    size_t *count = list_count(c, k);
+    free_list(*field, *count);
+    *field = list;
+    *count = n;
+    return 0;
+}
+
+/* Takes a reference to v into a K_STRMAP or K_ARRAY field, dropping the old value. */
+static int keep_json(struct session_config *c, const struct key *k, struct json_object *v)
+{
+    struct json_object **field = (struct json_object **)((char *)c + k->offset);
+    json_object_put(*field);
+    *field = json_object_get(v);
+    return 0;
+}
+
+/* K_STRMAP: a map of strings. */
+static int set_strmap(struct session_config *c, const struct key *k, struct json_object *v,
+                      const char *source, struct telo_err *err)
+{
+    if (!json_object_is_type(v, json_type_object))
+        return telo_err_set(err, TELO_EINVAL, "%s: %s: want a map of strings", source, k->path);
+    json_object_object_foreach(v, mk, mv)
+    {
+        if (!json_object_is_type(mv, json_type_string))
+            return telo_err_set(err, TELO_EINVAL, "%s: %s.%s: want a string", source, k->path, mk);
+    }
+    return keep_json(c, k, v);
+}
+
+/* K_ARRAY: a list of maps. Each entry goes into every session pod: a bad one would fail every
+ * pod's apply. */
+static int set_array(struct session_config *c, const struct key *k, struct json_object *v,
+                     const char *source, struct telo_err *err)
+{
+    if (!json_object_is_type(v, json_type_array))
+        return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list", source, k->path);
+    for (size_t i = 0; i < json_object_array_length(v); i++) {
+        if (!json_object_is_type(json_object_array_get_idx(v, i), json_type_object))
+            return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: want a map", source, k->path, i);
+    }
+    return keep_json(c, k, v);
+}
+
+/* K_CIDRLIST: a list of CIDRs. */
+static int set_cidrlist(struct session_config *c, const struct key *k, struct json_object *v,
+                        const char *source, struct telo_err *err)
+{
+    if (!json_object_is_type(v, json_type_array))
+        return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list of CIDRs", source, k->path);
+    size_t n = json_object_array_length(v);
+    struct build_cidr *list = calloc(n ? n : 1, sizeof(*list));
+    if (!list)
+        return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *e = json_object_array_get_idx(v, i);
+        struct telo_err cerr;
+        if (!json_object_is_type(e, json_type_string) ||
+            build_cidr_parse(json_object_get_string(e), &list[i], &cerr) < 0) {
+            free(list);
+            return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: %s", source, k->path, i,
+                                json_object_is_type(e, json_type_string)
+                                    ? cerr.msg
+                                    : "want a CIDR such as 10.0.0.0/8");
+        }
+    }
+    struct session_cidrs *cidrs = (struct session_cidrs *)((char *)c + k->offset);
+    free(cidrs->items);
+    cidrs->items = list;
+    cidrs->n = n;
+    return 0;
+}
+
+/* The setter of each kind: checks a JSON value (from the file, or made from a --set string) and
+ * stores it, or leaves the field as it was and says what is wrong. */
+static int (*const setters[])(struct session_config *c, const struct key *k, struct json_object *v,
+                              const char *source, struct telo_err *err) = {
+    [K_STRING] = set_text,     [K_QUANTITY] = set_text, [K_POSINT] = set_posint,
+    [K_STRLIST] = set_strlist, [K_STRMAP] = set_strmap, [K_ARRAY] = set_array,
+    [K_URL] = set_text,        [K_BOOL] = set_bool,     [K_CIDRLIST] = set_cidrlist,
+};
+
 /* Sets one key from a JSON value (from the file, or made from a --set string). */
 static int set_value(struct session_config *c, const struct key *k, struct json_object *v,
                      const char *source, struct telo_err *err)
 {
-    void *field = (char *)c + k->offset;
-    const char *text = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-    /* YAML reads "cpu: 1" and "cpu: 0.5" as numbers; as in a PodSpec, they are quantities too
-     * (yamljson keeps a number's text). */
-    if (k->kind == K_QUANTITY &&
-        (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
-        text = json_object_get_string(v);
-    switch (k->kind) {
-    case K_STRING:
-    case K_QUANTITY:
-    case K_URL:
-        if (!text)
-            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a string", source, k->path);
-        if (k->kind == K_QUANTITY) {
-            long long milli;
-            if (session_quantity_milli(text, &milli) < 0 || milli <= 0)
-                return telo_err_set(err, TELO_EINVAL,
-                                    "%s: %s: \"%s\" is not a positive quantity (e.g. 500m, 1Gi)",
-                                    source, k->path, text);
-        }
-        if (k->kind == K_URL && *text && strncmp(text, "https://", 8) != 0 &&
-            strncmp(text, "http://", 7) != 0)
-            return telo_err_set(err, TELO_EINVAL, "%s: %s: \"%s\" is not an http(s) URL", source,
-                                k->path, text);
-        if (!*text && required(k))
-            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a non-empty string", source,
-                                k->path);
-        /* An empty string unsets an optional key. */
-        if (!*text && k->kind != K_QUANTITY) {
-            free(*(char **)field);
-            *(char **)field = NULL;
-            return 0;
-        }
-        return replace_string(field, text, source, k->path, err);
-    case K_POSINT: {
-        long long n = -1;
-        if (json_object_is_type(v, json_type_int)) {
-            n = json_object_get_int64(v);
-        } else if (text) {
-            char *end;
-            errno = 0;
-            n = strtoll(text, &end, 10);
-            if (errno || end == text || *end)
-                n = -1;
-        }
-        if (n <= 0 || n > 100000000)
-            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a whole number from 1 to 100000000",
-                                source, k->path);
-        *(long *)field = (long)n;
-        return 0;
-    }
-    case K_BOOL:
-        if (json_object_is_type(v, json_type_boolean)) {
-            *(int *)field = json_object_get_boolean(v);
-            return 0;
-        }
-        if (text && (strcmp(text, "true") == 0 || strcmp(text, "false") == 0)) {
-            *(int *)field = text[0] == 't';
-            return 0;
-        }
-        return telo_err_set(err, TELO_EINVAL, "%s: %s: want true or false", source, k->path);
-    case K_STRLIST: {
-        if (!json_object_is_type(v, json_type_array))
-            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list of strings", source,
-                                k->path);
-        size_t n = json_object_array_length(v);
-        char **list = calloc(n ? n : 1, sizeof(*list));
-        if (!list)
-            return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
-        for (size_t i = 0; i < n; i++) {
-            struct json_object *e = json_object_array_get_idx(v, i);
-            const char *item = jget_string_of(e);
-            if (!item || !*item || !(list[i] = strdup(item))) {
-                free_list(list, i);
-                return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: want a non-empty string",
-                                    source, k->path, i);
-            }
-            if (k->offset == AT(build_allowed_base_images) && image_pattern_check(list[i]) < 0) {
-                int rc = telo_err_set(err, TELO_EINVAL,
-                                      "%s: %s[%zu]: want an image reference (letters, digits, "
-                                      "'.', '_', '-', ':', '@', '/'), or repo:* for every tag "
-                                      "of repo",
-                                      source, k->path, i);
-                free_list(list, i + 1);
-                return rc;
-            }
-        }
-        size_t *count = list_count(c, k);
-        free_list(*(char ***)field, *count);
-        *(char ***)field = list;
-        *count = n;
-        return 0;
-    }
-    case K_STRMAP:
-        if (!json_object_is_type(v, json_type_object))
-            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a map of strings", source, k->path);
-        json_object_object_foreach(v, mk, mv)
-        {
-            if (!json_object_is_type(mv, json_type_string))
-                return telo_err_set(err, TELO_EINVAL, "%s: %s.%s: want a string", source, k->path,
-                                    mk);
-        }
-        json_object_put(*(struct json_object **)field);
-        *(struct json_object **)field = json_object_get(v);
-        return 0;
-    case K_ARRAY:
-        if (!json_object_is_type(v, json_type_array))
-            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list", source, k->path);
-        /* Each entry goes into every session pod: a bad one would fail every pod's apply. */
-        for (size_t i = 0; i < json_object_array_length(v); i++) {
-            if (!json_object_is_type(json_object_array_get_idx(v, i), json_type_object))
-                return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: want a map", source, k->path,
-                                    i);
-        }
-        json_object_put(*(struct json_object **)field);
-        *(struct json_object **)field = json_object_get(v);
-        return 0;
-    case K_CIDRLIST: {
-        if (!json_object_is_type(v, json_type_array))
-            return telo_err_set(err, TELO_EINVAL, "%s: %s: want a list of CIDRs", source, k->path);
-        size_t n = json_object_array_length(v);
-        struct build_cidr *list = calloc(n ? n : 1, sizeof(*list));
-        if (!list)
-            return telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
-        for (size_t i = 0; i < n; i++) {
-            struct json_object *e = json_object_array_get_idx(v, i);
-            struct telo_err cerr;
-            if (!json_object_is_type(e, json_type_string) ||
-                build_cidr_parse(json_object_get_string(e), &list[i], &cerr) < 0) {
-                free(list);
-                return telo_err_set(err, TELO_EINVAL, "%s: %s[%zu]: %s", source, k->path, i,
-                                    json_object_is_type(e, json_type_string)
-                                        ? cerr.msg
-                                        : "want a CIDR such as 10.0.0.0/8");
-            }
-        }
-        struct session_cidrs *cidrs = field;
-        free(cidrs->items);
-        cidrs->items = list;
-        cidrs->n = n;
-        return 0;
-    }
-    }
-    return 0;
+    return setters[k->kind](c, k, v, source, err);
 }
 
 /* Walks a parsed file: maps recurse until their path names a key. */

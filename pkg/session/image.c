@@ -3,6 +3,7 @@
 #include "session/image.h"
 
 #include "build/job.h"
+#include "session/phase.h"
 #include "util/jget.h"
 
 #include <stdio.h>
@@ -156,10 +157,9 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
         return;
     }
     const struct json_object *old_image = jget(obs->old, "image");
-    const char *old_phase = jget_string(obs->old, "phase"),
-               *old_job = jget_string(old_image, "buildJob");
+    const char *old_job = jget_string(old_image, "buildJob");
     /* A session that waits on a build follows its Job; only a new one asks the registry. */
-    int following = old_phase && strcmp(old_phase, "Building") == 0 && old_job &&
+    int following = session_phase_of(obs->old) == SESSION_PHASE_BUILDING && old_job &&
                     strcmp(old_job, obs->job_name) == 0;
     char kept[sizeof(out->progress)];
     const char *note = following ? kept_note(obs->old, kept, sizeof(kept)) : NULL;

@@ -3,6 +3,7 @@
 
 #include "session/desired.h"
 #include "session/owner.h"
+#include "session/phase.h"
 #include "util/jget.h"
 #include "util/timefmt.h"
 
@@ -301,7 +302,7 @@ static const char *container_finished_at(struct json_object *pod)
 /* --- assembling the status --------------------------------------------------------------- */
 
 struct draft {
-    const char *phase;
+    enum session_phase phase;
     char reason[64];
     char message[3072];
     const char *progress_phase, *progress_message;
@@ -312,12 +313,6 @@ struct draft {
     int blocked; /* Pending until the user fixes something */
     char progress_text[96];
 };
-
-static int is_terminal(const char *phase)
-{
-    return phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0 ||
-                     strcmp(phase, "Stopped") == 0);
-}
 
 static void put_str(struct json_object *o, const char *key, const char *v)
 {
@@ -443,180 +438,188 @@ static void image_condition(struct json_object *conds, const struct session_obse
                       obs->now);
 }
 
-/* obs->pod is the session's own pod or NULL; owner says what the cache held under its name. */
-static void decide(const struct session_observation *obs, enum session_owner owner, struct draft *d,
-                   struct session_verdict *v)
+/* --- deciding the phase ------------------------------------------------------------------ */
+
+/* spec.stopped: the verdict whatever else holds, and the pod goes. */
+static void decide_stopped(const struct session_observation *obs, struct draft *d,
+                           struct session_verdict *v)
+{
+    d->phase = SESSION_PHASE_STOPPED;
+    snprintf(d->reason, sizeof(d->reason), "Stopped");
+    snprintf(d->message, sizeof(d->message), "stopped by spec.stopped");
+    v->delete_pod = obs->pod != NULL;
+}
+
+/* Whether the session's own pod is gone: Failed (PodDisappeared), or 0 when there was none. Only
+ * a pod the session had itself can have disappeared: status.podUID says it had one. A status
+ * written before podUID existed names its pod only; that pod counts as the session's unless
+ * another's holds the name now (a predecessor's the session reported by mistake, issue 21), which
+ * is replaced instead. */
+static int decide_disappeared(const struct session_observation *obs, enum session_owner owner,
+                              struct draft *d)
 {
     const struct session *s = obs->s;
-    struct json_object *old = s->status;
-    struct json_object *pod = obs->pod;
-    const char *old_pod = jget_string(old, "podName");
-    memset(d, 0, sizeof(*d));
-    if (pod) {
-        d->pod_name = jget_string(jget(pod, "metadata"), "name");
-        d->pod_ip = jget_string(jget(pod, "status"), "podIP");
-        d->pod_uid = jget_string(jget(pod, "metadata"), "uid");
-    }
+    const char *old_pod = jget_string(s->status, "podName");
+    int had_own = jget_string(s->status, "podUID") != NULL ||
+                  (owner == SESSION_OWNER_NONE && !obs->replacing && !obs->conflict);
+    if (!old_pod || !had_own)
+        return 0;
+    d->phase = SESSION_PHASE_FAILED;
+    snprintf(d->reason, sizeof(d->reason), "PodDisappeared");
+    snprintf(d->message, sizeof(d->message),
+             "pod %s was deleted by someone else while the session ran; create the "
+             "session again to restart it. Run: kubectl get events -n %s "
+             "--field-selector involvedObject.name=%s",
+             old_pod, s->namespace, old_pod);
+    return 1;
+}
 
-    if (s->stopped) {
-        d->phase = "Stopped";
-        snprintf(d->reason, sizeof(d->reason), "Stopped");
-        snprintf(d->message, sizeof(d->message), "stopped by spec.stopped");
-        v->delete_pod = pod != NULL;
-        return;
+/* Whether the image step decides the phase before a pod exists: a failed build fails the
+ * session, a running one is Building. */
+static int decide_image(const struct session_image_plan *plan, struct draft *d)
+{
+    if (plan && plan->step == SESSION_IMAGE_FAILED) {
+        d->phase = SESSION_PHASE_FAILED;
+        snprintf(d->reason, sizeof(d->reason), "%s", plan->failure);
+        snprintf(d->message, sizeof(d->message), "%s", plan->message);
+        return 1;
     }
-    if (!pod) {
-        /* Only a pod the session had itself can have disappeared: status.podUID says it had
-         * one. A status written before podUID existed names its pod only; that pod counts as
-         * the session's unless another's holds the name now (a predecessor's the session
-         * reported by mistake, issue 21), which is replaced instead. */
-        int had_own = jget_string(old, "podUID") != NULL ||
-                      (owner == SESSION_OWNER_NONE && !obs->replacing && !obs->conflict);
-        if (old_pod && had_own) {
-            d->phase = "Failed";
-            snprintf(d->reason, sizeof(d->reason), "PodDisappeared");
-            snprintf(d->message, sizeof(d->message),
-                     "pod %s was deleted by someone else while the session ran; create the "
-                     "session again to restart it. Run: kubectl get events -n %s "
-                     "--field-selector involvedObject.name=%s",
-                     old_pod, s->namespace, old_pod);
-            return;
-        }
-        const struct session_image_plan *plan = obs->image_plan;
-        if (plan && plan->step == SESSION_IMAGE_FAILED) {
-            d->phase = "Failed";
-            snprintf(d->reason, sizeof(d->reason), "%s", plan->failure);
-            snprintf(d->message, sizeof(d->message), "%s", plan->message);
-            return;
-        }
-        if (plan && plan->step == SESSION_IMAGE_BUILDING) {
-            d->phase = "Building";
-            d->progress_phase = "build";
-            d->progress_message = plan->progress;
-            return;
-        }
-        d->phase = "Pending";
+    if (plan && plan->step == SESSION_IMAGE_BUILDING) {
+        d->phase = SESSION_PHASE_BUILDING;
+        d->progress_phase = "build";
+        d->progress_message = plan->progress;
+        return 1;
+    }
+    return 0;
+}
+
+/* A Pending session's children held under its names: someone else's (NameConflict, blocked) or a
+ * deleted predecessor's (being replaced). */
+static void note_children(const struct session_observation *obs, enum session_owner owner,
+                          struct draft *d)
+{
+    char conflict[400], child[64];
+    if (owner == SESSION_OWNER_FOREIGN) {
+        session_child_name(obs->s, child, sizeof(child));
+        session_conflict_message("pod", obs->s->namespace, child, conflict, sizeof(conflict));
+    }
+    if (owner == SESSION_OWNER_FOREIGN || obs->conflict) {
+        /* Someone else's object holds a name the session needs: left alone, and said. */
+        snprintf(d->reason, sizeof(d->reason), "NameConflict");
+        snprintf(d->message, sizeof(d->message), "%s",
+                 owner == SESSION_OWNER_FOREIGN ? conflict : obs->conflict);
+        d->blocked = 1;
+    } else if (owner == SESSION_OWNER_PREDECESSOR || obs->replacing) {
+        /* A deleted session of the same name left children the garbage collector has not
+         * removed yet: the operator deletes them and creates the session's own. */
+        snprintf(d->progress_text, sizeof(d->progress_text), "Replacing the previous session's %s",
+                 owner == SESSION_OWNER_PREDECESSOR ? "pod" : obs->replacing);
         d->progress_phase = "provision";
-        d->progress_message = "Scheduling";
-        if (plan && plan->step == SESSION_IMAGE_READY && plan->progress[0]) {
-            /* The build phase's last word until the pod says more. */
-            d->progress_phase = "build";
-            d->progress_message = plan->progress;
-            d->progress_done = 1;
-        }
-        char conflict[400], child[64];
-        if (owner == SESSION_OWNER_FOREIGN) {
-            session_child_name(s, child, sizeof(child));
-            session_conflict_message("pod", s->namespace, child, conflict, sizeof(conflict));
-        }
-        if (owner == SESSION_OWNER_FOREIGN || obs->conflict) {
-            /* Someone else's object holds a name the session needs: left alone, and said. */
-            snprintf(d->reason, sizeof(d->reason), "NameConflict");
-            snprintf(d->message, sizeof(d->message), "%s",
-                     owner == SESSION_OWNER_FOREIGN ? conflict : obs->conflict);
-            d->blocked = 1;
-        } else if (owner == SESSION_OWNER_PREDECESSOR || obs->replacing) {
-            /* A deleted session of the same name left children the garbage collector has not
-             * removed yet: the operator deletes them and creates the session's own. */
-            snprintf(d->progress_text, sizeof(d->progress_text),
-                     "Replacing the previous session's %s",
-                     owner == SESSION_OWNER_PREDECESSOR ? "pod" : obs->replacing);
-            d->progress_phase = "provision";
-            d->progress_message = d->progress_text;
-            d->progress_done = 0;
-        }
-        if (d->blocked) {
-            /* NameConflict comes first: nothing else can proceed. */
-        } else if (plan && plan->step == SESSION_IMAGE_BLOCKED) {
-            snprintf(d->reason, sizeof(d->reason), "%s", plan->failure);
-            snprintf(d->message, sizeof(d->message), "%s", plan->message);
-            d->blocked = 1;
-        } else if (obs->blocked_reason) {
-            snprintf(d->reason, sizeof(d->reason), "%s", obs->blocked_reason);
-            snprintf(d->message, sizeof(d->message), "%s", or_empty(obs->blocked_message));
-            d->blocked = 1;
-        }
-        return;
+        d->progress_message = d->progress_text;
+        d->progress_done = 0;
     }
+}
 
-    const char *pod_phase = or_empty(jget_string(jget(pod, "status"), "phase"));
+/* What blocks a Pending session until the user fixes it, NameConflict first: nothing else can
+ * proceed. */
+static void note_block(const struct session_observation *obs, struct draft *d)
+{
+    const struct session_image_plan *plan = obs->image_plan;
+    if (d->blocked)
+        return;
+    if (plan && plan->step == SESSION_IMAGE_BLOCKED) {
+        snprintf(d->reason, sizeof(d->reason), "%s", plan->failure);
+        snprintf(d->message, sizeof(d->message), "%s", plan->message);
+        d->blocked = 1;
+    } else if (obs->blocked_reason) {
+        snprintf(d->reason, sizeof(d->reason), "%s", obs->blocked_reason);
+        snprintf(d->message, sizeof(d->message), "%s", or_empty(obs->blocked_message));
+        d->blocked = 1;
+    }
+}
+
+/* No pod of the session's own: it disappeared, the image step decides, or the session is
+ * Pending (its pod is to be created, or something blocks it). */
+static void decide_without_pod(const struct session_observation *obs, enum session_owner owner,
+                               struct draft *d)
+{
+    const struct session_image_plan *plan = obs->image_plan;
+    if (decide_disappeared(obs, owner, d) || decide_image(plan, d))
+        return;
+    d->phase = SESSION_PHASE_PENDING;
+    d->progress_phase = "provision";
+    d->progress_message = "Scheduling";
+    if (plan && plan->step == SESSION_IMAGE_READY && plan->progress[0]) {
+        /* The build phase's last word until the pod says more. */
+        d->progress_phase = "build";
+        d->progress_message = plan->progress;
+        d->progress_done = 1;
+    }
+    note_children(obs, owner, d);
+    note_block(obs, d);
+}
+
+/* Whether the pod's phase decides the session's: Running, Succeeded or Failed. */
+static int decide_by_pod_phase(const struct session_observation *obs, struct draft *d)
+{
+    struct json_object *pod = obs->pod;
+    enum session_pod_phase pod_phase = session_pod_phase_of(pod);
     /* Phase Unknown (the node stopped reporting) is no way back to Pending: a session that ran
      * keeps running until the pod ends or disappears, and the start deadline is behind it. */
-    int ran = strcmp(or_empty(jget_string(old, "phase")), "Running") == 0;
-    if (strcmp(pod_phase, "Running") == 0 ||
-        (ran && strcmp(pod_phase, "Succeeded") != 0 && strcmp(pod_phase, "Failed") != 0)) {
-        d->phase = "Running";
+    int ran = session_phase_of(obs->s->status) == SESSION_PHASE_RUNNING;
+    if (pod_phase == SESSION_POD_RUNNING ||
+        (ran && pod_phase != SESSION_POD_SUCCEEDED && pod_phase != SESSION_POD_FAILED)) {
+        d->phase = SESSION_PHASE_RUNNING;
         d->progress_phase = "provision";
         d->progress_message = "Running";
         d->progress_done = 1;
-        return;
+        return 1;
     }
-    if (strcmp(pod_phase, "Succeeded") == 0) {
-        d->phase = "Succeeded";
+    if (pod_phase == SESSION_POD_SUCCEEDED) {
+        d->phase = SESSION_PHASE_SUCCEEDED;
         d->exit_code = session_exit_code(pod, &d->has_exit_code);
         d->has_exit_code = 1;
         snprintf(d->reason, sizeof(d->reason), "AppExited");
         snprintf(d->message, sizeof(d->message), "the app exited with code %lld", d->exit_code);
-        return;
+        return 1;
     }
-    if (strcmp(pod_phase, "Failed") == 0) {
-        d->phase = "Failed";
+    if (pod_phase == SESSION_POD_FAILED) {
+        d->phase = SESSION_PHASE_FAILED;
         long long code = 0;
-        session_failure_message(pod, s->namespace, d->message, sizeof(d->message), d->reason,
+        session_failure_message(pod, obs->s->namespace, d->message, sizeof(d->message), d->reason,
                                 sizeof(d->reason), &code);
         d->exit_code = session_exit_code(pod, &d->has_exit_code);
-        return;
+        return 1;
     }
+    return 0;
+}
 
-    /* Pending: provisioning, unless it cannot succeed or took too long. */
-    const char *container = NULL;
-    const char *permanent = permanent_wait(pod, &container);
-    if (permanent) {
-        d->phase = "Failed";
-        long long code = 0;
-        session_failure_message(pod, s->namespace, d->message, sizeof(d->message), d->reason,
-                                sizeof(d->reason), &code);
-        v->delete_pod = 1;
-        return;
-    }
-    const char *waiting = NULL;
-    d->phase = "Provisioning";
-    d->progress_phase = "provision";
-    d->progress_message = provision_progress(pod, &waiting);
-    const char *sched_text = unschedulable(pod);
-    char sched[1024];
-    if (sched_text) {
-        snprintf(sched, sizeof(sched), "%s", sched_text);
-        tidy_detail(sched, sizeof(sched), 400);
-    }
-    double created = timefmt_parse(jget_string(jget(pod, "metadata"), "creationTimestamp"));
-    double deadline = (created < 0 ? obs->now : created) + (double)obs->cfg->start_deadline_seconds;
-    if (obs->now < deadline) {
-        v->requeue_after = deadline - obs->now;
-        if (sched_text)
-            snprintf(d->message, sizeof(d->message), "waiting for a node: %s", sched);
-        return;
-    }
-    d->phase = "Failed";
-    v->delete_pod = 1;
-    if (sched_text) {
-        snprintf(d->reason, sizeof(d->reason), "Unschedulable");
-        snprintf(d->message, sizeof(d->message),
-                 "no node could run the session within %lds: %s%s Check the operator's "
-                 "nodeSelector and tolerations and the session's resources. Run: kubectl "
-                 "describe pod -n %s %s",
-                 obs->cfg->start_deadline_seconds, sched,
-                 strcmp(run_prefix(sched), ". Run:") == 0 ? "." : "", s->namespace,
-                 or_empty(d->pod_name));
-        return;
-    }
+/* A pod that did not start within startDeadlineSeconds and that the scheduler could not place:
+ * Unschedulable, with the scheduler's complaint (sched, tidied). */
+static void fail_unschedulable(const struct session_observation *obs, const char *sched,
+                               struct draft *d)
+{
+    snprintf(d->reason, sizeof(d->reason), "Unschedulable");
+    snprintf(d->message, sizeof(d->message),
+             "no node could run the session within %lds: %s%s Check the operator's "
+             "nodeSelector and tolerations and the session's resources. Run: kubectl "
+             "describe pod -n %s %s",
+             obs->cfg->start_deadline_seconds, sched,
+             strcmp(run_prefix(sched), ". Run:") == 0 ? "." : "", obs->s->namespace,
+             or_empty(d->pod_name));
+}
+
+/* A pod that did not start within startDeadlineSeconds: the first container complaint (init
+ * containers first) classifies it, else StartTimeout; the message names the last step. */
+static void fail_start_timeout(const struct session_observation *obs, struct draft *d)
+{
     char detail[1024] = "";
-    const char *why = NULL;
+    const char *why = NULL, *container = NULL;
     long long code = 0;
     int terminated = 0;
     const char *lists[] = {"initContainerStatuses", "containerStatuses"};
     for (int l = 0; l < 2 && !why; l++) {
-        struct json_object *arr = jget_array(jget(pod, "status"), lists[l]);
+        struct json_object *arr = jget_array(jget(obs->pod, "status"), lists[l]);
         size_t n = arr ? json_object_array_length(arr) : 0;
         for (size_t i = 0; i < n && !why; i++) {
             struct json_object *cs = json_object_array_get_idx(arr, i);
@@ -634,7 +637,81 @@ static void decide(const struct session_observation *obs, enum session_owner own
              "the session did not start within %lds (last step: %s)%s%s%s kubectl describe pod "
              "-n %s %s",
              obs->cfg->start_deadline_seconds, d->progress_message, *detail ? ": " : "", detail,
-             *detail ? run_prefix(detail) : ". Run:", s->namespace, or_empty(d->pod_name));
+             *detail ? run_prefix(detail) : ". Run:", obs->s->namespace, or_empty(d->pod_name));
+}
+
+/* A pod still Pending: provisioning, unless it cannot succeed or took too long. */
+static void decide_provisioning(const struct session_observation *obs, struct draft *d,
+                                struct session_verdict *v)
+{
+    struct json_object *pod = obs->pod;
+    const char *container = NULL;
+    if (permanent_wait(pod, &container)) {
+        d->phase = SESSION_PHASE_FAILED;
+        long long code = 0;
+        session_failure_message(pod, obs->s->namespace, d->message, sizeof(d->message), d->reason,
+                                sizeof(d->reason), &code);
+        v->delete_pod = 1;
+        return;
+    }
+    const char *waiting = NULL;
+    d->phase = SESSION_PHASE_PROVISIONING;
+    d->progress_phase = "provision";
+    d->progress_message = provision_progress(pod, &waiting);
+    const char *sched_text = unschedulable(pod);
+    char sched[1024];
+    if (sched_text) {
+        snprintf(sched, sizeof(sched), "%s", sched_text);
+        tidy_detail(sched, sizeof(sched), 400);
+    }
+    double created = timefmt_parse(jget_string(jget(pod, "metadata"), "creationTimestamp"));
+    double deadline = (created < 0 ? obs->now : created) + (double)obs->cfg->start_deadline_seconds;
+    if (obs->now < deadline) {
+        v->requeue_after = deadline - obs->now;
+        if (sched_text)
+            snprintf(d->message, sizeof(d->message), "waiting for a node: %s", sched);
+        return;
+    }
+    d->phase = SESSION_PHASE_FAILED;
+    v->delete_pod = 1;
+    if (sched_text)
+        fail_unschedulable(obs, sched, d);
+    else
+        fail_start_timeout(obs, d);
+}
+
+/* The phase of a session that has not finished. obs->pod is the session's own pod or NULL; owner
+ * says what the cache held under its name. */
+static void decide(const struct session_observation *obs, enum session_owner owner, struct draft *d,
+                   struct session_verdict *v)
+{
+    struct json_object *pod = obs->pod;
+    memset(d, 0, sizeof(*d));
+    if (pod) {
+        d->pod_name = jget_string(jget(pod, "metadata"), "name");
+        d->pod_ip = jget_string(jget(pod, "status"), "podIP");
+        d->pod_uid = jget_string(jget(pod, "metadata"), "uid");
+    }
+    if (obs->s->stopped)
+        decide_stopped(obs, d, v);
+    else if (!pod)
+        decide_without_pod(obs, owner, d);
+    else if (!decide_by_pod_phase(obs, d))
+        decide_provisioning(obs, d, v);
+}
+
+/* A finished session keeps its verdict; only what follows from the spec moves. A pod that has
+ * not ended by itself has no business running for a finished session: the stop or the start
+ * failure that called for its deletion may not have got through (the delete failed, the operator
+ * restarted). A pod that ended is kept for its logs. */
+static void decide_finished(const struct session_observation *obs, enum session_phase old_phase,
+                            struct draft *d, struct session_verdict *v)
+{
+    memset(d, 0, sizeof(*d));
+    d->phase = old_phase;
+    enum session_pod_phase pod_phase = session_pod_phase_of(obs->pod);
+    v->delete_pod = obs->pod != NULL && (obs->s->stopped || (pod_phase != SESSION_POD_SUCCEEDED &&
+                                                             pod_phase != SESSION_POD_FAILED));
 }
 
 /* The session's own pod among what obs holds, or NULL (issue 21: a pod of the session's name is
@@ -645,6 +722,183 @@ static struct json_object *own_pod(const struct session_observation *obs)
                                                                                          : NULL;
 }
 
+/* A finished session's status: what it holds, with the spec's generation observed. NULL when out
+ * of memory. */
+static struct json_object *finished_status(const struct session *s)
+{
+    struct json_object *status = NULL; /* json_object_deep_copy refuses a non-NULL target */
+    if (json_object_deep_copy(s->status, &status, NULL) < 0)
+        return NULL;
+    json_object_object_add(status, "observedGeneration", json_object_new_int64(s->generation));
+    struct json_object *conds = jget_array(status, "conditions");
+    size_t n = conds ? json_object_array_length(conds) : 0;
+    for (size_t i = 0; i < n; i++)
+        json_object_object_add(json_object_array_get_idx(conds, i), "observedGeneration",
+                               json_object_new_int64(s->generation));
+    return status;
+}
+
+/* phase, reason, message and progress. */
+static void put_phase(struct json_object *status, const struct draft *d)
+{
+    put_str(status, "phase", session_phase_name(d->phase));
+    if (d->reason[0])
+        put_str(status, "reason", d->reason);
+    if (d->message[0])
+        put_str(status, "message", d->message);
+    if (d->progress_phase) {
+        struct json_object *p = json_object_new_object();
+        put_str(p, "phase", d->progress_phase);
+        put_str(p, "message", d->progress_message);
+        json_object_object_add(p, "done", json_object_new_boolean(d->progress_done));
+        json_object_object_add(status, "progress", p);
+    }
+}
+
+/* podName, podIP and podUID. What was recorded of the session's own pod stays (a PodDisappeared
+ * names it); a name reported without podUID while another's pod holds it now was never the
+ * session's (issue 21) and goes. */
+static void put_pod(struct json_object *status, const struct session_observation *obs,
+                    enum session_owner owner, const struct draft *d)
+{
+    struct json_object *old = obs->s->status;
+    int keep_old = jget_string(old, "podUID") != NULL ||
+                   (owner == SESSION_OWNER_NONE && !obs->replacing && !obs->conflict);
+    put_str(status, "podName",
+            d->pod_name ? d->pod_name
+            : keep_old  ? jget_string(old, "podName")
+                        : NULL);
+    put_str(status, "podIP", d->pod_ip ? d->pod_ip : keep_old ? jget_string(old, "podIP") : NULL);
+    put_str(status, "podUID",
+            d->pod_uid ? d->pod_uid
+            : keep_old ? jget_string(old, "podUID")
+                       : NULL);
+    if (d->has_exit_code)
+        json_object_object_add(status, "exitCode", json_object_new_int64(d->exit_code));
+}
+
+/* endpoints, attach (the token Secret, the gateway's URL) and inspectUrl. */
+static void put_access(struct json_object *status, const struct session_observation *obs)
+{
+    const struct session *s = obs->s;
+    const struct session_config *cfg = obs->cfg;
+    char url[700];
+    if (s->nports)
+        json_object_object_add(status, "endpoints", endpoints(s, cfg));
+    if (obs->attach_secret) {
+        struct json_object *attach = json_object_new_object();
+        char secret[80];
+        session_secret_name(s, secret, sizeof(secret));
+        put_str(attach, "secretName", secret);
+        if (cfg->gateway_url) {
+            snprintf(url, sizeof(url), "%s/v1/namespaces/%s/telosessions/%s/attach",
+                     cfg->gateway_url, s->namespace, s->name);
+            put_str(attach, "url", url);
+        }
+        json_object_object_add(status, "attach", attach);
+    }
+    if (s->inspect && cfg->gateway_url) {
+        snprintf(url, sizeof(url), "%s/v1/namespaces/%s/telosessions/%s/debug", cfg->gateway_url,
+                 s->namespace, s->name);
+        put_str(status, "inspectUrl", url);
+    }
+}
+
+/* startTime once the session started, completionTime once it finished: written once, kept. */
+static void put_times(struct json_object *status, const struct session_observation *obs,
+                      const struct draft *d)
+{
+    struct json_object *old = obs->s->status;
+    int terminal = session_phase_is_terminal(d->phase);
+    int started = d->phase == SESSION_PHASE_RUNNING || terminal;
+    if (started && (d->pod_name || jget_string(old, "startTime"))) {
+        const char *pod_start = jget_string(jget(obs->pod, "status"), "startTime");
+        put_time_once(status, old, "startTime", pod_start ? timefmt_parse(pod_start) : obs->now);
+    }
+    if (terminal) {
+        const char *finished = container_finished_at(obs->pod);
+        put_time_once(status, old, "completionTime", finished ? timefmt_parse(finished) : obs->now);
+    }
+}
+
+/* Stalled: the session failed, or waits for the user. */
+static int stalled(const struct draft *d)
+{
+    return d->phase == SESSION_PHASE_FAILED || d->blocked;
+}
+
+/* Ready, ImageReady, Reconciling and Stalled. */
+static void put_conditions(struct json_object *status, const struct session_observation *obs,
+                           const struct draft *d)
+{
+    const struct session *s = obs->s;
+    struct json_object *old = s->status, *conds = json_object_new_array();
+    const char *phase = session_phase_name(d->phase);
+    int running = d->phase == SESSION_PHASE_RUNNING;
+    int stuck = stalled(d);
+    int progressing = !running && !session_phase_is_terminal(d->phase) && !d->blocked;
+    add_condition(conds, old, "Ready", running, phase,
+                  running ? "the session is running" : d->message, s->generation, obs->now);
+    image_condition(conds, obs);
+    add_condition(conds, old, "Reconciling", progressing, progressing ? phase : "Reconciled",
+                  progressing ? d->progress_message : "", s->generation, obs->now);
+    add_condition(conds, old, "Stalled", stuck, stuck ? d->reason : "NotStalled",
+                  stuck ? d->message : "", s->generation, obs->now);
+    json_object_object_add(status, "conditions", conds);
+}
+
+/* An Event for every change of phase or reason: `kubectl describe` tells the story. */
+static void note_event(struct json_object *old, const struct draft *d, struct session_verdict *v)
+{
+    const char *old_reason = or_empty(jget_string(old, "reason"));
+    const char *phase = session_phase_name(d->phase);
+    if (session_phase_of(old) == d->phase && strcmp(old_reason, d->reason) == 0)
+        return;
+    v->event_type = stalled(d) ? "Warning" : "Normal";
+    /* The phase, or what blocks a Pending session (only a Pending session is blocked). */
+    snprintf(v->event_reason, sizeof(v->event_reason), "%s", d->blocked ? d->reason : phase);
+    snprintf(v->event_message, sizeof(v->event_message), "%s%s%s%s", phase,
+             d->reason[0] ? " (" : "", d->reason, d->reason[0] ? ")" : "");
+    if (d->message[0]) {
+        size_t used = strlen(v->event_message);
+        snprintf(v->event_message + used, sizeof(v->event_message) - used, ": %s", d->message);
+        /* Drops a character the byte bound cut in two: the note must stay UTF-8. */
+        cap_chars(v->event_message, sizeof(v->event_message), sizeof(v->event_message));
+    }
+}
+
+/* The status of a session that has not finished, from the draft; NULL when out of memory. */
+static struct json_object *draft_status(const struct session_observation *obs,
+                                        enum session_owner owner, const struct draft *d)
+{
+    struct json_object *status = json_object_new_object();
+    if (!status)
+        return NULL;
+    put_phase(status, d);
+    json_object_object_add(status, "image", image_status(obs));
+    put_pod(status, obs, owner, d);
+    put_access(status, obs);
+    put_times(status, obs, d);
+    json_object_object_add(status, "observedGeneration", json_object_new_int64(obs->s->generation));
+    put_conditions(status, obs, d);
+    return status;
+}
+
+/* ttlSecondsAfterFinished: the session itself goes once it has been over for that long. */
+static void apply_ttl(const struct session_observation *obs, struct json_object *status,
+                      struct session_verdict *v)
+{
+    long long ttl = obs->s->ttl_after_finished;
+    if (!session_phase_is_terminal(session_phase_of(status)) || ttl < 0)
+        return;
+    double done = timefmt_parse(jget_string(status, "completionTime"));
+    double due = (done < 0 ? obs->now : done) + (double)ttl;
+    if (obs->now >= due)
+        v->delete_session = 1;
+    else if (v->requeue_after == 0 || due - obs->now < v->requeue_after)
+        v->requeue_after = due - obs->now;
+}
+
 int session_status_compute(const struct session_observation *seen, struct session_verdict *v)
 {
     /* From here on obs->pod is the session's own pod or NULL. */
@@ -652,149 +906,24 @@ int session_status_compute(const struct session_observation *seen, struct sessio
     struct session_observation own = *seen;
     own.pod = own_pod(seen);
     const struct session_observation *obs = &own;
-    const struct session *s = obs->s;
-    const struct session_config *cfg = obs->cfg;
-    struct json_object *old = s->status;
-    const char *old_phase = jget_string(old, "phase");
+    struct json_object *old = obs->s->status;
+    enum session_phase old_phase = session_phase_of(old);
     memset(v, 0, sizeof(*v));
 
     struct draft d;
-    if (is_terminal(old_phase)) {
-        /* A finished session keeps its verdict; only what follows from the spec moves. */
-        memset(&d, 0, sizeof(d));
-        d.phase = old_phase;
-        /* A pod that has not ended by itself has no business running for a finished session:
-         * the stop or the start failure that called for its deletion may not have got through
-         * (the delete failed, the operator restarted). A pod that ended is kept for its logs. */
-        const char *pod_phase = jget_string(jget(obs->pod, "status"), "phase");
-        v->delete_pod = obs->pod != NULL &&
-                        (s->stopped || !pod_phase ||
-                         (strcmp(pod_phase, "Succeeded") != 0 && strcmp(pod_phase, "Failed") != 0));
+    struct json_object *status;
+    if (session_phase_is_terminal(old_phase)) {
+        decide_finished(obs, old_phase, &d, v);
+        status = finished_status(obs->s);
     } else {
         decide(obs, owner, &d, v);
+        status = draft_status(obs, owner, &d);
+        if (status)
+            note_event(old, &d, v);
     }
-
-    struct json_object *status = NULL; /* json_object_deep_copy refuses a non-NULL target */
-    if (is_terminal(old_phase)) {
-        if (json_object_deep_copy(old, &status, NULL) < 0)
-            return -TELO_ENOMEM;
-        json_object_object_add(status, "observedGeneration", json_object_new_int64(s->generation));
-        struct json_object *conds = jget_array(status, "conditions");
-        size_t n = conds ? json_object_array_length(conds) : 0;
-        for (size_t i = 0; i < n; i++)
-            json_object_object_add(json_object_array_get_idx(conds, i), "observedGeneration",
-                                   json_object_new_int64(s->generation));
-    } else {
-        status = json_object_new_object();
-        if (!status)
-            return -TELO_ENOMEM;
-        put_str(status, "phase", d.phase);
-        if (d.reason[0])
-            put_str(status, "reason", d.reason);
-        if (d.message[0])
-            put_str(status, "message", d.message);
-        if (d.progress_phase) {
-            struct json_object *p = json_object_new_object();
-            put_str(p, "phase", d.progress_phase);
-            put_str(p, "message", d.progress_message);
-            json_object_object_add(p, "done", json_object_new_boolean(d.progress_done));
-            json_object_object_add(status, "progress", p);
-        }
-        json_object_object_add(status, "image", image_status(obs));
-        /* What was recorded of the session's own pod stays (a PodDisappeared names it); a
-         * name reported without podUID while another's pod holds it now was never the
-         * session's (issue 21) and goes. */
-        int keep_old = jget_string(old, "podUID") != NULL ||
-                       (owner == SESSION_OWNER_NONE && !obs->replacing && !obs->conflict);
-        put_str(status, "podName",
-                d.pod_name ? d.pod_name
-                : keep_old ? jget_string(old, "podName")
-                           : NULL);
-        put_str(status, "podIP", d.pod_ip ? d.pod_ip : keep_old ? jget_string(old, "podIP") : NULL);
-        put_str(status, "podUID",
-                d.pod_uid  ? d.pod_uid
-                : keep_old ? jget_string(old, "podUID")
-                           : NULL);
-        if (d.has_exit_code)
-            json_object_object_add(status, "exitCode", json_object_new_int64(d.exit_code));
-        if (s->nports)
-            json_object_object_add(status, "endpoints", endpoints(s, cfg));
-        if (obs->attach_secret) {
-            struct json_object *attach = json_object_new_object();
-            char secret[80];
-            session_secret_name(s, secret, sizeof(secret));
-            put_str(attach, "secretName", secret);
-            if (cfg->gateway_url) {
-                char url[700];
-                snprintf(url, sizeof(url), "%s/v1/namespaces/%s/telosessions/%s/attach",
-                         cfg->gateway_url, s->namespace, s->name);
-                put_str(attach, "url", url);
-            }
-            json_object_object_add(status, "attach", attach);
-        }
-        if (s->inspect && cfg->gateway_url) {
-            char url[700];
-            snprintf(url, sizeof(url), "%s/v1/namespaces/%s/telosessions/%s/debug",
-                     cfg->gateway_url, s->namespace, s->name);
-            put_str(status, "inspectUrl", url);
-        }
-        int started = strcmp(d.phase, "Running") == 0 || is_terminal(d.phase);
-        if (started && (d.pod_name || jget_string(old, "startTime"))) {
-            const char *pod_start = jget_string(jget(obs->pod, "status"), "startTime");
-            put_time_once(status, old, "startTime",
-                          pod_start ? timefmt_parse(pod_start) : obs->now);
-        }
-        if (is_terminal(d.phase)) {
-            const char *finished = container_finished_at(obs->pod);
-            put_time_once(status, old, "completionTime",
-                          finished ? timefmt_parse(finished) : obs->now);
-        }
-        json_object_object_add(status, "observedGeneration", json_object_new_int64(s->generation));
-        struct json_object *conds = json_object_new_array();
-        int running = strcmp(d.phase, "Running") == 0;
-        int failed = strcmp(d.phase, "Failed") == 0;
-        int stalled = failed || d.blocked;
-        int progressing = !running && !is_terminal(d.phase) && !d.blocked;
-        add_condition(conds, old, "Ready", running, running ? "Running" : d.phase,
-                      running ? "the session is running" : d.message, s->generation, obs->now);
-        image_condition(conds, obs);
-        add_condition(conds, old, "Reconciling", progressing, progressing ? d.phase : "Reconciled",
-                      progressing ? d.progress_message : "", s->generation, obs->now);
-        add_condition(conds, old, "Stalled", stalled, stalled ? d.reason : "NotStalled",
-                      stalled ? d.message : "", s->generation, obs->now);
-        json_object_object_add(status, "conditions", conds);
-
-        /* An Event for every change of phase or reason: `kubectl describe` tells the story. */
-        const char *old_reason = or_empty(jget_string(old, "reason"));
-        if (!old_phase || strcmp(old_phase, d.phase) != 0 || strcmp(old_reason, d.reason) != 0) {
-            v->event_type = stalled ? "Warning" : "Normal";
-            snprintf(v->event_reason, sizeof(v->event_reason), "%s",
-                     failed      ? "Failed"
-                     : d.blocked ? d.reason
-                                 : d.phase);
-            snprintf(v->event_message, sizeof(v->event_message), "%s%s%s%s", d.phase,
-                     d.reason[0] ? " (" : "", d.reason, d.reason[0] ? ")" : "");
-            if (d.message[0]) {
-                size_t used = strlen(v->event_message);
-                snprintf(v->event_message + used, sizeof(v->event_message) - used, ": %s",
-                         d.message);
-                /* Drops a character the byte bound cut in two: the note must stay UTF-8. */
-                cap_chars(v->event_message, sizeof(v->event_message), sizeof(v->event_message));
-            }
-        }
-    }
-
-    /* ttlSecondsAfterFinished: the session itself goes once it has been over for that long. */
-    const char *final_phase = jget_string(status, "phase");
-    if (is_terminal(final_phase) && s->ttl_after_finished >= 0) {
-        double done = timefmt_parse(jget_string(status, "completionTime"));
-        double due = (done < 0 ? obs->now : done) + (double)s->ttl_after_finished;
-        if (obs->now >= due)
-            v->delete_session = 1;
-        else if (v->requeue_after == 0 || due - obs->now < v->requeue_after)
-            v->requeue_after = due - obs->now;
-    }
-
+    if (!status)
+        return -TELO_ENOMEM;
+    apply_ttl(obs, status, v);
     v->status = status;
     v->changed = !old || !json_object_equal(old, status);
     return 0;
@@ -805,14 +934,14 @@ int session_status_wait_for_pod(const struct session_observation *obs,
 {
     /* A reason on a Pending is a block the user must see now (BundleNotFound...). */
     return v->changed && !obs->s->status && !obs->image_plan && !v->delete_session &&
-           strcmp(or_empty(jget_string(v->status, "phase")), "Pending") == 0 &&
+           session_phase_of(v->status) == SESSION_PHASE_PENDING &&
            !jget_string(v->status, "reason");
 }
 
 double session_status_settle(const struct session_observation *obs, const struct session_verdict *v)
 {
     if (!v->changed || obs->s->status || obs->image_plan || !own_pod(obs) ||
-        strcmp(or_empty(jget_string(v->status, "phase")), "Provisioning") != 0 ||
+        session_phase_of(v->status) != SESSION_PHASE_PROVISIONING ||
         jget_string(v->status, "reason") || jget_string(v->status, "message"))
         return 0;
     double created = timefmt_parse(jget_string(jget(obs->pod, "metadata"), "creationTimestamp"));

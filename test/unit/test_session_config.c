@@ -432,6 +432,48 @@ static void set_errors(void **state)
     session_config_free(c);
 }
 
+/* Each kind's setter at its edges (found untested when set_value became a table of setters): a
+ * refused value leaves the field as it was. */
+static void setters_at_their_edges(void **state)
+{
+    (void)state;
+    struct session_config *c = session_config_new();
+    struct telo_err err;
+    /* K_URL: an empty value unsets it, as for K_STRING. */
+    assert_int_equal(session_config_set(c, "gatewayUrl=https://gw.example.com", &err), 0);
+    assert_int_equal(session_config_set(c, "gatewayUrl=", &err), 0);
+    assert_null(c->gateway_url);
+    /* K_BOOL: the text false, and a YAML boolean. */
+    assert_int_equal(session_config_set(c, "build.insecureRegistry=true", &err), 0);
+    assert_int_equal(session_config_set(c, "build.insecureRegistry=false", &err), 0);
+    assert_int_equal(c->build_insecure, 0);
+    /* K_POSINT: the upper bound itself, then text past what strtoll reads. */
+    assert_int_equal(session_config_set(c, "workers=100000000", &err), 0);
+    assert_int_equal(c->workers, 100000000);
+    assert_int_equal(session_config_set(c, "workers=99999999999999999999", &err), -TELO_EINVAL);
+    assert_string_equal(err.msg, "--set: workers: want a whole number from 1 to 100000000");
+    assert_int_equal(session_config_set(c, "workers=", &err), -TELO_EINVAL);
+    assert_int_equal(c->workers, 100000000);
+    session_config_free(c);
+    /* K_QUANTITY: never unset. */
+    expect_set_error("limits.cpu=", "--set: limits.cpu: \"\" is not a positive quantity (e.g. "
+                                    "500m, 1Gi)");
+    /* build.allowedBaseImages: ":*" names no repository. */
+    expect_set_error("build.allowedBaseImages=:*",
+                     "--set: build.allowedBaseImages[0]: want an image reference (letters, "
+                     "digits, '.', '_', '-', ':', '@', '/'), or repo:* for every tag of repo");
+    expect_file_error("build:\n  insecureRegistry: 1\n",
+                      "build.insecureRegistry: want true or false");
+    assert_int_equal(load_text("build:\n  insecureRegistry: true\n", &c, &err), 0);
+    assert_int_equal(c->build_insecure, 1);
+    session_config_free(c);
+    /* K_CIDRLIST from a file: a list, of strings. */
+    expect_file_error("bundle:\n  allowedUrlCidrs: 10.0.0.0/8\n",
+                      "bundle.allowedUrlCidrs: want a list of CIDRs");
+    expect_file_error("bundle:\n  allowedUrlCidrs: [10.0.0.0/8, {a: b}]\n",
+                      "bundle.allowedUrlCidrs[1]: want a CIDR such as 10.0.0.0/8");
+}
+
 static void describe_lists_every_key(void **state)
 {
     (void)state;
@@ -797,6 +839,7 @@ int main(void)
         cmocka_unit_test(base_images_are_allowed_by_the_operator_only),
         cmocka_unit_test(build_tags_are_per_namespace_unless_shared),
         cmocka_unit_test(bundle_keys),
+        cmocka_unit_test(setters_at_their_edges),
         cmocka_unit_test(describe_lists_every_key),
         cmocka_unit_test(spec_fields_and_defaults),
         cmocka_unit_test(spec_errors_name_the_field),

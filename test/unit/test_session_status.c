@@ -1794,6 +1794,171 @@ static void event_messages_stay_valid_utf8(void **state)
     }
 }
 
+/* --- phases read from a status ----------------------------------------------------------- */
+
+/* Gives w the status written as JSON text. */
+static void world_status_text(struct world *w, const char *json)
+{
+    struct json_object *status = json_tokener_parse(json);
+    assert_non_null(status);
+    world_status(w, status);
+    json_object_put(status);
+}
+
+/* status.phase is whatever the status subresource holds: a name this operator does not write
+ * (another case, another type, "Unknown") is no phase at all, never a crash nor a verdict kept. */
+static void an_unknown_status_phase_is_decided_afresh(void **state)
+{
+    (void)state;
+    static const char *const statuses[] = {
+        "{\"phase\":\"Exploded\"}", "{\"phase\":\"succeeded\"}",
+        "{\"phase\":\"Unknown\"}",  "{\"phase\":7}",
+        "{\"phase\":[\"Failed\"]}", "{\"phase\":\"\"}",
+        "{\"phase\":null}",
+    };
+    for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+        struct world w;
+        world_init(&w, hello_json);
+        world_status_text(&w, statuses[i]);
+        struct session_verdict v;
+        compute(&w, T0, &v);
+        assert_string_equal(text(v.status, "phase"), "Pending");
+        assert_true(v.changed);
+        assert_false(v.delete_pod);
+        assert_string_equal(v.event_type, "Normal");
+        assert_string_equal(v.event_reason, "Pending");
+        session_verdict_release(&v);
+        world_free(&w);
+    }
+}
+
+/* A session that ran ends with its pod: only Unknown keeps it Running. */
+static void a_running_session_ends_with_its_pod(void **state)
+{
+    (void)state;
+    static const char *const ends[][2] = {{"succeeded", "Succeeded"}, {"failed-exit3", "Failed"}};
+    for (size_t i = 0; i < 2; i++) {
+        struct world w;
+        world_init(&w, hello_json);
+        world_pod(&w, "running");
+        struct session_verdict v;
+        compute(&w, T0 + 10, &v);
+        world_status(&w, v.status);
+        session_verdict_release(&v);
+        world_pod(&w, ends[i][0]);
+        compute(&w, T0 + 400, &v);
+        assert_string_equal(text(v.status, "phase"), ends[i][1]);
+        assert_true(v.changed);
+        assert_non_null(at(v.status, "completionTime"));
+        session_verdict_release(&v);
+        world_free(&w);
+    }
+}
+
+/* A pod without a creationTimestamp starts its deadline now, and does not settle. */
+static void a_pod_without_a_creation_time_counts_from_now(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-scheduled");
+    json_object_object_del(at(w.pod, "metadata"), "creationTimestamp");
+    struct session_verdict v;
+    compute(&w, T0 + 1000, &v);
+    assert_string_equal(text(v.status, "phase"), "Provisioning");
+    assert_false(v.delete_pod);
+    assert_float_equal(v.requeue_after, 120, 1e-9);
+    assert_float_equal(settles(&w, T0 + 1000, &v), 0, 0);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* A finished session's pod that reports no phase has not ended by itself: it goes. */
+static void a_finished_session_deletes_a_pod_without_a_phase(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "succeeded");
+    struct session_verdict v;
+    compute(&w, T0 + 400, &v);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    compute(&w, T0 + 500, &v);
+    assert_false(v.delete_pod);
+    session_verdict_release(&v);
+    json_object_object_del(at(w.pod, "status"), "phase");
+    compute(&w, T0 + 500, &v);
+    assert_string_equal(text(v.status, "phase"), "Succeeded");
+    assert_true(v.delete_pod);
+    assert_false(v.changed);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* A finished status as written by hand (no conditions, no completionTime) is kept as it is, the
+ * generation observed, and its TTL counts from now. */
+static void a_bare_finished_status_is_kept_and_its_ttl_counts_from_now(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    json_object_object_add(at(w.obj, "spec"), "ttlSecondsAfterFinished", json_object_new_int(60));
+    world_parse(&w);
+    world_status_text(&w, "{\"phase\":\"Stopped\"}");
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_string_equal(text(v.status, "phase"), "Stopped");
+    assert_null(at(v.status, "conditions"));
+    assert_int_equal(json_object_get_int64(at(v.status, "observedGeneration")), 1);
+    assert_true(v.changed);
+    assert_null(v.event_type);
+    assert_false(v.delete_session);
+    assert_float_equal(v.requeue_after, 60, 1e-9);
+    session_verdict_release(&v);
+    json_object_object_add(at(w.obj, "spec"), "ttlSecondsAfterFinished", json_object_new_int(0));
+    world_parse(&w);
+    compute(&w, T0, &v);
+    assert_true(v.delete_session);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* A ready image without progress text leaves the pod's first word: Scheduling. */
+static void a_ready_image_without_progress_is_scheduling(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    struct session_image_plan plan = {
+        .step = SESSION_IMAGE_READY, .ref = BUILT_REF, .tag = "0123", .reason = "CacheHit"};
+    w.plan = &plan;
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    assert_string_equal(text(v.status, "progress.phase"), "provision");
+    assert_string_equal(text(v.status, "progress.message"), "Scheduling");
+    assert_false(json_object_get_boolean(at(v.status, "progress.done")));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+/* Only a plain Pending waits for the pod: a new session stopped at once is written now. */
+static void a_new_stopped_session_does_not_wait_for_a_pod(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    json_object_object_add(at(w.obj, "spec"), "stopped", json_object_new_boolean(1));
+    world_parse(&w);
+    struct session_verdict v;
+    compute(&w, T0, &v);
+    assert_true(v.changed);
+    assert_false(waits_for_pod(&w, T0, &v));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1862,6 +2027,13 @@ int main(void)
         cmocka_unit_test(the_cap_counts_characters_not_bytes),
         cmocka_unit_test(the_cap_holds_in_start_timeouts),
         cmocka_unit_test(event_messages_stay_valid_utf8),
+        cmocka_unit_test(an_unknown_status_phase_is_decided_afresh),
+        cmocka_unit_test(a_running_session_ends_with_its_pod),
+        cmocka_unit_test(a_pod_without_a_creation_time_counts_from_now),
+        cmocka_unit_test(a_finished_session_deletes_a_pod_without_a_phase),
+        cmocka_unit_test(a_bare_finished_status_is_kept_and_its_ttl_counts_from_now),
+        cmocka_unit_test(a_ready_image_without_progress_is_scheduling),
+        cmocka_unit_test(a_new_stopped_session_does_not_wait_for_a_pod),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
