@@ -61,6 +61,21 @@ void timefmt_format(double t, char *out, size_t len)
     strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+void timefmt_format_micro(double t, char *out, size_t len)
+{
+    double whole = floor(t);
+    long usec = (long)llround((t - whole) * 1e6);
+    if (usec >= 1000000) {
+        whole += 1;
+        usec -= 1000000;
+    }
+    time_t secs = (time_t)whole;
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, usec);
+}
+
 double timefmt_parse_duration(const char *text)
 {
     static const struct {
