@@ -3,6 +3,7 @@
 #include "attach_cmd.h"
 
 #include "kube/attach.h"
+#include "util/base64.h"
 #include "util/buf.h"
 #include "util/url.h"
 
@@ -10,7 +11,6 @@
 #include <ev.h>
 #include <json.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,18 +115,7 @@ static char *session_token(struct kt *kt, const char *secret)
     const char *b64 = res.rc == 0 ? kt_str(res.obj, "data", "token") : NULL;
     char *token = NULL;
     if (b64 != NULL) {
-        size_t len = strlen(b64);
-        token = calloc(1, len + 1);
-        int n = token
-                    ? EVP_DecodeBlock((unsigned char *)token, (const unsigned char *)b64, (int)len)
-                    : -1;
-        if (n < 0) {
-            free(token);
-            token = NULL;
-        } else {
-            /* EVP_DecodeBlock counts the padding's zero bytes; the token is text. */
-            token[n] = '\0';
-        }
+        token = (char *)util_base64_decode(b64, strlen(b64), NULL);
     }
     kt_result_release(&res);
     return token;

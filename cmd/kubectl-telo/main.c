@@ -6,6 +6,7 @@
 #include "build/pack.h"
 #include "kube/objects.h"
 #include "kube/status.h"
+#include "util/base64.h"
 #include "util/buf.h"
 #include "util/jget.h"
 #include "util/log.h"
@@ -15,7 +16,6 @@
 #include <ev.h>
 #include <json.h>
 #include <libgen.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -317,13 +317,11 @@ static struct json_object *configmap_object(const char *ns, const char *name, co
     kube_obj_put_str(labels, "app.kubernetes.io/managed-by", MANAGER);
     kube_obj_put(meta, "labels", labels);
     struct json_object *cm = kube_obj_new("v1", "ConfigMap", meta);
-    size_t b64_len = 4 * ((tgz->len + 2) / 3) + 1;
-    char *b64 = malloc(b64_len);
+    char *b64 = util_base64_encode(tgz->data, tgz->len, NULL);
     if (b64 == NULL) {
         json_object_put(cm);
         return NULL;
     }
-    EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)tgz->data, (int)tgz->len);
     struct json_object *data = json_object_new_object();
     kube_obj_put_str(data, "bundle.tgz", b64);
     free(b64);

@@ -13,7 +13,7 @@
 #include <curl/curl.h>
 #include <ev.h>
 #include <json.h>
-#include <openssl/evp.h>
+#include <openssl/crypto.h>
 
 #include <ctype.h>
 #include <stdio.h>
@@ -81,20 +81,6 @@ static void key_host(const char *key, char *out, size_t len)
         snprintf(out, len, "docker.io");
 }
 
-/* Decodes base64 text into a new NUL-terminated string; NULL when it is not base64. */
-static char *base64_decode(const char *in, size_t n)
-{
-    return (char *)util_base64_decode(in, n, NULL);
-}
-
-static char *base64_encode(const char *in, size_t n)
-{
-    char *out = malloc(4 * ((n + 2) / 3) + 1);
-    if (out != NULL)
-        EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)n);
-    return out;
-}
-
 static const char *obj_str(struct json_object *o, const char *k)
 {
     struct json_object *v = NULL;
@@ -155,7 +141,7 @@ int build_dockerconfig_auth(const char *json, size_t len, const char *host, char
                               host);
             goto out;
         }
-        char *decoded = base64_decode(a, strlen(a));
+        char *decoded = (char *)util_base64_decode(a, strlen(a), NULL);
         char *colon = decoded != NULL ? strchr(decoded, ':') : NULL;
         if (colon == NULL) {
             free(decoded);
@@ -726,7 +712,7 @@ struct build_registry_check *build_registry_check(struct build_registry *r,
         struct buf pair;
         buf_init(&pair, 8192);
         if (buf_printf(&pair, "%s:%s", user, password) == 0)
-            basic = base64_encode(pair.data, pair.len);
+            basic = util_base64_encode(pair.data, pair.len, NULL);
         if (pair.data != NULL)
             OPENSSL_cleanse(pair.data, pair.len);
         buf_release(&pair);

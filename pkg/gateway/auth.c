@@ -5,6 +5,7 @@
 
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "util/base64.h"
 #include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
@@ -13,7 +14,6 @@
 #include <ev.h>
 #include <json.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,19 +231,12 @@ static void on_secret(const struct kube_result *res, void *ud)
         return unavailable(adm, res, "reading the attach Secret");
     const char *b64 = res->rc == 0 ? jget_string(jget(res->object, "data"), "token") : NULL;
     if (b64 != NULL) {
-        size_t n = strlen(b64);
-        unsigned char *plain = malloc(n / 4 * 3 + 4);
-        int len = plain != NULL ? EVP_DecodeBlock(plain, (const unsigned char *)b64, (int)n) : -1;
+        size_t len = 0;
+        unsigned char *plain = util_base64_decode(b64, strlen(b64), &len);
         int equal = 0;
-        if (len >= 0) {
-            /* EVP_DecodeBlock counts padding as zero bytes; drop them. */
-            while (len > 0 && n > 0 && b64[n - 1] == '=') {
-                len--;
-                n--;
-            }
-            plain[len] = '\0';
+        if (plain != NULL) {
             equal = gw_token_equal((const char *)plain, adm->token);
-            OPENSSL_cleanse(plain, (size_t)len);
+            OPENSSL_cleanse(plain, len);
         }
         free(plain);
         if (equal) {

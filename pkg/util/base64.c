@@ -1,4 +1,5 @@
-/* Base64 decoding (RFC 4648, padded), for Kubernetes binaryData and Secret data. */
+/* Base64 (RFC 4648): padded, for Kubernetes binaryData and Secret data, registry credentials and
+ * the WebSocket accept key; unpadded base64url for bearer tokens in a WebSocket subprotocol. */
 #include "util/base64.h"
 
 #include <openssl/evp.h>
@@ -30,4 +31,63 @@ unsigned char *util_base64_decode(const char *in, size_t n, size_t *len)
     if (len)
         *len = (size_t)got;
     return out;
+}
+
+size_t util_base64_encode_into(char *out, const void *in, size_t n)
+{
+    return (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+}
+
+char *util_base64_encode(const void *in, size_t n, size_t *len)
+{
+    if (n > (size_t)INT_MAX / 4 * 3)
+        return NULL;
+    char *out = malloc(UTIL_BASE64_ENCODED_SIZE(n));
+    if (out == NULL)
+        return NULL;
+    size_t got = util_base64_encode_into(out, in, n);
+    if (len)
+        *len = got;
+    return out;
+}
+
+/* The value of one base64url character, or -1. */
+static int url_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '-')
+        return 62;
+    if (c == '_')
+        return 63;
+    return -1;
+}
+
+int util_base64url_decode(const char *in, char *out, size_t outlen)
+{
+    unsigned int acc = 0;
+    int bits = 0;
+    size_t n = 0;
+    if (outlen == 0)
+        return -1;
+    for (const char *p = in; *p != '\0' && *p != '='; p++) {
+        int v = url_value(*p);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (unsigned int)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            char c = (char)((acc >> bits) & 0xFF);
+            if (c == '\0' || n + 1 >= outlen)
+                return -1;
+            out[n++] = c;
+        }
+    }
+    out[n] = '\0';
+    return n > 0 ? 0 : -1;
 }
