@@ -5,6 +5,7 @@
 #include "kube/config.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "util/jget.h"
 #include "util/log.h"
 
 #include <ev.h>
@@ -122,10 +123,9 @@ static void on_event_timer(struct ev_loop *loop, ev_timer *w, int revents)
 static void on_configmap(const struct kube_result *res, void *ud)
 {
     struct app *app = ud;
-    struct json_object *meta = NULL, *uid = NULL;
-    if (res->rc == 0 && json_object_object_get_ex(res->object, "metadata", &meta) &&
-        json_object_object_get_ex(meta, "uid", &uid))
-        snprintf(app->cm_uid, sizeof(app->cm_uid), "%s", json_object_get_string(uid));
+    const char *uid = res->rc == 0 ? jget_string(jget(res->object, "metadata"), "uid") : NULL;
+    if (uid != NULL)
+        snprintf(app->cm_uid, sizeof(app->cm_uid), "%s", uid);
     else
         fprintf(stderr, "telo-leader-demo: configmap: %s\n", res->err ? res->err->msg : "no uid");
     ev_timer_set(&app->event_timer, 0, 0);

@@ -54,21 +54,15 @@ static struct json_object *parse_cached(const struct cache_store *store, const c
     return o ? json_tokener_parse(o->json) : NULL;
 }
 
-static struct json_object *field(struct json_object *obj, const char *name)
-{
-    struct json_object *v = NULL;
-    return obj && json_object_object_get_ex(obj, name, &v) ? v : NULL;
-}
-
 /* Whether the cached mirror already has the source's data and is owned by it. */
 static int mirror_current(struct json_object *mirror, struct json_object *data, const char *uid)
 {
     if (!mirror)
         return 0;
-    struct json_object *mdata = field(mirror, "data");
+    struct json_object *mdata = jget(mirror, "data");
     if (!json_object_equal(mdata, data) && !(mdata == NULL && json_object_object_length(data) == 0))
         return 0;
-    struct json_object *refs = jget_array(field(mirror, "metadata"), "ownerReferences");
+    struct json_object *refs = jget_array(jget(mirror, "metadata"), "ownerReferences");
     for (size_t i = 0; refs && i < json_object_array_length(refs); i++) {
         const char *ref_uid = jget_string(json_object_array_get_idx(refs, i), "uid");
         if (ref_uid && strcmp(ref_uid, uid) == 0)
@@ -101,11 +95,16 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
         ctrl_reconcile_finish(rec, &done);
         return;
     }
-    struct json_object *meta = field(source, "metadata");
-    const char *ns = json_object_get_string(field(meta, "namespace"));
-    const char *name = json_object_get_string(field(meta, "name"));
-    const char *uid = json_object_get_string(field(meta, "uid"));
-    struct json_object *data = field(source, "data");
+    struct json_object *meta = jget(source, "metadata");
+    const char *ns = jget_string(meta, "namespace");
+    const char *name = jget_string(meta, "name");
+    const char *uid = jget_string(meta, "uid");
+    struct json_object *data = jget_object(source, "data");
+    if (!ns || !name || !uid) {
+        json_object_put(source);
+        ctrl_reconcile_finish(rec, &done);
+        return;
+    }
     struct json_object *empty = json_object_new_object();
     if (!data)
         data = empty;

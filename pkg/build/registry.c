@@ -6,6 +6,7 @@
 #include "build/http.h"
 #include "util/base64.h"
 #include "util/buf.h"
+#include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
 #include "util/url.h"
@@ -81,15 +82,6 @@ static void key_host(const char *key, char *out, size_t len)
         snprintf(out, len, "docker.io");
 }
 
-static const char *obj_str(struct json_object *o, const char *k)
-{
-    struct json_object *v = NULL;
-    if (o == NULL || !json_object_object_get_ex(o, k, &v) ||
-        !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 int build_dockerconfig_auth(const char *json, size_t len, const char *host, char **user,
                             char **password, struct telo_err *err)
 {
@@ -128,12 +120,12 @@ int build_dockerconfig_auth(const char *json, size_t len, const char *host, char
                           host, hosts.len ? hosts.data : "none");
         goto out;
     }
-    const char *u = obj_str(entry, "username"), *p = obj_str(entry, "password");
+    const char *u = jget_string(entry, "username"), *p = jget_string(entry, "password");
     if (u != NULL && p != NULL && u[0] != '\0' && p[0] != '\0') {
         *user = strdup(u);
         *password = strdup(p);
     } else {
-        const char *a = obj_str(entry, "auth");
+        const char *a = jget_string(entry, "auth");
         if (a == NULL) {
             rc = telo_err_set(err, TELO_EINVAL,
                               ".dockerconfigjson entry for %s has neither username/password nor "
@@ -472,7 +464,7 @@ static void error_detail(const struct buf *body, char *out, size_t len)
     if (root != NULL && json_object_object_get_ex(root, "errors", &errs) &&
         json_object_is_type(errs, json_type_array) && json_object_array_length(errs) > 0) {
         struct json_object *e0 = json_object_array_get_idx(errs, 0);
-        const char *code = obj_str(e0, "code"), *m = obj_str(e0, "message");
+        const char *code = jget_string(e0, "code"), *m = jget_string(e0, "message");
         snprintf(out, len, " (%s%s%.200s)", code ? code : "", code && m ? ": " : "", m ? m : "");
     }
     json_object_put(root);
@@ -621,9 +613,9 @@ static void on_token(struct build_http_call *call, const struct build_http_respo
         return;
     }
     struct json_object *root = resp->body->len ? json_tokener_parse(resp->body->data) : NULL;
-    const char *token = obj_str(root, "token");
+    const char *token = jget_string(root, "token");
     if (token == NULL || token[0] == '\0')
-        token = obj_str(root, "access_token");
+        token = jget_string(root, "access_token");
     if (token == NULL || token[0] == '\0') {
         json_object_put(root);
         transient(c, "the token service answered without a token");
