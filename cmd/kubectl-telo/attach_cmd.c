@@ -5,7 +5,6 @@
 #include "kube/attach.h"
 #include "util/base64.h"
 #include "util/buf.h"
-#include "util/url.h"
 
 #include <errno.h>
 #include <ev.h>
@@ -387,13 +386,7 @@ static char *pod_attach_url(struct kt *kt, const char *pod)
 {
     struct buf b;
     buf_init(&b, 4096);
-    buf_printf(&b, "%s/api/v1/namespaces/", kt->cfg->server);
-    url_escape(&b, kt->namespace);
-    buf_append_str(&b, "/pods/");
-    url_escape(&b, pod);
-    /* As kubectl attach -it: stderr=false, it is merged into the TTY's output. */
-    if (buf_printf(&b, "/attach?container=%s&stdin=true&stdout=true&stderr=false&tty=true",
-                   CONTAINER) != 0) {
+    if (kube_attach_pod_url(kt->cfg->server, kt->namespace, pod, CONTAINER, &b, NULL) != 0) {
         buf_release(&b);
         return NULL;
     }

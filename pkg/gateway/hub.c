@@ -14,7 +14,6 @@
 #include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
-#include "util/url.h"
 #include "ws/conn.h"
 #include "ws/frame.h"
 
@@ -493,15 +492,7 @@ static void open_upstream(struct session *s)
     struct telo_err err = {0};
     struct buf url;
     buf_init(&url, 4096);
-    int rc = buf_printf(&url, "%s/api/v1/namespaces/", cfg->server);
-    rc = rc ? rc : url_escape(&url, s->namespace);
-    rc = rc ? rc : buf_append_str(&url, "/pods/");
-    rc = rc ? rc : url_escape(&url, s->pod);
-    rc = rc ? rc : buf_append_str(&url, "/attach");
-    rc = rc ? rc : url_query_add(&url, "container", SESSION_CONTAINER);
-    rc = rc ? rc : url_query_add(&url, "stdin", "true");
-    rc = rc ? rc : url_query_add(&url, "stdout", "true");
-    rc = rc ? rc : url_query_add(&url, "tty", "true");
+    int rc = kube_attach_pod_url(cfg->server, s->namespace, s->pod, SESSION_CONTAINER, &url, &err);
     struct kube_attach_opts opts = {.url = url.data,
                                     .cfg = cfg,
                                     .protocols = protocols,
@@ -513,7 +504,7 @@ static void open_upstream(struct session *s)
     if (s->up == NULL) {
         h->m.upstream_failures++;
         telo_log(TELO_LOG_WARN, "attach upstream failed", "session=%s error=\"%s\"", s->key,
-                 rc == 0 ? err.msg : "out of memory building the attach URL");
+                 rc == 0 || err.msg[0] != '\0' ? err.msg : "out of memory building the attach URL");
         schedule_retry(s);
     }
 }
