@@ -4,6 +4,7 @@
 #include "cache/transform.h"
 #include "kube/config.h"
 #include "kube/transport.h"
+#include "util/argv.h"
 #include "util/log.h"
 #include "util/memtune.h"
 
@@ -134,8 +135,9 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 static int parse_args(int argc, char **argv, struct options *o)
 {
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
+        const char *a = arg.name, *next = arg.value;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -152,23 +154,23 @@ static int parse_args(int argc, char **argv, struct options *o)
             fprintf(stderr, "telo-informer: %s needs a value\n", a);
             return -1;
         } else if (strcmp(a, "--kubeconfig") == 0) {
-            o->kubeconfig = argv[++i];
+            o->kubeconfig = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--context") == 0) {
-            o->context = argv[++i];
+            o->context = util_arg_take(&arg, &i);
         } else if (strcmp(a, "-n") == 0 || strcmp(a, "--namespace") == 0) {
-            o->namespace = argv[++i];
+            o->namespace = util_arg_take(&arg, &i);
         } else if (strcmp(a, "-l") == 0 || strcmp(a, "--selector") == 0) {
-            o->selector = argv[++i];
+            o->selector = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--field-selector") == 0) {
-            o->field_selector = argv[++i];
+            o->field_selector = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--page-size") == 0) {
-            o->page_size = atol(argv[++i]);
+            o->page_size = atol(util_arg_take(&arg, &i));
         } else if (strcmp(a, "--keep") == 0) {
             if (o->npaths == MAX_PATHS) {
                 fprintf(stderr, "telo-informer: at most %d --keep paths\n", MAX_PATHS);
                 return -1;
             }
-            o->paths[o->npaths++] = argv[++i];
+            o->paths[o->npaths++] = util_arg_take(&arg, &i);
         } else {
             fprintf(stderr, "telo-informer: unknown option '%s'\n", a);
             return -1;

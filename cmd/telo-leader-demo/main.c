@@ -5,6 +5,7 @@
 #include "kube/config.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "util/argv.h"
 #include "util/jget.h"
 #include "util/log.h"
 
@@ -177,8 +178,9 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->event_count = 20;
     o->event_reason = "DemoEvent";
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
+        const char *a = arg.name, *next = arg.value;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -192,32 +194,32 @@ static int parse_args(int argc, char **argv, struct options *o)
                 fprintf(stderr, "telo-leader-demo: %s needs a value\n", a);
             return -1;
         } else if (strcmp(a, "--kubeconfig") == 0) {
-            o->kubeconfig = argv[++i];
+            o->kubeconfig = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--context") == 0) {
-            o->context = argv[++i];
+            o->context = util_arg_take(&arg, &i);
         } else if (strcmp(a, "-n") == 0 || strcmp(a, "--namespace") == 0) {
-            o->namespace = argv[++i];
+            o->namespace = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--lease-name") == 0) {
-            o->lease_name = argv[++i];
+            o->lease_name = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--identity") == 0) {
-            o->identity = argv[++i];
+            o->identity = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--lease-duration") == 0) {
-            if (parse_seconds(a, argv[++i], &o->timing.lease_duration) < 0)
+            if (parse_seconds(a, util_arg_take(&arg, &i), &o->timing.lease_duration) < 0)
                 return -1;
         } else if (strcmp(a, "--renew-deadline") == 0) {
-            if (parse_seconds(a, argv[++i], &o->timing.renew_deadline) < 0)
+            if (parse_seconds(a, util_arg_take(&arg, &i), &o->timing.renew_deadline) < 0)
                 return -1;
         } else if (strcmp(a, "--retry-period") == 0) {
-            if (parse_seconds(a, argv[++i], &o->timing.retry_period) < 0)
+            if (parse_seconds(a, util_arg_take(&arg, &i), &o->timing.retry_period) < 0)
                 return -1;
         } else if (strcmp(a, "--event-demo") == 0) {
-            o->event_configmap = argv[++i];
+            o->event_configmap = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--event-count") == 0) {
-            o->event_count = strtol(argv[++i], NULL, 10);
+            o->event_count = strtol(util_arg_take(&arg, &i), NULL, 10);
         } else if (strcmp(a, "--event-interval") == 0) {
-            o->event_interval = strtod(argv[++i], NULL);
+            o->event_interval = strtod(util_arg_take(&arg, &i), NULL);
         } else if (strcmp(a, "--event-reason") == 0) {
-            o->event_reason = argv[++i];
+            o->event_reason = util_arg_take(&arg, &i);
         } else {
             fprintf(stderr, "telo-leader-demo: unknown argument '%s'\n", a);
             return -1;

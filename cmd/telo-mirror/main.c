@@ -7,6 +7,7 @@
 #include "kube/config.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "util/argv.h"
 #include "util/jget.h"
 #include "util/log.h"
 #include "util/memtune.h"
@@ -173,33 +174,35 @@ int main(int argc, char **argv)
     struct leader_timing timing = {0};
     struct telo_err err;
     for (int i = 1; i < argc; i++) {
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
         int timing_flag =
-            i + 1 < argc ? leader_timing_flag(&timing, argv[i], argv[i + 1], &err) : 0;
+            arg.value != NULL ? leader_timing_flag(&timing, arg.name, arg.value, &err) : 0;
         if (timing_flag < 0) {
             fprintf(stderr, "telo-mirror: %s\n", err.msg);
             return 2;
         }
         if (timing_flag) {
-            i++;
+            util_arg_take(&arg, &i);
             continue;
         }
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        if (strcmp(arg.name, "--help") == 0 || strcmp(arg.name, "-h") == 0) {
             usage(stdout);
             return 0;
-        } else if (i + 1 < argc && strcmp(argv[i], "--kubeconfig") == 0) {
-            kubeconfig = argv[++i];
-        } else if (i + 1 < argc && strcmp(argv[i], "-n") == 0) {
-            app.namespace = argv[++i];
-        } else if (i + 1 < argc && strcmp(argv[i], "--workers") == 0) {
-            workers = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--leader-elect") == 0) {
+        } else if (arg.value != NULL && strcmp(arg.name, "--kubeconfig") == 0) {
+            kubeconfig = util_arg_take(&arg, &i);
+        } else if (arg.value != NULL && strcmp(arg.name, "-n") == 0) {
+            app.namespace = util_arg_take(&arg, &i);
+        } else if (arg.value != NULL && strcmp(arg.name, "--workers") == 0) {
+            workers = atoi(util_arg_take(&arg, &i));
+        } else if (strcmp(arg.name, "--leader-elect") == 0) {
             leader_elect = 1;
-        } else if (i + 1 < argc && strcmp(argv[i], "--lease-namespace") == 0) {
-            lease_namespace = argv[++i];
-        } else if (i + 1 < argc && strcmp(argv[i], "--identity") == 0) {
-            identity = argv[++i];
+        } else if (arg.value != NULL && strcmp(arg.name, "--lease-namespace") == 0) {
+            lease_namespace = util_arg_take(&arg, &i);
+        } else if (arg.value != NULL && strcmp(arg.name, "--identity") == 0) {
+            identity = util_arg_take(&arg, &i);
         } else {
-            fprintf(stderr, "telo-mirror: unknown or incomplete argument '%s'\n", argv[i]);
+            fprintf(stderr, "telo-mirror: unknown or incomplete argument '%s'\n", arg.name);
             usage(stderr);
             return 2;
         }

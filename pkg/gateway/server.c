@@ -164,6 +164,9 @@ static void conn_write(struct ev_loop *loop, ev_io *w, int revents)
 static void send_out(struct conn *c, void (*then)(struct conn *c))
 {
     struct ev_loop *loop = c->srv->loop;
+    /* An admission still running (a refusal on its timeout) must not answer this one again. */
+    gw_gate_cancel(c->adm);
+    c->adm = NULL;
     c->then = then;
     int rc = c->out.data != NULL ? flush_out(c) : -1;
     if (rc < 0)

@@ -22,3 +22,10 @@ int util_arg_consumed(const struct util_arg *arg)
 {
     return arg->joined ? 0 : 1;
 }
+
+const char *util_arg_take(const struct util_arg *arg, int *i)
+{
+    if (arg->value != NULL)
+        *i += util_arg_consumed(arg);
+    return arg->value;
+}

@@ -17,4 +17,8 @@ void util_arg_read(int argc, char **argv, int i, struct util_arg *arg);
 /* How many more argv entries the value used: 0 when joined, 1 when it was the next word. */
 int util_arg_consumed(const struct util_arg *arg);
 
+/* Takes arg's value: advances *i past it (util_arg_consumed) and returns it (NULL when there is
+ * none, *i unchanged then). */
+const char *util_arg_take(const struct util_arg *arg, int *i);
+
 #endif

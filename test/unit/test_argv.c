@@ -60,10 +60,30 @@ static void leaves_other_words_whole(void **state)
     }
 }
 
+static void take_advances_past_the_value(void **state)
+{
+    (void)state;
+    char *argv[] = {"--ns", "a", "--ns=b", "--last"};
+    struct util_arg arg;
+    int i = 0;
+    util_arg_read(4, argv, i, &arg);
+    assert_string_equal(util_arg_take(&arg, &i), "a");
+    assert_int_equal(i, 1); /* the loop's i++ then moves to the next option */
+    i = 2;
+    util_arg_read(4, argv, i, &arg);
+    assert_string_equal(util_arg_take(&arg, &i), "b");
+    assert_int_equal(i, 2);
+    i = 3;
+    util_arg_read(4, argv, i, &arg);
+    assert_null(util_arg_take(&arg, &i));
+    assert_int_equal(i, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_a_value_from_the_next_word),
+        cmocka_unit_test(take_advances_past_the_value),
         cmocka_unit_test(reads_a_value_joined_with_an_equals_sign),
         cmocka_unit_test(leaves_other_words_whole),
     };
