@@ -19,9 +19,7 @@
 #define MAX_PATHS 32
 
 struct options {
-    const char *kubeconfig;
-    const char *context;
-    const char *namespace;
+    struct util_kube_args kube;
     const char *selector;
     const char *field_selector;
     const char *resource; /* resource[.version[.group]] */
@@ -153,12 +151,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         } else if (!next) {
             fprintf(stderr, "telo-informer: %s needs a value\n", a);
             return -1;
-        } else if (strcmp(a, "--kubeconfig") == 0) {
-            o->kubeconfig = util_arg_take(&arg, &i);
-        } else if (strcmp(a, "--context") == 0) {
-            o->context = util_arg_take(&arg, &i);
-        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--namespace") == 0) {
-            o->namespace = util_arg_take(&arg, &i);
+        } else if (util_arg_kube(&arg, &i, &o->kube) > 0) {
+            continue;
         } else if (strcmp(a, "-l") == 0 || strcmp(a, "--selector") == 0) {
             o->selector = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--field-selector") == 0) {
@@ -206,7 +200,7 @@ int main(int argc, char **argv)
 
     struct telo_err err;
     struct kube_config *cfg = NULL;
-    if (kube_config_load_env(app.opt.kubeconfig, app.opt.context, &cfg, &err) < 0) {
+    if (kube_config_load_env(app.opt.kube.kubeconfig, app.opt.kube.context, &cfg, &err) < 0) {
         fprintf(stderr, "telo-informer: %s\n", err.msg);
         return 1;
     }
@@ -225,7 +219,7 @@ int main(int argc, char **argv)
         .ref = {.group = group,
                 .version = version ? version : "v1",
                 .resource = spec,
-                .namespace = app.opt.namespace},
+                .namespace = app.opt.kube.namespace},
         .label_selector = app.opt.selector,
         .field_selector = app.opt.field_selector,
         .transform = app.opt.npaths ? project : NULL,

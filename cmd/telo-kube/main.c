@@ -64,10 +64,11 @@ static void usage(FILE *out)
 /* ---- arguments ---- */
 
 struct args {
-    const char *kubeconfig, *context, *command;
+    struct util_kube_args kube;
+    const char *command;
     const char *pos[4];
     int npos;
-    const char *ns, *file, *selector, *field_selector, *rv, *field_manager, *patch, *patch_type;
+    const char *file, *selector, *field_selector, *rv, *field_manager, *patch, *patch_type;
     const char *propagation, *uid, *subresource, *prefix;
     int all_ns, force, rewatch, json, with_watch, verbose;
     long limit, timeout, max_events, grace, requests, count;
@@ -147,10 +148,13 @@ static int parse_args(int argc, char **argv, struct args *a)
         (field) = 1;                                                                               \
         continue;                                                                                  \
     }
-        TAKE("--kubeconfig", a->kubeconfig)
-        TAKE("--context", a->context)
-        TAKE("-n", a->ns)
-        TAKE("--namespace", a->ns)
+        int kube = util_arg_kube(&arg, &i, &a->kube);
+        if (kube < 0) {
+            fprintf(stderr, "telo-kube: %s needs a value\n", s);
+            return -1;
+        }
+        if (kube > 0)
+            continue;
         TAKE("-f", a->file)
         TAKE("--filename", a->file)
         TAKE("-l", a->selector)
@@ -320,7 +324,7 @@ static const char *ref_namespace(struct app *app)
 {
     if (!app->namespaced || app->a->all_ns)
         return NULL;
-    return app->a->ns != NULL ? app->a->ns : app->cfg->namespace;
+    return app->a->kube.namespace != NULL ? app->a->kube.namespace : app->cfg->namespace;
 }
 
 static struct kube_ref app_ref(struct app *app, const char *name)
@@ -423,7 +427,7 @@ static void doc_resolved(struct app *app)
     struct json_object *doc = app->docs[app->next_doc - 1];
     const char *ns = jget_string(jget(doc, "metadata"), "namespace");
     if (ns == NULL)
-        ns = app->a->ns != NULL ? app->a->ns : app->cfg->namespace;
+        ns = app->a->kube.namespace != NULL ? app->a->kube.namespace : app->cfg->namespace;
     struct kube_ref ref = app_ref(app, jget_string(jget(doc, "metadata"), "name"));
     ref.namespace = app->namespaced ? ns : NULL;
     if (app->namespaced && ns != NULL && jget_string(jget(doc, "metadata"), "namespace") == NULL) {
@@ -703,7 +707,7 @@ static void do_stress(struct app *app)
 {
     struct telo_err err;
     telo_err_clear(&err);
-    const char *ns = app->a->ns != NULL ? app->a->ns : app->cfg->namespace;
+    const char *ns = app->a->kube.namespace != NULL ? app->a->kube.namespace : app->cfg->namespace;
     struct kube_ref coll = {.version = "v1", .resource = "configmaps", .namespace = ns};
     app->started = ev_now(app->loop);
     if (app->a->with_watch) {
@@ -759,11 +763,12 @@ static void do_bench_create(struct app *app)
 {
     struct telo_err err;
     telo_err_clear(&err);
-    if (app->a->ns == NULL) {
+    if (app->a->kube.namespace == NULL) {
         fail(app, "bench-create needs -n NAMESPACE");
         return;
     }
-    struct kube_ref coll = {.version = "v1", .resource = "configmaps", .namespace = app->a->ns};
+    struct kube_ref coll = {
+        .version = "v1", .resource = "configmaps", .namespace = app->a->kube.namespace};
     ev_now_update(app->loop);
     app->started = ev_now(app->loop);
     char body[512];
@@ -808,7 +813,7 @@ int main(int argc, char **argv)
     app.a = &a;
     struct telo_err err;
     telo_err_clear(&err);
-    if (kube_config_load_env(a.kubeconfig, a.context, &app.cfg, &err) != 0) {
+    if (kube_config_load_env(a.kube.kubeconfig, a.kube.context, &app.cfg, &err) != 0) {
         fprintf(stderr, "telo-kube: %s\n", err.msg);
         return 1;
     }

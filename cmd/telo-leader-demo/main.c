@@ -18,9 +18,7 @@
 #include <string.h>
 
 struct options {
-    const char *kubeconfig;
-    const char *context;
-    const char *namespace;
+    struct util_kube_args kube;
     const char *lease_name;
     const char *identity;
     struct leader_timing timing;
@@ -101,8 +99,8 @@ static void on_event_timer(struct ev_loop *loop, ev_timer *w, int revents)
     (void)loop;
     (void)revents;
     struct app *app = w->data;
-    struct events_object obj = {"v1", "ConfigMap", app->opt.namespace, app->opt.event_configmap,
-                                app->cm_uid[0] ? app->cm_uid : NULL};
+    struct events_object obj = {"v1", "ConfigMap", app->opt.kube.namespace,
+                                app->opt.event_configmap, app->cm_uid[0] ? app->cm_uid : NULL};
     do {
         long i = ++app->events_sent;
         int rc = app->opt.event_distinct
@@ -193,12 +191,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             else
                 fprintf(stderr, "telo-leader-demo: %s needs a value\n", a);
             return -1;
-        } else if (strcmp(a, "--kubeconfig") == 0) {
-            o->kubeconfig = util_arg_take(&arg, &i);
-        } else if (strcmp(a, "--context") == 0) {
-            o->context = util_arg_take(&arg, &i);
-        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--namespace") == 0) {
-            o->namespace = util_arg_take(&arg, &i);
+        } else if (util_arg_kube(&arg, &i, &o->kube) > 0) {
+            continue;
         } else if (strcmp(a, "--lease-name") == 0) {
             o->lease_name = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--identity") == 0) {
@@ -225,7 +219,7 @@ static int parse_args(int argc, char **argv, struct options *o)
             return -1;
         }
     }
-    if (!o->namespace || !o->lease_name) {
+    if (!o->kube.namespace || !o->lease_name) {
         fprintf(stderr, "telo-leader-demo: --namespace and --lease-name are required\n");
         return -1;
     }
@@ -249,14 +243,14 @@ int main(int argc, char **argv)
     }
     struct telo_err err;
     struct kube_config *cfg = NULL;
-    if (kube_config_load_env(app.opt.kubeconfig, app.opt.context, &cfg, &err) < 0) {
+    if (kube_config_load_env(app.opt.kube.kubeconfig, app.opt.kube.context, &cfg, &err) < 0) {
         fprintf(stderr, "telo-leader-demo: %s\n", err.msg);
         return 1;
     }
     app.loop = ev_default_loop(0);
     app.t = kube_transport_new(app.loop, cfg, NULL, &err);
     struct leader_config lcfg = {
-        .namespace = app.opt.namespace,
+        .namespace = app.opt.kube.namespace,
         .name = app.opt.lease_name,
         .identity = app.identity,
         .timing = app.opt.timing,
@@ -286,7 +280,7 @@ int main(int argc, char **argv)
         if (app.rec) {
             struct kube_ref ref = {.version = "v1",
                                    .resource = "configmaps",
-                                   .namespace = app.opt.namespace,
+                                   .namespace = app.opt.kube.namespace,
                                    .name = app.opt.event_configmap};
             if (!kube_rest_get(app.t, &ref, on_configmap, &app, &err)) {
                 fprintf(stderr, "telo-leader-demo: %s\n", err.msg);

@@ -169,7 +169,8 @@ int main(int argc, char **argv)
     util_memtune();
     struct app app;
     memset(&app, 0, sizeof(app));
-    const char *kubeconfig = NULL, *lease_namespace = NULL, *identity = NULL;
+    struct util_kube_args kube = {0};
+    const char *lease_namespace = NULL, *identity = NULL;
     int workers = 4, leader_elect = 0;
     struct leader_timing timing = {0};
     struct telo_err err;
@@ -189,10 +190,8 @@ int main(int argc, char **argv)
         if (strcmp(arg.name, "--help") == 0 || strcmp(arg.name, "-h") == 0) {
             usage(stdout);
             return 0;
-        } else if (arg.value != NULL && strcmp(arg.name, "--kubeconfig") == 0) {
-            kubeconfig = util_arg_take(&arg, &i);
-        } else if (arg.value != NULL && strcmp(arg.name, "-n") == 0) {
-            app.namespace = util_arg_take(&arg, &i);
+        } else if (util_arg_kube(&arg, &i, &kube) > 0) {
+            /* --kubeconfig, --context, -n: read into kube */
         } else if (arg.value != NULL && strcmp(arg.name, "--workers") == 0) {
             workers = atoi(util_arg_take(&arg, &i));
         } else if (strcmp(arg.name, "--leader-elect") == 0) {
@@ -207,9 +206,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    app.namespace = kube.namespace;
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct kube_config *cfg = NULL;
-    if (kube_config_load_env(kubeconfig, NULL, &cfg, &err) < 0) {
+    if (kube_config_load_env(kube.kubeconfig, kube.context, &cfg, &err) < 0) {
         fprintf(stderr, "telo-mirror: %s\n", err.msg);
         return 1;
     }

@@ -7,62 +7,62 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-struct conn {
+struct lingerer {
     struct gw_lingering *owner;
+    size_t slot; /* its index in owner->slots */
     int fd;
     ev_io io;
     ev_timer timer;
-    struct conn *prev, *next;
 };
 
 struct gw_lingering {
     struct ev_loop *loop;
-    size_t max, count;
     double seconds;
-    struct conn *head;
+    size_t max, count;
+    struct lingerer **slots; /* count of max in use, packed */
 };
 
 struct gw_lingering *gw_lingering_new(struct ev_loop *loop, size_t max, double seconds)
 {
     struct gw_lingering *l = calloc(1, sizeof(*l));
-    if (l != NULL) {
-        l->loop = loop;
-        l->max = max;
-        l->seconds = seconds;
+    if (l == NULL || (l->slots = calloc(max + 1, sizeof(*l->slots))) == NULL) {
+        free(l);
+        return NULL;
     }
+    l->loop = loop;
+    l->max = max;
+    l->seconds = seconds;
     return l;
 }
 
-static void conn_free(struct conn *c)
+/* Closes s and moves the last one into its slot. */
+static void drop(struct lingerer *s)
 {
-    struct gw_lingering *l = c->owner;
-    ev_io_stop(l->loop, &c->io);
-    ev_timer_stop(l->loop, &c->timer);
-    close(c->fd);
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        l->head = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
-    l->count--;
-    free(c);
+    struct gw_lingering *l = s->owner;
+    ev_io_stop(l->loop, &s->io);
+    ev_timer_stop(l->loop, &s->timer);
+    close(s->fd);
+    struct lingerer *last = l->slots[--l->count];
+    l->slots[s->slot] = last;
+    last->slot = s->slot;
+    l->slots[l->count] = NULL;
+    free(s);
 }
 
 static void on_read(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)loop;
     (void)revents;
-    struct conn *c = w->data;
+    struct lingerer *s = w->data;
     char sink[4096];
     for (int i = 0; i < 16; i++) {
-        ssize_t n = recv(c->fd, sink, sizeof(sink), 0);
+        ssize_t n = recv(s->fd, sink, sizeof(sink), 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         if (n <= 0)
-            return conn_free(c);
+            return drop(s);
     }
 }
 
@@ -70,35 +70,33 @@ static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    conn_free(w->data);
+    drop(w->data);
 }
 
 void gw_lingering_add(struct gw_lingering *l, int fd)
 {
-    struct conn *c = l->count < l->max ? calloc(1, sizeof(*c)) : NULL;
-    if (c == NULL) {
+    struct lingerer *s = l->count < l->max ? calloc(1, sizeof(*s)) : NULL;
+    if (s == NULL) {
         close(fd);
         return;
     }
-    c->owner = l;
-    c->fd = fd;
-    ev_io_init(&c->io, on_read, fd, EV_READ);
-    ev_timer_init(&c->timer, on_timeout, l->seconds, 0.);
-    c->io.data = c->timer.data = c;
-    ev_io_start(l->loop, &c->io);
-    ev_timer_start(l->loop, &c->timer);
-    c->next = l->head;
-    if (l->head != NULL)
-        l->head->prev = c;
-    l->head = c;
-    l->count++;
+    s->owner = l;
+    s->fd = fd;
+    s->slot = l->count;
+    l->slots[l->count++] = s;
+    ev_io_init(&s->io, on_read, fd, EV_READ);
+    ev_timer_init(&s->timer, on_timeout, l->seconds, 0.);
+    s->io.data = s->timer.data = s;
+    ev_io_start(l->loop, &s->io);
+    ev_timer_start(l->loop, &s->timer);
 }
 
 void gw_lingering_free(struct gw_lingering *l)
 {
     if (l == NULL)
         return;
-    while (l->head != NULL)
-        conn_free(l->head); // NOLINT(clang-analyzer-unix.Malloc): conn_free unlinks it
+    while (l->count > 0)
+        drop(l->slots[l->count - 1]);
+    free(l->slots);
     free(l);
 }
