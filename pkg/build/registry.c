@@ -92,13 +92,12 @@ int build_dockerconfig_auth(const char *json, size_t len, const char *host, char
     struct json_object *root = json_tokener_parse_ex(tok, json, (int)len);
     int parsed = root != NULL && json_tokener_get_error(tok) == json_tokener_success;
     json_tokener_free(tok);
-    struct json_object *auths = NULL;
     if (!parsed || !json_object_is_type(root, json_type_object)) {
         json_object_put(root);
         return telo_err_set(err, TELO_EINVAL, ".dockerconfigjson is not a JSON object");
     }
-    if (!json_object_object_get_ex(root, "auths", &auths) ||
-        !json_object_is_type(auths, json_type_object)) {
+    struct json_object *auths = jget_object(root, "auths");
+    if (auths == NULL) {
         json_object_put(root);
         return telo_err_set(err, TELO_EINVAL, ".dockerconfigjson has no \"auths\" object");
     }
@@ -460,9 +459,8 @@ static void error_detail(const struct buf *body, char *out, size_t len)
     if (body == NULL || body->len == 0)
         return;
     struct json_object *root = json_tokener_parse(body->data);
-    struct json_object *errs = NULL;
-    if (root != NULL && json_object_object_get_ex(root, "errors", &errs) &&
-        json_object_is_type(errs, json_type_array) && json_object_array_length(errs) > 0) {
+    struct json_object *errs = jget_array(root, "errors");
+    if (errs != NULL && json_object_array_length(errs) > 0) {
         struct json_object *e0 = json_object_array_get_idx(errs, 0);
         const char *code = jget_string(e0, "code"), *m = jget_string(e0, "message");
         snprintf(out, len, " (%s%s%.200s)", code ? code : "", code && m ? ": " : "", m ? m : "");

@@ -117,9 +117,8 @@ int leader_record_to_lease(const struct leader_record *rec, struct json_object *
 {
     if (!json_object_is_type(lease, json_type_object))
         return -TELO_EINVAL;
-    struct json_object *spec = NULL;
-    if (!json_object_object_get_ex(lease, "spec", &spec) ||
-        !json_object_is_type(spec, json_type_object)) {
+    struct json_object *spec = jget_object(lease, "spec");
+    if (spec == NULL) {
         spec = json_object_new_object();
         if (set_field(lease, "spec", spec) < 0)
             return -TELO_ENOMEM;

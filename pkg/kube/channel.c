@@ -153,10 +153,8 @@ int kube_resize_format(struct buf *out, unsigned width, unsigned height)
 /* The exit code in a NonZeroExitCode Status's causes, as client-go reads it (uint8), or -1. */
 static int exit_code_cause(struct json_object *status)
 {
-    struct json_object *details = NULL, *causes = NULL;
-    if (!json_object_object_get_ex(status, "details", &details) ||
-        !json_object_object_get_ex(details, "causes", &causes) ||
-        !json_object_is_type(causes, json_type_array))
+    struct json_object *causes = jget_array(jget(status, "details"), "causes");
+    if (causes == NULL)
         return -1;
     for (size_t i = 0; i < json_object_array_length(causes); i++) {
         struct json_object *cause = json_object_array_get_idx(causes, i);

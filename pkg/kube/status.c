@@ -144,10 +144,8 @@ static int finish_fill(struct kube_status *out, bool failed, struct telo_err *er
 
 static void fill_causes(struct json_object *details, struct kube_status *out, bool *failed)
 {
-    struct json_object *arr;
-    if (!json_object_is_type(details, json_type_object) ||
-        !json_object_object_get_ex(details, "causes", &arr) ||
-        !json_object_is_type(arr, json_type_array))
+    struct json_object *arr = jget_array(details, "causes");
+    if (arr == NULL)
         return;
     size_t n = json_object_array_length(arr);
     if (n == 0)
@@ -191,9 +189,8 @@ static int fill_from_status(int code_if_missing, struct json_object *obj, struct
     const char *message = jget_string(obj, "message");
     out->message = dup_or_fail(message ? message : "", &failed);
 
-    struct json_object *details = NULL;
-    if (json_object_object_get_ex(obj, "details", &details) &&
-        json_object_is_type(details, json_type_object)) {
+    struct json_object *details = jget_object(obj, "details");
+    if (details != NULL) {
         out->group = dup_or_fail(jget_string(details, "group"), &failed);
         out->kind = dup_or_fail(jget_string(details, "kind"), &failed);
         out->name = dup_or_fail(jget_string(details, "name"), &failed);
