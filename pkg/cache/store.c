@@ -57,7 +57,7 @@ void cache_index_owner_uid(struct json_object *obj, const void *arg,
 void cache_index_label(struct json_object *obj, const void *arg,
                        void (*emit)(void *ctx, const char *value), void *ctx)
 {
-    const char *v = jget_string(jget_path(obj, "metadata", "labels", NULL), (const char *)arg);
+    const char *v = jget_string(jget(jget(obj, "metadata"), "labels"), (const char *)arg);
     if (v != NULL)
         emit(ctx, v);
 }
