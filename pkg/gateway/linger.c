@@ -25,7 +25,7 @@ struct gw_lingering {
 struct gw_lingering *gw_lingering_new(struct ev_loop *loop, size_t max, double seconds)
 {
     struct gw_lingering *l = calloc(1, sizeof(*l));
-    if (l == NULL || (l->slots = calloc(max + 1, sizeof(*l->slots))) == NULL) {
+    if (l == NULL || (l->slots = calloc(max + 1, sizeof(struct lingerer *))) == NULL) {
         free(l);
         return NULL;
     }

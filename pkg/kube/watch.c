@@ -189,8 +189,9 @@ struct kube_watch *kube_watch_start(struct kube_transport *t, const struct kube_
     w->on_event = on_event;
     w->on_end = on_end;
     w->ud = ud;
-    w->timeout_s = (o != NULL && o->timeout_seconds > 0) ? o->timeout_seconds
-                                                         : kube_watch_timeout_for(util_random_unit());
+    w->timeout_s = (o != NULL && o->timeout_seconds > 0)
+                       ? o->timeout_seconds
+                       : kube_watch_timeout_for(util_random_unit());
     w->start_rv = strdup(o != NULL && o->resource_version != NULL ? o->resource_version : "");
     w->dec = kube_watchdec_new(
         o != NULL && o->max_event_bytes > 0 ? o->max_event_bytes : DEFAULT_MAX_EVENT, dec_event, w);
