@@ -102,6 +102,10 @@ static void formats_micro_times_with_six_digits(void **state)
     assert_string_equal(s, "2024-05-01T10:00:01.500000Z");
     timefmt_format(t0 + 1.5, s, sizeof(s));
     assert_string_equal(s, "2024-05-01T10:00:01Z");
+    timefmt_format_milli(t0 + 1.2346, s, sizeof(s));
+    assert_string_equal(s, "2024-05-01T10:00:01.235Z");
+    timefmt_format_milli(t0 + 59.9996, s, sizeof(s)); /* rounds into the next second */
+    assert_string_equal(s, "2024-05-01T10:01:00.000Z");
 }
 
 int main(void)
