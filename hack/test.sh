@@ -108,6 +108,6 @@ fi
 # The flows that exercise most of the C code again, with the sanitizer build: ASan, UBSan and
 # LeakSanitizer turn a memory error or a leak at exit into a failed test.
 step "e2e tests with the ASan+UBSan binaries"
-TELO_E2E_OPERATOR=process TELO_BIN_DIR="$root/$asan/bin" TELO_OPERATOR_BIN="$root/$asan/bin/telo-operator" \
+TELO_E2E_OPERATOR=process TELO_BIN_DIR="$root/$asan/bin" \
 	hack/e2e.sh -m "not disruptive and not slow" \
 	-k "kube_client or informer or controller_runtime or operator_metrics or sessions or image_builds or test_gateway or hostile"

@@ -14,33 +14,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-bin=${TELO_BIN_DIR:-build/bin}
-for b in telo-operator telo-gateway kubectl-telo; do
-	[ -x "$bin/$b" ] || { echo "bench: $bin/$b missing (make build)" >&2; exit 1; }
-done
-kubeconfig=${TELO_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/telo-operator/cluster}/kubeconfig
-refs=$(dirname "$kubeconfig")/real-node/images/refs.json
-kubectl="$(hack/build-tools.sh --print-dir k8s)/kubectl --kubeconfig $kubeconfig"
-[ -f "$refs" ] || { echo "bench: no real node (TELO_REAL_NODE=1 hack/cluster/up.sh)" >&2; exit 1; }
-image() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$refs" "$1"; }
-
-id=bh$$
-ns="bench-hostile-$id"
-out=${TELO_BENCH_OUT:-${TMPDIR:-/tmp}/telo-bench-hostile-$id}
-mkdir -p "$out"
-gw_port=${TELO_BENCH_GATEWAY_PORT:-16330}
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	$kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-
-source hack/cluster/lib.sh
-crd_install
-$kubectl create namespace "$ns" >/dev/null
-$kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted >/dev/null
+source bench/gateway/lib.sh
+bench_init hostile 16330
+bench_namespace
 (
 	ulimit -n 8192
 	exec "$bin/telo-gateway" --kubeconfig "$kubeconfig" --bind-address "127.0.0.1:$gw_port" \
@@ -48,26 +24,11 @@ $kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted >/d
 ) >"$out/gateway.log" 2>&1 &
 gw_pid=$!
 pids+=($gw_pid)
-"$bin/telo-operator" run --kubeconfig "$kubeconfig" --http-bind-address 127.0.0.1:0 \
-	--set "namespaces=$ns" --set nodeSelector=telo.run/node=real \
-	--set 'tolerations=[{"key":"telo.run/node","operator":"Equal","value":"real","effect":"NoSchedule"}]' \
-	--set "images.init=$(image telo-init)" --set "images.default=$(image telo-session-test)" \
-	--set startDeadlineSeconds=90 --set "gatewayUrl=http://127.0.0.1:$gw_port" \
-	>"$out/operator.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do
-	curl -fsS "http://127.0.0.1:$gw_port/readyz" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-
-app="$out/app"
-mkdir -p "$app"
-printf 'print bench session\n' >"$app/telo.yaml"
+bench_start_operator
+bench_wait_gateway
 # bench: the legitimate client's session; attacker: the hostile tenant's own session, which its
 # authenticated non-readers attach to (its token is theirs to use).
-for s in bench attacker; do
-	"$bin/kubectl-telo" --kubeconfig "$kubeconfig" -n "$ns" run "$app" --name "$s" --no-attach
-done
+bench_sessions bench attacker
 attach() { # session -> "url token"
 	local url secret token
 	url=$($kubectl get ts "$1" -n "$ns" -o jsonpath='{.status.attach.url}')

@@ -29,53 +29,16 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-bin=${TELO_BIN_DIR:-build/bin}
-for b in telo-operator telo-gateway kubectl-telo; do
-	[ -x "$bin/$b" ] || { echo "bench: $bin/$b missing (make build)" >&2; exit 1; }
-done
+source bench/gateway/lib.sh
 hack/cluster/up.sh >/dev/null
-kubeconfig=${TELO_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/telo-operator/cluster}/kubeconfig
-refs=$(dirname "$kubeconfig")/real-node/images/refs.json
-kubectl="$(hack/build-tools.sh --print-dir k8s)/kubectl --kubeconfig $kubeconfig"
-[ -f "$refs" ] || { echo "bench: no real node (TELO_REAL_NODE=1 hack/cluster/up.sh)" >&2; exit 1; }
-image() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$refs" "$1"; }
-
-id=bg$$
-ns="bench-gateway-$id"
-out=${TELO_BENCH_OUT:-${TMPDIR:-/tmp}/telo-bench-gateway-$id}
-mkdir -p "$out"
-gw_port=${TELO_BENCH_GATEWAY_PORT:-16320}
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	$kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-
-source hack/cluster/lib.sh
-crd_install
-$kubectl create namespace "$ns" >/dev/null
-$kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted >/dev/null
+bench_init gateway 16320
+bench_namespace
 "$bin/telo-gateway" --kubeconfig "$kubeconfig" --bind-address "127.0.0.1:$gw_port" \
 	>"$out/gateway.log" 2>&1 &
 pids+=($!)
-"$bin/telo-operator" run --kubeconfig "$kubeconfig" --http-bind-address 127.0.0.1:0 \
-	--set "namespaces=$ns" --set nodeSelector=telo.run/node=real \
-	--set 'tolerations=[{"key":"telo.run/node","operator":"Equal","value":"real","effect":"NoSchedule"}]' \
-	--set "images.init=$(image telo-init)" --set "images.default=$(image telo-session-test)" \
-	--set startDeadlineSeconds=90 --set "gatewayUrl=http://127.0.0.1:$gw_port" \
-	>"$out/operator.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do
-	curl -fsS "http://127.0.0.1:$gw_port/readyz" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-
-app="$out/app"
-mkdir -p "$app"
-printf 'print bench session\n' >"$app/telo.yaml"
-"$bin/kubectl-telo" --kubeconfig "$kubeconfig" -n "$ns" run "$app" --name bench --no-attach
+bench_start_operator
+bench_wait_gateway
+bench_sessions bench
 pod=$($kubectl get ts bench -n "$ns" -o jsonpath='{.status.podName}')
 url=$($kubectl get ts bench -n "$ns" -o jsonpath='{.status.attach.url}')
 [ -n "$url" ] || { echo "bench: the session publishes no status.attach.url" >&2; exit 1; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates 2,000 ConfigMaps as fast as possible with our client (`telo-operator kube
+# Creates 2,000 ConfigMaps as fast as possible with our client (`telo-kube
 # bench-create`, one HTTP/2 connection, all requests in flight at once) and with client-go (go/,
 # QPS limiting disabled, one goroutine per object), on the same running cluster, REPEATS times
 # each, alternating which goes first. Prints each run, the median wall time of each and the ratio.
@@ -23,8 +23,8 @@ trap 'rm -rf "$work"' EXIT
 
 # Both sides optimised: our binary as make build builds it (-O2), the Go driver as go build does.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTELO_TESTS=OFF >/dev/null
-ninja -C "$build" telo-operator >/dev/null
-ours="$build/bin/telo-operator"
+ninja -C "$build" telo-kube >/dev/null
+ours="$build/bin/telo-kube"
 (cd "$root/bench/kube-client/go" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go build -o "$work/client-go" .)
 theirs="$work/client-go"
 
@@ -33,7 +33,7 @@ run_one() { # client index -> prints seconds
 	ns="bench-$client-$i-$RANDOM"
 	"$kubectl" --kubeconfig "$kubeconfig" create namespace "$ns" >/dev/null
 	if [ "$client" = ours ]; then
-		out=$("$ours" kube --kubeconfig "$kubeconfig" bench-create -n "$ns" --count "$count")
+		out=$("$ours" --kubeconfig "$kubeconfig" bench-create -n "$ns" --count "$count")
 	else
 		out=$("$theirs" -kubeconfig "$kubeconfig" -n "$ns" -count "$count")
 	fi
@@ -55,7 +55,7 @@ ours = [float(x) for x in open(sys.argv[1])]
 go = [float(x) for x in open(sys.argv[2])]
 mo, mg = statistics.median(ours), statistics.median(go)
 print("creates per run: %s, runs: %d each" % (sys.argv[3], len(ours)))
-print("telo-operator (C, libcurl HTTP/2): median %.3f s  runs %s" % (mo, " ".join("%.3f" % x for x in ours)))
+print("telo-kube (C, libcurl HTTP/2):     median %.3f s  runs %s" % (mo, " ".join("%.3f" % x for x in ours)))
 print("client-go (Go, QPS unlimited):     median %.3f s  runs %s" % (mg, " ".join("%.3f" % x for x in go)))
 print("ratio ours/client-go: %.2f  (below 1: ours is faster)" % (mo / mg))
 PY

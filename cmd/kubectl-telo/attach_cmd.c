@@ -4,14 +4,13 @@
 
 #include "kube/attach.h"
 #include "session/phase.h"
+#include "util/base64.h"
 #include "util/buf.h"
-#include "util/url.h"
 
 #include <errno.h>
 #include <ev.h>
 #include <json.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,18 +115,7 @@ static char *session_token(struct kt *kt, const char *secret)
     const char *b64 = res.rc == 0 ? kt_str(res.obj, "data", "token") : NULL;
     char *token = NULL;
     if (b64 != NULL) {
-        size_t len = strlen(b64);
-        token = calloc(1, len + 1);
-        int n = token
-                    ? EVP_DecodeBlock((unsigned char *)token, (const unsigned char *)b64, (int)len)
-                    : -1;
-        if (n < 0) {
-            free(token);
-            token = NULL;
-        } else {
-            /* EVP_DecodeBlock counts the padding's zero bytes; the token is text. */
-            token[n] = '\0';
-        }
+        token = (char *)util_base64_decode(b64, strlen(b64), NULL);
     }
     kt_result_release(&res);
     return token;
@@ -399,13 +387,7 @@ static char *pod_attach_url(struct kt *kt, const char *pod)
 {
     struct buf b;
     buf_init(&b, 4096);
-    buf_printf(&b, "%s/api/v1/namespaces/", kt->cfg->server);
-    url_escape(&b, kt->namespace);
-    buf_append_str(&b, "/pods/");
-    url_escape(&b, pod);
-    /* As kubectl attach -it: stderr=false, it is merged into the TTY's output. */
-    if (buf_printf(&b, "/attach?container=%s&stdin=true&stdout=true&stderr=false&tty=true",
-                   CONTAINER) != 0) {
+    if (kube_attach_pod_url(kt->cfg->server, kt->namespace, pod, CONTAINER, &b, NULL) != 0) {
         buf_release(&b);
         return NULL;
     }

@@ -6,6 +6,8 @@
 #include "build/pack.h"
 #include "kube/objects.h"
 #include "kube/status.h"
+#include "util/argv.h"
+#include "util/base64.h"
 #include "util/buf.h"
 #include "util/jget.h"
 #include "util/log.h"
@@ -15,7 +17,6 @@
 #include <ev.h>
 #include <json.h>
 #include <libgen.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,8 +98,9 @@ static int parse_args(int argc, char **argv, struct args *a)
     memset(a, 0, sizeof(*a));
     a->wait_s = 300;
     for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
+        const char *s = arg.name, *v = arg.value;
         const char **value = NULL;
         if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
             usage(stdout);
@@ -132,8 +134,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                 return usage_error("%s needs a value (8080, 8080/tcp or 5353/udp)", s);
             if (a->nports == MAX_PORTS)
                 return usage_error("--port: at most %d ports", MAX_PORTS);
-            a->ports[a->nports++] = v;
-            i++;
+            a->ports[a->nports++] = util_arg_take(&arg, &i);
             continue;
         } else if (strcmp(s, "--wait") == 0) {
             char *end = NULL;
@@ -141,7 +142,7 @@ static int parse_args(int argc, char **argv, struct args *a)
             if (v == NULL || end == v || *end != '\0' || a->wait_s <= 0)
                 return usage_error("--wait needs a number of seconds above 0, got \"%s\"",
                                    v ? v : "");
-            i++;
+            util_arg_take(&arg, &i);
             continue;
         } else if (s[0] == '-' && s[1] != '\0') {
             return usage_error("unknown flag %s", s);
@@ -155,8 +156,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         if (value != NULL) {
             if (v == NULL || v[0] == '\0')
                 return usage_error("%s needs a value", s);
-            *value = v;
-            i++;
+            *value = util_arg_take(&arg, &i);
         }
     }
     return 0;
@@ -317,13 +317,11 @@ static struct json_object *configmap_object(const char *ns, const char *name, co
     kube_obj_put_str(labels, "app.kubernetes.io/managed-by", MANAGER);
     kube_obj_put(meta, "labels", labels);
     struct json_object *cm = kube_obj_new("v1", "ConfigMap", meta);
-    size_t b64_len = 4 * ((tgz->len + 2) / 3) + 1;
-    char *b64 = malloc(b64_len);
+    char *b64 = util_base64_encode(tgz->data, tgz->len, NULL);
     if (b64 == NULL) {
         json_object_put(cm);
         return NULL;
     }
-    EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)tgz->data, (int)tgz->len);
     struct json_object *data = json_object_new_object();
     kube_obj_put_str(data, "bundle.tgz", b64);
     free(b64);

@@ -15,6 +15,7 @@
 #include "build/depkey.h"
 #include "build/job.h"
 #include "build/registry.h"
+#include "util/argv.h"
 #include "util/err.h"
 
 #include <ev.h>
@@ -66,14 +67,16 @@ static int cmd_tag(int argc, char **argv)
                                  .telo_registry_url = "https://registry.telo.run"};
     const char *ns = NULL;
     for (int i = 1; i < argc; i++) {
-        if (i + 1 < argc && strcmp(argv[i], "--base") == 0)
-            in.base_image = argv[++i];
-        else if (i + 1 < argc && strcmp(argv[i], "--base-digest") == 0)
-            in.base_digest = argv[++i];
-        else if (i + 1 < argc && strcmp(argv[i], "--telo-registry") == 0)
-            in.telo_registry_url = argv[++i];
-        else if (i + 1 < argc && strcmp(argv[i], "--namespace") == 0)
-            ns = argv[++i];
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
+        if (arg.value != NULL && strcmp(arg.name, "--base") == 0)
+            in.base_image = util_arg_take(&arg, &i);
+        else if (arg.value != NULL && strcmp(arg.name, "--base-digest") == 0)
+            in.base_digest = util_arg_take(&arg, &i);
+        else if (arg.value != NULL && strcmp(arg.name, "--telo-registry") == 0)
+            in.telo_registry_url = util_arg_take(&arg, &i);
+        else if (arg.value != NULL && strcmp(arg.name, "--namespace") == 0)
+            ns = util_arg_take(&arg, &i);
         else
             return usage();
     }
@@ -137,19 +140,21 @@ static int cmd_exists(int argc, char **argv)
     struct build_registry_opts opts = {0};
     const char *config_file = NULL;
     for (int i = 0; i < argc; i++) {
-        if (i + 1 < argc && strcmp(argv[i], "--repository") == 0)
-            q.repository = argv[++i];
-        else if (i + 1 < argc && strcmp(argv[i], "--tag") == 0)
-            q.tag = argv[++i];
-        else if (i + 1 < argc && strcmp(argv[i], "--api-url") == 0)
-            q.api_url = argv[++i];
-        else if (i + 1 < argc && strcmp(argv[i], "--dockerconfigjson") == 0)
-            config_file = argv[++i];
-        else if (i + 1 < argc && strcmp(argv[i], "--secret-name") == 0)
-            q.secret_name = argv[++i];
-        else if (i + 1 < argc && strcmp(argv[i], "--attempts") == 0)
-            opts.max_attempts = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--insecure") == 0)
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
+        if (arg.value != NULL && strcmp(arg.name, "--repository") == 0)
+            q.repository = util_arg_take(&arg, &i);
+        else if (arg.value != NULL && strcmp(arg.name, "--tag") == 0)
+            q.tag = util_arg_take(&arg, &i);
+        else if (arg.value != NULL && strcmp(arg.name, "--api-url") == 0)
+            q.api_url = util_arg_take(&arg, &i);
+        else if (arg.value != NULL && strcmp(arg.name, "--dockerconfigjson") == 0)
+            config_file = util_arg_take(&arg, &i);
+        else if (arg.value != NULL && strcmp(arg.name, "--secret-name") == 0)
+            q.secret_name = util_arg_take(&arg, &i);
+        else if (arg.value != NULL && strcmp(arg.name, "--attempts") == 0)
+            opts.max_attempts = atoi(util_arg_take(&arg, &i));
+        else if (strcmp(arg.name, "--insecure") == 0)
             q.insecure = 1;
         else
             return usage();

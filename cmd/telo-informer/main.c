@@ -4,6 +4,7 @@
 #include "cache/transform.h"
 #include "kube/config.h"
 #include "kube/transport.h"
+#include "util/argv.h"
 #include "util/log.h"
 #include "util/memtune.h"
 
@@ -18,9 +19,7 @@
 #define MAX_PATHS 32
 
 struct options {
-    const char *kubeconfig;
-    const char *context;
-    const char *namespace;
+    struct util_kube_args kube;
     const char *selector;
     const char *field_selector;
     const char *resource; /* resource[.version[.group]] */
@@ -134,8 +133,9 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 static int parse_args(int argc, char **argv, struct options *o)
 {
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
+        const char *a = arg.name, *next = arg.value;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -151,24 +151,20 @@ static int parse_args(int argc, char **argv, struct options *o)
         } else if (!next) {
             fprintf(stderr, "telo-informer: %s needs a value\n", a);
             return -1;
-        } else if (strcmp(a, "--kubeconfig") == 0) {
-            o->kubeconfig = argv[++i];
-        } else if (strcmp(a, "--context") == 0) {
-            o->context = argv[++i];
-        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--namespace") == 0) {
-            o->namespace = argv[++i];
+        } else if (util_arg_kube(&arg, &i, &o->kube) > 0) {
+            continue;
         } else if (strcmp(a, "-l") == 0 || strcmp(a, "--selector") == 0) {
-            o->selector = argv[++i];
+            o->selector = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--field-selector") == 0) {
-            o->field_selector = argv[++i];
+            o->field_selector = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--page-size") == 0) {
-            o->page_size = atol(argv[++i]);
+            o->page_size = atol(util_arg_take(&arg, &i));
         } else if (strcmp(a, "--keep") == 0) {
             if (o->npaths == MAX_PATHS) {
                 fprintf(stderr, "telo-informer: at most %d --keep paths\n", MAX_PATHS);
                 return -1;
             }
-            o->paths[o->npaths++] = argv[++i];
+            o->paths[o->npaths++] = util_arg_take(&arg, &i);
         } else {
             fprintf(stderr, "telo-informer: unknown option '%s'\n", a);
             return -1;
@@ -204,7 +200,7 @@ int main(int argc, char **argv)
 
     struct telo_err err;
     struct kube_config *cfg = NULL;
-    if (kube_config_load_env(app.opt.kubeconfig, app.opt.context, &cfg, &err) < 0) {
+    if (kube_config_load_env(app.opt.kube.kubeconfig, app.opt.kube.context, &cfg, &err) < 0) {
         fprintf(stderr, "telo-informer: %s\n", err.msg);
         return 1;
     }
@@ -223,7 +219,7 @@ int main(int argc, char **argv)
         .ref = {.group = group,
                 .version = version ? version : "v1",
                 .resource = spec,
-                .namespace = app.opt.namespace},
+                .namespace = app.opt.kube.namespace},
         .label_selector = app.opt.selector,
         .field_selector = app.opt.field_selector,
         .transform = app.opt.npaths ? project : NULL,

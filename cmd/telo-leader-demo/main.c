@@ -5,6 +5,8 @@
 #include "kube/config.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "util/argv.h"
+#include "util/jget.h"
 #include "util/log.h"
 
 #include <ev.h>
@@ -16,9 +18,7 @@
 #include <string.h>
 
 struct options {
-    const char *kubeconfig;
-    const char *context;
-    const char *namespace;
+    struct util_kube_args kube;
     const char *lease_name;
     const char *identity;
     struct leader_timing timing;
@@ -99,8 +99,8 @@ static void on_event_timer(struct ev_loop *loop, ev_timer *w, int revents)
     (void)loop;
     (void)revents;
     struct app *app = w->data;
-    struct events_object obj = {"v1", "ConfigMap", app->opt.namespace, app->opt.event_configmap,
-                                app->cm_uid[0] ? app->cm_uid : NULL};
+    struct events_object obj = {"v1", "ConfigMap", app->opt.kube.namespace,
+                                app->opt.event_configmap, app->cm_uid[0] ? app->cm_uid : NULL};
     do {
         long i = ++app->events_sent;
         int rc = app->opt.event_distinct
@@ -122,10 +122,9 @@ static void on_event_timer(struct ev_loop *loop, ev_timer *w, int revents)
 static void on_configmap(const struct kube_result *res, void *ud)
 {
     struct app *app = ud;
-    struct json_object *meta = NULL, *uid = NULL;
-    if (res->rc == 0 && json_object_object_get_ex(res->object, "metadata", &meta) &&
-        json_object_object_get_ex(meta, "uid", &uid))
-        snprintf(app->cm_uid, sizeof(app->cm_uid), "%s", json_object_get_string(uid));
+    const char *uid = res->rc == 0 ? jget_string(jget(res->object, "metadata"), "uid") : NULL;
+    if (uid != NULL)
+        snprintf(app->cm_uid, sizeof(app->cm_uid), "%s", uid);
     else
         fprintf(stderr, "telo-leader-demo: configmap: %s\n", res->err ? res->err->msg : "no uid");
     ev_timer_set(&app->event_timer, 0, 0);
@@ -177,8 +176,9 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->event_count = 20;
     o->event_reason = "DemoEvent";
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
+        const char *a = arg.name, *next = arg.value;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -191,39 +191,35 @@ static int parse_args(int argc, char **argv, struct options *o)
             else
                 fprintf(stderr, "telo-leader-demo: %s needs a value\n", a);
             return -1;
-        } else if (strcmp(a, "--kubeconfig") == 0) {
-            o->kubeconfig = argv[++i];
-        } else if (strcmp(a, "--context") == 0) {
-            o->context = argv[++i];
-        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--namespace") == 0) {
-            o->namespace = argv[++i];
+        } else if (util_arg_kube(&arg, &i, &o->kube) > 0) {
+            continue;
         } else if (strcmp(a, "--lease-name") == 0) {
-            o->lease_name = argv[++i];
+            o->lease_name = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--identity") == 0) {
-            o->identity = argv[++i];
+            o->identity = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--lease-duration") == 0) {
-            if (parse_seconds(a, argv[++i], &o->timing.lease_duration) < 0)
+            if (parse_seconds(a, util_arg_take(&arg, &i), &o->timing.lease_duration) < 0)
                 return -1;
         } else if (strcmp(a, "--renew-deadline") == 0) {
-            if (parse_seconds(a, argv[++i], &o->timing.renew_deadline) < 0)
+            if (parse_seconds(a, util_arg_take(&arg, &i), &o->timing.renew_deadline) < 0)
                 return -1;
         } else if (strcmp(a, "--retry-period") == 0) {
-            if (parse_seconds(a, argv[++i], &o->timing.retry_period) < 0)
+            if (parse_seconds(a, util_arg_take(&arg, &i), &o->timing.retry_period) < 0)
                 return -1;
         } else if (strcmp(a, "--event-demo") == 0) {
-            o->event_configmap = argv[++i];
+            o->event_configmap = util_arg_take(&arg, &i);
         } else if (strcmp(a, "--event-count") == 0) {
-            o->event_count = strtol(argv[++i], NULL, 10);
+            o->event_count = strtol(util_arg_take(&arg, &i), NULL, 10);
         } else if (strcmp(a, "--event-interval") == 0) {
-            o->event_interval = strtod(argv[++i], NULL);
+            o->event_interval = strtod(util_arg_take(&arg, &i), NULL);
         } else if (strcmp(a, "--event-reason") == 0) {
-            o->event_reason = argv[++i];
+            o->event_reason = util_arg_take(&arg, &i);
         } else {
             fprintf(stderr, "telo-leader-demo: unknown argument '%s'\n", a);
             return -1;
         }
     }
-    if (!o->namespace || !o->lease_name) {
+    if (!o->kube.namespace || !o->lease_name) {
         fprintf(stderr, "telo-leader-demo: --namespace and --lease-name are required\n");
         return -1;
     }
@@ -247,14 +243,14 @@ int main(int argc, char **argv)
     }
     struct telo_err err;
     struct kube_config *cfg = NULL;
-    if (kube_config_load_env(app.opt.kubeconfig, app.opt.context, &cfg, &err) < 0) {
+    if (kube_config_load_env(app.opt.kube.kubeconfig, app.opt.kube.context, &cfg, &err) < 0) {
         fprintf(stderr, "telo-leader-demo: %s\n", err.msg);
         return 1;
     }
     app.loop = ev_default_loop(0);
     app.t = kube_transport_new(app.loop, cfg, NULL, &err);
     struct leader_config lcfg = {
-        .namespace = app.opt.namespace,
+        .namespace = app.opt.kube.namespace,
         .name = app.opt.lease_name,
         .identity = app.identity,
         .timing = app.opt.timing,
@@ -284,7 +280,7 @@ int main(int argc, char **argv)
         if (app.rec) {
             struct kube_ref ref = {.version = "v1",
                                    .resource = "configmaps",
-                                   .namespace = app.opt.namespace,
+                                   .namespace = app.opt.kube.namespace,
                                    .name = app.opt.event_configmap};
             if (!kube_rest_get(app.t, &ref, on_configmap, &app, &err)) {
                 fprintf(stderr, "telo-leader-demo: %s\n", err.msg);

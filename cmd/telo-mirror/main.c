@@ -7,6 +7,7 @@
 #include "kube/config.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "util/argv.h"
 #include "util/jget.h"
 #include "util/log.h"
 #include "util/memtune.h"
@@ -54,21 +55,15 @@ static struct json_object *parse_cached(const struct cache_store *store, const c
     return o ? json_tokener_parse(o->json) : NULL;
 }
 
-static struct json_object *field(struct json_object *obj, const char *name)
-{
-    struct json_object *v = NULL;
-    return obj && json_object_object_get_ex(obj, name, &v) ? v : NULL;
-}
-
 /* Whether the cached mirror already has the source's data and is owned by it. */
 static int mirror_current(struct json_object *mirror, struct json_object *data, const char *uid)
 {
     if (!mirror)
         return 0;
-    struct json_object *mdata = field(mirror, "data");
+    struct json_object *mdata = jget(mirror, "data");
     if (!json_object_equal(mdata, data) && !(mdata == NULL && json_object_object_length(data) == 0))
         return 0;
-    struct json_object *refs = jget_array(field(mirror, "metadata"), "ownerReferences");
+    struct json_object *refs = jget_array(jget(mirror, "metadata"), "ownerReferences");
     for (size_t i = 0; refs && i < json_object_array_length(refs); i++) {
         const char *ref_uid = jget_string(json_object_array_get_idx(refs, i), "uid");
         if (ref_uid && strcmp(ref_uid, uid) == 0)
@@ -101,11 +96,16 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
         ctrl_reconcile_finish(rec, &done);
         return;
     }
-    struct json_object *meta = field(source, "metadata");
-    const char *ns = json_object_get_string(field(meta, "namespace"));
-    const char *name = json_object_get_string(field(meta, "name"));
-    const char *uid = json_object_get_string(field(meta, "uid"));
-    struct json_object *data = field(source, "data");
+    struct json_object *meta = jget(source, "metadata");
+    const char *ns = jget_string(meta, "namespace");
+    const char *name = jget_string(meta, "name");
+    const char *uid = jget_string(meta, "uid");
+    struct json_object *data = jget_object(source, "data");
+    if (!ns || !name || !uid) {
+        json_object_put(source);
+        ctrl_reconcile_finish(rec, &done);
+        return;
+    }
     struct json_object *empty = json_object_new_object();
     if (!data)
         data = empty;
@@ -169,45 +169,47 @@ int main(int argc, char **argv)
     util_memtune();
     struct app app;
     memset(&app, 0, sizeof(app));
-    const char *kubeconfig = NULL, *lease_namespace = NULL, *identity = NULL;
+    struct util_kube_args kube = {0};
+    const char *lease_namespace = NULL, *identity = NULL;
     int workers = 4, leader_elect = 0;
     struct leader_timing timing = {0};
     struct telo_err err;
     for (int i = 1; i < argc; i++) {
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
         int timing_flag =
-            i + 1 < argc ? leader_timing_flag(&timing, argv[i], argv[i + 1], &err) : 0;
+            arg.value != NULL ? leader_timing_flag(&timing, arg.name, arg.value, &err) : 0;
         if (timing_flag < 0) {
             fprintf(stderr, "telo-mirror: %s\n", err.msg);
             return 2;
         }
         if (timing_flag) {
-            i++;
+            util_arg_take(&arg, &i);
             continue;
         }
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        if (strcmp(arg.name, "--help") == 0 || strcmp(arg.name, "-h") == 0) {
             usage(stdout);
             return 0;
-        } else if (i + 1 < argc && strcmp(argv[i], "--kubeconfig") == 0) {
-            kubeconfig = argv[++i];
-        } else if (i + 1 < argc && strcmp(argv[i], "-n") == 0) {
-            app.namespace = argv[++i];
-        } else if (i + 1 < argc && strcmp(argv[i], "--workers") == 0) {
-            workers = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--leader-elect") == 0) {
+        } else if (util_arg_kube(&arg, &i, &kube) > 0) {
+            /* --kubeconfig, --context, -n: read into kube */
+        } else if (arg.value != NULL && strcmp(arg.name, "--workers") == 0) {
+            workers = atoi(util_arg_take(&arg, &i));
+        } else if (strcmp(arg.name, "--leader-elect") == 0) {
             leader_elect = 1;
-        } else if (i + 1 < argc && strcmp(argv[i], "--lease-namespace") == 0) {
-            lease_namespace = argv[++i];
-        } else if (i + 1 < argc && strcmp(argv[i], "--identity") == 0) {
-            identity = argv[++i];
+        } else if (arg.value != NULL && strcmp(arg.name, "--lease-namespace") == 0) {
+            lease_namespace = util_arg_take(&arg, &i);
+        } else if (arg.value != NULL && strcmp(arg.name, "--identity") == 0) {
+            identity = util_arg_take(&arg, &i);
         } else {
-            fprintf(stderr, "telo-mirror: unknown or incomplete argument '%s'\n", argv[i]);
+            fprintf(stderr, "telo-mirror: unknown or incomplete argument '%s'\n", arg.name);
             usage(stderr);
             return 2;
         }
     }
+    app.namespace = kube.namespace;
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct kube_config *cfg = NULL;
-    if (kube_config_load_env(kubeconfig, NULL, &cfg, &err) < 0) {
+    if (kube_config_load_env(kube.kubeconfig, kube.context, &cfg, &err) < 0) {
         fprintf(stderr, "telo-mirror: %s\n", err.msg);
         return 1;
     }

@@ -1,5 +1,5 @@
-/* telo-operator: the controller manager that runs TeloSessions, and its development tools. */
-#include "kube_cmd.h"
+/* telo-operator: the controller manager that runs TeloSessions (the kubectl-like development
+ * client is its own executable, cmd/telo-kube). */
 #include "operator_cmd.h"
 #include "util/memtune.h"
 
@@ -9,18 +9,13 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: telo-operator [run] [OPTIONS]   run the TeloSession controller\n"
-                 "       telo-operator kube [--kubeconfig FILE] [--context NAME] COMMAND ...\n"
                  "       telo-operator --version | --help\n\n");
     operator_cmd_usage(out);
-    fprintf(out, "\n");
-    kube_cmd_usage(out);
 }
 
 int main(int argc, char **argv)
 {
     util_memtune();
-    if (argc > 1 && strcmp(argv[1], "kube") == 0)
-        return kube_cmd_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         return operator_cmd_main(argc - 2, argv + 2);
     if (argc > 1 && strcmp(argv[1], "--version") == 0) {

@@ -3,11 +3,11 @@
 #include "build/job.h"
 
 #include "kube/objects.h"
+#include "util/base64.h"
 #include "util/buf.h"
 #include "util/jget.h"
 #include "util/timefmt.h"
 
-#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include <stdint.h>
@@ -399,12 +399,10 @@ struct json_object *build_desired_context(const struct build_config *cfg, const 
     build_job_name(tag, name, sizeof(name));
     if (len > (size_t)INT32_MAX / 2)
         return NULL;
-    size_t b64_len = 4 * ((len + 2) / 3);
-    char *b64 = malloc(b64_len + 1);
+    size_t b64_len = 0;
+    char *b64 = util_base64_encode(tgz, len, &b64_len);
     if (b64 == NULL)
         return NULL;
-    EVP_EncodeBlock((unsigned char *)b64, tgz, (int)len);
-    b64[b64_len] = '\0';
     struct json_object *meta = json_object_new_object(), *owners = json_object_new_array(),
                        *bin = json_object_new_object();
     kube_obj_put_str(meta, "name", name);

@@ -6,6 +6,7 @@
 #include "build/http.h"
 #include "util/base64.h"
 #include "util/buf.h"
+#include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
 #include "util/url.h"
@@ -13,7 +14,7 @@
 #include <curl/curl.h>
 #include <ev.h>
 #include <json.h>
-#include <openssl/evp.h>
+#include <openssl/crypto.h>
 
 #include <ctype.h>
 #include <stdio.h>
@@ -81,29 +82,6 @@ static void key_host(const char *key, char *out, size_t len)
         snprintf(out, len, "docker.io");
 }
 
-/* Decodes base64 text into a new NUL-terminated string; NULL when it is not base64. */
-static char *base64_decode(const char *in, size_t n)
-{
-    return (char *)util_base64_decode(in, n, NULL);
-}
-
-static char *base64_encode(const char *in, size_t n)
-{
-    char *out = malloc(4 * ((n + 2) / 3) + 1);
-    if (out != NULL)
-        EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)in, (int)n);
-    return out;
-}
-
-static const char *obj_str(struct json_object *o, const char *k)
-{
-    struct json_object *v = NULL;
-    if (o == NULL || !json_object_object_get_ex(o, k, &v) ||
-        !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 int build_dockerconfig_auth(const char *json, size_t len, const char *host, char **user,
                             char **password, struct telo_err *err)
 {
@@ -114,13 +92,12 @@ int build_dockerconfig_auth(const char *json, size_t len, const char *host, char
     struct json_object *root = json_tokener_parse_ex(tok, json, (int)len);
     int parsed = root != NULL && json_tokener_get_error(tok) == json_tokener_success;
     json_tokener_free(tok);
-    struct json_object *auths = NULL;
     if (!parsed || !json_object_is_type(root, json_type_object)) {
         json_object_put(root);
         return telo_err_set(err, TELO_EINVAL, ".dockerconfigjson is not a JSON object");
     }
-    if (!json_object_object_get_ex(root, "auths", &auths) ||
-        !json_object_is_type(auths, json_type_object)) {
+    struct json_object *auths = jget_object(root, "auths");
+    if (auths == NULL) {
         json_object_put(root);
         return telo_err_set(err, TELO_EINVAL, ".dockerconfigjson has no \"auths\" object");
     }
@@ -142,12 +119,12 @@ int build_dockerconfig_auth(const char *json, size_t len, const char *host, char
                           host, hosts.len ? hosts.data : "none");
         goto out;
     }
-    const char *u = obj_str(entry, "username"), *p = obj_str(entry, "password");
+    const char *u = jget_string(entry, "username"), *p = jget_string(entry, "password");
     if (u != NULL && p != NULL && u[0] != '\0' && p[0] != '\0') {
         *user = strdup(u);
         *password = strdup(p);
     } else {
-        const char *a = obj_str(entry, "auth");
+        const char *a = jget_string(entry, "auth");
         if (a == NULL) {
             rc = telo_err_set(err, TELO_EINVAL,
                               ".dockerconfigjson entry for %s has neither username/password nor "
@@ -155,7 +132,7 @@ int build_dockerconfig_auth(const char *json, size_t len, const char *host, char
                               host);
             goto out;
         }
-        char *decoded = base64_decode(a, strlen(a));
+        char *decoded = (char *)util_base64_decode(a, strlen(a), NULL);
         char *colon = decoded != NULL ? strchr(decoded, ':') : NULL;
         if (colon == NULL) {
             free(decoded);
@@ -482,11 +459,10 @@ static void error_detail(const struct buf *body, char *out, size_t len)
     if (body == NULL || body->len == 0)
         return;
     struct json_object *root = json_tokener_parse(body->data);
-    struct json_object *errs = NULL;
-    if (root != NULL && json_object_object_get_ex(root, "errors", &errs) &&
-        json_object_is_type(errs, json_type_array) && json_object_array_length(errs) > 0) {
+    struct json_object *errs = jget_array(root, "errors");
+    if (errs != NULL && json_object_array_length(errs) > 0) {
         struct json_object *e0 = json_object_array_get_idx(errs, 0);
-        const char *code = obj_str(e0, "code"), *m = obj_str(e0, "message");
+        const char *code = jget_string(e0, "code"), *m = jget_string(e0, "message");
         snprintf(out, len, " (%s%s%.200s)", code ? code : "", code && m ? ": " : "", m ? m : "");
     }
     json_object_put(root);
@@ -635,9 +611,9 @@ static void on_token(struct build_http_call *call, const struct build_http_respo
         return;
     }
     struct json_object *root = resp->body->len ? json_tokener_parse(resp->body->data) : NULL;
-    const char *token = obj_str(root, "token");
+    const char *token = jget_string(root, "token");
     if (token == NULL || token[0] == '\0')
-        token = obj_str(root, "access_token");
+        token = jget_string(root, "access_token");
     if (token == NULL || token[0] == '\0') {
         json_object_put(root);
         transient(c, "the token service answered without a token");
@@ -726,7 +702,7 @@ struct build_registry_check *build_registry_check(struct build_registry *r,
         struct buf pair;
         buf_init(&pair, 8192);
         if (buf_printf(&pair, "%s:%s", user, password) == 0)
-            basic = base64_encode(pair.data, pair.len);
+            basic = util_base64_encode(pair.data, pair.len, NULL);
         if (pair.data != NULL)
             OPENSSL_cleanse(pair.data, pair.len);
         buf_release(&pair);

@@ -4,11 +4,11 @@
 #include "cache/transform.h"
 #include "kube/watch.h"
 #include "util/jget.h"
+#include "util/jitter.h"
 #include "util/log.h"
 
 #include <ev.h>
 #include <json.h>
-#include <openssl/rand.h>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -60,14 +60,6 @@ double cache_reflector_backoff(double initial, double max, unsigned failures)
     return d > max ? max : d;
 }
 
-static double random_unit(void)
-{
-    uint32_t x = 0;
-    if (RAND_bytes((unsigned char *)&x, sizeof(x)) != 1)
-        x = (uint32_t)rand();
-    return (double)x / 4294967296.0;
-}
-
 static char *dup_opt(const char *s)
 {
     return (s && *s) ? strdup(s) : NULL;
@@ -101,7 +93,7 @@ static void fail(struct cache_reflector *r, const char *what, const struct telo_
     r->last_failure = now;
     r->stats.failures++;
     double delay = cache_reflector_backoff(r->backoff_initial, r->backoff_max, r->failures);
-    delay *= 1.0 + random_unit(); /* client-go's jitter factor 1.0 */
+    delay = util_jitter(delay, 1.0); /* client-go's jitter factor 1.0 */
     r->stats.last_backoff = delay;
     snprintf(r->last_error, sizeof(r->last_error), "%.8s: %s", what,
              err && err->msg[0] ? err->msg : "failed");

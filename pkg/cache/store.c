@@ -1,6 +1,7 @@
 /* The informer cache's store: trimmed objects by key, with secondary indexes. */
 #include "cache/store.h"
 
+#include "util/jget.h"
 #include "util/strmap.h"
 
 #include <stdio.h>
@@ -31,21 +32,11 @@ struct cache_store {
     size_t bytes; /* object payload bytes */
 };
 
-static const char *json_str(struct json_object *obj, const char *a, const char *b)
-{
-    struct json_object *v = NULL;
-    if (!json_object_object_get_ex(obj, a, &v))
-        return NULL;
-    if (b && !json_object_object_get_ex(v, b, &v))
-        return NULL;
-    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
 void cache_index_namespace(struct json_object *obj, const void *arg,
                            void (*emit)(void *ctx, const char *value), void *ctx)
 {
     (void)arg;
-    const char *ns = json_str(obj, "metadata", "namespace");
+    const char *ns = jget_string(jget(obj, "metadata"), "namespace");
     emit(ctx, ns ? ns : "");
 }
 
@@ -53,13 +44,11 @@ void cache_index_owner_uid(struct json_object *obj, const void *arg,
                            void (*emit)(void *ctx, const char *value), void *ctx)
 {
     (void)arg;
-    struct json_object *meta, *refs;
-    if (!json_object_object_get_ex(obj, "metadata", &meta) ||
-        !json_object_object_get_ex(meta, "ownerReferences", &refs) ||
-        !json_object_is_type(refs, json_type_array))
+    struct json_object *refs = jget_array(jget(obj, "metadata"), "ownerReferences");
+    if (refs == NULL)
         return;
     for (size_t i = 0; i < json_object_array_length(refs); i++) {
-        const char *uid = json_str(json_object_array_get_idx(refs, i), "uid", NULL);
+        const char *uid = jget_string(json_object_array_get_idx(refs, i), "uid");
         if (uid)
             emit(ctx, uid);
     }
@@ -68,18 +57,15 @@ void cache_index_owner_uid(struct json_object *obj, const void *arg,
 void cache_index_label(struct json_object *obj, const void *arg,
                        void (*emit)(void *ctx, const char *value), void *ctx)
 {
-    struct json_object *meta, *labels, *v;
-    if (json_object_object_get_ex(obj, "metadata", &meta) &&
-        json_object_object_get_ex(meta, "labels", &labels) &&
-        json_object_object_get_ex(labels, (const char *)arg, &v) &&
-        json_object_is_type(v, json_type_string))
-        emit(ctx, json_object_get_string(v));
+    const char *v = jget_string(jget(jget(obj, "metadata"), "labels"), (const char *)arg);
+    if (v != NULL)
+        emit(ctx, v);
 }
 
 int cache_object_key(struct json_object *obj, char *out, size_t outlen, struct telo_err *err)
 {
-    const char *name = json_str(obj, "metadata", "name");
-    const char *ns = json_str(obj, "metadata", "namespace");
+    const char *name = jget_string(jget(obj, "metadata"), "name");
+    const char *ns = jget_string(jget(obj, "metadata"), "namespace");
     if (!name || !*name)
         return telo_err_set(err, TELO_EINVAL, "object has no metadata.name");
     int n =
@@ -326,8 +312,8 @@ int cache_store_put(struct cache_store *s, struct json_object *obj, struct cache
     size_t len = 0;
     const char *text = json_object_to_json_string_length(
         obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-    const char *uid = json_str(obj, "metadata", "uid");
-    const char *rv = json_str(obj, "metadata", "resourceVersion");
+    const char *uid = jget_string(jget(obj, "metadata"), "uid");
+    const char *rv = jget_string(jget(obj, "metadata"), "resourceVersion");
     size_t key_len = strlen(key), uid_len = uid ? strlen(uid) : 0, rv_len = rv ? strlen(rv) : 0;
     struct cache_object *o =
         text ? malloc(sizeof(*o) + key_len + uid_len + rv_len + len + 4) : NULL;

@@ -2,13 +2,13 @@
  * de-duplication into a series, spam filter) and a bounded queue of asynchronous writes. */
 #include "controller/events.h"
 
-#include "controller/microtime.h"
 #include "kube/rest.h"
 #include "kube/status.h"
 #include "kube/transport.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/strmap.h"
+#include "util/timefmt.h"
 
 #include <ev.h>
 #include <json.h>
@@ -376,8 +376,8 @@ static char *json_text(struct json_object *obj)
 
 static struct json_object *series_object(const struct events_outcome *o)
 {
-    char last[MICROTIME_TEXT_MAX];
-    microtime_format(o->last_time, last, sizeof(last));
+    char last[TIMEFMT_MICRO_MAX];
+    timefmt_format_micro(o->last_time, last, sizeof(last));
     struct json_object *series = json_object_new_object();
     if (series) {
         json_object_object_add(series, "count", json_object_new_int64(o->count));
@@ -397,8 +397,8 @@ static void add_str(struct json_object *obj, const char *key, const char *val)
 static char *event_body(const struct events_recorder *r, const struct events_input *in,
                         const struct events_outcome *o, const char *ns)
 {
-    char first[MICROTIME_TEXT_MAX];
-    microtime_format(o->first_time, first, sizeof(first));
+    char first[TIMEFMT_MICRO_MAX];
+    timefmt_format_micro(o->first_time, first, sizeof(first));
     struct json_object *ev = json_object_new_object();
     struct json_object *meta = json_object_new_object();
     struct json_object *reg = json_object_new_object();

@@ -1,11 +1,11 @@
 /* Leader election on a coordination.k8s.io/v1 Lease, with client-go's leaderelection semantics. */
 #include "controller/leader.h"
 
-#include "controller/microtime.h"
 #include "kube/rest.h"
 #include "kube/status.h"
 #include "kube/transport.h"
 #include "util/jget.h"
+#include "util/jitter.h"
 #include "util/log.h"
 #include "util/timefmt.h"
 
@@ -117,9 +117,8 @@ int leader_record_to_lease(const struct leader_record *rec, struct json_object *
 {
     if (!json_object_is_type(lease, json_type_object))
         return -TELO_EINVAL;
-    struct json_object *spec = NULL;
-    if (!json_object_object_get_ex(lease, "spec", &spec) ||
-        !json_object_is_type(spec, json_type_object)) {
+    struct json_object *spec = jget_object(lease, "spec");
+    if (spec == NULL) {
         spec = json_object_new_object();
         if (set_field(lease, "spec", spec) < 0)
             return -TELO_ENOMEM;
@@ -211,8 +210,8 @@ void leader_decide(const struct leader_timing *t, const struct leader_state *st,
         out->next_wakeup = leader_next_wakeup(t, st, identity, now, jitter01);
         return;
     }
-    char stamp[MICROTIME_TEXT_MAX];
-    microtime_format(now, stamp, sizeof(stamp));
+    char stamp[TIMEFMT_MICRO_MAX];
+    timefmt_format_micro(now, stamp, sizeof(stamp));
     struct leader_record *w = &out->write;
     copy_str(w->holder, sizeof(w->holder), identity);
     w->lease_duration_s = duration_seconds(t);
@@ -263,18 +262,8 @@ struct leader_elector {
     void *release_ud;
     int release_rc;
     char reported[LEADER_IDENTITY_MAX];
-    uint64_t rng;
     struct leader_status status;
 };
-
-static double jitter(struct leader_elector *el)
-{
-    /* xorshift64*: only spreads candidates' retries apart, so it needs no quality beyond that. */
-    el->rng ^= el->rng >> 12;
-    el->rng ^= el->rng << 25;
-    el->rng ^= el->rng >> 27;
-    return (double)((el->rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
-}
 
 static void schedule(struct leader_elector *el, double when)
 {
@@ -287,7 +276,7 @@ static void schedule(struct leader_elector *el, double when)
 static void schedule_next(struct leader_elector *el)
 {
     double now = ev_now(el->loop);
-    schedule(el, leader_next_wakeup(&el->timing, &el->st, el->identity, now, jitter(el)));
+    schedule(el, leader_next_wakeup(&el->timing, &el->st, el->identity, now, util_random_unit()));
 }
 
 static void refresh_status(struct leader_elector *el)
@@ -449,7 +438,7 @@ static void act(struct leader_elector *el)
 {
     double now = ev_now(el->loop);
     struct leader_decision d;
-    leader_decide(&el->timing, &el->st, el->identity, now, jitter(el), &d);
+    leader_decide(&el->timing, &el->st, el->identity, now, util_random_unit(), &d);
     switch (d.action) {
     case LEADER_WAIT:
         schedule(el, d.next_wakeup);
@@ -516,8 +505,8 @@ static void finish_release(struct leader_elector *el)
 static void release_write(struct leader_elector *el)
 {
     double now = ev_now(el->loop);
-    char stamp[MICROTIME_TEXT_MAX];
-    microtime_format(now, stamp, sizeof(stamp));
+    char stamp[TIMEFMT_MICRO_MAX];
+    timefmt_format_micro(now, stamp, sizeof(stamp));
     struct leader_record rec;
     memset(&rec, 0, sizeof(rec));
     /* As client-go's release: nobody holds it, and a 1 s duration so whoever saw it can take it
@@ -704,8 +693,6 @@ struct leader_elector *leader_new(struct kube_transport *t, const struct leader_
     el->cb = cfg->callbacks;
     el->status.name = el->name;
     el->status.holder = "";
-    if (getrandom(&el->rng, sizeof(el->rng), 0) != (ssize_t)sizeof(el->rng) || el->rng == 0)
-        el->rng = 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
     ev_timer_init(&el->timer, on_tick, 0, 0);
     el->timer.data = el;
     ev_timer_init(&el->done_timer, on_done_timer, 0, 0);

@@ -4,11 +4,11 @@
 #include "controller/leader.h"
 #include "kube/transport.h"
 #include "util/jget.h"
+#include "util/jitter.h"
 #include "util/log.h"
 
 #include <ev.h>
 #include <json.h>
-#include <openssl/rand.h>
 
 #include <signal.h>
 #include <stdint.h>
@@ -77,14 +77,6 @@ struct ctrl_manager {
 };
 
 static void schedule(struct ctrl_manager *m);
-
-static double random_unit(void)
-{
-    uint32_t x = 0;
-    if (RAND_bytes((unsigned char *)&x, sizeof(x)) != 1)
-        x = (uint32_t)rand();
-    return (double)x / 4294967296.0;
-}
 
 /* --- keys from events -------------------------------------------------------------------- */
 
@@ -372,7 +364,7 @@ static void arm_resync(struct ctrl_manager *m)
 {
     if (m->opts.resync_period <= 0)
         return;
-    double period = m->opts.resync_period * (0.9 + 0.2 * random_unit());
+    double period = m->opts.resync_period * (0.9 + 0.2 * util_random_unit());
     ev_timer_set(&m->resync, period, 0);
     ev_timer_start(m->loop, &m->resync);
 }

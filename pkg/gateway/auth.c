@@ -5,6 +5,7 @@
 
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "util/base64.h"
 #include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
@@ -13,7 +14,6 @@
 #include <ev.h>
 #include <json.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,11 +167,6 @@ static void bearer_verdict(struct gw_admission *adm, enum gw_verdict v, const ch
     decide(adm, v, reason);
 }
 
-static const char *str_at(struct json_object *o, const char *a, const char *b)
-{
-    return b != NULL ? jget_string(jget(o, a), b) : jget_string(o, a);
-}
-
 static void start(struct gw_admission *adm, enum step step);
 
 static void unavailable(struct gw_admission *adm, const struct kube_result *res, const char *what)
@@ -218,7 +213,7 @@ static void on_token_review(const struct kube_result *res, void *ud)
     if (adm->a->audience != NULL && !audience_granted(status, adm->a->audience))
         return bearer_verdict(adm, GW_UNAUTHENTICATED,
                               "the Kubernetes token is not for this gateway's audience");
-    const char *username = str_at(status, "user", "username");
+    const char *username = jget_string(jget(status, "user"), "username");
     snprintf(adm->subject, sizeof(adm->subject), "%s", username ? username : "");
     adm->user = json_object_get(user);
     start(adm, ACCESS_REVIEW);
@@ -231,19 +226,12 @@ static void on_secret(const struct kube_result *res, void *ud)
         return unavailable(adm, res, "reading the attach Secret");
     const char *b64 = res->rc == 0 ? jget_string(jget(res->object, "data"), "token") : NULL;
     if (b64 != NULL) {
-        size_t n = strlen(b64);
-        unsigned char *plain = malloc(n / 4 * 3 + 4);
-        int len = plain != NULL ? EVP_DecodeBlock(plain, (const unsigned char *)b64, (int)n) : -1;
+        size_t len = 0;
+        unsigned char *plain = util_base64_decode(b64, strlen(b64), &len);
         int equal = 0;
-        if (len >= 0) {
-            /* EVP_DecodeBlock counts padding as zero bytes; drop them. */
-            while (len > 0 && n > 0 && b64[n - 1] == '=') {
-                len--;
-                n--;
-            }
-            plain[len] = '\0';
+        if (plain != NULL) {
             equal = gw_token_equal((const char *)plain, adm->token);
-            OPENSSL_cleanse(plain, (size_t)len);
+            OPENSSL_cleanse(plain, len);
         }
         free(plain);
         if (equal) {
@@ -273,9 +261,9 @@ static double ready_since(struct json_object *status)
     struct json_object *conds = jget_array(status, "conditions");
     for (size_t i = 0; conds != NULL && i < json_object_array_length(conds); i++) {
         struct json_object *c = json_object_array_get_idx(conds, i);
-        const char *type = str_at(c, "type", NULL), *st = str_at(c, "status", NULL);
+        const char *type = jget_string(c, "type"), *st = jget_string(c, "status");
         if (type != NULL && strcmp(type, "Ready") == 0 && st != NULL && strcmp(st, "True") == 0) {
-            double t = timefmt_parse(str_at(c, "lastTransitionTime", NULL));
+            double t = timefmt_parse(jget_string(c, "lastTransitionTime"));
             return t > 0 ? t : 0;
         }
     }
@@ -288,23 +276,23 @@ static void on_session(const struct kube_result *res, void *ud)
     if (res->rc != 0 && res->code != 404)
         return unavailable(adm, res, "reading the TeloSession");
     adm->session_found = res->rc == 0;
-    const char *uid = adm->session_found ? str_at(res->object, "metadata", "uid") : NULL;
+    const char *uid = adm->session_found ? jget_string(jget(res->object, "metadata"), "uid") : NULL;
     snprintf(adm->uid, sizeof(adm->uid), "%s", uid ? uid : "");
     const char *secret = NULL;
     struct json_object *status = adm->session_found ? jget_object(res->object, "status") : NULL;
     if (status != NULL) {
-        const char *phase = str_at(status, "phase", NULL);
-        const char *pod = str_at(status, "podName", NULL);
+        const char *phase = jget_string(status, "phase");
+        const char *pod = jget_string(status, "podName");
         snprintf(adm->phase, sizeof(adm->phase), "%s", phase ? phase : "");
-        const char *ip = str_at(status, "podIP", NULL);
+        const char *ip = jget_string(status, "podIP");
         snprintf(adm->pod, sizeof(adm->pod), "%s", pod ? pod : "");
         snprintf(adm->pod_ip, sizeof(adm->pod_ip), "%s", ip ? ip : "");
-        adm->inspect = str_at(status, "inspectUrl", NULL) != NULL;
+        adm->inspect = jget_string(status, "inspectUrl") != NULL;
         adm->ready_since = ready_since(status);
         int64_t code = 0;
         if (jget_int(status, "exitCode", &code) == 0 && code >= INT32_MIN && code <= INT32_MAX)
             adm->exit_code = (int)code;
-        secret = str_at(status, "attach", "secretName");
+        secret = jget_string(jget(status, "attach"), "secretName");
     }
     /* A bearer token decided moments ago is not reviewed again (the cache never holds the
      * session-token path, which is one cheap Secret read). */
@@ -359,8 +347,8 @@ static void start(struct gw_admission *adm, enum step step)
         static const char *const copied[] = {"uid", "groups", "extra"};
         struct json_object *attrs = json_object_new_object();
         json_object_object_add(spec, "user",
-                               json_object_new_string(str_at(adm->user, "username", NULL)
-                                                          ? str_at(adm->user, "username", NULL)
+                               json_object_new_string(jget_string(adm->user, "username")
+                                                          ? jget_string(adm->user, "username")
                                                           : ""));
         for (size_t i = 0; i < sizeof(copied) / sizeof(copied[0]); i++) {
             /* The user as the TokenReview described it, passed on as it came (a missing or null

@@ -16,7 +16,6 @@
 #include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
-#include "util/url.h"
 #include "ws/conn.h"
 #include "ws/frame.h"
 
@@ -507,15 +506,7 @@ static void attach_upstream(struct session *s)
     struct telo_err err = {0};
     struct buf url;
     buf_init(&url, 4096);
-    int rc = buf_printf(&url, "%s/api/v1/namespaces/", cfg->server);
-    rc = rc ? rc : url_escape(&url, s->namespace);
-    rc = rc ? rc : buf_append_str(&url, "/pods/");
-    rc = rc ? rc : url_escape(&url, s->pod);
-    rc = rc ? rc : buf_append_str(&url, "/attach");
-    rc = rc ? rc : url_query_add(&url, "container", SESSION_CONTAINER);
-    rc = rc ? rc : url_query_add(&url, "stdin", "true");
-    rc = rc ? rc : url_query_add(&url, "stdout", "true");
-    rc = rc ? rc : url_query_add(&url, "tty", "true");
+    int rc = kube_attach_pod_url(cfg->server, s->namespace, s->pod, SESSION_CONTAINER, &url, &err);
     struct kube_attach_opts opts = {.url = url.data,
                                     .cfg = cfg,
                                     .protocols = protocols,
@@ -524,7 +515,8 @@ static void attach_upstream(struct session *s)
     s->up = rc == 0 ? kube_attach_open(h->loop, &opts, &cbs, s, &err) : NULL;
     buf_release(&url);
     if (s->up == NULL)
-        upstream_failed(s, rc == 0 ? err.msg : "out of memory building the attach URL");
+        upstream_failed(s, rc == 0 || err.msg[0] != '\0' ? err.msg
+                                                         : "out of memory building the attach URL");
 }
 
 static void credentials_ready(int rc, const struct telo_err *err, void *ud)

@@ -2,6 +2,7 @@
  * negotiation, telo.io.v1 control frames, refusal bodies and sequence numbers. Pure. */
 #include "gateway/proto.h"
 
+#include "util/base64.h"
 #include "util/jget.h"
 #include "ws/http.h"
 
@@ -25,43 +26,6 @@ const char *gw_proto_name(enum gw_proto p)
     return "";
 }
 
-/* Decodes unpadded base64url (RFC 4648 section 5) into out as a C string. Returns 0, or -1 when
- * it is malformed, decodes to a NUL byte, or does not fit. */
-static int base64url_decode(const char *in, char *out, size_t outlen)
-{
-    unsigned int acc = 0;
-    int bits = 0;
-    size_t n = 0;
-    for (const char *p = in; *p != '\0'; p++) {
-        int v;
-        if (*p >= 'A' && *p <= 'Z')
-            v = *p - 'A';
-        else if (*p >= 'a' && *p <= 'z')
-            v = *p - 'a' + 26;
-        else if (*p >= '0' && *p <= '9')
-            v = *p - '0' + 52;
-        else if (*p == '-')
-            v = 62;
-        else if (*p == '_')
-            v = 63;
-        else if (*p == '=')
-            break; /* tolerate padding */
-        else
-            return -1;
-        acc = (acc << 6) | (unsigned int)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            char c = (char)((acc >> bits) & 0xFF);
-            if (c == '\0' || n + 1 >= outlen)
-                return -1;
-            out[n++] = c;
-        }
-    }
-    out[n] = '\0';
-    return n > 0 ? 0 : -1;
-}
-
 enum gw_proto gw_pick_protocol(const char *header, char *token, size_t token_len, int *bad_token)
 {
     enum gw_proto chosen = GW_PROTO_NONE;
@@ -75,7 +39,7 @@ enum gw_proto gw_pick_protocol(const char *header, char *token, size_t token_len
     const char *list = header;
     while (ws_http_list_next(&list, item, sizeof(item))) {
         if (strncmp(item, GW_BEARER_PREFIX, plen) == 0) {
-            if (base64url_decode(item + plen, token, token_len) != 0) {
+            if (util_base64url_decode(item + plen, token, token_len) != 0) {
                 token[0] = '\0';
                 *bad_token = 1;
             }

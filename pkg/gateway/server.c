@@ -4,7 +4,9 @@
 
 #include "gateway/auth.h"
 #include "gateway/debug.h"
+#include "gateway/front.h"
 #include "gateway/limits.h"
+#include "gateway/linger.h"
 #include "gateway/proto.h"
 #include "session/phase.h"
 #include "util/buf.h"
@@ -20,7 +22,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/crypto.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,22 +34,9 @@
 #define TOKEN_MAX        8192
 #define LINGER_MAX       256 /* refused connections read to their end before the close */
 #define LINGER_S         2.0
-#define ACCEPT_BACKOFF_S 0.2 /* out of descriptors: accept again this much later */
-#define RETRY_AFTER_S    5   /* over a client cap: when to try again */
-
-/* Why a request was turned away before costing anything (telo_gateway_limited_total). */
-enum limit {
-    L_PENDING_PER_SOURCE,
-    L_PENDING,
-    L_CLIENTS_PER_SESSION,
-    L_CLIENTS,
-    L_ADMISSION_RATE_PER_SOURCE,
-    L_ADMISSION_RATE,
-    L_COUNT
-};
-static const char *const limit_names[L_COUNT] = {"pending_per_source",        "pending",
-                                                 "clients_per_session",       "clients",
-                                                 "admission_rate_per_source", "admission_rate"};
+#define ACCEPT_BACKOFF_S 0.2  /* out of descriptors: accept again this much later */
+#define RETRY_AFTER_S    5    /* over a client cap: when to try again */
+#define WRITE_S          10.0 /* an answer not taken by the peer within this: dropped */
 
 struct conn {
     struct gw_server *srv;
@@ -68,7 +56,12 @@ struct conn {
     char accept[WS_ACCEPT_KEY_SIZE];
     int has_last_seq;
     uint32_t last_seq;
-    char *token; /* the credential under admission, kept for the hub's re-authorization */
+    char *token;     /* the credential under admission, kept for the hub's re-authorization */
+    struct buf out;  /* the answer, written as the peer takes it (bounded; within WRITE_S) */
+    size_t out_sent; /* bytes of out written */
+    void (*then)(struct conn *c); /* once out is written: end the connection or hand it on */
+    struct gw_attach up;          /* an upgraded request waiting for its 101 to be written */
+    char *up_strings[4];          /* up's pod, phase, uid and subject, owned */
     struct conn *prev, *next;
 };
 
@@ -86,31 +79,14 @@ struct gw_server {
     struct gw_relays *relays;
     struct ws_tls_ctx *tls; /* NULL: plain HTTP */
     struct conn *conns;
-    unsigned long refusals[7]; /* 400, 401, 403, 404, 409, 429, 503 */
-    unsigned long requests;
+    struct gw_front_stats stats;
     struct gw_gate *gate;
     struct gw_sources *pending_by_source;
-    size_t pending; /* connections in conns */
-    struct lingering_conn *lingering;
-    size_t nlingering;
+    size_t pending;                 /* connections in conns */
+    struct gw_lingering *lingering; /* refused at accept, their answer out */
     ev_timer accept_backoff;
     int accept_stalled;
-    unsigned long accept_exhausted; /* accepts that failed for want of descriptors or memory */
-    unsigned long limited[L_COUNT];
 };
-
-/* A refused connection whose answer is out: what the peer still sends is read and dropped
- * until it closes (or LINGER_S), so a request arriving after the answer does not make the
- * kernel reset the connection before the peer read it. */
-struct lingering_conn {
-    struct gw_server *srv;
-    int fd;
-    ev_io io;
-    ev_timer timer;
-    struct lingering_conn *prev, *next;
-};
-
-static const int refusal_codes[7] = {400, 401, 403, 404, 409, 429, 503};
 
 static void conn_free(struct conn *c)
 {
@@ -124,6 +100,9 @@ static void conn_free(struct conn *c)
         OPENSSL_cleanse(c->token, strlen(c->token));
         free(c->token);
     }
+    buf_release(&c->out);
+    for (size_t i = 0; i < sizeof(c->up_strings) / sizeof(c->up_strings[0]); i++)
+        free(c->up_strings[i]);
     if (c->sock.close != NULL)
         c->sock.close(c->sock.io_ud);
     if (c->fd >= 0)
@@ -147,28 +126,68 @@ static ssize_t plain_send(void *io_ud, const void *buf, size_t len)
     return send(*(int *)io_ud, buf, len, MSG_NOSIGNAL);
 }
 
-/* Writes all of data, waiting up to a second for room: answers are small and the socket's buffer
- * is empty, so this does not block in practice. Returns 0 or -1. */
-static int write_all(struct conn *c, const char *data, size_t len)
+/* Writes what the socket takes of c->out. Returns 1 when all of it is out, 0 when the socket is
+ * full, -1 when the connection failed. */
+static int flush_out(struct conn *c)
 {
-    while (len > 0) {
-        ssize_t n = c->sock.send(c->sock.io_ud, data, len);
+    while (c->out_sent < c->out.len) {
+        ssize_t n =
+            c->sock.send(c->sock.io_ud, c->out.data + c->out_sent, c->out.len - c->out_sent);
         if (n > 0) {
-            data += n;
-            len -= (size_t)n;
+            c->out_sent += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            /* TLS may wait to read (a key update) as well as to write. */
-            struct pollfd p = {.fd = c->fd, .events = POLLOUT | POLLIN};
-            if (poll(&p, 1, 1000) == 1)
-                continue;
-        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
         return -1;
     }
-    return 0;
+    return 1;
+}
+
+static void conn_write(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)revents;
+    struct conn *c = w->data;
+    int rc = flush_out(c);
+    if (rc < 0)
+        return conn_free(c);
+    if (rc > 0) {
+        ev_io_stop(loop, &c->io);
+        c->then(c);
+    }
+}
+
+/* Sends c->out without blocking the loop: what the socket does not take now goes out as the peer
+ * reads (a write watcher), and a peer that has not taken all of it within WRITE_S is dropped
+ * (conn_timeout). Then runs then(c), which ends the connection or hands it on. */
+static void send_out(struct conn *c, void (*then)(struct conn *c))
+{
+    struct ev_loop *loop = c->srv->loop;
+    /* An admission still running (a refusal on its timeout) must not answer this one again. */
+    gw_gate_cancel(c->adm);
+    c->adm = NULL;
+    c->then = then;
+    int rc = c->out.data != NULL ? flush_out(c) : -1;
+    if (rc < 0)
+        return conn_free(c);
+    if (rc > 0)
+        return then(c);
+    ev_io_stop(loop, &c->io);
+    ev_io_set(&c->io, c->fd, EV_WRITE);
+    ev_set_cb(&c->io, conn_write);
+    ev_io_start(loop, &c->io);
+    ev_timer_stop(loop, &c->timer);
+    ev_timer_set(&c->timer, WRITE_S, 0.);
+    ev_timer_start(loop, &c->timer);
+}
+
+/* After an answer: no more from us, then the connection ends. */
+static void end_answer(struct conn *c)
+{
+    shutdown(c->fd, SHUT_WR);
+    conn_free(c);
 }
 
 /* Hands fd and its TLS stream (when there is one) to a new owner: the connection keeps neither. */
@@ -181,70 +200,28 @@ static int take_socket(struct conn *c, struct ws_conn_io *io)
     return fd;
 }
 
-static const char *status_text(int code)
-{
-    switch (code) {
-    case 200:
-        return "OK";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 409:
-        return "Conflict";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 501:
-        return "Not Implemented";
-    default:
-        return "Service Unavailable";
-    }
-}
-
-/* Sends a whole answer and ends the connection. */
+/* Sends a whole answer (at most 1 MiB) and ends the connection. */
 static void respond(struct conn *c, int code, const char *content_type, const char *body,
                     const char *extra_headers)
 {
-    struct buf b;
-    buf_init(&b, (size_t)1 << 20);
-    size_t blen = body != NULL ? strlen(body) : 0;
-    if (buf_printf(&b,
-                   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                   "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n",
-                   code, status_text(code), content_type, blen,
-                   extra_headers != NULL ? extra_headers : "") == 0 &&
-        blen > 0)
-        buf_append(&b, body, blen);
-    if (b.data != NULL)
-        write_all(c, b.data, b.len);
-    buf_release(&b);
-    shutdown(c->fd, SHUT_WR);
-    conn_free(c);
+    buf_release(&c->out);
+    buf_init(&c->out, (size_t)1 << 20);
+    c->out_sent = 0;
+    if (gw_http_answer(&c->out, code, content_type, body, extra_headers) != 0)
+        return conn_free(c);
+    send_out(c, end_answer);
 }
 
 static void refuse(struct conn *c, int code, const char *reason, const char *message,
                    const char *subject);
 
 /* Refuses over a limit: 429 or 503 with Retry-After (whole seconds, at least 1), counted. */
-static void refuse_limited(struct conn *c, enum limit which, int code, const char *message,
+static void refuse_limited(struct conn *c, enum gw_limit which, int code, const char *message,
                            double retry_after_s)
 {
-    struct gw_server *srv = c->srv;
-    srv->limited[which]++;
-    for (size_t i = 0; i < sizeof(refusal_codes) / sizeof(refusal_codes[0]); i++) {
-        if (refusal_codes[i] == code)
-            srv->refusals[i]++;
-    }
+    gw_front_limited(&c->srv->stats, which, code);
     telo_log(TELO_LOG_INFO, "attach refused", "session=%s/%s code=%d limit=%s remote=%s why=\"%s\"",
-             c->target.namespace, c->target.name, code, limit_names[which], c->remote, message);
+             c->target.namespace, c->target.name, code, gw_limit_name(which), c->remote, message);
     struct buf b;
     buf_init(&b, 4096);
     gw_error_status_json(&b, code, code == 429 ? "TooManyRequests" : "ServiceUnavailable", message);
@@ -259,11 +236,7 @@ static void refuse_limited(struct conn *c, enum limit which, int code, const cha
 static void refuse(struct conn *c, int code, const char *reason, const char *message,
                    const char *subject)
 {
-    struct gw_server *srv = c->srv;
-    for (size_t i = 0; i < sizeof(refusal_codes) / sizeof(refusal_codes[0]); i++) {
-        if (refusal_codes[i] == code)
-            srv->refusals[i]++;
-    }
+    gw_front_refused(&c->srv->stats, code);
     telo_log(code >= 500 ? TELO_LOG_WARN : TELO_LOG_INFO, "attach refused",
              "session=%s/%s code=%d reason=%s subject=\"%s\" remote=%s why=\"%s\"",
              c->target.namespace, c->target.name, code, reason, subject ? subject : "", c->remote,
@@ -284,14 +257,14 @@ static int over_client_caps(struct conn *c)
     struct gw_server *srv = c->srv;
     size_t all = gw_hub_metrics(srv->hub)->clients + gw_relays_count(srv->relays);
     if (all >= srv->cfg.max_clients) {
-        refuse_limited(c, L_CLIENTS, 503, "the gateway serves as many clients as it may",
+        refuse_limited(c, GW_L_CLIENTS, 503, "the gateway serves as many clients as it may",
                        RETRY_AFTER_S);
         return 1;
     }
     if (strcmp(c->target.action, "debug") != 0 &&
         gw_hub_session_clients(srv->hub, c->target.namespace, c->target.name) >=
             srv->cfg.max_clients_per_session) {
-        refuse_limited(c, L_CLIENTS_PER_SESSION, 429,
+        refuse_limited(c, GW_L_CLIENTS_PER_SESSION, 429,
                        "as many clients are attached to this session as it may have",
                        RETRY_AFTER_S);
         return 1;
@@ -299,45 +272,59 @@ static int over_client_caps(struct conn *c)
     return 0;
 }
 
-static void upgrade(struct conn *c, const struct gw_admitted *a)
+/* The 101 is out: the hub takes the socket; the request (target, head bytes past the handshake)
+ * stays ours until it returns. */
+static void hand_to_hub(struct conn *c)
 {
     struct gw_server *srv = c->srv;
-    struct gw_attach req = {.namespace = c->target.namespace,
-                            .name = c->target.name,
-                            .pod = a->pod,
-                            .phase = a->phase,
-                            .exit_code = a->exit_code,
-                            .uid = a->uid,
-                            .ready_since = a->ready_since,
-                            .proto = c->proto,
-                            .has_last_seq = c->has_last_seq,
-                            .last_seq = c->last_seq,
-                            .subject = a->subject,
-                            .token = c->token};
-    const char *why = NULL;
-    int code = gw_hub_check(srv->hub, &req, &why);
-    if (code != 0)
-        return refuse(c, code, "Conflict", why, a->subject);
-    if (over_client_caps(c))
-        return;
-    char answer[512];
-    snprintf(answer, sizeof(answer),
-             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-             "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n",
-             c->accept, gw_proto_name(c->proto));
-    if (write_all(c, answer, strlen(answer)) != 0)
-        return conn_free(c);
-    /* The hub takes the socket; the request (target, head bytes past the handshake) stays ours
-     * until it returns. */
     struct ws_conn_io io;
     int fd = take_socket(c, &io);
     struct telo_err err = {0};
     int rc =
-        gw_hub_attach(srv->hub, fd, &io, c->head + c->head_end, c->len - c->head_end, &req, &err);
+        gw_hub_attach(srv->hub, fd, &io, c->head + c->head_end, c->len - c->head_end, &c->up, &err);
     if (rc != 0)
         telo_log(TELO_LOG_WARN, "attach failed after the upgrade", "session=%s/%s error=\"%s\"",
-                 req.namespace, req.name, err.msg);
+                 c->up.namespace, c->up.name, err.msg);
     conn_free(c);
+}
+
+static void upgrade(struct conn *c, const struct gw_admitted *a)
+{
+    struct gw_server *srv = c->srv;
+    /* Copied: the answer may go out after a has gone. */
+    const char *from[4] = {a->pod, a->phase, a->uid, a->subject};
+    for (size_t i = 0; i < 4; i++) {
+        if ((c->up_strings[i] = strdup(from[i] != NULL ? from[i] : "")) == NULL)
+            return refuse(c, 503, "ServiceUnavailable", "out of memory", a->subject);
+    }
+    c->up = (struct gw_attach){.namespace = c->target.namespace,
+                               .name = c->target.name,
+                               .pod = c->up_strings[0],
+                               .phase = c->up_strings[1],
+                               .exit_code = a->exit_code,
+                               .uid = c->up_strings[2],
+                               .ready_since = a->ready_since,
+                               .proto = c->proto,
+                               .has_last_seq = c->has_last_seq,
+                               .last_seq = c->last_seq,
+                               .subject = c->up_strings[3],
+                               .token = c->token};
+    const char *why = NULL;
+    int code = gw_hub_check(srv->hub, &c->up, &why);
+    if (code != 0)
+        return refuse(c, code, "Conflict", why, a->subject);
+    if (over_client_caps(c))
+        return;
+    buf_release(&c->out);
+    buf_init(&c->out, 512);
+    c->out_sent = 0;
+    if (buf_printf(&c->out,
+                   "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                   "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n"
+                   "Sec-WebSocket-Protocol: %s\r\n\r\n",
+                   c->accept, gw_proto_name(c->proto)) != 0)
+        return conn_free(c);
+    send_out(c, hand_to_hub);
 }
 
 static void relay(struct conn *c, const struct gw_admitted *a)
@@ -380,8 +367,8 @@ static void admitted(const struct gw_admitted *a, void *ud)
     case GW_TOO_MANY:
         return refuse_limited(c,
                               strcmp(a->reason, GW_GATE_PER_SOURCE_REASON) == 0
-                                  ? L_ADMISSION_RATE_PER_SOURCE
-                                  : L_ADMISSION_RATE,
+                                  ? GW_L_ADMISSION_RATE_PER_SOURCE
+                                  : GW_L_ADMISSION_RATE,
                               429, a->reason, a->retry_after);
     case GW_UNAVAILABLE:
         break;
@@ -404,86 +391,19 @@ static int origin_allowed(const struct gw_server *srv, const char *origin)
 
 static void metrics(struct conn *c)
 {
-    const struct gw_hub_metrics *m = gw_hub_metrics(c->srv->hub);
+    struct gw_server *srv = c->srv;
+    struct gw_front_gauges g = {.hub = gw_hub_metrics(srv->hub),
+                                .gate = gw_gate_metrics(srv->gate),
+                                .debug_streams = gw_relays_count(srv->relays),
+                                .debug_frames = gw_relays_frames(srv->relays),
+                                .pending = srv->pending - 1,
+                                .accept_backoff_s = ACCEPT_BACKOFF_S};
     struct buf b;
     buf_init(&b, (size_t)1 << 20);
-    buf_printf(&b,
-               "# HELP telo_gateway_sessions Attach sessions in memory (live or ended).\n"
-               "# TYPE telo_gateway_sessions gauge\ntelo_gateway_sessions %lu\n"
-               "# HELP telo_gateway_clients Attached clients.\n"
-               "# TYPE telo_gateway_clients gauge\ntelo_gateway_clients %lu\n"
-               "# HELP telo_gateway_clients_total Clients ever attached.\n"
-               "# TYPE telo_gateway_clients_total counter\ntelo_gateway_clients_total %lu\n"
-               "# HELP telo_gateway_upstream_connects_total pods/attach upgrades accepted.\n"
-               "# TYPE telo_gateway_upstream_connects_total counter\n"
-               "telo_gateway_upstream_connects_total %lu\n"
-               "# HELP telo_gateway_upstream_failures_total pods/attach connections that failed.\n"
-               "# TYPE telo_gateway_upstream_failures_total counter\n"
-               "telo_gateway_upstream_failures_total %lu\n"
-               "# HELP telo_gateway_gaps_total Times a client fell behind the replay ring.\n"
-               "# TYPE telo_gateway_gaps_total counter\ntelo_gateway_gaps_total %lu\n"
-               "# HELP telo_gateway_idle_closes_total Running sessions dropped after the idle "
-               "keep time without a client.\n"
-               "# TYPE telo_gateway_idle_closes_total counter\n"
-               "telo_gateway_idle_closes_total %lu\n"
-               "# HELP telo_gateway_resizes_total Resizes sent to containers.\n"
-               "# TYPE telo_gateway_resizes_total counter\ntelo_gateway_resizes_total %lu\n"
-               "# HELP telo_gateway_output_bytes_total Output read from containers.\n"
-               "# TYPE telo_gateway_output_bytes_total counter\n"
-               "telo_gateway_output_bytes_total %llu\n"
-               "# HELP telo_gateway_sent_bytes_total Output queued to clients.\n"
-               "# TYPE telo_gateway_sent_bytes_total counter\ntelo_gateway_sent_bytes_total %llu\n"
-               "# HELP telo_gateway_stdin_bytes_total Input forwarded to containers.\n"
-               "# TYPE telo_gateway_stdin_bytes_total counter\n"
-               "telo_gateway_stdin_bytes_total %llu\n"
-               "# HELP telo_gateway_refusals_total Attach requests refused, by HTTP status.\n"
-               "# TYPE telo_gateway_refusals_total counter\n",
-               m->sessions, m->clients, m->clients_total, m->upstream_connects,
-               m->upstream_failures, m->gaps, m->idle_closes, m->resizes, m->bytes_in, m->bytes_out,
-               m->stdin_bytes);
-    for (size_t i = 0; i < sizeof(refusal_codes) / sizeof(refusal_codes[0]); i++)
-        buf_printf(&b, "telo_gateway_refusals_total{code=\"%d\"} %lu\n", refusal_codes[i],
-                   c->srv->refusals[i]);
-    buf_printf(&b,
-               "# HELP telo_gateway_debug_streams Debug streams being relayed.\n"
-               "# TYPE telo_gateway_debug_streams gauge\ntelo_gateway_debug_streams %zu\n"
-               "# HELP telo_gateway_debug_frames_total Debug frames relayed to clients.\n"
-               "# TYPE telo_gateway_debug_frames_total counter\n"
-               "telo_gateway_debug_frames_total %lu\n"
-               "# HELP telo_gateway_reauth_closes_total Clients closed because their credential "
-               "no longer admitted them.\n"
-               "# TYPE telo_gateway_reauth_closes_total counter\n"
-               "telo_gateway_reauth_closes_total %lu\n",
-               gw_relays_count(c->srv->relays), gw_relays_frames(c->srv->relays), m->reauth_closes);
-    const struct gw_gate_metrics *gm = gw_gate_metrics(c->srv->gate);
-    buf_printf(&b,
-               "# HELP telo_gateway_pending Connections before admission (head or verdict "
-               "awaited), this request not counted.\n"
-               "# TYPE telo_gateway_pending gauge\ntelo_gateway_pending %zu\n"
-               "# HELP telo_gateway_limited_total Requests turned away by a limit.\n"
-               "# TYPE telo_gateway_limited_total counter\n",
-               c->srv->pending - 1);
-    for (size_t i = 0; i < L_COUNT; i++)
-        buf_printf(&b, "telo_gateway_limited_total{limit=\"%s\"} %lu\n", limit_names[i],
-                   c->srv->limited[i]);
-    buf_printf(&b,
-               "# HELP telo_gateway_accept_exhausted_total Accepts that failed for want of file "
-               "descriptors or memory (accepting pauses %g s).\n"
-               "# TYPE telo_gateway_accept_exhausted_total counter\n"
-               "telo_gateway_accept_exhausted_total %lu\n"
-               "# HELP telo_gateway_admission_lookups_total Admissions asked of the API server "
-               "(1-3 requests each).\n"
-               "# TYPE telo_gateway_admission_lookups_total counter\n"
-               "telo_gateway_admission_lookups_total %lu\n"
-               "# HELP telo_gateway_admission_cache_hits_total Admissions answered from the "
-               "cache.\n"
-               "# TYPE telo_gateway_admission_cache_hits_total counter\n"
-               "telo_gateway_admission_cache_hits_total %lu\n"
-               "# HELP telo_gateway_admission_coalesced_total Admissions that waited for an "
-               "identical one in flight.\n"
-               "# TYPE telo_gateway_admission_coalesced_total counter\n"
-               "telo_gateway_admission_coalesced_total %lu\n",
-               ACCEPT_BACKOFF_S, c->srv->accept_exhausted, gm->lookups, gm->hits, gm->coalesced);
+    if (gw_front_metrics(&b, &srv->stats, &g) != 0) {
+        buf_release(&b);
+        return respond(c, 503, "text/plain; charset=utf-8", "out of memory\n", NULL);
+    }
     respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, NULL);
     buf_release(&b);
 }
@@ -595,7 +515,7 @@ static void handle(struct conn *c)
 {
     struct ws_http_head h;
     struct telo_err err = {0};
-    c->srv->requests++;
+    c->srv->stats.requests++;
     char saved = c->head[c->head_end];
     if (ws_http_parse_request(c->head, c->head_end, &h, &err) != 0)
         return respond(c, 400, "text/plain; charset=utf-8", "bad request\n", NULL);
@@ -677,59 +597,15 @@ static void conn_timeout(struct ev_loop *loop, ev_timer *w, int revents)
     conn_free(c);
 }
 
-static void linger_free(struct lingering_conn *l)
-{
-    struct gw_server *srv = l->srv;
-    ev_io_stop(srv->loop, &l->io);
-    ev_timer_stop(srv->loop, &l->timer);
-    close(l->fd);
-    if (l->prev != NULL)
-        l->prev->next = l->next;
-    else
-        srv->lingering = l->next;
-    if (l->next != NULL)
-        l->next->prev = l->prev;
-    srv->nlingering--;
-    free(l);
-}
-
-static void linger_read(struct ev_loop *loop, ev_io *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    struct lingering_conn *l = w->data;
-    char sink[4096];
-    for (int i = 0; i < 16; i++) {
-        ssize_t n = recv(l->fd, sink, sizeof(sink), 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (n <= 0)
-            return linger_free(l);
-    }
-}
-
-static void linger_timeout(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    linger_free(w->data);
-}
-
 /* Answers a connection over a pending cap at once, before anything is read or allocated for it:
  * a Status with Retry-After on plain HTTP (a TLS one is closed: the handshake is the cost being
  * refused). */
-static void refuse_at_accept(struct gw_server *srv, int fd, int code, enum limit which,
+static void refuse_at_accept(struct gw_server *srv, int fd, int code, enum gw_limit which,
                              const char *message, const char *remote)
 {
-    srv->limited[which]++;
-    for (size_t i = 0; i < sizeof(refusal_codes) / sizeof(refusal_codes[0]); i++) {
-        if (refusal_codes[i] == code)
-            srv->refusals[i]++;
-    }
+    gw_front_limited(&srv->stats, which, code);
     telo_log(TELO_LOG_DEBUG, "connection refused", "code=%d limit=%s remote=%s", code,
-             limit_names[which], remote);
+             gw_limit_name(which), remote);
     if (srv->tls != NULL) {
         close(fd);
         return;
@@ -737,37 +613,22 @@ static void refuse_at_accept(struct gw_server *srv, int fd, int code, enum limit
     char sink[4096];
     while (recv(fd, sink, sizeof(sink), 0) > 0) /* what already came: no reset for it */
         ;
-    struct buf body;
+    struct buf body, answer;
     buf_init(&body, 4096);
+    buf_init(&answer, 4096);
     gw_error_status_json(&body, code, code == 429 ? "TooManyRequests" : "ServiceUnavailable",
                          message);
-    char answer[1024];
-    int n = snprintf(answer, sizeof(answer),
-                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "Retry-After: 1\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n%s",
-                     code, status_text(code), body.len, body.data != NULL ? body.data : "");
+    /* One small send that never waits: a peer with no room for it is closed. */
+    int sent =
+        body.data != NULL &&
+        gw_http_answer(&answer, code, "application/json", body.data, "Retry-After: 1\r\n") == 0 &&
+        send(fd, answer.data, answer.len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)answer.len;
     buf_release(&body);
-    if (n > 0 && (size_t)n < sizeof(answer) &&
-        send(fd, answer, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n &&
-        shutdown(fd, SHUT_WR) == 0 && srv->nlingering < LINGER_MAX) {
-        struct lingering_conn *l = calloc(1, sizeof(*l));
-        if (l != NULL) {
-            l->srv = srv;
-            l->fd = fd;
-            ev_io_init(&l->io, linger_read, fd, EV_READ);
-            ev_timer_init(&l->timer, linger_timeout, LINGER_S, 0.);
-            l->io.data = l->timer.data = l;
-            ev_io_start(srv->loop, &l->io);
-            ev_timer_start(srv->loop, &l->timer);
-            l->next = srv->lingering;
-            if (srv->lingering != NULL)
-                srv->lingering->prev = l;
-            srv->lingering = l;
-            srv->nlingering++;
-            return;
-        }
-    }
-    close(fd);
+    buf_release(&answer);
+    if (sent && shutdown(fd, SHUT_WR) == 0)
+        gw_lingering_add(srv->lingering, fd); /* what the peer still sends gets no reset */
+    else
+        close(fd);
 }
 
 static void accept_resume(struct ev_loop *loop, ev_timer *w, int revents)
@@ -790,7 +651,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
             /* The connection stays in the backlog and the level-triggered watcher would fire
              * again at once: pause accepting instead of spinning until a descriptor frees. */
-            srv->accept_exhausted++;
+            srv->stats.accept_exhausted++;
             if (!srv->accept_stalled)
                 telo_log(TELO_LOG_WARN, "accept paused: out of file descriptors or memory",
                          "error=\"%s\" retry_s=%g", strerror(errno), ACCEPT_BACKOFF_S);
@@ -805,7 +666,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         if (srv->accept_stalled) {
             srv->accept_stalled = 0;
             telo_log(TELO_LOG_INFO, "accepting again", "exhausted_total=%lu",
-                     srv->accept_exhausted);
+                     srv->stats.accept_exhausted);
         }
         if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
             close(fd);
@@ -821,13 +682,13 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             inet_ntop(AF_INET6, &in6->sin6_addr, remote, sizeof(remote));
         }
         if (srv->pending >= srv->cfg.max_pending) {
-            refuse_at_accept(srv, fd, 503, L_PENDING,
+            refuse_at_accept(srv, fd, 503, GW_L_PENDING,
                              "the gateway has as many connections waiting as it may", remote);
             continue;
         }
         if ((size_t)gw_sources_count(srv->pending_by_source, source) >=
             srv->cfg.max_pending_per_source) {
-            refuse_at_accept(srv, fd, 429, L_PENDING_PER_SOURCE,
+            refuse_at_accept(srv, fd, 429, GW_L_PENDING_PER_SOURCE,
                              "too many connections waiting from this address", remote);
             continue;
         }
@@ -916,8 +777,9 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     if (srv->auth != NULL && gw_auth_set_audience(srv->auth, cfg->token_audience) != 0)
         goto nomem;
     srv->relays = gw_relays_new(loop, cfg->hub.ping_interval_s);
-    if (srv->auth == NULL || srv->gate == NULL || srv->pending_by_source == NULL ||
-        srv->hub == NULL || srv->relays == NULL)
+    srv->lingering = gw_lingering_new(loop, LINGER_MAX, LINGER_S);
+    if (srv->auth == NULL || srv->lingering == NULL || srv->gate == NULL ||
+        srv->pending_by_source == NULL || srv->hub == NULL || srv->relays == NULL)
         goto nomem;
     gw_relays_set_auth(srv->relays, srv->auth, cfg->hub.reauth_s);
     return srv;
@@ -996,8 +858,7 @@ void gw_server_free(struct gw_server *srv)
     ev_timer_stop(srv->loop, &srv->accept_backoff);
     while (srv->conns != NULL)
         conn_free(srv->conns); // NOLINT(clang-analyzer-unix.Malloc): conn_free unlinks it
-    while (srv->lingering != NULL)
-        linger_free(srv->lingering); // NOLINT(clang-analyzer-unix.Malloc): linger_free unlinks it
+    gw_lingering_free(srv->lingering);
     gw_gate_free(srv->gate);
     gw_sources_free(srv->pending_by_source);
     gw_relays_free(srv->relays);

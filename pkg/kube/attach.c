@@ -3,8 +3,10 @@
 #include "kube/attach.h"
 
 #include "kube/config.h"
+#include "kube/rest.h"
 #include "util/buf.h"
 #include "util/log.h"
+#include "util/url.h"
 
 #include <ev.h>
 #include <libwebsockets.h>
@@ -692,4 +694,22 @@ void kube_attach_free(struct kube_attach *a)
         return;
     }
     destroy(a);
+}
+
+int kube_attach_pod_url(const char *server, const char *namespace, const char *pod,
+                        const char *container, struct buf *out, struct telo_err *err)
+{
+    const struct kube_ref ref = {.version = "v1",
+                                 .resource = "pods",
+                                 .namespace = namespace,
+                                 .name = pod,
+                                 .subresource = "attach"};
+    int rc = buf_append_str(out, server != NULL ? server : "");
+    rc = rc ? rc : kube_ref_path(&ref, out, err);
+    rc = rc ? rc : url_query_add(out, "container", container);
+    rc = rc ? rc : url_query_add(out, "stdin", "true");
+    rc = rc ? rc : url_query_add(out, "stdout", "true");
+    rc = rc ? rc : url_query_add(out, "stderr", "false");
+    rc = rc ? rc : url_query_add(out, "tty", "true");
+    return rc;
 }

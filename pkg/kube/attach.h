@@ -8,6 +8,7 @@
 #include "kube/channel.h"
 #include "util/err.h"
 
+struct buf;
 struct ev_loop;
 struct kube_config;
 struct kube_attach;
@@ -94,5 +95,12 @@ size_t kube_attach_queued(const struct kube_attach *a);
 /* Closes the connection (a normal close if it is open) and frees a, without calling on_end.
  * NULL is a no-op. May be called from any callback of a, which then must not touch a again. */
 void kube_attach_free(struct kube_attach *a);
+
+/* Appends to out the URL of pods/attach for container in pod namespace/pod on server (the API
+ * server's base URL), as kubectl attach -it asks: stdin, stdout and a TTY (stderr=false: the TTY
+ * merges it into stdout). The path is kube_ref_path's, every part escaped. Returns 0, or
+ * -TELO_EINVAL (err filled) / -TELO_ETOOBIG / -TELO_ENOMEM. */
+int kube_attach_pod_url(const char *server, const char *namespace, const char *pod,
+                        const char *container, struct buf *out, struct telo_err *err);
 
 #endif

@@ -1,6 +1,8 @@
 /* The Kubernetes remote-command channel protocol (attach/exec over WebSocket): pure framing. */
 #include "kube/channel.h"
 
+#include "util/jget.h"
+
 #include <errno.h>
 #include <json.h>
 #include <stdint.h>
@@ -148,26 +150,16 @@ int kube_resize_format(struct buf *out, unsigned width, unsigned height)
     return buf_printf(out, "{\"Width\":%u,\"Height\":%u}", width, height);
 }
 
-static const char *str_field(struct json_object *obj, const char *key)
-{
-    struct json_object *v = NULL;
-    if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 /* The exit code in a NonZeroExitCode Status's causes, as client-go reads it (uint8), or -1. */
 static int exit_code_cause(struct json_object *status)
 {
-    struct json_object *details = NULL, *causes = NULL;
-    if (!json_object_object_get_ex(status, "details", &details) ||
-        !json_object_object_get_ex(details, "causes", &causes) ||
-        !json_object_is_type(causes, json_type_array))
+    struct json_object *causes = jget_array(jget(status, "details"), "causes");
+    if (causes == NULL)
         return -1;
     for (size_t i = 0; i < json_object_array_length(causes); i++) {
         struct json_object *cause = json_object_array_get_idx(causes, i);
-        const char *reason = str_field(cause, "reason");
-        const char *message = str_field(cause, "message");
+        const char *reason = jget_string(cause, "reason");
+        const char *message = jget_string(cause, "message");
         if (reason == NULL || strcmp(reason, "ExitCode") != 0 || message == NULL)
             continue;
         char *end = NULL;
@@ -204,9 +196,9 @@ int kube_exit_status_parse(const void *data, size_t len, struct kube_exit_status
                             "exit status: channel 3 did not carry one JSON Status object");
     }
     struct kube_exit_status st = {.code = -1};
-    const char *status = str_field(obj, "status");
-    const char *reason = str_field(obj, "reason");
-    const char *message = str_field(obj, "message");
+    const char *status = jget_string(obj, "status");
+    const char *reason = jget_string(obj, "reason");
+    const char *message = jget_string(obj, "message");
     snprintf(st.reason, sizeof(st.reason), "%s", reason ? reason : "");
     snprintf(st.message, sizeof(st.message), "%s", message ? message : "");
     if (status != NULL && strcmp(status, "Success") == 0)

@@ -151,11 +151,6 @@ static void untrack_call(struct kube_discovery *d, struct kube_call *c)
     }
 }
 
-static const char *str_member(struct json_object *o, const char *key)
-{
-    return jget_string(o, key);
-}
-
 static void pump(struct kube_discovery *d);
 
 struct fetch_ctx {
@@ -174,8 +169,8 @@ static int parse_resource_list(struct gv_entry *g, struct json_object *obj)
         return -TELO_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         struct json_object *it = json_object_array_get_idx(arr, i);
-        const char *name = str_member(it, "name");
-        const char *kind = str_member(it, "kind");
+        const char *name = jget_string(it, "name");
+        const char *kind = jget_string(it, "kind");
         if (name == NULL || kind == NULL)
             continue;
         struct res_entry *r = &g->res[g->nres];
@@ -185,7 +180,7 @@ static int parse_resource_list(struct gv_entry *g, struct json_object *obj)
         r->pub.kind = strdup(kind);
         int namespaced = 0;
         r->pub.namespaced = jget_bool(it, "namespaced", &namespaced) == 0 && namespaced;
-        const char *singular = str_member(it, "singularName");
+        const char *singular = jget_string(it, "singularName");
         r->singular = strdup(singular != NULL ? singular : "");
         struct json_object *shorts = jget_array(it, "shortNames");
         if (shorts) {

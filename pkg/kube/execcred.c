@@ -236,13 +236,13 @@ static json_object *cluster_info(const struct kube_config *cfg)
         json_object_object_add(c, "insecure-skip-tls-verify", json_object_new_boolean(1));
     char *ca = NULL;
     if (cfg->ca_pem) {
-        ca = util_base64_encode(cfg->ca_pem, cfg->ca_pem_len);
+        ca = util_base64_encode(cfg->ca_pem, cfg->ca_pem_len, NULL);
     } else if (cfg->ca_file) {
         char *text = NULL;
         size_t len = 0;
         const char *why;
         if (util_file_read(cfg->ca_file, MAX_CA_FILE, &text, &len, &why) == 0)
-            ca = util_base64_encode(text, len);
+            ca = util_base64_encode(text, len, NULL);
         free(text);
     }
     if (ca)

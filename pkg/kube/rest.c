@@ -464,9 +464,8 @@ static void list_all_page(const struct kube_result *res, void *ud)
         return;
     }
     la->bytes += res->body->len;
-    struct json_object *items = NULL;
-    if (res->object == NULL || !json_object_object_get_ex(res->object, "items", &items) ||
-        !json_object_is_type(items, json_type_array)) {
+    struct json_object *items = jget_array(res->object, "items");
+    if (items == NULL) {
         struct kube_result bad = {.rc = telo_err_set(&err, TELO_EPROTO,
                                                      "list %s: the answer has no items array",
                                                      la->resource),
@@ -480,8 +479,7 @@ static void list_all_page(const struct kube_result *res, void *ud)
     if (la->merged == NULL) {
         la->merged = json_object_get(res->object);
     } else {
-        struct json_object *all = NULL;
-        json_object_object_get_ex(la->merged, "items", &all);
+        struct json_object *all = jget_array(la->merged, "items");
         size_t n = json_object_array_length(items);
         for (size_t i = 0; i < n; i++)
             json_object_array_add(all, json_object_get(json_object_array_get_idx(items, i)));

@@ -105,13 +105,6 @@ static char *dup_or_fail(const char *s, bool *failed)
     return copy;
 }
 
-/* The string member key of obj, or NULL when obj is not an object or the member is absent or not a
- * string: clients must ignore Status fields of an unexpected type (metav1.StatusDetails). */
-static const char *string_member(struct json_object *obj, const char *key)
-{
-    return jget_string(obj, key);
-}
-
 /* The int member key of obj clamped to [0, INT_MAX], or 0 when absent or not an integer. */
 static int int_member(struct json_object *obj, const char *key)
 {
@@ -151,10 +144,8 @@ static int finish_fill(struct kube_status *out, bool failed, struct telo_err *er
 
 static void fill_causes(struct json_object *details, struct kube_status *out, bool *failed)
 {
-    struct json_object *arr;
-    if (!json_object_is_type(details, json_type_object) ||
-        !json_object_object_get_ex(details, "causes", &arr) ||
-        !json_object_is_type(arr, json_type_array))
+    struct json_object *arr = jget_array(details, "causes");
+    if (arr == NULL)
         return;
     size_t n = json_object_array_length(arr);
     if (n == 0)
@@ -166,9 +157,9 @@ static void fill_causes(struct json_object *details, struct kube_status *out, bo
     }
     for (size_t i = 0; i < n; i++) {
         struct json_object *c = json_object_array_get_idx(arr, i);
-        const char *type = string_member(c, "reason");
-        const char *message = string_member(c, "message");
-        const char *field = string_member(c, "field");
+        const char *type = jget_string(c, "reason");
+        const char *message = jget_string(c, "message");
+        const char *field = jget_string(c, "field");
         struct kube_status_cause *cause = &out->causes[out->ncauses++];
         cause->type = dup_or_fail(type ? type : "", failed);
         cause->message = dup_or_fail(message ? message : "", failed);
@@ -184,7 +175,7 @@ static int fill_from_status(int code_if_missing, struct json_object *obj, struct
     int code = int_member(obj, "code");
     out->code = code > 0 ? code : code_if_missing;
 
-    const char *reason = string_member(obj, "reason");
+    const char *reason = jget_string(obj, "reason");
     out->reason = reason_from_name(reason);
     if (out->reason == KUBE_REASON_UNKNOWN)
         out->reason = reason_from_code(out->code, false);
@@ -195,16 +186,15 @@ static int fill_from_status(int code_if_missing, struct json_object *obj, struct
     else
         out->reason_text = dup_or_fail("", &failed);
 
-    const char *message = string_member(obj, "message");
+    const char *message = jget_string(obj, "message");
     out->message = dup_or_fail(message ? message : "", &failed);
 
-    struct json_object *details = NULL;
-    if (json_object_object_get_ex(obj, "details", &details) &&
-        json_object_is_type(details, json_type_object)) {
-        out->group = dup_or_fail(string_member(details, "group"), &failed);
-        out->kind = dup_or_fail(string_member(details, "kind"), &failed);
-        out->name = dup_or_fail(string_member(details, "name"), &failed);
-        out->uid = dup_or_fail(string_member(details, "uid"), &failed);
+    struct json_object *details = jget_object(obj, "details");
+    if (details != NULL) {
+        out->group = dup_or_fail(jget_string(details, "group"), &failed);
+        out->kind = dup_or_fail(jget_string(details, "kind"), &failed);
+        out->name = dup_or_fail(jget_string(details, "name"), &failed);
+        out->uid = dup_or_fail(jget_string(details, "uid"), &failed);
         out->retry_after_seconds = int_member(details, "retryAfterSeconds");
         fill_causes(details, out, &failed);
     }
@@ -221,7 +211,7 @@ int kube_status_from_json(int http_code_if_missing, struct json_object *obj,
         return telo_err_set(err, TELO_EPROTO, "expected a Status object, got JSON %s",
                             json_type_to_name(json_object_get_type(obj)));
     /* A watch ERROR event carries a Status; anything else there is a server bug we should name. */
-    const char *kind = string_member(obj, "kind");
+    const char *kind = jget_string(obj, "kind");
     if (kind && strcmp(kind, "Status") != 0)
         return telo_err_set(err, TELO_EPROTO, "expected a Status object, got kind \"%.64s\"", kind);
     return fill_from_status(http_code_if_missing, obj, out, err);
@@ -364,7 +354,7 @@ int kube_status_parse(int http_code, const char *body, size_t len, struct kube_s
     /* client-go only believes a body that decodes as kind Status; a JSON error page from a proxy
      * is as unexpected as an HTML one. */
     struct json_object *obj = parse_whole_json(body, len);
-    const char *kind = string_member(obj, "kind");
+    const char *kind = jget_string(obj, "kind");
     int rc;
     if (kind && strcmp(kind, "Status") == 0)
         rc = fill_from_status(http_code, obj, out, err);

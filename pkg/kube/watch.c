@@ -2,10 +2,10 @@
  */
 #include "kube/watch.h"
 
+#include "util/jitter.h"
 #include "util/url.h"
 
 #include <json.h>
-#include <openssl/rand.h>
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,14 +40,6 @@ long kube_watch_timeout_for(double u)
     if (u >= 1.0)
         u = 0.999999;
     return MIN_TIMEOUT_S + (long)(u * (double)(MAX_TIMEOUT_S - MIN_TIMEOUT_S + 1));
-}
-
-static double random_unit(void)
-{
-    uint32_t r = 0;
-    if (RAND_bytes((unsigned char *)&r, sizeof(r)) != 1)
-        r = (uint32_t)rand();
-    return (double)r / 4294967296.0;
 }
 
 int kube_watch_query(const struct kube_watch_opts *o, long timeout_seconds, struct buf *out)
@@ -197,8 +189,9 @@ struct kube_watch *kube_watch_start(struct kube_transport *t, const struct kube_
     w->on_event = on_event;
     w->on_end = on_end;
     w->ud = ud;
-    w->timeout_s = (o != NULL && o->timeout_seconds > 0) ? o->timeout_seconds
-                                                         : kube_watch_timeout_for(random_unit());
+    w->timeout_s = (o != NULL && o->timeout_seconds > 0)
+                       ? o->timeout_seconds
+                       : kube_watch_timeout_for(util_random_unit());
     w->start_rv = strdup(o != NULL && o->resource_version != NULL ? o->resource_version : "");
     w->dec = kube_watchdec_new(
         o != NULL && o->max_event_bytes > 0 ? o->max_event_bytes : DEFAULT_MAX_EVENT, dec_event, w);

@@ -652,12 +652,7 @@ static void on_secret(const struct kube_result *res, void *ud)
                  message);
         return;
     }
-    struct json_object *data = NULL, *v = NULL;
-    json_object_object_get_ex(res->object, "data", &data);
-    const char *text =
-        json_object_object_get_ex(data, SECRET_KEY, &v) && json_object_is_type(v, json_type_string)
-            ? json_object_get_string(v)
-            : NULL;
+    const char *text = jget_string(jget(res->object, "data"), SECRET_KEY);
     size_t len = 0;
     unsigned char *config = text ? util_base64_decode(text, strlen(text), &len) : NULL;
     if (!config) {

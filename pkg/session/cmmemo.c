@@ -1,6 +1,7 @@
 /* Bundle ConfigMaps read moments ago, and reads in flight shared by every pass that needs them. */
 #include "session/cmmemo.h"
 
+#include "util/jget.h"
 #include "util/strmap.h"
 
 #include <stdlib.h>
@@ -113,13 +114,13 @@ static struct json_object *key_names(struct json_object *cm)
     static const char *const sections[] = {"binaryData", "data"};
     struct json_object *out = json_object_new_object();
     for (size_t i = 0; out && i < 2; i++) {
-        struct json_object *section = NULL, *names = json_object_new_object();
+        struct json_object *section = jget_object(cm, sections[i]);
+        struct json_object *names = json_object_new_object();
         if (!names) {
             json_object_put(out);
             return NULL;
         }
-        if (json_object_object_get_ex(cm, sections[i], &section) &&
-            json_object_is_type(section, json_type_object)) {
+        if (section != NULL) {
             json_object_object_foreach(section, k, v)
             {
                 (void)v;

@@ -9,18 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Short names over util/jget (type-checked: a null or a wrong type reads as absent), so the
- * parser below reads as a list of fields. */
-static struct json_object *get(struct json_object *obj, const char *key)
-{
-    return jget(obj, key);
-}
-
-static const char *str(struct json_object *obj, const char *key)
-{
-    return jget_string(obj, key);
-}
-
+/* A boolean and an integer with defaults, over util/jget (type-checked: a null or a wrong type
+ * reads as absent), so the parser below reads as a list of fields. */
 static int flag(struct json_object *obj, const char *key)
 {
     int v = 0;
@@ -36,26 +26,26 @@ static long long number(struct json_object *obj, const char *key, long long miss
 int session_spec_parse(struct json_object *obj, struct session *s, struct telo_err *err)
 {
     memset(s, 0, sizeof(*s));
-    struct json_object *meta = get(obj, "metadata"), *spec = get(obj, "spec");
-    s->name = str(meta, "name");
-    s->namespace = str(meta, "namespace");
-    s->uid = str(meta, "uid");
+    struct json_object *meta = jget(obj, "metadata"), *spec = jget(obj, "spec");
+    s->name = jget_string(meta, "name");
+    s->namespace = jget_string(meta, "namespace");
+    s->uid = jget_string(meta, "uid");
     if (!s->name || !s->namespace || !s->uid)
         return telo_err_set(err, TELO_EINVAL, "metadata: name, namespace and uid are required");
     s->generation = number(meta, "generation", 0);
-    s->deleting = get(meta, "deletionTimestamp") != NULL;
-    s->status = get(obj, "status");
+    s->deleting = jget(meta, "deletionTimestamp") != NULL;
+    s->status = jget(obj, "status");
     if (!spec)
         return telo_err_set(err, TELO_EINVAL, "spec: required");
 
     s->self_contained = flag(spec, "selfContained");
-    s->entry = str(spec, "entry");
-    struct json_object *bundle = get(spec, "bundle");
-    struct json_object *cm = get(bundle, "configMap"), *url = get(bundle, "url");
-    s->bundle_configmap = str(cm, "name");
-    s->bundle_configmap_key = str(cm, "key") ? str(cm, "key") : "bundle.tgz";
-    s->bundle_url = str(url, "url");
-    s->bundle_sha256 = str(url, "sha256");
+    s->entry = jget_string(spec, "entry");
+    struct json_object *bundle = jget(spec, "bundle");
+    struct json_object *cm = jget(bundle, "configMap"), *url = jget(bundle, "url");
+    s->bundle_configmap = jget_string(cm, "name");
+    s->bundle_configmap_key = jget_string(cm, "key") ? jget_string(cm, "key") : "bundle.tgz";
+    s->bundle_url = jget_string(url, "url");
+    s->bundle_sha256 = jget_string(url, "sha256");
     if (!s->self_contained) {
         /* The CRD allows the same entries; checked again here, since the entry becomes an
          * argument of `telo run` and of the build's `telo install`. */
@@ -69,20 +59,20 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
             return telo_err_set(err, TELO_EINVAL,
                                 "spec.bundle.url.sha256: want 64 lowercase hex characters");
     }
-    s->image = str(spec, "image");
-    s->pull_policy = str(spec, "pullPolicy");
-    s->registry_url = str(spec, "registryUrl");
+    s->image = jget_string(spec, "image");
+    s->pull_policy = jget_string(spec, "pullPolicy");
+    s->registry_url = jget_string(spec, "registryUrl");
     s->env = jget_array(spec, "env");
     s->inspect = flag(spec, "inspect");
-    struct json_object *res = get(spec, "resources");
-    s->cpu = str(res, "cpu");
-    s->memory = str(res, "memory");
-    s->ephemeral_storage = str(res, "ephemeralStorage");
+    struct json_object *res = jget(spec, "resources");
+    s->cpu = jget_string(res, "cpu");
+    s->memory = jget_string(res, "memory");
+    s->ephemeral_storage = jget_string(res, "ephemeralStorage");
     s->ttl_seconds = number(spec, "ttlSeconds", 0);
     s->stopped = flag(spec, "stopped");
     s->ttl_after_finished = number(spec, "ttlSecondsAfterFinished", -1);
 
-    struct json_object *ports = get(spec, "ports");
+    struct json_object *ports = jget(spec, "ports");
     size_t n =
         ports && json_object_is_type(ports, json_type_array) ? json_object_array_length(ports) : 0;
     if (n > SESSION_MAX_PORTS)
@@ -90,7 +80,7 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
     for (size_t i = 0; i < n; i++) {
         struct json_object *p = json_object_array_get_idx(ports, i);
         long long port = number(p, "port", 0);
-        const char *proto = str(p, "protocol") ? str(p, "protocol") : "TCP";
+        const char *proto = jget_string(p, "protocol") ? jget_string(p, "protocol") : "TCP";
         if (port < 1 || port > 65535)
             return telo_err_set(err, TELO_EINVAL, "spec.ports[%zu].port: %lld is not in 1..65535",
                                 i, port);
@@ -101,7 +91,7 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
                 return telo_err_set(err, TELO_EINVAL, "spec.ports[%zu]: %lld/%s is listed twice", i,
                                     port, proto);
         }
-        s->ports[i] = (struct session_port){(int)port, proto, str(p, "name")};
+        s->ports[i] = (struct session_port){(int)port, proto, jget_string(p, "name")};
     }
     s->nports = n;
     s->obj = json_object_get(obj);

@@ -22,3 +22,27 @@ int util_arg_consumed(const struct util_arg *arg)
 {
     return arg->joined ? 0 : 1;
 }
+
+const char *util_arg_take(const struct util_arg *arg, int *i)
+{
+    if (arg->value != NULL)
+        *i += util_arg_consumed(arg);
+    return arg->value;
+}
+
+int util_arg_kube(const struct util_arg *arg, int *i, struct util_kube_args *k)
+{
+    const char **field = NULL;
+    if (strcmp(arg->name, "--kubeconfig") == 0)
+        field = &k->kubeconfig;
+    else if (strcmp(arg->name, "--context") == 0)
+        field = &k->context;
+    else if (strcmp(arg->name, "-n") == 0 || strcmp(arg->name, "--namespace") == 0)
+        field = &k->namespace;
+    if (field == NULL)
+        return 0;
+    if (arg->value == NULL)
+        return -1;
+    *field = util_arg_take(arg, i);
+    return 1;
+}

@@ -1,5 +1,6 @@
-/* Base64 (RFC 4648, padded): decoding Kubernetes binaryData, Secret and kubeconfig data, and
- * encoding. */
+/* Base64 (RFC 4648): padded, for Kubernetes binaryData and Secret data, kubeconfig data,
+ * registry credentials and the WebSocket accept key; unpadded base64url for bearer tokens in a
+ * WebSocket subprotocol. */
 #include "util/base64.h"
 
 #include <openssl/evp.h>
@@ -88,29 +89,61 @@ bad:
     return NULL;
 }
 
-char *util_base64_encode(const void *data, size_t n)
+size_t util_base64_encode_into(char *out, const void *in, size_t n)
 {
-    const unsigned char *in = data;
-    char *out = malloc((n + 2) / 3 * 4 + 1);
-    if (!out)
+    return (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+}
+
+char *util_base64_encode(const void *in, size_t n, size_t *len)
+{
+    if (n > (size_t)INT_MAX / 4 * 3)
         return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)in[i] << 16;
-        if (i + 1 < n)
-            v |= (unsigned)in[i + 1] << 8;
-        if (i + 2 < n)
-            v |= in[i + 2];
-        out[o++] = alphabet[(v >> 18) & 63];
-        out[o++] = alphabet[(v >> 12) & 63];
-        out[o++] = alphabet[(v >> 6) & 63];
-        out[o++] = alphabet[v & 63];
-        /* A missing input byte turns its output character into padding (RFC 4648, section 4). */
-        if (i + 1 >= n)
-            out[o - 2] = '=';
-        if (i + 2 >= n)
-            out[o - 1] = '=';
-    }
-    out[o] = '\0';
+    char *out = malloc(UTIL_BASE64_ENCODED_SIZE(n));
+    if (out == NULL)
+        return NULL;
+    size_t got = util_base64_encode_into(out, in, n);
+    if (len)
+        *len = got;
     return out;
+}
+
+/* The value of one base64url character, or -1. */
+static int url_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '-')
+        return 62;
+    if (c == '_')
+        return 63;
+    return -1;
+}
+
+int util_base64url_decode(const char *in, char *out, size_t outlen)
+{
+    unsigned int acc = 0;
+    int bits = 0;
+    size_t n = 0;
+    if (outlen == 0)
+        return -1;
+    for (const char *p = in; *p != '\0' && *p != '='; p++) {
+        int v = url_value(*p);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (unsigned int)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            char c = (char)((acc >> bits) & 0xFF);
+            if (c == '\0' || n + 1 >= outlen)
+                return -1;
+            out[n++] = c;
+        }
+    }
+    out[n] = '\0';
+    return n > 0 ? 0 : -1;
 }

@@ -1,6 +1,8 @@
 /* Structured logging: one logfmt line per event on stderr. */
 #include "util/log.h"
 
+#include "util/timefmt.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,12 +35,10 @@ void telo_log(enum telo_log_level level, const char *msg, const char *kv_fmt, ..
         return;
     char line[2048];
     struct timespec now;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &now);
-    gmtime_r(&now.tv_sec, &tm);
-    int n = snprintf(line, sizeof(line), "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s msg=\"",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     now.tv_nsec / 1000000, level_names[level]);
+    char ts[TIMEFMT_MICRO_MAX];
+    timefmt_format_milli((double)now.tv_sec + (double)now.tv_nsec / 1e9, ts, sizeof(ts));
+    int n = snprintf(line, sizeof(line), "ts=%s level=%s msg=\"", ts, level_names[level]);
     /* Quotes and newlines in the message would break logfmt parsers. */
     for (const char *p = msg; *p && n < (int)sizeof(line) - 2; p++) {
         if (*p == '"' || *p == '\\')

@@ -67,12 +67,39 @@ double timefmt_parse(const char *text)
     return t - (*p == '+' ? 1 : -1) * (oh * 3600 + om * 60);
 }
 
-void timefmt_format(double t, char *out, size_t len)
+/* t in UTC with digits (0, 3 or 6) fractional digits, rounded to the last one. */
+static void format_digits(double t, int digits, char *out, size_t len)
 {
-    time_t secs = (time_t)floor(t);
+    const long scale = digits == 6 ? 1000000 : digits == 3 ? 1000 : 1;
+    double whole = floor(t);
+    long frac = digits > 0 ? (long)llround((t - whole) * (double)scale) : 0;
+    if (frac >= scale) {
+        whole += 1;
+        frac -= scale;
+    }
+    time_t secs = (time_t)whole;
     struct tm tm;
     gmtime_r(&secs, &tm);
-    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char tail[32] = "Z";
+    if (digits > 0)
+        snprintf(tail, sizeof(tail), ".%0*ldZ", digits, frac);
+    snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d%s", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, tail);
+}
+
+void timefmt_format(double t, char *out, size_t len)
+{
+    format_digits(t, 0, out, len);
+}
+
+void timefmt_format_micro(double t, char *out, size_t len)
+{
+    format_digits(t, 6, out, len);
+}
+
+void timefmt_format_milli(double t, char *out, size_t len)
+{
+    format_digits(t, 3, out, len);
 }
 
 double timefmt_parse_duration(const char *text)

@@ -1,8 +1,10 @@
 /* WebSocket framing (RFC 6455): frame headers, masking and the handshake's accept key. Pure. */
 #include "ws/frame.h"
 
-#include <openssl/evp.h>
+#include "util/base64.h"
+
 #include <openssl/sha.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int known_opcode(int op)
@@ -109,17 +111,17 @@ void ws_mask(uint8_t *data, size_t len, const uint8_t mask[4], size_t offset)
 int ws_accept_key(const char *key, char out[WS_ACCEPT_KEY_SIZE])
 {
     static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-    unsigned char raw[18];
-    size_t klen = strlen(key);
+    size_t klen = strlen(key), rawlen = 0;
     /* A 16-byte nonce in base64 is 24 characters ending in "==" (section 4.1). */
-    if (klen != 24 || EVP_DecodeBlock(raw, (const unsigned char *)key, 24) != 18 ||
-        key[22] != '=' || key[23] != '=')
+    unsigned char *raw = klen == 24 ? util_base64_decode(key, klen, &rawlen) : NULL;
+    free(raw);
+    if (raw == NULL || rawlen != 16 || key[22] != '=' || key[23] != '=')
         return -TELO_EINVAL;
     unsigned char cat[24 + sizeof(guid)];
     memcpy(cat, key, 24);
     memcpy(cat + 24, guid, sizeof(guid) - 1);
     unsigned char digest[SHA_DIGEST_LENGTH];
     SHA1(cat, 24 + sizeof(guid) - 1, digest);
-    EVP_EncodeBlock((unsigned char *)out, digest, SHA_DIGEST_LENGTH);
+    util_base64_encode_into(out, digest, SHA_DIGEST_LENGTH);
     return 0;
 }

@@ -1,6 +1,6 @@
-"""Our Kubernetes client (pkg/kube) against the real API server, through the CLI
-`telo-operator kube ...`. TELO_OPERATOR_BIN selects the binary (e.g. the sanitizer build,
-build-asan/bin/telo-operator); the default is build/bin/telo-operator."""
+"""Our Kubernetes client (pkg/kube) against the real API server, through the development CLI
+`telo-kube ...` (cmd/telo-kube), from $TELO_BIN_DIR like the other binaries (e.g. the sanitizer
+build, build-asan/bin); the default is build/bin/telo-kube."""
 
 import json
 import os
@@ -9,13 +9,13 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, LineReader, wait_until
+from conftest import OPERATOR_BIN_DIR, LineReader, wait_until
 
-BIN = os.environ.get("TELO_OPERATOR_BIN") or os.path.join(ROOT, "build", "bin", "telo-operator")
+BIN = os.path.join(OPERATOR_BIN_DIR, "telo-kube")
 
 
 def kube(cluster, *args, check=True, input=None, timeout=120, kubeconfig=None):
-    proc = subprocess.run([BIN, "kube", "--kubeconfig", kubeconfig or cluster.kubeconfig, *args],
+    proc = subprocess.run([BIN, "--kubeconfig", kubeconfig or cluster.kubeconfig, *args],
                           input=input, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError("kube %s failed (exit %d): %s" %
@@ -31,7 +31,7 @@ class Watch(LineReader):
     """`kube watch` in the background."""
 
     def __init__(self, cluster, *args):
-        super().__init__([BIN, "kube", "--kubeconfig", cluster.kubeconfig, "watch", *args])
+        super().__init__([BIN, "--kubeconfig", cluster.kubeconfig, "watch", *args])
 
     def expect(self, predicate, timeout=30, what="a watch line"):
         return super().expect(predicate, timeout=timeout, what=what)
@@ -168,7 +168,7 @@ def test_watch_from_compacted_version_reports_expired(cluster, namespace):
 
 def test_watch_and_200_requests_share_one_http2_connection(cluster, namespace):
     # --hold keeps the connection open after the requests so `ss` can count it from outside.
-    proc = subprocess.Popen([BIN, "kube", "--kubeconfig", cluster.kubeconfig, "stress",
+    proc = subprocess.Popen([BIN, "--kubeconfig", cluster.kubeconfig, "stress",
                              "--requests", "200", "--with-watch", "--hold", "3", "-n", namespace],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -60,10 +60,56 @@ static void leaves_other_words_whole(void **state)
     }
 }
 
+static void take_advances_past_the_value(void **state)
+{
+    (void)state;
+    char *argv[] = {"--ns", "a", "--ns=b", "--last"};
+    struct util_arg arg;
+    int i = 0;
+    util_arg_read(4, argv, i, &arg);
+    assert_string_equal(util_arg_take(&arg, &i), "a");
+    assert_int_equal(i, 1); /* the loop's i++ then moves to the next option */
+    i = 2;
+    util_arg_read(4, argv, i, &arg);
+    assert_string_equal(util_arg_take(&arg, &i), "b");
+    assert_int_equal(i, 2);
+    i = 3;
+    util_arg_read(4, argv, i, &arg);
+    assert_null(util_arg_take(&arg, &i));
+    assert_int_equal(i, 3);
+}
+
+static void kube_flags_are_read_as_kubectl_takes_them(void **state)
+{
+    (void)state;
+    char *argv[] = {"--kubeconfig=/k", "-n", "ns", "--context", "c", "--other", "x", "--context"};
+    struct util_kube_args k = {0};
+    struct util_arg arg;
+    int i = 0;
+    util_arg_read(8, argv, i, &arg);
+    assert_int_equal(util_arg_kube(&arg, &i, &k), 1);
+    assert_int_equal(i, 0);
+    util_arg_read(8, argv, ++i, &arg);
+    assert_int_equal(util_arg_kube(&arg, &i, &k), 1);
+    assert_int_equal(i, 2);
+    util_arg_read(8, argv, ++i, &arg);
+    assert_int_equal(util_arg_kube(&arg, &i, &k), 1);
+    util_arg_read(8, argv, ++i, &arg);
+    assert_int_equal(util_arg_kube(&arg, &i, &k), 0); /* --other: not one of them */
+    assert_int_equal(i, 5);
+    util_arg_read(8, argv, i = 7, &arg);
+    assert_int_equal(util_arg_kube(&arg, &i, &k), -1); /* --context with no value */
+    assert_string_equal(k.kubeconfig, "/k");
+    assert_string_equal(k.namespace, "ns");
+    assert_string_equal(k.context, "c");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_a_value_from_the_next_word),
+        cmocka_unit_test(take_advances_past_the_value),
+        cmocka_unit_test(kube_flags_are_read_as_kubectl_takes_them),
         cmocka_unit_test(reads_a_value_joined_with_an_equals_sign),
         cmocka_unit_test(leaves_other_words_whole),
     };

@@ -680,9 +680,28 @@ static void tls_verifies_the_server_and_presents_the_client_certificate(void **s
     ev_loop_destroy(loop);
 }
 
+static void pod_attach_url_is_escaped_and_asks_for_a_tty(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 4096);
+    assert_int_equal(
+        kube_attach_pod_url("https://127.0.0.1:6443", "ns", "p/1", "session", &b, NULL), 0);
+    assert_string_equal(b.data, "https://127.0.0.1:6443/api/v1/namespaces/ns/pods/p%2F1/attach"
+                                "?container=session&stdin=true&stdout=true&stderr=false&tty=true");
+    buf_release(&b);
+    struct telo_err err = {0};
+    buf_init(&b, 4096);
+    assert_int_equal(kube_attach_pod_url("https://h", "ns", NULL, "session", &b, &err),
+                     -TELO_EINVAL); /* no pod: kube_ref_path refuses a subresource without one */
+    assert_true(err.msg[0] != '\0');
+    buf_release(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(pod_attach_url_is_escaped_and_asks_for_a_tty),
         cmocka_unit_test(typed_resized_and_ended_with_a_status),
         cmocka_unit_test(typed_bytes_leave_before_the_loop_turns),
         cmocka_unit_test(output_sent_together_is_read_in_few_turns),

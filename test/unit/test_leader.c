@@ -11,7 +11,6 @@
 #include <cmocka.h>
 
 #include "controller/leader.h"
-#include "controller/microtime.h"
 
 #include <json.h>
 
@@ -315,20 +314,6 @@ static void record_round_trips_through_a_lease(void **state)
     assert_int_equal(leader_record_from_lease(NULL, &r), -TELO_EPROTO);
 }
 
-static void microtime_has_six_digits(void **state)
-{
-    (void)state;
-    char s[MICROTIME_TEXT_MAX];
-    microtime_format(T0 + 0.0000004, s, sizeof(s));
-    assert_string_equal(s, "2024-05-01T10:00:00.000000Z");
-    microtime_format(T0 + 59.9999996, s, sizeof(s));
-    assert_string_equal(s, "2024-05-01T10:01:00.000000Z");
-    microtime_format(T0 + 1.5, s, sizeof(s));
-    assert_string_equal(s, "2024-05-01T10:00:01.500000Z");
-    microtime_format_seconds(T0 + 1.5, s, sizeof(s));
-    assert_string_equal(s, "2024-05-01T10:00:01Z");
-}
-
 /* ---- simulation ---------------------------------------------------------------------------- */
 
 #define NCAND 3
@@ -566,7 +551,6 @@ int main(void)
         cmocka_unit_test(the_leader_steps_down_when_someone_else_holds_it),
         cmocka_unit_test(a_record_naming_us_is_renewed_even_when_not_leading),
         cmocka_unit_test(record_round_trips_through_a_lease),
-        cmocka_unit_test(microtime_has_six_digits),
         cmocka_unit_test(never_two_leaders_under_failures_and_skew),
         cmocka_unit_test(a_crashed_leader_is_replaced_within_lease_plus_one_retry),
         cmocka_unit_test(a_released_lease_is_taken_within_one_jittered_retry),

@@ -103,12 +103,32 @@ static void parses_go_durations(void **state)
     assert_true(timefmt_parse_duration(NULL) == -1);
 }
 
+static void formats_micro_times_with_six_digits(void **state)
+{
+    (void)state;
+    const double t0 = 1714557600.0; /* 2024-05-01T10:00:00Z */
+    char s[TIMEFMT_MICRO_MAX];
+    timefmt_format_micro(t0 + 0.0000004, s, sizeof(s));
+    assert_string_equal(s, "2024-05-01T10:00:00.000000Z");
+    timefmt_format_micro(t0 + 59.9999996, s, sizeof(s));
+    assert_string_equal(s, "2024-05-01T10:01:00.000000Z");
+    timefmt_format_micro(t0 + 1.5, s, sizeof(s));
+    assert_string_equal(s, "2024-05-01T10:00:01.500000Z");
+    timefmt_format(t0 + 1.5, s, sizeof(s));
+    assert_string_equal(s, "2024-05-01T10:00:01Z");
+    timefmt_format_milli(t0 + 1.2346, s, sizeof(s));
+    assert_string_equal(s, "2024-05-01T10:00:01.235Z");
+    timefmt_format_milli(t0 + 59.9996, s, sizeof(s)); /* rounds into the next second */
+    assert_string_equal(s, "2024-05-01T10:01:00.000Z");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parses_what_the_api_server_writes),
         cmocka_unit_test(refuses_what_is_not_a_time_stamp),
         cmocka_unit_test(formats_whole_seconds_in_utc),
+        cmocka_unit_test(formats_micro_times_with_six_digits),
         cmocka_unit_test(parses_go_durations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,6 @@
 // Command create-configmaps is the client-go side of bench/kube-client: it creates N ConfigMaps
 // in a namespace as fast as client-go allows with client-side rate limiting disabled, and prints
-// the wall time as JSON, in the same shape as `telo-operator kube bench-create`.
+// the wall time as JSON, in the same shape as `telo-kube bench-create`.
 package main
 
 import (

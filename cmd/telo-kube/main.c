@@ -1,18 +1,20 @@
-/* `telo-operator kube ...`: a small kubectl-like tool over pkg/kube, for development and e2e. */
-#include "kube_cmd.h"
+/* telo-kube: a small kubectl-like client over pkg/kube, for development, e2e and benchmarks; not
+ * part of the operator's image. */
 
 #include "kube/config.h"
 #include "kube/discovery.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
 #include "kube/watch.h"
+#include "util/argv.h"
 #include "util/buf.h"
 #include "util/err.h"
+#include "util/jget.h"
 #include "util/log.h"
+#include "util/yamljson.h"
 
 #include <ev.h>
 #include <json.h>
-#include <yaml.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,11 +26,11 @@
 #define MAX_FILE_BYTES ((size_t)16 << 20)
 #define MAX_DOCS       256
 
-void kube_cmd_usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: telo-operator kube [--kubeconfig FILE] [--context NAME] [-v] COMMAND ...\n"
+        "usage: telo-kube [--kubeconfig FILE] [--context NAME] [-v] COMMAND ...\n"
         "\n"
         "A small client for the API server built on pkg/kube (HTTP/2, one connection).\n"
         "RESOURCE is what kubectl accepts: configmaps, cm, deployments.apps, ...\n"
@@ -62,10 +64,11 @@ void kube_cmd_usage(FILE *out)
 /* ---- arguments ---- */
 
 struct args {
-    const char *kubeconfig, *context, *command;
+    struct util_kube_args kube;
+    const char *command;
     const char *pos[4];
     int npos;
-    const char *ns, *file, *selector, *field_selector, *rv, *field_manager, *patch, *patch_type;
+    const char *file, *selector, *field_selector, *rv, *field_manager, *patch, *patch_type;
     const char *propagation, *uid, *subresource, *prefix;
     int all_ns, force, rewatch, json, with_watch, verbose;
     long limit, timeout, max_events, grace, requests, count;
@@ -117,25 +120,27 @@ static int parse_args(int argc, char **argv, struct args *a)
     a->prefix = "bench-";
     a->patch_type = "merge";
     for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        /* --flag=value as well as --flag value. */
+        struct util_arg arg;
+        util_arg_read(argc, argv, i, &arg);
+        const char *s = arg.name, *v = arg.value;
 #define TAKE(flag, field)                                                                          \
     if (strcmp(s, flag) == 0) {                                                                    \
         if (v == NULL) {                                                                           \
-            fprintf(stderr, "telo-operator kube: %s needs a value\n", flag);                       \
+            fprintf(stderr, "telo-kube: %s needs a value\n", flag);                                \
             return -1;                                                                             \
         }                                                                                          \
         (field) = v;                                                                               \
-        i++;                                                                                       \
+        i += util_arg_consumed(&arg);                                                              \
         continue;                                                                                  \
     }
 #define TAKE_LONG(flag, field)                                                                     \
     if (strcmp(s, flag) == 0) {                                                                    \
         if (v == NULL || parse_long(v, &(field)) != 0) {                                           \
-            fprintf(stderr, "telo-operator kube: %s needs an integer\n", flag);                    \
+            fprintf(stderr, "telo-kube: %s needs an integer\n", flag);                             \
             return -1;                                                                             \
         }                                                                                          \
-        i++;                                                                                       \
+        i += util_arg_consumed(&arg);                                                              \
         continue;                                                                                  \
     }
 #define FLAG(flag, field)                                                                          \
@@ -143,10 +148,13 @@ static int parse_args(int argc, char **argv, struct args *a)
         (field) = 1;                                                                               \
         continue;                                                                                  \
     }
-        TAKE("--kubeconfig", a->kubeconfig)
-        TAKE("--context", a->context)
-        TAKE("-n", a->ns)
-        TAKE("--namespace", a->ns)
+        int kube = util_arg_kube(&arg, &i, &a->kube);
+        if (kube < 0) {
+            fprintf(stderr, "telo-kube: %s needs a value\n", s);
+            return -1;
+        }
+        if (kube > 0)
+            continue;
         TAKE("-f", a->file)
         TAKE("--filename", a->file)
         TAKE("-l", a->selector)
@@ -176,17 +184,17 @@ static int parse_args(int argc, char **argv, struct args *a)
         FLAG("-v", a->verbose)
         if (strcmp(s, "--duration") == 0 || strcmp(s, "--hold") == 0) {
             if (v == NULL) {
-                fprintf(stderr, "telo-operator kube: %s needs seconds\n", s);
+                fprintf(stderr, "telo-kube: %s needs seconds\n", s);
                 return -1;
             }
             *(s[2] == 'd' ? &a->duration : &a->hold) = atof(v);
-            i++;
+            i += util_arg_consumed(&arg);
             continue;
         }
         if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0)
             return 1;
         if (s[0] == '-' && s[1] != '\0') {
-            fprintf(stderr, "telo-operator kube: unknown option '%s'\n", s);
+            fprintf(stderr, "telo-kube: unknown option '%s'\n", s);
             return -1;
         }
         if (a->command == NULL) {
@@ -194,7 +202,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         } else if (a->npos < 4) {
             a->pos[a->npos++] = s;
         } else {
-            fprintf(stderr, "telo-operator kube: too many arguments at '%s'\n", s);
+            fprintf(stderr, "telo-kube: too many arguments at '%s'\n", s);
             return -1;
         }
 #undef TAKE
@@ -214,117 +222,13 @@ static void print_json(struct json_object *obj)
                                                  JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
-static const char *meta_str(struct json_object *obj, const char *key)
-{
-    struct json_object *meta = NULL, *v = NULL;
-    if (obj == NULL || !json_object_object_get_ex(obj, "metadata", &meta) ||
-        !json_object_object_get_ex(meta, key, &v))
-        return NULL;
-    return json_object_get_string(v);
-}
-
-static const char *obj_str(struct json_object *obj, const char *key)
-{
-    struct json_object *v = NULL;
-    if (obj == NULL || !json_object_object_get_ex(obj, key, &v))
-        return NULL;
-    return json_object_get_string(v);
-}
-
 static void fail(struct app *app, const char *msg)
 {
-    fprintf(stderr, "telo-operator kube: %s\n", msg);
+    fprintf(stderr, "telo-kube: %s\n", msg);
     app->exit_code = 1;
 }
 
 /* ---- YAML -> JSON (for -f files): enough of YAML 1.2 core schema for manifests ---- */
-
-static struct json_object *scalar_to_json(const yaml_event_t *ev)
-{
-    const char *v = (const char *)ev->data.scalar.value;
-    size_t len = ev->data.scalar.length;
-    if (ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && ev->data.scalar.tag == NULL) {
-        if (len == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0)
-            return NULL;
-        if (strcmp(v, "true") == 0)
-            return json_object_new_boolean(1);
-        if (strcmp(v, "false") == 0)
-            return json_object_new_boolean(0);
-        char *end = NULL;
-        errno = 0;
-        long long n = strtoll(v, &end, 10);
-        if (errno == 0 && end != v && *end == '\0')
-            return json_object_new_int64(n);
-        double d = strtod(v, &end);
-        if (end != v && *end == '\0' && strspn(v, "0123456789.eE+-") == len)
-            return json_object_new_double(d);
-    }
-    return json_object_new_string_len(v, (int)len);
-}
-
-/* Parses the next node from p; returns 0 and sets *out, or -1 on error. */
-static int yaml_node(yaml_parser_t *p, yaml_event_t *first, struct json_object **out, int depth)
-{
-    if (depth > 100)
-        return -1;
-    if (first->type == YAML_SCALAR_EVENT) {
-        *out = scalar_to_json(first);
-        return 0;
-    }
-    if (first->type == YAML_ALIAS_EVENT)
-        return -1; /* anchors are not worth supporting in manifests */
-    int mapping = first->type == YAML_MAPPING_START_EVENT;
-    if (!mapping && first->type != YAML_SEQUENCE_START_EVENT)
-        return -1;
-    struct json_object *container = mapping ? json_object_new_object() : json_object_new_array();
-    for (;;) {
-        yaml_event_t ev;
-        if (!yaml_parser_parse(p, &ev)) {
-            json_object_put(container);
-            return -1;
-        }
-        if (ev.type == YAML_MAPPING_END_EVENT || ev.type == YAML_SEQUENCE_END_EVENT) {
-            yaml_event_delete(&ev);
-            break;
-        }
-        if (mapping) {
-            if (ev.type != YAML_SCALAR_EVENT) {
-                yaml_event_delete(&ev);
-                json_object_put(container);
-                return -1;
-            }
-            char *key = strndup((const char *)ev.data.scalar.value, ev.data.scalar.length);
-            yaml_event_delete(&ev);
-            yaml_event_t vev;
-            struct json_object *val = NULL;
-            if (key == NULL || !yaml_parser_parse(p, &vev)) {
-                free(key);
-                json_object_put(container);
-                return -1;
-            }
-            int rc = yaml_node(p, &vev, &val, depth + 1);
-            yaml_event_delete(&vev);
-            if (rc != 0) {
-                free(key);
-                json_object_put(container);
-                return -1;
-            }
-            json_object_object_add(container, key, val);
-            free(key);
-        } else {
-            struct json_object *val = NULL;
-            int rc = yaml_node(p, &ev, &val, depth + 1);
-            yaml_event_delete(&ev);
-            if (rc != 0) {
-                json_object_put(container);
-                return -1;
-            }
-            json_object_array_add(container, val);
-        }
-    }
-    *out = container;
-    return 0;
-}
 
 static int read_file(const char *path, struct buf *out)
 {
@@ -344,71 +248,46 @@ static int read_file(const char *path, struct buf *out)
     return rc;
 }
 
+/* Keeps one document in app->docs; a "...List" kind is expanded into its items. */
+static int add_doc(void *ud, struct json_object *doc, int index)
+{
+    (void)index;
+    struct app *app = ud;
+    const char *kind = jget_string(doc, "kind");
+    struct json_object *items = jget_array(doc, "items");
+    size_t klen = kind != NULL ? strlen(kind) : 0;
+    if (klen > 4 && strcmp(kind + klen - 4, "List") == 0 && items != NULL) {
+        for (size_t i = 0; i < json_object_array_length(items) && app->ndocs < MAX_DOCS; i++)
+            app->docs[app->ndocs++] = json_object_get(json_object_array_get_idx(items, i));
+    } else if (app->ndocs < MAX_DOCS) {
+        app->docs[app->ndocs++] = json_object_get(doc);
+    }
+    return 0;
+}
+
 /* Loads every document of file (YAML stream or JSON) into app->docs; "List" kinds are expanded. */
 static int load_docs(struct app *app, const char *path)
 {
     struct buf b;
     buf_init(&b, MAX_FILE_BYTES);
     if (read_file(path, &b) != 0 || b.len == 0) {
-        fprintf(stderr, "telo-operator kube: cannot read %s (missing, empty or over 16 MiB)\n",
-                path);
+        fprintf(stderr, "telo-kube: cannot read %s (missing, empty or over 16 MiB)\n", path);
         buf_release(&b);
         return -1;
     }
-    yaml_parser_t p;
-    yaml_parser_initialize(&p);
-    yaml_parser_set_input_string(&p, (const unsigned char *)b.data, b.len);
-    int rc = 0;
-    for (;;) {
-        yaml_event_t ev;
-        if (!yaml_parser_parse(&p, &ev)) {
-            fprintf(stderr, "telo-operator kube: %s: line %zu: %s\n", path, p.problem_mark.line + 1,
-                    p.problem != NULL ? p.problem : "bad YAML");
-            rc = -1;
-            break;
-        }
-        if (ev.type == YAML_STREAM_END_EVENT) {
-            yaml_event_delete(&ev);
-            break;
-        }
-        if (ev.type == YAML_MAPPING_START_EVENT || ev.type == YAML_SEQUENCE_START_EVENT ||
-            ev.type == YAML_SCALAR_EVENT) {
-            struct json_object *doc = NULL;
-            int nrc = yaml_node(&p, &ev, &doc, 0);
-            yaml_event_delete(&ev);
-            if (nrc != 0) {
-                fprintf(stderr,
-                        "telo-operator kube: %s: unsupported YAML (anchors?) near line %zu\n", path,
-                        p.mark.line + 1);
-                rc = -1;
-                break;
-            }
-            if (doc == NULL)
-                continue;
-            struct json_object *items = NULL;
-            const char *kind = obj_str(doc, "kind");
-            if (kind != NULL && strlen(kind) > 4 && strcmp(kind + strlen(kind) - 4, "List") == 0 &&
-                json_object_object_get_ex(doc, "items", &items)) {
-                for (size_t i = 0; i < json_object_array_length(items) && app->ndocs < MAX_DOCS;
-                     i++)
-                    app->docs[app->ndocs++] = json_object_get(json_object_array_get_idx(items, i));
-                json_object_put(doc);
-            } else if (app->ndocs < MAX_DOCS) {
-                app->docs[app->ndocs++] = doc;
-            } else {
-                json_object_put(doc);
-            }
-            continue;
-        }
-        yaml_event_delete(&ev);
-    }
-    yaml_parser_delete(&p);
+    struct telo_err err;
+    telo_err_clear(&err);
+    int rc = yamljson_parse_docs(b.data, b.len, path, add_doc, app, &err);
     buf_release(&b);
-    if (rc == 0 && app->ndocs == 0) {
-        fprintf(stderr, "telo-operator kube: %s holds no objects\n", path);
-        rc = -1;
+    if (rc != 0) {
+        fprintf(stderr, "telo-kube: %s\n", err.msg);
+        return -1;
     }
-    return rc;
+    if (app->ndocs == 0) {
+        fprintf(stderr, "telo-kube: %s holds no objects\n", path);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- resolution ---- */
@@ -445,7 +324,7 @@ static const char *ref_namespace(struct app *app)
 {
     if (!app->namespaced || app->a->all_ns)
         return NULL;
-    return app->a->ns != NULL ? app->a->ns : app->cfg->namespace;
+    return app->a->kube.namespace != NULL ? app->a->kube.namespace : app->cfg->namespace;
 }
 
 static struct kube_ref app_ref(struct app *app, const char *name)
@@ -546,17 +425,17 @@ static void doc_resolved(struct app *app)
     struct telo_err err;
     telo_err_clear(&err);
     struct json_object *doc = app->docs[app->next_doc - 1];
-    const char *ns = meta_str(doc, "namespace");
+    const char *ns = jget_string(jget(doc, "metadata"), "namespace");
     if (ns == NULL)
-        ns = app->a->ns != NULL ? app->a->ns : app->cfg->namespace;
-    struct kube_ref ref = app_ref(app, meta_str(doc, "name"));
+        ns = app->a->kube.namespace != NULL ? app->a->kube.namespace : app->cfg->namespace;
+    struct kube_ref ref = app_ref(app, jget_string(jget(doc, "metadata"), "name"));
     ref.namespace = app->namespaced ? ns : NULL;
-    if (app->namespaced && ns != NULL && meta_str(doc, "namespace") == NULL) {
+    if (app->namespaced && ns != NULL && jget_string(jget(doc, "metadata"), "namespace") == NULL) {
         /* Apply and update need the namespace in the body to match the URL. */
         struct json_object *meta = NULL;
         if (json_object_object_get_ex(doc, "metadata", &meta))
             json_object_object_add(meta, "namespace", json_object_new_string(ns));
-        ref.namespace = meta_str(doc, "namespace");
+        ref.namespace = jget_string(jget(doc, "metadata"), "namespace");
     }
     const char *body = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN |
                                                                JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -581,8 +460,8 @@ static void next_doc(struct app *app)
     struct json_object *doc = app->docs[app->next_doc++];
     struct telo_err err;
     telo_err_clear(&err);
-    const char *api_version = obj_str(doc, "apiVersion"), *kind = obj_str(doc, "kind");
-    if (api_version == NULL || kind == NULL || meta_str(doc, "name") == NULL) {
+    const char *api_version = jget_string(doc, "apiVersion"), *kind = jget_string(doc, "kind");
+    if (api_version == NULL || kind == NULL || jget_string(jget(doc, "metadata"), "name") == NULL) {
         fail(app, "every object needs apiVersion, kind and metadata.name");
         return;
     }
@@ -600,8 +479,9 @@ static int on_watch_event(struct kube_watch *w, enum kube_watch_type type, struc
 {
     (void)w;
     struct app *app = ud;
-    const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
-    const char *rv = meta_str(obj, "resourceVersion");
+    const char *ns = jget_string(jget(obj, "metadata"), "namespace"),
+               *name = jget_string(jget(obj, "metadata"), "name");
+    const char *rv = jget_string(jget(obj, "metadata"), "resourceVersion");
     if (app->a->json) {
         struct json_object *ev = json_object_new_object();
         json_object_object_add(ev, "type", json_object_new_string(kube_watch_type_name(type)));
@@ -634,8 +514,7 @@ static void on_watch_end(struct kube_watch *w, enum kube_watch_end reason,
            st != NULL ? " code=" : "", st != NULL ? st->reason_text : "");
     fflush(stdout);
     if (err != NULL && reason != KUBE_WATCH_END_RECEIVER)
-        fprintf(stderr, "telo-operator kube: watch ended (%s): %s\n", kube_watch_end_name(reason),
-                err->msg);
+        fprintf(stderr, "telo-kube: watch ended (%s): %s\n", kube_watch_end_name(reason), err->msg);
     kube_watch_free(w);
     app->watch = NULL;
     if (reason == KUBE_WATCH_END_RECEIVER) {
@@ -783,7 +662,7 @@ static void on_stress_result(const struct kube_result *res, void *ud)
     else {
         app->failed++;
         if (app->failed == 1)
-            fprintf(stderr, "telo-operator kube: %s\n", res->err->msg);
+            fprintf(stderr, "telo-kube: %s\n", res->err->msg);
     }
     if (--app->outstanding > 0)
         return;
@@ -818,8 +697,8 @@ static void on_stress_watch_end(struct kube_watch *w, enum kube_watch_end reason
 {
     (void)st;
     struct app *app = ud;
-    fprintf(stderr, "telo-operator kube: stress watch ended early (%s): %s\n",
-            kube_watch_end_name(reason), err != NULL ? err->msg : "");
+    fprintf(stderr, "telo-kube: stress watch ended early (%s): %s\n", kube_watch_end_name(reason),
+            err != NULL ? err->msg : "");
     kube_watch_free(w);
     app->watch = NULL;
 }
@@ -828,7 +707,7 @@ static void do_stress(struct app *app)
 {
     struct telo_err err;
     telo_err_clear(&err);
-    const char *ns = app->a->ns != NULL ? app->a->ns : app->cfg->namespace;
+    const char *ns = app->a->kube.namespace != NULL ? app->a->kube.namespace : app->cfg->namespace;
     struct kube_ref coll = {.version = "v1", .resource = "configmaps", .namespace = ns};
     app->started = ev_now(app->loop);
     if (app->a->with_watch) {
@@ -866,7 +745,7 @@ static void on_bench_result(const struct kube_result *res, void *ud)
     } else {
         app->failed++;
         if (app->failed <= 3)
-            fprintf(stderr, "telo-operator kube: %s\n", res->err->msg);
+            fprintf(stderr, "telo-kube: %s\n", res->err->msg);
     }
     if (--app->outstanding > 0)
         return;
@@ -884,11 +763,12 @@ static void do_bench_create(struct app *app)
 {
     struct telo_err err;
     telo_err_clear(&err);
-    if (app->a->ns == NULL) {
+    if (app->a->kube.namespace == NULL) {
         fail(app, "bench-create needs -n NAMESPACE");
         return;
     }
-    struct kube_ref coll = {.version = "v1", .resource = "configmaps", .namespace = app->a->ns};
+    struct kube_ref coll = {
+        .version = "v1", .resource = "configmaps", .namespace = app->a->kube.namespace};
     ev_now_update(app->loop);
     app->started = ev_now(app->loop);
     char body[512];
@@ -911,19 +791,19 @@ static void do_bench_create(struct app *app)
 static int need(struct app *app, int npos, const char *what)
 {
     if (app->a->npos < npos) {
-        fprintf(stderr, "telo-operator kube %s: needs %s\n", app->a->command, what);
+        fprintf(stderr, "telo-kube %s: needs %s\n", app->a->command, what);
         app->exit_code = 2;
         return -1;
     }
     return 0;
 }
 
-int kube_cmd_main(int argc, char **argv)
+int main(int argc, char **argv)
 {
     struct args a;
     int prc = parse_args(argc, argv, &a);
     if (prc != 0) {
-        kube_cmd_usage(prc > 0 ? stdout : stderr);
+        usage(prc > 0 ? stdout : stderr);
         return prc > 0 ? 0 : 2;
     }
     if (a.verbose)
@@ -933,15 +813,15 @@ int kube_cmd_main(int argc, char **argv)
     app.a = &a;
     struct telo_err err;
     telo_err_clear(&err);
-    if (kube_config_load_env(a.kubeconfig, a.context, &app.cfg, &err) != 0) {
-        fprintf(stderr, "telo-operator kube: %s\n", err.msg);
+    if (kube_config_load_env(a.kube.kubeconfig, a.kube.context, &app.cfg, &err) != 0) {
+        fprintf(stderr, "telo-kube: %s\n", err.msg);
         return 1;
     }
     app.loop = ev_default_loop(0);
     app.t = kube_transport_new(app.loop, app.cfg, NULL, &err);
     app.disc = app.t != NULL ? kube_discovery_new(app.t) : NULL;
     if (app.t == NULL || app.disc == NULL) {
-        fprintf(stderr, "telo-operator kube: %s\n", err.msg);
+        fprintf(stderr, "telo-kube: %s\n", err.msg);
         kube_transport_free(app.t);
         kube_config_free(app.cfg);
         return 1;
@@ -967,7 +847,7 @@ int kube_cmd_main(int argc, char **argv)
     } else if (strcmp(cmd, "patch") == 0) {
         if (need(&app, 2, "RESOURCE NAME") == 0) {
             if (a.patch == NULL) {
-                fprintf(stderr, "telo-operator kube patch: needs -p PATCH\n");
+                fprintf(stderr, "telo-kube patch: needs -p PATCH\n");
                 app.exit_code = 2;
             } else {
                 resolve_name(&app, a.pos[0], do_patch);
@@ -976,10 +856,10 @@ int kube_cmd_main(int argc, char **argv)
     } else if (strcmp(cmd, "apply") == 0 || strcmp(cmd, "create") == 0 ||
                strcmp(cmd, "update") == 0) {
         if (a.file == NULL) {
-            fprintf(stderr, "telo-operator kube %s: needs -f FILE\n", cmd);
+            fprintf(stderr, "telo-kube %s: needs -f FILE\n", cmd);
             app.exit_code = 2;
         } else if (strcmp(cmd, "apply") == 0 && a.field_manager == NULL) {
-            fprintf(stderr, "telo-operator kube apply: needs --field-manager NAME\n");
+            fprintf(stderr, "telo-kube apply: needs --field-manager NAME\n");
             app.exit_code = 2;
         } else if (load_docs(&app, a.file) != 0) {
             app.exit_code = 1;
@@ -991,8 +871,8 @@ int kube_cmd_main(int argc, char **argv)
     } else if (strcmp(cmd, "bench-create") == 0) {
         do_bench_create(&app);
     } else {
-        fprintf(stderr, "telo-operator kube: unknown command '%s'\n", cmd);
-        kube_cmd_usage(stderr);
+        fprintf(stderr, "telo-kube: unknown command '%s'\n", cmd);
+        usage(stderr);
         app.exit_code = 2;
     }
     if (app.exit_code == 0)
