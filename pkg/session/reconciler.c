@@ -10,6 +10,7 @@
 #include "session/desired.h"
 #include "session/image.h"
 #include "session/owner.h"
+#include "session/plan.h"
 #include "session/spec.h"
 #include "session/status.h"
 #include "util/base64.h"
@@ -25,11 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* How often a session blocked on something the user must fix (a missing bundle ConfigMap) is
- * looked at again. Creating the ConfigMap does not trigger a reconcile: ConfigMaps are not
- * watched, since caching every ConfigMap of a namespace would cost far more than polling. */
-#define BLOCKED_RECHECK_S 10.0
 
 /* How long one read of a bundle ConfigMap answers for the other sessions that name it. Only its
  * existence and key names are reused, and only for sessions whose pod mounts the ConfigMap itself
@@ -52,10 +48,6 @@
 /* telo_image_build_seconds: 5 s doubling to ~85 min. */
 #define BUILD_BUCKET_START 5.0
 #define BUILD_BUCKETS      11
-
-/* A pass that waits on an answer of ours (the registry, a build log) is queued again when it
- * arrives; this is the safety net should it never come. */
-#define ANSWER_WAIT_S 30.0
 
 /* Builds counted in telo_image_builds_total, remembered by Job uid so a Job followed by many
  * sessions counts once; forgotten wholesale beyond this many (Jobs go with their TTL anyway). */
@@ -150,13 +142,9 @@ struct pass {
      * once. Written only if the create fails (see on_write). */
     struct session_verdict deferred;
     char base_rv[64];             /* resourceVersion of the cached session we read */
-    int pod_expected;             /* we created the pod and the cache has not shown it yet */
     enum session_owner pod_owner; /* whose the cached pod of the session's pod name is */
-    /* Children of the session's names that are not its own (issue 21): the NameConflict of the
-     * first one owned by someone else, the kind of the first a deleted predecessor left, and
-     * those to delete (after a live read confirms the session's uid). */
-    char conflict[400];
-    const char *replacing;
+    /* A deleted predecessor's children to delete (after a live read confirms the session's
+     * uid, issue 21). */
     struct gone_child gone[MAX_GONE];
     size_t ngone;
     int pending;
@@ -164,9 +152,7 @@ struct pass {
     char error[TELO_ERR_MSG_MAX];
     double requeue_after;
     enum ctrl_outcome outcome;
-    /* Builds: the image step of this pass, and what it was decided from. */
-    struct session_image_plan plan;
-    int has_plan;
+    /* Builds: the image step of this pass and what the build Job's context needs. */
     int keep_image;
     unsigned char *tgz; /* the bundle, for the build's context ConfigMap */
     size_t tgz_len;
@@ -220,22 +206,34 @@ static void expect_sweep(struct session_reconciler *r, double now)
     }
 }
 
-/* Whether a write of body (hash; 0: any) to key is still on its way into the cache. If so, the
- * pass is requeued for when the expectation lapses, in case the cache never shows it. */
-static int expect_pending(struct pass *p, const char *key, unsigned long long body)
+/* The expectation held for key, as the plan reads it; one that lapsed is dropped. */
+static struct session_plan_expect expect_snapshot(struct session_reconciler *r, const char *key)
 {
-    struct session_reconciler *r = p->r;
-    struct expectation *e = strmap_get(r->expected, key);
-    double now = loop_now(r);
+    struct session_plan_expect out = {0};
+    const struct expectation *e = strmap_get(r->expected, key);
     if (!e)
-        return 0;
-    if (e->until <= now || (body && e->body != body)) {
+        return out;
+    if (e->until <= loop_now(r)) {
         expect_drop(r, key);
-        return 0;
+        return out;
     }
-    if (p->requeue_after == 0 || e->until - now < p->requeue_after)
-        p->requeue_after = e->until - now + 0.1;
-    return 1;
+    out.held = 1;
+    out.body = e->body;
+    out.until = e->until;
+    return out;
+}
+
+/* The expectation for a child found (own: 1) in its cache or not: once the cache shows the
+ * session's own child, the write it stood for has arrived. */
+static struct session_plan_expect expect_seen(struct session_reconciler *r, const char *key,
+                                              int own)
+{
+    if (own) {
+        struct session_plan_expect none = {0};
+        expect_drop(r, key);
+        return none;
+    }
+    return expect_snapshot(r, key);
 }
 
 /* Whether a write to key of an earlier pass took effect and its object is not in the cache yet.
@@ -265,12 +263,6 @@ static int expect_set(struct session_reconciler *r, const char *key, unsigned lo
     e->body = body;
     e->until = now + EXPECT_TTL_S;
     return 0;
-}
-
-static unsigned long long body_hash(struct json_object *obj)
-{
-    unsigned long long h = strmap_hash(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN));
-    return h ? h : 1;
 }
 
 /* --- finishing ----------------------------------------------------------------------------- */
@@ -413,37 +405,6 @@ static void delete_object(struct pass *p, const struct kube_ref *ref, long grace
 
 /* --- children that are not the session's (issue 21) ---------------------------------------- */
 
-/* Classifies child (cached under one of the session's names; NULL: none) and notes what it calls
- * for: a conflict to report, or a predecessor's child to replace. Returns the classification. */
-static enum session_owner note_child(struct pass *p, struct json_object *child, const char *kind,
-                                     const char *group, const char *resource, const char *name)
-{
-    enum session_owner owner = session_child_owner(child, p->s.name, p->s.uid);
-    if (owner == SESSION_OWNER_FOREIGN && !p->conflict[0]) {
-        session_conflict_message(kind, p->s.namespace, name, p->conflict, sizeof(p->conflict));
-        telo_log(TELO_LOG_INFO, "name held by another owner", "session=%s/%s %s=%s/%s",
-                 p->s.namespace, p->s.name, kind, p->s.namespace, name);
-    }
-    if (owner != SESSION_OWNER_PREDECESSOR)
-        return owner;
-    if (!p->replacing)
-        p->replacing = kind;
-    struct json_object *meta = jget(child, "metadata");
-    const char *uid = jget_string(meta, "uid");
-    const char *owner_uid = session_controller_uid(child);
-    /* One on its way out already (the garbage collector or our earlier delete) only needs
-     * waiting for: its deletion's event queues the session again. */
-    if (jget(meta, "deletionTimestamp") || !uid || !owner_uid || p->ngone == MAX_GONE)
-        return owner;
-    struct gone_child *g = &p->gone[p->ngone++];
-    g->group = group;
-    g->resource = resource;
-    snprintf(g->name, sizeof(g->name), "%s", name);
-    snprintf(g->uid, sizeof(g->uid), "%s", uid);
-    snprintf(g->owner_uid, sizeof(g->owner_uid), "%s", owner_uid);
-    return owner;
-}
-
 /* The live read of the session before a predecessor's children are deleted: the caches are
  * separate watches, and a pod cache ahead of a stale session cache would make the new session's
  * child look like a predecessor's to the old one. Only when the API server itself says the name
@@ -574,72 +535,6 @@ static void random_token(char out[65])
     }
     for (size_t i = 0; i < 32; i++)
         snprintf(out + 2 * i, 3, "%02x", bytes[i]);
-}
-
-/* Whether the cached child's spec already holds what we would apply. */
-static int same_field(struct json_object *cached_obj, struct json_object *desired,
-                      const char *section, const char *field)
-{
-    struct json_object *a = jget(jget(cached_obj, section), field);
-    struct json_object *b = jget(jget(desired, section), field);
-    return (a == NULL && b == NULL) || (a && b && json_object_equal(a, b));
-}
-
-/* Service and Ingress follow the spec while the session lives (wanted), and go once it is
- * stopped, as the reference runner's did with their pod. found is the cached object of the
- * name (NULL: none): only the session's own is patched or deleted here; another's was noted
- * (note_child) and is replaced or left alone. */
-static void sync_service(struct pass *p, const char *child, int wanted, struct json_object *found)
-{
-    struct session_reconciler *r = p->r;
-    enum session_owner owner = session_child_owner(found, p->s.name, p->s.uid);
-    if (owner != SESSION_OWNER_OWN && owner != SESSION_OWNER_NONE)
-        return;
-    struct json_object *want = wanted ? session_desired_service(&p->s, r->cfg) : NULL;
-    struct json_object *have = json_object_get(found);
-    struct kube_ref ref = {
-        .version = "v1", .resource = "services", .namespace = p->s.namespace, .name = child};
-    char key[320];
-    expect_key(key, sizeof(key), "services", p->s.namespace, child);
-    if (have)
-        expect_drop(r, key);
-    if (want && !(have && same_field(have, want, "spec", "ports"))) {
-        unsigned long long h = body_hash(want);
-        if (have || !expect_pending(p, key, h))
-            apply_expecting(p, &ref, json_object_get(want), have ? NULL : key, h, 0);
-    } else if (!want && have)
-        delete_object(p, &ref, -1);
-    json_object_put(want);
-    json_object_put(have);
-}
-
-static void sync_ingress(struct pass *p, const char *child, int wanted, struct json_object *found)
-{
-    struct session_reconciler *r = p->r;
-    enum session_owner owner = session_child_owner(found, p->s.name, p->s.uid);
-    if (owner != SESSION_OWNER_OWN && owner != SESSION_OWNER_NONE)
-        return;
-    struct json_object *want = wanted ? session_desired_ingress(&p->s, r->cfg) : NULL;
-    struct json_object *have = json_object_get(found);
-    struct kube_ref ref = {.group = "networking.k8s.io",
-                           .version = "v1",
-                           .resource = "ingresses",
-                           .namespace = p->s.namespace,
-                           .name = child};
-    char key[320];
-    expect_key(key, sizeof(key), "ingresses", p->s.namespace, child);
-    if (have)
-        expect_drop(r, key);
-    if (want && !(have && same_field(have, want, "spec", "rules") &&
-                  same_field(have, want, "spec", "tls") &&
-                  same_field(have, want, "spec", "ingressClassName"))) {
-        unsigned long long h = body_hash(want);
-        if (have || !expect_pending(p, key, h))
-            apply_expecting(p, &ref, json_object_get(want), have ? NULL : key, h, 0);
-    } else if (!want && have)
-        delete_object(p, &ref, -1);
-    json_object_put(want);
-    json_object_put(have);
 }
 
 /* telo_session_failures_total{reason}: one more session that turned Failed for reason. */
@@ -825,33 +720,12 @@ static void on_job_created(const struct kube_result *res, void *ud)
     on_write(res, ud);
 }
 
-static void create_job(struct pass *p)
+/* Creates the build Job (job consumed) the plan asks for; its context follows on 201. */
+static void create_job(struct pass *p, struct json_object *job)
 {
-    struct build_config bc;
-    job_config(p, &bc);
-    char self[320];
-    self_key(p, self, sizeof(self));
-    struct build_job_input in = {
-        .tag = p->tag,
-        .base_image = session_image(&p->s, p->r->cfg),
-        .entry = p->s.entry,
-        .requested_by = self,
-        /* The context: the bundle's copy in a ConfigMap beside the Job, or the URL. */
-        .bundle_configmap = p->s.bundle_url ? NULL : p->job_name,
-        .bundle_url = p->s.bundle_url,
-        .bundle_sha256 = p->s.bundle_sha256,
-    };
-    struct telo_err err;
-    telo_err_clear(&err);
-    struct json_object *job = build_desired_job(&bc, &in, &err);
-    if (!job) {
-        p->failed = 1;
-        snprintf(p->error, sizeof(p->error), "cannot build the Job object for image %.300s: %.150s",
-                 p->ref, err.msg);
-        return;
-    }
+    const char *ns = p->r->cfg->build_namespace;
     char key[320];
-    expect_key(key, sizeof(key), "jobs", bc.namespace, p->job_name);
+    expect_key(key, sizeof(key), "jobs", ns, p->job_name);
     struct write_ctx *w = write_ctx(p, key);
     if (!w) {
         json_object_put(job);
@@ -859,9 +733,9 @@ static void create_job(struct pass *p)
     }
     if (expect_set(p->r, key, 0) < 0)
         w->expect_key[0] = '\0';
-    struct kube_ref ref = {
-        .group = "batch", .version = "v1", .resource = "jobs", .namespace = bc.namespace};
+    struct kube_ref ref = {.group = "batch", .version = "v1", .resource = "jobs", .namespace = ns};
     struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER};
+    struct telo_err err;
     size_t len = 0;
     const char *body = json_object_to_json_string_length(
         job, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
@@ -889,169 +763,6 @@ static int pod_back(struct pass *p, const char *child)
     json_object_put(again);
     return back;
 }
-
-/* Everything after the optional bundle check: status, children, writes. */
-static void converge(struct pass *p, const char *blocked_reason, const char *blocked_message)
-{
-    struct session_reconciler *r = p->r;
-    char child[64], secret[80];
-    session_child_name(&p->s, child, sizeof(child));
-    session_secret_name(&p->s, secret, sizeof(secret));
-    struct json_object *secret_obj = cached(r->secrets, p->s.namespace, secret);
-    char secret_key[320];
-    expect_key(secret_key, sizeof(secret_key), "secrets", p->s.namespace, secret);
-    const struct session_image_plan *plan = p->has_plan ? &p->plan : NULL;
-    const char *image =
-        plan && plan->step == SESSION_IMAGE_READY ? plan->ref : session_image(&p->s, r->cfg);
-    /* A session whose image comes from a build gets a pod only once the step says READY. */
-    int image_ready = p->keep_image ? plan && plan->step == SESSION_IMAGE_READY : 1;
-    struct json_object *svc_obj = cached(r->services, p->s.namespace, child);
-    struct json_object *ing_obj = cached(r->ingresses, p->s.namespace, child);
-    /* The pod first: its replacement is what the session waits for. */
-    (void)note_child(p, p->pod, "pod", NULL, "pods", child);
-    (void)note_child(p, svc_obj, "service", NULL, "services", child);
-    (void)note_child(p, ing_obj, "ingress", "networking.k8s.io", "ingresses", child);
-    enum session_owner secret_owner = note_child(p, secret_obj, "secret", NULL, "secrets", secret);
-
-    struct session_observation obs = {
-        .s = &p->s,
-        .cfg = r->cfg,
-        .pod = p->pod,
-        .conflict = p->conflict[0] ? p->conflict : NULL,
-        .replacing = p->replacing,
-        .image = image,
-        /* The Secret we applied may reach the cache after the pod: status.attach names it as
-         * soon as the API server has it, not one status write later. A predecessor's Secret
-         * holds a token the previous session's users knew: never the session's. */
-        .attach_secret = secret_owner == SESSION_OWNER_OWN ||
-                         (secret_owner == SESSION_OWNER_NONE && expect_answered(r, secret_key)),
-        .now = ev_now(kube_transport_loop(r->t)),
-        .blocked_reason = blocked_reason,
-        .blocked_message = blocked_message,
-        .image_plan = plan,
-        .keep_image = p->keep_image,
-    };
-    struct session_verdict v;
-    if (session_status_compute(&obs, &v) < 0) {
-        json_object_put(secret_obj);
-        json_object_put(svc_obj);
-        json_object_put(ing_obj);
-        p->failed = 1;
-        snprintf(p->error, sizeof(p->error), "out of memory computing the status");
-        pass_done(p);
-        return;
-    }
-
-    if (v.delete_session) {
-        struct kube_ref ref = {.group = "telo.run",
-                               .version = "v1alpha1",
-                               .resource = "telosessions",
-                               .namespace = p->s.namespace,
-                               .name = p->s.name};
-        delete_object(p, &ref, -1);
-    } else {
-        const char *phase = jget_string(v.status, "phase");
-        int live = strcmp(phase, "Pending") == 0 || strcmp(phase, "Building") == 0 ||
-                   strcmp(phase, "Provisioning") == 0 || strcmp(phase, "Running") == 0;
-        if (plan && plan->create_job && strcmp(phase, "Building") == 0)
-            create_job(p);
-        int creating_pod = 0;
-        if (!p->pod && strcmp(phase, "Pending") == 0 && !blocked_reason && !p->pod_expected &&
-            !p->conflict[0] && image_ready && !(plan && plan->step == SESSION_IMAGE_BLOCKED)) {
-            struct kube_ref ref = {
-                .version = "v1", .resource = "pods", .namespace = p->s.namespace, .name = child};
-            char key[320];
-            expect_key(key, sizeof(key), "pods", p->s.namespace, child);
-            apply_expecting(p, &ref, session_desired_pod(&p->s, r->cfg, image), key, 0, 1);
-            creating_pod = 1;
-        }
-        if (v.delete_pod && p->pod_owner == SESSION_OWNER_OWN) {
-            struct kube_ref ref = {
-                .version = "v1", .resource = "pods", .namespace = p->s.namespace, .name = child};
-            delete_object(p, &ref, -1);
-        }
-        if (strcmp(phase, "Stopped") == 0) {
-            sync_service(p, child, 0, svc_obj);
-            sync_ingress(p, child, 0, ing_obj);
-        }
-        if (live) {
-            sync_service(p, child, 1, svc_obj);
-            sync_ingress(p, child, 1, ing_obj);
-            if (secret_owner == SESSION_OWNER_OWN)
-                expect_drop(r, secret_key);
-            else if (secret_owner == SESSION_OWNER_NONE && !expect_pending(p, secret_key, 0)) {
-                char token[65];
-                random_token(token);
-                struct kube_ref ref = {.version = "v1",
-                                       .resource = "secrets",
-                                       .namespace = p->s.namespace,
-                                       .name = secret};
-                apply_expecting(p, &ref, session_desired_secret(&p->s, r->cfg, token), secret_key,
-                                0, 0);
-            }
-        }
-        /* Also in a pass that runs before the pod we created reaches the cache (the Secret's
-         * event came first): the pod's arrival still writes what follows. */
-        if ((creating_pod || p->pod_expected) && session_status_wait_for_pod(&obs, &v)) {
-            p->deferred = v;
-            v.status = NULL;
-            v.changed = 0;
-        }
-        double settle = session_status_settle(&obs, &v);
-        if (settle > 0) {
-            v.changed = 0;
-            if (v.requeue_after == 0 || settle < v.requeue_after)
-                v.requeue_after = settle;
-        }
-        if (v.changed && jget_string_is(v.status, "reason", "PodDisappeared") &&
-            !jget_string_is(p->s.status, "phase", "Failed") && pod_back(p, child)) {
-            /* A terminal verdict from a pass that read the pod cache a while ago (a bundle
-             * read in between): the pod is there after all. Look again. */
-            v.changed = 0;
-            v.requeue_after = 0.5;
-        }
-        if (v.changed) {
-            const char *old_phase = jget_string(p->s.status, "phase");
-            if (strcmp(phase, "Failed") == 0 && (!old_phase || strcmp(old_phase, "Failed") != 0))
-                count_failure(r, jget_string(v.status, "reason"));
-            const char *hit = jget_string(jget(v.status, "image"), "reason");
-            const char *old_hit = jget_string(jget(p->s.status, "image"), "reason");
-            if (hit && strcmp(hit, "CacheHit") == 0 &&
-                !(old_hit && strcmp(old_hit, "CacheHit") == 0))
-                r->cache_hits++;
-            if (strcmp(phase, "Running") == 0 &&
-                (!old_phase || strcmp(old_phase, "Running") != 0)) {
-                double created =
-                    timefmt_parse(jget_string(jget(p->s.obj, "metadata"), "creationTimestamp"));
-                if (created >= 0)
-                    histogram_observe(&r->stats.startup_seconds, obs.now - created);
-            }
-            write_status(p, v.status);
-            record_event(p, &v);
-        }
-    }
-    if (v.requeue_after > 0 && (p->requeue_after == 0 || v.requeue_after < p->requeue_after))
-        p->requeue_after = v.requeue_after;
-    if (plan && plan->requeue_after > 0 &&
-        (p->requeue_after == 0 || plan->requeue_after < p->requeue_after))
-        p->requeue_after = plan->requeue_after;
-    if ((blocked_reason || (plan && plan->step == SESSION_IMAGE_BLOCKED)) &&
-        (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
-        p->requeue_after = BLOCKED_RECHECK_S;
-    /* A predecessor's child: the deletions' events come first, normally. Someone else's: it
-     * may carry no owner reference to map its deletion back to the session, so look again. */
-    if ((p->replacing || p->conflict[0]) &&
-        (p->requeue_after == 0 || p->requeue_after > BLOCKED_RECHECK_S))
-        p->requeue_after = BLOCKED_RECHECK_S;
-    replace_gone(p);
-    session_verdict_release(&v);
-    json_object_put(secret_obj);
-    json_object_put(svc_obj);
-    json_object_put(ing_obj);
-    pass_done(p);
-}
-
-/* --- the image step ------------------------------------------------------------------------ */
 
 /* telo_image_builds_total{result} and telo_image_build_seconds: once per finished Job. */
 static void count_build(struct session_reconciler *r, const struct json_object *job,
@@ -1093,8 +804,199 @@ static void count_build(struct session_reconciler *r, const struct json_object *
         histogram_observe(&r->build_seconds, (end >= 0 ? end : now) - start);
 }
 
-/* Decides the image step from the bundle's key and what the caches and the build edge hold,
- * starts what the step asks to learn, and converges (or, waiting on an answer, ends the pass:
+/* Where each child of the plan lives. */
+static struct kube_ref child_ref(const struct pass *p, enum session_plan_child child,
+                                 const char *name)
+{
+    struct kube_ref ref = {.version = "v1", .namespace = p->s.namespace, .name = name};
+    switch (child) {
+    case SESSION_PLAN_POD:
+        ref.resource = "pods";
+        break;
+    case SESSION_PLAN_SECRET:
+        ref.resource = "secrets";
+        break;
+    case SESSION_PLAN_SERVICE:
+        ref.resource = "services";
+        break;
+    case SESSION_PLAN_INGRESS:
+        ref.group = "networking.k8s.io";
+        ref.resource = "ingresses";
+        break;
+    case SESSION_PLAN_JOB:
+        ref.group = "batch";
+        ref.resource = "jobs";
+        ref.namespace = p->r->cfg->build_namespace;
+        break;
+    default:
+        ref.group = "telo.run";
+        ref.version = "v1alpha1";
+        ref.resource = "telosessions";
+        break;
+    }
+    return ref;
+}
+
+/* Starts one write of the plan; the body moves to the request. */
+static void execute_write(struct pass *p, struct session_plan_write *w)
+{
+    struct kube_ref ref = child_ref(p, w->child, w->name);
+    struct json_object *obj = w->obj;
+    w->obj = NULL;
+    if (w->verb == SESSION_PLAN_DELETE) {
+        delete_object(p, &ref, w->grace);
+        return;
+    }
+    if (w->verb == SESSION_PLAN_CREATE) {
+        create_job(p, obj);
+        return;
+    }
+    if (w->fill_token) {
+        char token[65];
+        random_token(token);
+        json_object_object_add(jget(obj, "stringData"), "token", json_object_new_string(token));
+    }
+    char key[320];
+    expect_key(key, sizeof(key), ref.resource, ref.namespace, w->name);
+    apply_expecting(p, &ref, obj, w->expect ? key : NULL, w->body_hash, w->counts_start);
+}
+
+/* The status write of the plan, with its Event and the metrics of its transition. */
+static void execute_status(struct pass *p, struct session_plan *plan)
+{
+    struct session_reconciler *r = p->r;
+    /* Kept for the pod's create: written should it fail (see on_write). */
+    p->deferred = plan->deferred;
+    memset(&plan->deferred, 0, sizeof(plan->deferred));
+    if (!plan->verdict.changed)
+        return;
+    if (plan->failed_reason)
+        count_failure(r, plan->failed_reason);
+    if (plan->cache_hit)
+        r->cache_hits++;
+    if (plan->startup_seconds >= 0)
+        histogram_observe(&r->stats.startup_seconds, plan->startup_seconds);
+    write_status(p, plan->verdict.status);
+    record_event(p, &plan->verdict);
+}
+
+/* Notes the predecessor's children the plan would delete, and starts their live check. */
+static void execute_gone(struct pass *p, const struct session_plan *plan)
+{
+    for (size_t i = 0; i < plan->ngone && p->ngone < MAX_GONE; i++) {
+        const struct session_plan_gone *g = &plan->gone[i];
+        struct kube_ref ref = child_ref(p, g->child, g->name);
+        struct gone_child *to = &p->gone[p->ngone++];
+        to->group = ref.group;
+        to->resource = ref.resource;
+        snprintf(to->name, sizeof(to->name), "%s", g->name);
+        snprintf(to->uid, sizeof(to->uid), "%s", g->uid);
+        snprintf(to->owner_uid, sizeof(to->owner_uid), "%s", g->owner_uid);
+    }
+    replace_gone(p);
+}
+
+/* The image step's own requests: the registry's answer, the build log, the build's count. */
+static void execute_image(struct pass *p, const struct session_image_obs *img,
+                          const struct session_plan *plan)
+{
+    struct session_reconciler *r = p->r;
+    if (!img || !plan->has_image)
+        return;
+    const char *uid = jget_string(jget((struct json_object *)img->job, "metadata"), "uid");
+    const char *message = "", *tail = "";
+    if (plan->image.job_result && img->job)
+        count_build(r, img->job, plan->image.job_result, img->now);
+    if (plan->image.check_registry)
+        (void)session_builds_presence(r->builds, img->tag, img->self, 1, &message);
+    if (plan->image.fetch_log && uid)
+        (void)session_builds_log(r->builds, img->job_name, uid, img->self, 1, &tail);
+}
+
+/* Executes plan (released here) and ends the pass's share of the work. */
+static void execute(struct pass *p, const struct session_image_obs *img, struct session_plan *plan)
+{
+    execute_image(p, img, plan);
+    p->requeue_after = plan->requeue_after;
+    if (plan->wait) {
+        session_plan_release(plan);
+        pass_done(p);
+        return;
+    }
+    if (plan->conflict_kind)
+        telo_log(TELO_LOG_INFO, "name held by another owner", "session=%s/%s %s=%s/%s",
+                 p->s.namespace, p->s.name, plan->conflict_kind, p->s.namespace,
+                 plan->conflict_name);
+    if (plan->error[0]) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "%s", plan->error);
+    }
+    for (size_t i = 0; i < plan->nwrites; i++)
+        execute_write(p, &plan->writes[i]);
+    execute_status(p, plan);
+    execute_gone(p, plan);
+    session_plan_release(plan);
+    pass_done(p);
+}
+
+/* Gathers the rest of the observation (the other children, the expectations), plans and
+ * executes. blocked_*: the bundle check's finding; img: the image step's observation (its
+ * job_expected is the plan's to derive), or NULL. */
+static void converge(struct pass *p, const char *blocked_reason, const char *blocked_message,
+                     const struct session_image_obs *img)
+{
+    struct session_reconciler *r = p->r;
+    const char *ns = p->s.namespace;
+    char child[64], secret[80], key[320];
+    session_child_name(&p->s, child, sizeof(child));
+    session_secret_name(&p->s, secret, sizeof(secret));
+    struct session_plan_obs obs = {
+        .s = &p->s,
+        .cfg = r->cfg,
+        .pod = p->pod,
+        .secret = cached(r->secrets, ns, secret),
+        .service = cached(r->services, ns, child),
+        .ingress = cached(r->ingresses, ns, child),
+        .blocked_reason = blocked_reason,
+        .blocked_message = blocked_message,
+        .image = img,
+        .now = loop_now(r),
+    };
+    expect_key(key, sizeof(key), "pods", ns, child);
+    obs.expect[SESSION_PLAN_POD] = expect_seen(r, key, p->pod_owner == SESSION_OWNER_OWN);
+    expect_key(key, sizeof(key), "secrets", ns, secret);
+    obs.expect[SESSION_PLAN_SECRET] = expect_seen(
+        r, key, session_child_owner(obs.secret, p->s.name, p->s.uid) == SESSION_OWNER_OWN);
+    expect_key(key, sizeof(key), "services", ns, child);
+    obs.expect[SESSION_PLAN_SERVICE] = expect_seen(
+        r, key, session_child_owner(obs.service, p->s.name, p->s.uid) == SESSION_OWNER_OWN);
+    expect_key(key, sizeof(key), "ingresses", ns, child);
+    obs.expect[SESSION_PLAN_INGRESS] = expect_seen(
+        r, key, session_child_owner(obs.ingress, p->s.name, p->s.uid) == SESSION_OWNER_OWN);
+    if (img) {
+        expect_key(key, sizeof(key), "jobs", r->cfg->build_namespace, img->job_name);
+        obs.expect[SESSION_PLAN_JOB] = expect_seen(r, key, img->job != NULL);
+    }
+    /* Only a pod the session had (status.podName) can have disappeared. */
+    obs.pod_back = p->pod_owner != SESSION_OWNER_OWN && jget_string(p->s.status, "podName") &&
+                   pod_back(p, child);
+    struct session_plan plan;
+    if (session_plan_make(&obs, &plan) < 0) {
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "out of memory computing the status");
+        pass_done(p);
+    } else {
+        execute(p, img, &plan);
+    }
+    json_object_put(obs.secret);
+    json_object_put(obs.service);
+    json_object_put(obs.ingress);
+}
+
+/* --- the image step ------------------------------------------------------------------------ */
+
+/* Gathers the image step's observation from the bundle's key and what the caches and the build
+ * edge hold, and converges: the plan decides the step (waiting on an answer, it ends the pass:
  * the answer queues the session again). */
 static void image_step(struct pass *p, const struct session_bundle_key *bundle_key)
 {
@@ -1116,13 +1018,6 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
     build_job_name(k->tag, p->job_name, sizeof(p->job_name));
     int builds = !k->error[0] && !k->no_dependencies;
     struct json_object *job = builds ? cached(r->jobs, cfg->build_namespace, p->job_name) : NULL;
-    char job_key[320];
-    expect_key(job_key, sizeof(job_key), "jobs", cfg->build_namespace, p->job_name);
-    int job_expected = 0;
-    if (job)
-        expect_drop(r, job_key);
-    else if (builds)
-        job_expected = expect_pending(p, job_key, 0);
     const char *message = "", *tail = "";
     enum session_presence presence =
         builds ? session_builds_presence(r->builds, k->tag, self, 0, &message)
@@ -1143,29 +1038,14 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
         .build_namespace = cfg->build_namespace,
         .job_name = p->job_name,
         .job = job,
-        .job_expected = job_expected,
         .timeout_seconds = cfg->build_timeout_seconds,
         .log = log,
         .log_tail = tail,
         .old = p->s.status,
         .now = loop_now(r),
     };
-    session_image_decide(&obs, &p->plan);
-    if (p->plan.job_result && job)
-        count_build(r, job, p->plan.job_result, obs.now);
-    if (p->plan.check_registry)
-        (void)session_builds_presence(r->builds, k->tag, self, 1, &message);
-    if (p->plan.fetch_log && uid)
-        (void)session_builds_log(r->builds, p->job_name, uid, self, 1, &tail);
+    converge(p, NULL, NULL, &obs);
     json_object_put(job);
-    if (p->plan.step == SESSION_IMAGE_WAIT) {
-        if (p->requeue_after == 0 || p->requeue_after > ANSWER_WAIT_S)
-            p->requeue_after = ANSWER_WAIT_S;
-        pass_done(p);
-        return;
-    }
-    p->has_plan = 1;
-    converge(p, NULL, NULL);
 }
 
 /* The bundle's bytes from the ConfigMap (binaryData, or data as text) and their key. */
@@ -1220,7 +1100,7 @@ static void on_bundle(const struct kube_result *res, void *ud)
                  "create it with: kubectl create configmap %s -n %s --from-file=%s=app.tgz",
                  p->s.bundle_configmap, p->s.namespace, p->s.bundle_configmap, p->s.namespace,
                  p->s.bundle_configmap_key);
-        converge(p, "BundleNotFound", message);
+        converge(p, "BundleNotFound", message, NULL);
         return;
     }
     if (res->rc < 0) {
@@ -1235,14 +1115,14 @@ static void on_bundle(const struct kube_result *res, void *ud)
                  "ConfigMap %s has no key %s (spec.bundle.configMap.key): put the gzip tar of the "
                  "app under binaryData.%s",
                  p->s.bundle_configmap, p->s.bundle_configmap_key, p->s.bundle_configmap_key);
-        converge(p, "BundleNotFound", message);
+        converge(p, "BundleNotFound", message, NULL);
         return;
     }
     if (p->keep_image) {
         bundle_image_step(p, res->object);
         return;
     }
-    converge(p, NULL, NULL);
+    converge(p, NULL, NULL, NULL);
 }
 
 /* A read of a bundle ConfigMap that other passes may be waiting on. */
@@ -1309,6 +1189,45 @@ static int check_bundle(struct pass *p, struct telo_err *err)
     session_cm_memo_settle(r->bundles, br->key, NULL, loop_now(r), hand_bundle, &failed);
     free(br);
     return -1;
+}
+
+/* Reads the session's pod and asks the plan what must be learnt before planning: the bundle
+ * (a ConfigMap read), a URL bundle's tag, or nothing; then learns it and converges. */
+static void learn(struct pass *p, const char *key)
+{
+    struct session_reconciler *r = p->r;
+    char child[64], pod_key[320];
+    session_child_name(&p->s, child, sizeof(child));
+    p->pod = cached(r->pods, p->s.namespace, child);
+    p->pod_owner = session_child_owner(p->pod, p->s.name, p->s.uid);
+    expect_key(pod_key, sizeof(pod_key), "pods", p->s.namespace, child);
+    struct session_plan_obs obs = {.s = &p->s, .cfg = r->cfg, .pod = p->pod, .now = loop_now(r)};
+    obs.expect[SESSION_PLAN_POD] = expect_seen(r, pod_key, p->pod_owner == SESSION_OWNER_OWN);
+    /* Builds decide the image in the bundle's callback; other passes keep what was decided. */
+    p->keep_image = r->builds && session_builds_needed(r->cfg, &p->s);
+    struct telo_err err;
+    switch (session_plan_learn(&obs)) {
+    case SESSION_PLAN_LEARN_URL_KEY: {
+        struct session_bundle_key k;
+        if (session_builds_url_key(r->builds, &p->s, key, &k)) {
+            image_step(p, &k);
+            return;
+        }
+        p->requeue_after = SESSION_PLAN_ANSWER_WAIT_S;
+        pass_done(p);
+        return;
+    }
+    case SESSION_PLAN_LEARN_BUNDLE:
+        if (check_bundle(p, &err) == 0)
+            return;
+        p->failed = 1;
+        snprintf(p->error, sizeof(p->error), "%s", err.msg);
+        pass_done(p);
+        return;
+    default: /* nothing to learn, or a base image refused: the plan says which */
+        converge(p, NULL, NULL, NULL);
+        return;
+    }
 }
 
 static void invalid_spec(struct pass *p, struct json_object *obj, const char *why)
@@ -1393,57 +1312,8 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
         ctrl_reconcile_finish(rec, &ok);
         return;
     }
-    char child[64];
-    session_child_name(&p->s, child, sizeof(child));
-    p->pod = cached(r->pods, p->s.namespace, child);
-    p->pod_owner = session_child_owner(p->pod, p->s.name, p->s.uid);
-    char pod_key[320];
-    expect_key(pod_key, sizeof(pod_key), "pods", p->s.namespace, child);
-    if (p->pod_owner == SESSION_OWNER_OWN)
-        expect_drop(r, pod_key);
-    else if (!p->pod)
-        p->pod_expected = expect_pending(p, pod_key, 0);
     p->pending = 1; /* held until every write of the pass has started */
-    const char *phase = jget_string(p->s.status, "phase");
-    int may_create = p->pod_owner != SESSION_OWNER_OWN && !p->pod_expected && !p->s.stopped &&
-                     !jget_string(p->s.status, "podName") &&
-                     (!phase || strcmp(phase, "Pending") == 0 || strcmp(phase, "Building") == 0);
-    /* Builds decide the image in the bundle's callback; other passes keep what was decided. */
-    p->keep_image = r->builds && session_builds_needed(r->cfg, &p->s);
-    if (may_create && p->keep_image &&
-        !session_base_image_allowed(r->cfg, session_image(&p->s, r->cfg))) {
-        /* A build runs its base image's programs with the push credentials mounted: only
-         * images the operator allows, before the bundle is even read. The session waits for a
-         * new spec.image (or an operator allowing it). */
-        memset(&p->plan, 0, sizeof(p->plan));
-        p->plan.step = SESSION_IMAGE_BLOCKED;
-        snprintf(p->plan.failure, sizeof(p->plan.failure), "ImageNotAllowed");
-        session_base_image_refusal(r->cfg, session_image(&p->s, r->cfg), p->plan.message,
-                                   sizeof(p->plan.message));
-        p->has_plan = 1;
-        converge(p, NULL, NULL);
-        return;
-    }
-    if (may_create && p->keep_image && p->s.bundle_url) {
-        /* The operator reads a URL bundle itself to know its tag; the build fetches it again. */
-        struct session_bundle_key k;
-        if (session_builds_url_key(r->builds, &p->s, key, &k)) {
-            image_step(p, &k);
-            return;
-        }
-        p->requeue_after = ANSWER_WAIT_S;
-        pass_done(p);
-        return;
-    }
-    if (may_create && p->s.bundle_configmap) {
-        if (check_bundle(p, &err) == 0)
-            return;
-        p->failed = 1;
-        snprintf(p->error, sizeof(p->error), "%s", err.msg);
-        pass_done(p);
-        return;
-    }
-    converge(p, NULL, NULL);
+    learn(p, key);
 }
 
 /* --- registration -------------------------------------------------------------------------- */
