@@ -303,34 +303,41 @@ static int is_phase(const char *phase, const char *want)
     return phase && strcmp(phase, want) == 0;
 }
 
+/* The pod's create: a new session (Pending) whose pod is neither there nor on its way, nothing
+ * blocking it (a missing bundle, a name held by another, an image not decided or refused).
+ * Returns 1 when it is created. */
+static int plan_pod(const struct session_plan_obs *obs, struct session_plan *out,
+                    const struct children *ch, const char *phase)
+{
+    const struct session_image_plan *img = out->has_image ? &out->image : NULL;
+    /* A session whose image comes from a build gets a pod only once the step says READY. */
+    int ready = img && img->step == SESSION_IMAGE_READY;
+    int image_ready = keep_image(obs) ? ready : 1;
+    int pod_expected = !obs->pod && held(obs, SESSION_PLAN_POD, 0);
+    if (obs->pod || !is_phase(phase, "Pending") || obs->blocked_reason || pod_expected ||
+        ch->conflict[0] || !image_ready || (img && img->step == SESSION_IMAGE_BLOCKED))
+        return 0;
+    const char *image = ready ? img->ref : session_image(obs->s, obs->cfg);
+    struct session_plan_write *w = add_write(out, SESSION_PLAN_APPLY, SESSION_PLAN_POD, ch->child,
+                                             session_desired_pod(obs->s, obs->cfg, image));
+    if (!w)
+        return 0;
+    w->expect = 1;
+    w->counts_start = 1;
+    return 1;
+}
+
 /* The writes of a session that stays (not deleted by its TTL), in phase. Returns 1 when the
  * pod is being created this pass. */
 static int plan_children(const struct session_plan_obs *obs, struct session_plan *out,
                          const struct children *ch, const struct session_verdict *v,
                          const char *phase)
 {
-    const struct session_image_plan *img = out->has_image ? &out->image : NULL;
     int live = is_phase(phase, "Pending") || is_phase(phase, "Building") ||
                is_phase(phase, "Provisioning") || is_phase(phase, "Running");
-    if (img && img->create_job && is_phase(phase, "Building") && obs->image)
+    if (out->has_image && out->image.create_job && is_phase(phase, "Building") && obs->image)
         plan_job(obs, out);
-    /* A session whose image comes from a build gets a pod only once the step says READY. */
-    int image_ready = keep_image(obs) ? img && img->step == SESSION_IMAGE_READY : 1;
-    int pod_expected = !obs->pod && held(obs, SESSION_PLAN_POD, 0);
-    int creating = 0;
-    if (!obs->pod && is_phase(phase, "Pending") && !obs->blocked_reason && !pod_expected &&
-        !ch->conflict[0] && image_ready && !(img && img->step == SESSION_IMAGE_BLOCKED)) {
-        const char *image =
-            img && img->step == SESSION_IMAGE_READY ? img->ref : session_image(obs->s, obs->cfg);
-        struct session_plan_write *w =
-            add_write(out, SESSION_PLAN_APPLY, SESSION_PLAN_POD, ch->child,
-                      session_desired_pod(obs->s, obs->cfg, image));
-        if (w) {
-            w->expect = 1;
-            w->counts_start = 1;
-            creating = 1;
-        }
-    }
+    int creating = plan_pod(obs, out, ch, phase);
     if (v->delete_pod && ch->pod == SESSION_OWNER_OWN)
         add_write(out, SESSION_PLAN_DELETE, SESSION_PLAN_POD, ch->child, NULL);
     if (is_phase(phase, "Stopped")) {
