@@ -1,4 +1,5 @@
-/* The TeloSession reconciler: observed state in, writes out, registered on a manager. */
+/* The TeloSession reconciler: the executor of the session plan (the pass, its writes and their
+ * expectations), registered on a manager. */
 #include "session/reconciler.h"
 
 #include "session/pass.h"
