@@ -1,0 +1,179 @@
+/* Writes of ours the informers have not shown yet: the expectations a reconcile trusts instead
+ * of writing again. */
+#include "session/expect.h"
+
+#include "util/strmap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STALE_RVS 4
+
+struct session_expectations {
+    struct strmap *map; /* key -> struct expectation */
+    double last_sweep;
+};
+
+/* A child written by us and not yet seen in its informer's cache. */
+struct expectation {
+    char key[320];
+    unsigned long long body; /* hash of what was applied; 0: any content will do */
+    double until;
+    /* "status/ns/name" entries: the status we wrote. While the cached session is one we read
+     * before that write or one our earlier writes made (stale_rv), that status is the truth,
+     * not the cache's; once the cache shows the resourceVersion the write made (awaited_rv), or
+     * any other one (someone else's change), the cache is. */
+    char *status_json;
+    char stale_rv[STALE_RVS][32];
+    char awaited_rv[32];
+};
+
+static void add_stale(struct expectation *e, const char *rv)
+{
+    if (!rv || !*rv)
+        return;
+    for (int i = 0; i < STALE_RVS; i++) {
+        if (strcmp(e->stale_rv[i], rv) == 0)
+            return;
+    }
+    memmove(e->stale_rv[1], e->stale_rv[0], (STALE_RVS - 1) * sizeof(e->stale_rv[0]));
+    snprintf(e->stale_rv[0], sizeof(e->stale_rv[0]), "%s", rv);
+}
+
+static void expectation_free(struct expectation *e)
+{
+    if (e)
+        free(e->status_json);
+    free(e);
+}
+
+struct session_expectations *session_expect_new(void)
+{
+    struct session_expectations *x = calloc(1, sizeof(*x));
+    if (x && !(x->map = strmap_new())) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+void session_expect_free(struct session_expectations *x)
+{
+    if (!x)
+        return;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(x->map, &it, &key, &value))
+        expectation_free(value);
+    strmap_free(x->map);
+    free(x);
+}
+
+void session_expect_key(char *out, size_t len, const char *resource, const char *ns,
+                        const char *name)
+{
+    snprintf(out, len, "%s/%s/%s", resource, ns, name);
+}
+
+void session_expect_drop(struct session_expectations *x, const char *key)
+{
+    expectation_free(strmap_remove(x->map, key));
+}
+
+static void sweep(struct session_expectations *x, double now)
+{
+    if (now - x->last_sweep < SESSION_EXPECT_TTL_S)
+        return;
+    x->last_sweep = now;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(x->map, &it, &key, &value)) {
+        struct expectation *e = value;
+        if (e->until <= now) {
+            strmap_remove(x->map, key);
+            expectation_free(e);
+        }
+    }
+}
+
+int session_expect_set(struct session_expectations *x, const char *key, unsigned long long body,
+                       double now)
+{
+    sweep(x, now);
+    struct expectation *e = strmap_get(x->map, key);
+    if (!e) {
+        if (!(e = calloc(1, sizeof(*e))))
+            return -1;
+        snprintf(e->key, sizeof(e->key), "%s", key);
+        if (strmap_put(x->map, e->key, e) < 0) {
+            free(e);
+            return -1;
+        }
+    }
+    e->body = body;
+    e->until = now + SESSION_EXPECT_TTL_S;
+    return 0;
+}
+
+struct session_plan_expect session_expect_seen(struct session_expectations *x, const char *key,
+                                               int own, double now)
+{
+    struct session_plan_expect out = {0};
+    const struct expectation *e = strmap_get(x->map, key);
+    if (!e)
+        return out;
+    if (own || e->until <= now) {
+        session_expect_drop(x, key);
+        return out;
+    }
+    out.held = 1;
+    out.body = e->body;
+    out.until = e->until;
+    return out;
+}
+
+int session_expect_answered(const struct session_expectations *x, const char *key, double now)
+{
+    const struct expectation *e = strmap_get(x->map, key);
+    return e && e->until > now;
+}
+
+void session_expect_status(struct session_expectations *x, const char *key,
+                           struct json_object *status, const char *base_rv)
+{
+    struct expectation *e = strmap_get(x->map, key);
+    if (!e)
+        return;
+    free(e->status_json);
+    e->status_json = strdup(json_object_to_json_string_ext(status, JSON_C_TO_STRING_PLAIN));
+    /* What we read, and what our previous write made, are now both behind this write. */
+    add_stale(e, base_rv);
+    add_stale(e, e->awaited_rv);
+    e->awaited_rv[0] = '\0';
+}
+
+void session_expect_status_made(struct session_expectations *x, const char *key, const char *rv)
+{
+    struct expectation *e = strmap_get(x->map, key);
+    if (e && rv)
+        snprintf(e->awaited_rv, sizeof(e->awaited_rv), "%s", rv);
+}
+
+struct json_object *session_expect_written_status(struct session_expectations *x, const char *key,
+                                                  const char *base_rv, double now)
+{
+    const struct expectation *e = strmap_get(x->map, key);
+    if (!e)
+        return NULL;
+    int stale = 0;
+    for (int i = 0; i < STALE_RVS; i++)
+        stale |= e->stale_rv[i][0] && strcmp(e->stale_rv[i], base_rv) == 0;
+    if (e->until <= now || !e->status_json || !stale) {
+        session_expect_drop(x, key);
+        return NULL;
+    }
+    return json_tokener_parse(e->status_json);
+}

@@ -1,0 +1,130 @@
+/* One pass of the session reconciler: its state and the executor's steps shared by the files
+ * that run it (reconciler.c: the pass, its writes and the plan; learn.c: what is read before
+ * planning; jobwrite.c: the build Job and its context). Private to pkg/session. */
+#ifndef TELO_SESSION_PASS_H
+#define TELO_SESSION_PASS_H
+
+#include "build/job.h"
+#include "controller/manager.h"
+#include "kube/rest.h"
+#include "session/builds.h"
+#include "session/cmmemo.h"
+#include "session/config.h"
+#include "session/desired.h"
+#include "session/expect.h"
+#include "session/image.h"
+#include "session/informers.h"
+#include "session/owner.h"
+#include "session/plan.h"
+#include "session/session_metrics.h"
+#include "session/spec.h"
+#include "session/status.h"
+#include "util/err.h"
+
+#include <json.h>
+
+struct events_recorder;
+struct kube_transport;
+
+struct session_reconciler {
+    struct ctrl_manager *m;
+    struct kube_transport *t;
+    const struct session_config *cfg;
+    struct events_recorder *events;
+    struct session_informers inf;
+    struct session_metrics metrics;
+    struct session_builds *builds; /* NULL without build.repository */
+    struct session_expectations *expected;
+    struct session_cm_memo *bundles; /* bundle ConfigMaps read moments ago or being read */
+};
+
+/* One write of a pass; the expectation it set is dropped again when the write fails. */
+struct write_ctx {
+    struct pass *p;
+    char expect_key[320];
+    int counts_start; /* a pod create: telo_session_starts_total on 201 */
+    int status;       /* a status write: remember the resourceVersion it made */
+    int precondition; /* a delete with a uid precondition: 409 is someone else's object now */
+};
+
+/* A deleted predecessor's child (issue 21), to delete once the session's uid is confirmed. */
+struct gone_child {
+    const char *group, *resource; /* static strings */
+    char name[64];
+    char uid[64];       /* the child's own uid: the delete's precondition */
+    char owner_uid[64]; /* its controller's, the predecessor's */
+};
+
+#define MAX_GONE 4
+
+/* One reconcile in flight: its writes run in parallel; the last to finish ends the reconcile. */
+struct pass {
+    struct session_reconciler *r;
+    struct ctrl_reconcile *rec;
+    struct session s;
+    struct json_object *pod;
+    struct json_object *written_status; /* our last status write, when the cache lags it */
+    /* A new session's first status, held back while its pod is being created: the pod's arrival
+     * in the cache writes the status that follows from it, so this one would be overwritten at
+     * once. Written only if the create fails (see on_write). */
+    struct session_verdict deferred;
+    char base_rv[64];             /* resourceVersion of the cached session we read */
+    enum session_owner pod_owner; /* whose the cached pod of the session's pod name is */
+    /* A deleted predecessor's children to delete (after a live read confirms the session's
+     * uid, issue 21). */
+    struct gone_child gone[MAX_GONE];
+    size_t ngone;
+    int pending;
+    int failed;
+    char error[TELO_ERR_MSG_MAX];
+    double requeue_after;
+    enum ctrl_outcome outcome;
+    /* Builds: the image step of this pass and what the build Job's context needs. */
+    int keep_image;
+    unsigned char *tgz; /* the bundle, for the build's context ConfigMap */
+    size_t tgz_len;
+    char tag[BUILD_TAG_LEN + 1];
+    char ref[600];
+    char job_name[64];
+};
+
+/* The loop's clock. */
+double session_pass_now(const struct session_reconciler *r);
+
+/* Ends one share of p's work (the pass holds one share until all its writes started, and each
+ * write or read one more); the last ends the reconcile and frees p. */
+void session_pass_done(struct pass *p);
+
+/* The answer of a write started with a session_pass_write_ctx (ud): errors fail the pass, a
+ * failed write drops its expectation. Ends the write's share. */
+void session_pass_on_write(const struct kube_result *res, void *ud);
+
+/* A write's context for p (expect_key: its expectation, or NULL), or NULL (p failed) when out of
+ * memory. */
+struct write_ctx *session_pass_write_ctx(struct pass *p, const char *expect_key);
+
+/* Deletes ref; with uid, only while the name still holds that object (a precondition: what we
+ * looked at may have been replaced since). */
+void session_pass_delete(struct pass *p, const struct kube_ref *ref, long grace, const char *uid);
+
+/* The expectations of p's reconciler at the loop's clock. */
+void session_pass_expect_drop(struct session_reconciler *r, const char *key);
+int session_pass_expect_set(struct session_reconciler *r, const char *key, unsigned long long body);
+
+/* Gathers the rest of the observation, plans and executes; ends the pass's own share.
+ * blocked_*: the bundle check's finding; img: the image step's observation, or NULL. */
+void session_pass_converge(struct pass *p, const char *blocked_reason, const char *blocked_message,
+                           const struct session_image_obs *img);
+
+/* learn.c: reads what the plan needs first (session_plan_learn), then converges. key is the
+ * session's "ns/name". */
+void session_pass_learn(struct pass *p, const char *key);
+
+/* jobwrite.c: the build Job's configuration for p's session. */
+void session_pass_job_config(const struct pass *p, struct build_config *bc);
+
+/* jobwrite.c: creates the build Job (job consumed) the plan asks for; a new Job gets its
+ * context ConfigMap, and without one it is deleted again. */
+void session_pass_create_job(struct pass *p, struct json_object *job);
+
+#endif

@@ -1,0 +1,924 @@
+/* Tests for pkg/session/plan.c: one table row per create, update and delete decision of a
+ * TeloSession reconcile. Each row is an observation (the session's status and spec, its
+ * children as the caches hold them, the writes of ours not cached yet, builds and their
+ * answers, the clock) and the plan expected from it (the writes, the status written or held
+ * back, the predecessor's children to delete, the requeue). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "build/job.h"
+#include "session/config.h"
+#include "session/desired.h"
+#include "session/plan.h"
+#include "session/spec.h"
+
+#include <json.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 2026-03-01T10:00:00Z: every fixture pod was created then. */
+#define T0       1772359200.0
+#define UID      "0b6f2d7a-6a44-4c84-8a55-2d9b3c0e1f00"
+#define PRED_UID "99999999-6a44-4c84-8a55-2d9b3c0e1f00"
+#define TAG      "0123456789abcdef0123456789abcdef"
+#define REF      "127.0.0.1:5001/telo/apps:" TAG
+#define JOB      "telo-build-" TAG
+
+/* Whose a child under the session's name is. */
+enum who {
+    NONE,
+    OWN,
+    OWN_DIFF,   /* the session's own, with a spec other than the one it wants */
+    PRED,       /* a deleted predecessor's (same name, another uid) */
+    PRED_GOING, /* a predecessor's, being deleted already */
+    FOREIGN,    /* someone else's: no controller reference */
+};
+
+/* Writes of ours held as expectations, by child bit. */
+#define X_POD     (1 << SESSION_PLAN_POD)
+#define X_SECRET  (1 << SESSION_PLAN_SECRET)
+#define X_SERVICE (1 << SESSION_PLAN_SERVICE)
+#define X_INGRESS (1 << SESSION_PLAN_INGRESS)
+#define X_JOB     (1 << SESSION_PLAN_JOB)
+
+/* Builds: what the image step gathered (IMG_NONE: no step ran). */
+enum img {
+    IMG_NONE,
+    IMG_NO_ANSWER,  /* the registry not asked yet */
+    IMG_PRESENT,    /* the registry has the image */
+    IMG_ABSENT,     /* it has not, no Job */
+    IMG_RUNNING,    /* its Job runs */
+    IMG_SUCCEEDED,  /* its Job succeeded */
+    IMG_FAILED,     /* its Job failed, no log yet */
+    IMG_FAILED_LOG, /* its Job failed, the log's tail read */
+    IMG_NO_DEPS,    /* the bundle imports nothing */
+    IMG_BAD_BUNDLE, /* the bundle cannot be used */
+};
+
+struct row {
+    const char *name;
+    const char *spec;   /* members added to the spec: ",\"stopped\":true" */
+    const char *status; /* the session's status, or NULL */
+    const char *pod;    /* a fixture pod (test/unit/data/session/pod-<pod>.json), or NULL */
+    enum who pod_who, secret, service, ingress;
+    int held;       /* X_* expectations held (for 10 s more) */
+    int held_other; /* X_* of those held for a body other than the one wanted */
+    int pod_back;   /* the second read of the pod cache shows the session's pod */
+    int builds;     /* build.repository set */
+    int no_ingress; /* no ingress.baseDomain: no Ingress wanted */
+    enum img img;
+    const char *blocked; /* BundleNotFound */
+    double now;          /* seconds after T0 */
+    /* The plan expected. */
+    const char *writes;   /* "apply:pod* delete:service": '*' when the write is expected */
+    const char *phase;    /* the status written, "-" when none */
+    const char *deferred; /* the status held back for the pod's create, or NULL */
+    double requeue;
+    const char *gone;   /* "pod secret": predecessor's children to delete, or NULL */
+    const char *reason; /* the status' reason when phase is written, or NULL: unchecked */
+};
+
+static const char *const child_names[] = {"pod", "secret", "service", "ingress", "job", "session"};
+static const char *const verbs[] = {"apply", "create", "delete"};
+
+static struct json_object *parse(const char *text)
+{
+    struct json_object *o = json_tokener_parse(text);
+    if (!o)
+        fail_msg("bad JSON: %s", text);
+    return o;
+}
+
+static struct json_object *session_json(const struct row *row)
+{
+    char text[4096];
+    snprintf(text, sizeof(text),
+             "{\"apiVersion\":\"telo.run/v1alpha1\",\"kind\":\"TeloSession\","
+             "\"metadata\":{\"name\":\"hello\",\"namespace\":\"demo\",\"generation\":1,"
+             "\"uid\":\"" UID "\",\"creationTimestamp\":\"2026-03-01T09:59:59Z\"},"
+             "\"spec\":{\"entry\":\"app/telo.yaml\","
+             "\"bundle\":{\"configMap\":{\"name\":\"hello-app\"}},"
+             "\"ports\":[{\"port\":8080,\"protocol\":\"TCP\"}]%s}%s%s%s}",
+             row->spec ? row->spec : "", row->status ? ",\"status\":" : "",
+             row->status ? row->status : "", "");
+    return parse(text);
+}
+
+/* Makes obj (a child the session would write) into who's. */
+static struct json_object *owned_as(struct json_object *obj, enum who who, const char *uid)
+{
+    struct json_object *meta = json_object_object_get(obj, "metadata");
+    json_object_object_add(meta, "uid", json_object_new_string(uid));
+    struct json_object *owners = json_object_object_get(meta, "ownerReferences");
+    struct json_object *ref = json_object_array_get_idx(owners, 0);
+    if (who == PRED || who == PRED_GOING)
+        json_object_object_add(ref, "uid", json_object_new_string(PRED_UID));
+    if (who == PRED_GOING)
+        json_object_object_add(meta, "deletionTimestamp",
+                               json_object_new_string("2026-03-01T10:00:00Z"));
+    if (who == FOREIGN)
+        json_object_object_del(meta, "ownerReferences");
+    return obj;
+}
+
+static struct json_object *load_pod(const char *name, enum who who)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/session/pod-%s.json", TELO_TEST_DATA, name);
+    struct json_object *pod = json_object_from_file(path);
+    if (!pod)
+        fail_msg("cannot read %s", path);
+    return owned_as(pod, who, "7c1e5b0e-2f4d-4d7e-9a51-3f1f0d2c8a11");
+}
+
+static struct json_object *child(const struct session *s, const struct session_config *cfg,
+                                 enum session_plan_child which, enum who who)
+{
+    struct json_object *obj = NULL;
+    if (who == NONE)
+        return NULL;
+    if (which == SESSION_PLAN_SECRET)
+        obj = session_desired_secret(s, cfg, "t");
+    else if (which == SESSION_PLAN_SERVICE)
+        obj = session_desired_service(s, cfg);
+    else
+        obj = session_desired_ingress(s, cfg);
+    if (!obj && which == SESSION_PLAN_INGRESS) {
+        /* One made while an ingress domain was configured. */
+        struct session_config *with = session_config_new();
+        struct telo_err err;
+        assert_int_equal(session_config_set(with, "ingress.baseDomain=telo.test", &err), 0);
+        obj = session_desired_ingress(s, with);
+        session_config_free(with);
+    }
+    assert_non_null(obj);
+    if (who == OWN_DIFF)
+        json_object_object_add(json_object_object_get(obj, "spec"),
+                               which == SESSION_PLAN_SERVICE ? "ports" : "rules",
+                               json_object_new_array());
+    return owned_as(obj, who, child_names[which]);
+}
+
+/* A build Job created at T0 by this session, with status_json as its status. */
+static struct json_object *job_json(const char *status_json)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"metadata\":{\"name\":\"" JOB "\",\"namespace\":\"telo-builds\",\"uid\":\"u1\","
+             "\"creationTimestamp\":\"2026-03-01T10:00:00Z\","
+             "\"annotations\":{\"" BUILD_ANNOTATION_BY "\":\"demo/hello\"}},\"status\":%s}",
+             status_json);
+    return parse(text);
+}
+
+/* The image step's observation for row (the Job, if any, into *job). */
+static void image_obs(const struct row *row, const struct session *s,
+                      const struct session_config *cfg, struct session_image_obs *io,
+                      struct json_object **job)
+{
+    memset(io, 0, sizeof(*io));
+    io->self = "demo/hello";
+    io->base_image = session_image(s, cfg);
+    io->tag = TAG;
+    io->ref = REF;
+    io->build_namespace = "telo-builds";
+    io->job_name = JOB;
+    io->timeout_seconds = 600;
+    io->old = s->status;
+    io->now = T0 + row->now;
+    static const char failed[] = "{\"failed\":1,\"conditions\":[{\"type\":\"Failed\","
+                                 "\"status\":\"True\",\"reason\":\"BackoffLimitExceeded\"}]}";
+    switch (row->img) {
+    case IMG_PRESENT:
+        io->presence = SESSION_PRESENCE_PRESENT;
+        break;
+    case IMG_ABSENT:
+        io->presence = SESSION_PRESENCE_ABSENT;
+        break;
+    case IMG_RUNNING:
+        io->presence = SESSION_PRESENCE_ABSENT;
+        *job = job_json("{\"active\":1}");
+        break;
+    case IMG_SUCCEEDED:
+        io->presence = SESSION_PRESENCE_ABSENT;
+        *job = job_json("{\"succeeded\":1,\"completionTime\":\"2026-03-01T10:01:00Z\","
+                        "\"conditions\":[{\"type\":\"Complete\",\"status\":\"True\"}]}");
+        break;
+    case IMG_FAILED:
+    case IMG_FAILED_LOG:
+        io->presence = SESSION_PRESENCE_ABSENT;
+        *job = job_json(failed);
+        io->log = row->img == IMG_FAILED_LOG ? SESSION_LOG_DONE : SESSION_LOG_NONE;
+        io->log_tail = "error: npm install failed";
+        break;
+    case IMG_NO_DEPS:
+        io->no_dependencies = 1;
+        break;
+    case IMG_BAD_BUNDLE:
+        io->bundle_error = "bundle ConfigMap demo/hello-app key bundle.tgz: not a gzip tar";
+        break;
+    default:
+        break;
+    }
+    io->job = *job;
+}
+
+static void render(const struct session_plan *plan, char *out, size_t len)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < plan->nwrites && n < len; i++) {
+        const struct session_plan_write *w = &plan->writes[i];
+        n += (size_t)snprintf(out + n, len - n, "%s%s:%s%s", i ? " " : "", verbs[w->verb],
+                              child_names[w->child], w->expect ? "*" : "");
+    }
+}
+
+static void render_gone(const struct session_plan *plan, char *out, size_t len)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < plan->ngone && n < len; i++)
+        n += (size_t)snprintf(out + n, len - n, "%s%s", i ? " " : "",
+                              child_names[plan->gone[i].child]);
+}
+
+/* A session's world for row: config, session, children, expectations; plans it into plan. */
+struct world {
+    struct session_config *cfg;
+    struct json_object *obj, *pod, *secret, *service, *ingress, *job;
+    struct session s;
+    struct session_image_obs io;
+    struct session_plan_obs obs;
+};
+
+static void world_init(struct world *w, const struct row *row)
+{
+    struct telo_err err;
+    memset(w, 0, sizeof(*w));
+    w->cfg = session_config_new();
+    assert_non_null(w->cfg);
+    if (!row->no_ingress)
+        assert_int_equal(session_config_set(w->cfg, "ingress.baseDomain=telo.test", &err), 0);
+    if (row->builds)
+        assert_int_equal(
+            session_config_set(w->cfg, "build.repository=127.0.0.1:5001/telo/apps", &err), 0);
+    w->obj = session_json(row);
+    if (session_spec_parse(w->obj, &w->s, &err) < 0)
+        fail_msg("%s: session_spec_parse: %s", row->name, err.msg);
+    w->pod = row->pod ? load_pod(row->pod, row->pod_who) : NULL;
+    w->secret = child(&w->s, w->cfg, SESSION_PLAN_SECRET, row->secret);
+    w->service = child(&w->s, w->cfg, SESSION_PLAN_SERVICE, row->service);
+    w->ingress = child(&w->s, w->cfg, SESSION_PLAN_INGRESS, row->ingress);
+    struct session_plan_obs *obs = &w->obs;
+    obs->s = &w->s;
+    obs->cfg = w->cfg;
+    obs->pod = w->pod;
+    obs->secret = w->secret;
+    obs->service = w->service;
+    obs->ingress = w->ingress;
+    obs->pod_back = row->pod_back;
+    obs->blocked_reason = row->blocked;
+    obs->blocked_message = row->blocked ? "ConfigMap hello-app does not exist" : NULL;
+    obs->now = T0 + row->now;
+    for (int c = 0; c < SESSION_PLAN_NCHILDREN; c++) {
+        struct session_plan_expect *e = &obs->expect[c];
+        if (!(row->held & (1 << c)))
+            continue;
+        e->held = 1;
+        e->until = obs->now + 10;
+        struct json_object *want = NULL;
+        if (c == SESSION_PLAN_SERVICE)
+            want = session_desired_service(&w->s, w->cfg);
+        if (c == SESSION_PLAN_INGRESS)
+            want = session_desired_ingress(&w->s, w->cfg);
+        e->body = want ? session_plan_body_hash(want) : 0;
+        if (row->held_other & (1 << c))
+            e->body = 12345;
+        json_object_put(want);
+    }
+    if (row->img != IMG_NONE) {
+        image_obs(row, &w->s, w->cfg, &w->io, &w->job);
+        obs->image = &w->io;
+    }
+}
+
+static void world_free(struct world *w)
+{
+    session_spec_release(&w->s);
+    json_object_put(w->obj);
+    json_object_put(w->pod);
+    json_object_put(w->secret);
+    json_object_put(w->service);
+    json_object_put(w->ingress);
+    json_object_put(w->job);
+    session_config_free(w->cfg);
+}
+
+static const char *phase_of(const struct session_verdict *v)
+{
+    const char *phase =
+        v->status ? json_object_get_string(json_object_object_get(v->status, "phase")) : NULL;
+    return phase ? phase : "?";
+}
+
+static void check_row(const struct row *row)
+{
+    struct world w;
+    world_init(&w, row);
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    char writes[512], gone[256];
+    render(&plan, writes, sizeof(writes));
+    render_gone(&plan, gone, sizeof(gone));
+    const char *phase = plan.verdict.changed ? phase_of(&plan.verdict) : "-";
+    const char *deferred = plan.deferred.status ? phase_of(&plan.deferred) : NULL;
+    const char *reason =
+        plan.verdict.changed && plan.verdict.status
+            ? json_object_get_string(json_object_object_get(plan.verdict.status, "reason"))
+            : NULL;
+    print_message("%-58s writes=[%s] phase=%s deferred=%s requeue=%.2f gone=[%s] reason=%s\n",
+                  row->name, writes, phase, deferred ? deferred : "-", plan.requeue_after, gone,
+                  reason ? reason : "-");
+    assert_string_equal(writes, row->writes);
+    assert_string_equal(phase, row->phase);
+    assert_string_equal(deferred ? deferred : "-", row->deferred ? row->deferred : "-");
+    assert_true(fabs(plan.requeue_after - row->requeue) < 0.001);
+    assert_string_equal(gone, row->gone ? row->gone : "");
+    if (row->reason)
+        assert_string_equal(reason ? reason : "-", row->reason);
+    session_plan_release(&plan);
+    world_free(&w);
+}
+
+#define RUNNING                                                                                    \
+    "{\"phase\":\"Running\",\"podName\":\"telo-run-hello\","                                       \
+    "\"podUID\":\"7c1e5b0e-2f4d-4d7e-9a51-3f1f0d2c8a11\"}"
+#define SUCCEEDED_LONG_AGO                                                                         \
+    "{\"phase\":\"Succeeded\",\"podName\":\"telo-run-hello\","                                     \
+    "\"completionTime\":\"2026-03-01T09:00:00Z\"}"
+
+/* The sessions without builds: every child in every phase. */
+static const struct row plain_rows[] = {
+    /* A new session: its pod, Service, Ingress and Secret at once; its Pending waits for the
+     * pod's arrival, which writes what follows. */
+    {.name = "new session creates every child",
+     .writes = "apply:pod* apply:service* apply:ingress* apply:secret*",
+     .phase = "-",
+     .deferred = "Pending"},
+    {.name = "new session, no ingress domain: no Ingress",
+     .no_ingress = 1,
+     .writes = "apply:pod* apply:service* apply:secret*",
+     .phase = "-",
+     .deferred = "Pending"},
+    /* Our pod's create is on its way into the cache: not again; looked at when it lapses. */
+    {.name = "pod written, not cached yet: no second create",
+     .held = X_POD | X_SECRET | X_SERVICE | X_INGRESS,
+     .writes = "",
+     .phase = "-",
+     .deferred = "Pending",
+     .requeue = 10.1},
+    /* A Service expectation for other contents: the spec changed meanwhile, apply again. */
+    {.name = "service written with other ports: applied again",
+     .held = X_POD | X_SECRET | X_SERVICE | X_INGRESS,
+     .held_other = X_SERVICE,
+     .writes = "apply:service*",
+     .phase = "-",
+     .deferred = "Pending",
+     .requeue = 10.1},
+    {.name = "pod scheduled, children own: nothing to write (settling)",
+     .pod = "pending-scheduled",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 0.5,
+     .writes = "",
+     .phase = "-",
+     .requeue = 1.5},
+    {.name = "pod scheduled and settled: Provisioning",
+     .pod = "pending-scheduled",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 3,
+     .writes = "",
+     .phase = "Provisioning",
+     .requeue = 117},
+    {.name = "pod running: Running",
+     .pod = "running",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 5,
+     .writes = "",
+     .phase = "Running"},
+    {.name = "running, status without conditions: written in full",
+     .status = RUNNING,
+     .pod = "running",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 5,
+     .writes = "",
+     .phase = "Running"},
+    {.name = "running, service ports differ: service patched",
+     .pod = "running",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN_DIFF,
+     .ingress = OWN,
+     .now = 5,
+     .writes = "apply:service",
+     .phase = "Running"},
+    {.name = "running, ingress rules differ: ingress patched",
+     .pod = "running",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN_DIFF,
+     .now = 5,
+     .writes = "apply:ingress",
+     .phase = "Running"},
+    {.name = "running, no ingress domain: own ingress deleted",
+     .pod = "running",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .no_ingress = 1,
+     .now = 5,
+     .writes = "delete:ingress",
+     .phase = "Running"},
+    {.name = "running, children gone: made again",
+     .pod = "running",
+     .pod_who = OWN,
+     .now = 5,
+     .writes = "apply:service* apply:ingress* apply:secret*",
+     .phase = "Running"},
+    {.name = "running, Secret written not cached: trusted, not replaced",
+     .pod = "running",
+     .pod_who = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .held = X_SECRET,
+     .now = 5,
+     .writes = "",
+     .phase = "Running",
+     .requeue = 10.1},
+    /* Stop: the pod, Service and Ingress go; the record and its Secret stay. */
+    {.name = "stopped: pod, service, ingress deleted",
+     .spec = ",\"stopped\":true",
+     .status = RUNNING,
+     .pod = "running",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 5,
+     .writes = "delete:pod delete:service delete:ingress",
+     .phase = "Stopped",
+     .reason = "Stopped"},
+    {.name = "stopped and gone: nothing",
+     .spec = ",\"stopped\":true",
+     .status = "{\"phase\":\"Stopped\",\"reason\":\"Stopped\"}",
+     .secret = OWN,
+     .writes = "",
+     .phase = "Stopped"},
+    {.name = "stopped, another's service: left alone",
+     .spec = ",\"stopped\":true",
+     .status = RUNNING,
+     .pod = "running",
+     .pod_who = OWN,
+     .service = FOREIGN,
+     .writes = "delete:pod",
+     .phase = "Stopped",
+     .requeue = 10},
+    {.name = "pod succeeded: Succeeded, children kept",
+     .status = RUNNING,
+     .pod = "succeeded",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 60,
+     .writes = "",
+     .phase = "Succeeded",
+     .reason = "AppExited"},
+    {.name = "pod failed (exit 3): Failed, pod kept for its logs",
+     .status = RUNNING,
+     .pod = "failed-exit3",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 60,
+     .writes = "",
+     .phase = "Failed",
+     .reason = "AppExited"},
+    {.name = "start deadline passed: Failed StartTimeout, pod deleted",
+     .status = "{\"phase\":\"Provisioning\",\"podName\":\"telo-run-hello\"}",
+     .pod = "pending-scheduled",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 200,
+     .writes = "delete:pod",
+     .phase = "Failed",
+     .reason = "StartTimeout"},
+    /* ttlSecondsAfterFinished: the record goes once it has passed, and only then. */
+    {.name = "finished, TTL passed: session deleted",
+     .spec = ",\"ttlSecondsAfterFinished\":60",
+     .status = SUCCEEDED_LONG_AGO,
+     .pod = "succeeded",
+     .pod_who = OWN,
+     .secret = OWN,
+     .now = 60,
+     .writes = "delete:session",
+     .phase = "-"},
+    {.name = "finished, TTL not passed: looked at then",
+     .spec = ",\"ttlSecondsAfterFinished\":7200",
+     .status = SUCCEEDED_LONG_AGO,
+     .pod = "succeeded",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 60,
+     .writes = "",
+     .phase = "Succeeded",
+     .requeue = 3540},
+    {.name = "running pod deleted by someone: Failed PodDisappeared",
+     .status = RUNNING,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 60,
+     .writes = "",
+     .phase = "Failed",
+     .reason = "PodDisappeared"},
+    {.name = "pod deleted, but back in the cache: look again",
+     .status = RUNNING,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .pod_back = 1,
+     .now = 60,
+     .writes = "",
+     .phase = "-",
+     .requeue = 0.5},
+    /* Issue 21: a deleted predecessor's children are replaced, anyone else's are a conflict. */
+    {.name = "predecessor's pod: deleted (after a live read), Pending",
+     .pod = "running",
+     .pod_who = PRED,
+     .writes = "apply:service* apply:ingress* apply:secret*",
+     .phase = "Pending",
+     .gone = "pod",
+     .requeue = 10},
+    {.name = "predecessor's pod going already: waited for",
+     .pod = "running",
+     .pod_who = PRED_GOING,
+     .writes = "apply:service* apply:ingress* apply:secret*",
+     .phase = "Pending",
+     .requeue = 10},
+    {.name = "predecessor's secret: replaced, pod created meanwhile",
+     .secret = PRED,
+     .writes = "apply:pod* apply:service* apply:ingress*",
+     .phase = "-",
+     .deferred = "Pending",
+     .gone = "secret",
+     .requeue = 10},
+    {.name = "predecessor's service and ingress: replaced",
+     .service = PRED,
+     .ingress = PRED,
+     .writes = "apply:pod* apply:secret*",
+     .phase = "-",
+     .deferred = "Pending",
+     .gone = "service ingress",
+     .requeue = 10},
+    {.name = "foreign pod: NameConflict, nothing created in its place",
+     .pod = "running",
+     .pod_who = FOREIGN,
+     .writes = "apply:service* apply:ingress* apply:secret*",
+     .phase = "Pending",
+     .reason = "NameConflict",
+     .requeue = 10},
+    {.name = "foreign secret: NameConflict, no pod",
+     .secret = FOREIGN,
+     .writes = "apply:service* apply:ingress*",
+     .phase = "Pending",
+     .reason = "NameConflict",
+     .requeue = 10},
+    {.name = "foreign service: NameConflict, no pod",
+     .service = FOREIGN,
+     .writes = "apply:ingress* apply:secret*",
+     .phase = "Pending",
+     .reason = "NameConflict",
+     .requeue = 10},
+    {.name = "bundle missing: Pending BundleNotFound, no pod, rechecked",
+     .blocked = "BundleNotFound",
+     .writes = "apply:service* apply:ingress* apply:secret*",
+     .phase = "Pending",
+     .reason = "BundleNotFound",
+     .requeue = 10},
+};
+
+/* The sessions with builds on (build.repository set). */
+static const struct row build_rows[] = {
+    {.name = "builds: registry not asked yet: wait for its answer",
+     .builds = 1,
+     .img = IMG_NO_ANSWER,
+     .writes = "",
+     .phase = "-",
+     .requeue = 30},
+    {.name = "builds: image in the registry: pod on it",
+     .builds = 1,
+     .img = IMG_PRESENT,
+     .writes = "apply:pod* apply:service* apply:ingress* apply:secret*",
+     .phase = "Pending"},
+    {.name = "builds: no deps: the base image",
+     .builds = 1,
+     .img = IMG_NO_DEPS,
+     .writes = "apply:pod* apply:service* apply:ingress* apply:secret*",
+     .phase = "Pending"},
+    {.name = "builds: image absent: Job created, no pod",
+     .builds = 1,
+     .img = IMG_ABSENT,
+     .writes = "create:job* apply:service* apply:ingress* apply:secret*",
+     .phase = "Building"},
+    {.name = "builds: Job written not cached: not created again",
+     .builds = 1,
+     .img = IMG_ABSENT,
+     .held = X_JOB,
+     .writes = "apply:service* apply:ingress* apply:secret*",
+     .phase = "Building",
+     .requeue = 10.1},
+    {.name = "builds: Job runs: Building, followed",
+     .builds = 1,
+     .img = IMG_RUNNING,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 5,
+     .writes = "",
+     .phase = "Building",
+     .requeue = 626},
+    {.name = "builds: Job succeeded: pod on the built image",
+     .builds = 1,
+     .img = IMG_SUCCEEDED,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 70,
+     .writes = "apply:pod*",
+     .phase = "Pending"},
+    {.name = "builds: Job failed, log not read: wait for it",
+     .builds = 1,
+     .img = IMG_FAILED,
+     .now = 70,
+     .writes = "",
+     .phase = "-",
+     .requeue = 30},
+    {.name = "builds: Job failed, log read: Failed BuildFailed",
+     .builds = 1,
+     .img = IMG_FAILED_LOG,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 70,
+     .writes = "",
+     .phase = "Failed",
+     .reason = "BuildFailed"},
+    {.name = "builds: bundle unusable: Failed",
+     .builds = 1,
+     .img = IMG_BAD_BUNDLE,
+     .writes = "",
+     .phase = "Failed",
+     .reason = "BundleInvalid"},
+    {.name = "builds: base image not allowed: blocked, rechecked",
+     .builds = 1,
+     .spec = ",\"image\":\"evil.example/node:1\"",
+     .writes = "apply:service* apply:ingress* apply:secret*",
+     .phase = "Pending",
+     .reason = "ImageNotAllowed",
+     .requeue = 10},
+    {.name = "builds: bundle missing: no step, no pod",
+     .builds = 1,
+     .blocked = "BundleNotFound",
+     .writes = "apply:service* apply:ingress* apply:secret*",
+     .phase = "Pending",
+     .reason = "BundleNotFound",
+     .requeue = 10},
+    {.name = "builds: self-contained: no build, base image pod",
+     .builds = 1,
+     .spec = ",\"selfContained\":true",
+     .writes = "apply:pod* apply:service* apply:ingress* apply:secret*",
+     .phase = "-",
+     .deferred = "Pending"},
+    {.name = "builds: pod exists: no step, Running",
+     .builds = 1,
+     .status = RUNNING,
+     .pod = "running",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 5,
+     .writes = "",
+     .phase = "Running"},
+};
+
+static void plain_sessions(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(plain_rows) / sizeof(plain_rows[0]); i++)
+        check_row(&plain_rows[i]);
+}
+
+static void sessions_with_builds(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(build_rows) / sizeof(build_rows[0]); i++)
+        check_row(&build_rows[i]);
+}
+
+/* What must be learnt before the plan: the bundle (and its tag), or nothing. */
+struct learn_row {
+    const char *name;
+    struct row world;
+    enum session_plan_learn want;
+};
+
+static const struct learn_row learn_rows[] = {
+    {"new session: read the bundle", {.writes = ""}, SESSION_PLAN_LEARN_BUNDLE},
+    {"pod exists: nothing", {.pod = "running", .pod_who = OWN}, SESSION_PLAN_LEARN_NOTHING},
+    {"another's pod: the bundle (no pod of its own yet)",
+     {.pod = "running", .pod_who = FOREIGN},
+     SESSION_PLAN_LEARN_BUNDLE},
+    {"pod written, not cached: nothing", {.held = X_POD}, SESSION_PLAN_LEARN_NOTHING},
+    {"stopped: nothing", {.spec = ",\"stopped\":true"}, SESSION_PLAN_LEARN_NOTHING},
+    {"had a pod: nothing", {.status = RUNNING}, SESSION_PLAN_LEARN_NOTHING},
+    {"Building: the bundle (and its tag)",
+     {.builds = 1, .status = "{\"phase\":\"Building\"}"},
+     SESSION_PLAN_LEARN_BUNDLE},
+    {"Failed: nothing", {.status = "{\"phase\":\"Failed\"}"}, SESSION_PLAN_LEARN_NOTHING},
+    {"builds, URL bundle: its tag",
+     {.builds = 1,
+      .spec = ",\"bundle\":{\"url\":{\"url\":\"https://example.test/a.tgz\",\"sha256\":"
+              "\"0000000000000000000000000000000000000000000000000000000000000000\"}}"},
+     SESSION_PLAN_LEARN_URL_KEY},
+    {"no builds, URL bundle: nothing (the pod fetches it)",
+     {.spec = ",\"bundle\":{\"url\":{\"url\":\"https://example.test/a.tgz\",\"sha256\":"
+              "\"0000000000000000000000000000000000000000000000000000000000000000\"}}"},
+     SESSION_PLAN_LEARN_NOTHING},
+    {"builds, base image not allowed: refused before any read",
+     {.builds = 1, .spec = ",\"image\":\"evil.example/node:1\""},
+     SESSION_PLAN_LEARN_REFUSED},
+};
+
+static void what_to_learn_first(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(learn_rows) / sizeof(learn_rows[0]); i++) {
+        struct world w;
+        world_init(&w, &learn_rows[i].world);
+        enum session_plan_learn got = session_plan_learn(&w.obs);
+        print_message("%-58s learn=%d\n", learn_rows[i].name, (int)got);
+        assert_int_equal(got, learn_rows[i].want);
+        world_free(&w);
+    }
+}
+
+/* The metrics a status write carries, and the Secret's token left to the executor. */
+static void status_write_metrics_and_token(void **state)
+{
+    (void)state;
+    struct row running = {.pod = "running", .pod_who = OWN, .now = 5};
+    struct world w;
+    world_init(&w, &running);
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    /* Created 09:59:59, Running seen at 10:00:05. */
+    assert_true(fabs(plan.startup_seconds - 6) < 0.001);
+    assert_null(plan.failed_reason);
+    int secrets = 0;
+    for (size_t i = 0; i < plan.nwrites; i++) {
+        if (plan.writes[i].child != SESSION_PLAN_SECRET)
+            continue;
+        secrets++;
+        assert_true(plan.writes[i].fill_token);
+        assert_string_equal(plan.writes[i].name, "telo-run-hello-attach");
+    }
+    assert_int_equal(secrets, 1);
+    session_plan_release(&plan);
+    world_free(&w);
+
+    struct row failed = {.status = RUNNING, .pod = "failed-oomkilled", .pod_who = OWN, .now = 5};
+    world_init(&w, &failed);
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_non_null(plan.failed_reason);
+    assert_string_equal(plan.failed_reason, "OOMKilled");
+    assert_true(plan.startup_seconds < 0);
+    session_plan_release(&plan);
+    world_free(&w);
+
+    struct row hit = {.builds = 1, .img = IMG_PRESENT};
+    world_init(&w, &hit);
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plan.cache_hit);
+    assert_true(plan.image.check_registry == 0);
+    session_plan_release(&plan);
+    world_free(&w);
+
+    struct row ask = {.builds = 1, .img = IMG_NO_ANSWER};
+    world_init(&w, &ask);
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plan.wait && plan.image.check_registry);
+    session_plan_release(&plan);
+    world_free(&w);
+}
+
+/* A session whose status is what the plan wrote last pass: no write at all (steady state makes
+ * zero API writes), for a running session and a stopped one. */
+static void steady_state_writes_nothing(void **state)
+{
+    (void)state;
+    static const struct row rows[] = {
+        {.pod = "running", .pod_who = OWN, .secret = OWN, .service = OWN, .ingress = OWN, .now = 5},
+        {.spec = ",\"stopped\":true", .secret = OWN, .now = 5},
+        {.pod = "succeeded",
+         .pod_who = OWN,
+         .secret = OWN,
+         .service = OWN,
+         .ingress = OWN,
+         .now = 60},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct world w;
+        struct session_plan plan;
+        world_init(&w, &rows[i]);
+        assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+        assert_true(plan.verdict.changed);
+        char *written =
+            strdup(json_object_to_json_string_ext(plan.verdict.status, JSON_C_TO_STRING_PLAIN));
+        assert_non_null(written);
+        session_plan_release(&plan);
+        world_free(&w);
+        struct row again = rows[i];
+        again.status = written;
+        again.now += 30;
+        world_init(&w, &again);
+        assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+        assert_false(plan.verdict.changed);
+        assert_int_equal(plan.nwrites, 0);
+        assert_int_equal(plan.ngone, 0);
+        assert_true(plan.requeue_after == 0);
+        session_plan_release(&plan);
+        world_free(&w);
+        free(written);
+    }
+}
+
+/* A foreign child names itself for the log; a predecessor's carries its uids. */
+static void conflict_and_gone_details(void **state)
+{
+    (void)state;
+    struct row row = {.service = FOREIGN, .secret = PRED};
+    struct world w;
+    world_init(&w, &row);
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_string_equal(plan.conflict_kind, "service");
+    assert_string_equal(plan.conflict_name, "telo-run-hello");
+    assert_int_equal(plan.ngone, 1);
+    assert_string_equal(plan.gone[0].name, "telo-run-hello-attach");
+    assert_string_equal(plan.gone[0].uid, "secret");
+    assert_string_equal(plan.gone[0].owner_uid, PRED_UID);
+    session_plan_release(&plan);
+    world_free(&w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(plain_sessions),
+        cmocka_unit_test(sessions_with_builds),
+        cmocka_unit_test(what_to_learn_first),
+        cmocka_unit_test(status_write_metrics_and_token),
+        cmocka_unit_test(conflict_and_gone_details),
+        cmocka_unit_test(steady_state_writes_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
