@@ -5,6 +5,7 @@
 #include "build/job.h"
 #include "cache/transform.h"
 #include "session/desired.h"
+#include "session/phase.h"
 #include "util/jget.h"
 
 #include <stdio.h>
@@ -68,9 +69,8 @@ static void index_build_tag(struct json_object *obj, const void *arg,
 {
     (void)arg;
     struct json_object *status = jget(obj, "status");
-    const char *phase = jget_string(status, "phase");
     const char *tag = jget_string(jget(status, "image"), "tag");
-    if (phase && tag && strcmp(phase, "Building") == 0)
+    if (tag && session_phase_of(status) == SESSION_PHASE_BUILDING)
         emit(ctx, tag);
 }
 

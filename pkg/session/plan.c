@@ -4,6 +4,7 @@
 #include "build/job.h"
 #include "session/builds.h"
 #include "session/desired.h"
+#include "session/phase.h"
 #include "util/err.h"
 #include "util/jget.h"
 #include "util/strmap.h"
@@ -69,11 +70,13 @@ static int may_create(const struct session_plan_obs *obs)
 {
     const struct session *s = obs->s;
     enum session_owner pod = session_child_owner(obs->pod, s->name, s->uid);
-    const char *phase = jget_string(s->status, "phase");
+    /* A status without a phase is a new session's; one this operator did not write is not. */
+    const char *text = jget_string(s->status, "phase");
+    enum session_phase phase = session_phase_parse(text);
     int pod_expected = !obs->pod && held(obs, SESSION_PLAN_POD, 0);
     return pod != SESSION_OWNER_OWN && !pod_expected && !s->stopped &&
            !jget_string(s->status, "podName") &&
-           (!phase || strcmp(phase, "Pending") == 0 || strcmp(phase, "Building") == 0);
+           (!text || phase == SESSION_PHASE_PENDING || phase == SESSION_PHASE_BUILDING);
 }
 
 enum session_plan_learn session_plan_learn(const struct session_plan_obs *obs)
@@ -298,23 +301,18 @@ static void plan_secret(const struct session_plan_obs *obs, struct session_plan 
     }
 }
 
-static int is_phase(const char *phase, const char *want)
-{
-    return phase && strcmp(phase, want) == 0;
-}
-
 /* The pod's create: a new session (Pending) whose pod is neither there nor on its way, nothing
  * blocking it (a missing bundle, a name held by another, an image not decided or refused).
  * Returns 1 when it is created. */
 static int plan_pod(const struct session_plan_obs *obs, struct session_plan *out,
-                    const struct children *ch, const char *phase)
+                    const struct children *ch, enum session_phase phase)
 {
     const struct session_image_plan *img = out->has_image ? &out->image : NULL;
     /* A session whose image comes from a build gets a pod only once the step says READY. */
     int ready = img && img->step == SESSION_IMAGE_READY;
     int image_ready = keep_image(obs) ? ready : 1;
     int pod_expected = !obs->pod && held(obs, SESSION_PLAN_POD, 0);
-    if (obs->pod || !is_phase(phase, "Pending") || obs->blocked_reason || pod_expected ||
+    if (obs->pod || phase != SESSION_PHASE_PENDING || obs->blocked_reason || pod_expected ||
         ch->conflict[0] || !image_ready || (img && img->step == SESSION_IMAGE_BLOCKED))
         return 0;
     const char *image = ready ? img->ref : session_image(obs->s, obs->cfg);
@@ -331,16 +329,16 @@ static int plan_pod(const struct session_plan_obs *obs, struct session_plan *out
  * pod is being created this pass. */
 static int plan_children(const struct session_plan_obs *obs, struct session_plan *out,
                          const struct children *ch, const struct session_verdict *v,
-                         const char *phase)
+                         enum session_phase phase)
 {
-    int live = is_phase(phase, "Pending") || is_phase(phase, "Building") ||
-               is_phase(phase, "Provisioning") || is_phase(phase, "Running");
-    if (out->has_image && out->image.create_job && is_phase(phase, "Building") && obs->image)
+    int live = phase == SESSION_PHASE_PENDING || phase == SESSION_PHASE_BUILDING ||
+               phase == SESSION_PHASE_PROVISIONING || phase == SESSION_PHASE_RUNNING;
+    if (out->has_image && out->image.create_job && phase == SESSION_PHASE_BUILDING && obs->image)
         plan_job(obs, out);
     int creating = plan_pod(obs, out, ch, phase);
     if (v->delete_pod && ch->pod == SESSION_OWNER_OWN)
         add_write(out, SESSION_PLAN_DELETE, SESSION_PLAN_POD, ch->child, NULL);
-    if (is_phase(phase, "Stopped")) {
+    if (phase == SESSION_PHASE_STOPPED) {
         plan_routed(obs, out, ch, SESSION_PLAN_SERVICE, 0);
         plan_routed(obs, out, ch, SESSION_PLAN_INGRESS, 0);
     }
@@ -357,17 +355,17 @@ static int plan_children(const struct session_plan_obs *obs, struct session_plan
 
 /* The metrics a status write carries: computed from the transition it makes. */
 static void plan_metrics(const struct session_plan_obs *obs, struct session_plan *out,
-                         const char *phase)
+                         enum session_phase phase)
 {
     struct json_object *status = out->verdict.status, *old = obs->s->status;
-    const char *old_phase = jget_string(old, "phase");
-    if (is_phase(phase, "Failed") && !is_phase(old_phase, "Failed")) {
+    enum session_phase old_phase = session_phase_of(old);
+    if (phase == SESSION_PHASE_FAILED && old_phase != SESSION_PHASE_FAILED) {
         const char *reason = jget_string(status, "reason");
         out->failed_reason = reason && *reason ? reason : "Unknown";
     }
-    out->cache_hit = is_phase(jget_string(jget(status, "image"), "reason"), "CacheHit") &&
-                     !is_phase(jget_string(jget(old, "image"), "reason"), "CacheHit");
-    if (is_phase(phase, "Running") && !is_phase(old_phase, "Running")) {
+    out->cache_hit = jget_string_is(jget(status, "image"), "reason", "CacheHit") &&
+                     !jget_string_is(jget(old, "image"), "reason", "CacheHit");
+    if (phase == SESSION_PHASE_RUNNING && old_phase != SESSION_PHASE_RUNNING) {
         double created =
             timefmt_parse(jget_string(jget(obs->s->obj, "metadata"), "creationTimestamp"));
         if (created >= 0)
@@ -396,7 +394,7 @@ static void plan_status(const struct session_plan_obs *obs, const struct session
             v->requeue_after = settle;
     }
     if (v->changed && jget_string_is(v->status, "reason", "PodDisappeared") &&
-        !jget_string_is(obs->s->status, "phase", "Failed") && obs->pod_back) {
+        session_phase_of(obs->s->status) != SESSION_PHASE_FAILED && obs->pod_back) {
         /* A terminal verdict from a pass that read the pod cache a while ago (a bundle read in
          * between): the pod is there after all. Look again. */
         v->changed = 0;
@@ -459,7 +457,7 @@ int session_plan_make(const struct session_plan_obs *obs, struct session_plan *o
         out->verdict.changed = 0;
         add_write(out, SESSION_PLAN_DELETE, SESSION_PLAN_SESSION, s->name, NULL);
     } else {
-        const char *phase = jget_string(out->verdict.status, "phase");
+        enum session_phase phase = session_phase_of(out->verdict.status);
         int creating = plan_children(obs, out, &ch, &out->verdict, phase);
         plan_status(obs, &so, out, creating || pod_expected);
         if (out->verdict.changed)

@@ -5,6 +5,7 @@
 #include "session/pass.h"
 
 #include "controller/events.h"
+#include "session/phase.h"
 #include "util/jget.h"
 #include "util/log.h"
 
@@ -511,7 +512,8 @@ static void invalid_spec(struct pass *p, struct json_object *obj, const char *wh
         return;
     }
     struct json_object *status = json_object_new_object();
-    json_object_object_add(status, "phase", json_object_new_string("Failed"));
+    json_object_object_add(status, "phase",
+                           json_object_new_string(session_phase_name(SESSION_PHASE_FAILED)));
     json_object_object_add(status, "reason", json_object_new_string("InvalidSpec"));
     json_object_object_add(status, "message", json_object_new_string(why));
     struct json_object *old = jget(obj, "status");

@@ -4,6 +4,7 @@
 #include "cache/store.h"
 #include "controller/metrics.h"
 #include "session/informers.h"
+#include "session/phase.h"
 #include "util/jget.h"
 #include "util/strmap.h"
 #include "util/timefmt.h"
@@ -116,14 +117,10 @@ static void tally(void *ud, const struct cache_object *obj)
     if (!slash || !session_informers_watched(t->cfg, obj->key, (size_t)(slash - obj->key)))
         return;
     struct json_object *o = json_tokener_parse(obj->json);
-    const char *phase = jget_string(jget(o, "status"), "phase");
-    static const char *const phases[] = {"Pending",   "Building", "Provisioning", "Running",
-                                         "Succeeded", "Failed",   "Stopped"};
-    const char *known = "Pending";
-    for (size_t i = 0; phase && i < sizeof(phases) / sizeof(phases[0]); i++) {
-        if (strcmp(phase, phases[i]) == 0)
-            known = phases[i];
-    }
+    /* A session without a phase this operator writes counts as Pending. The names are the
+     * table's own strings, so they compare by address below. */
+    enum session_phase p = session_phase_of(jget(o, "status"));
+    const char *known = session_phase_name(p == SESSION_PHASE_UNKNOWN ? SESSION_PHASE_PENDING : p);
     json_object_put(o);
     for (size_t i = 0; i < t->n; i++) {
         if (t->counts[i].phase == known) {
@@ -151,18 +148,14 @@ struct phase_gauge {
     int seen[8];
 };
 
-static const char *const all_phases[] = {"Pending",   "Building", "Provisioning", "Running",
-                                         "Succeeded", "Failed",   "Stopped"};
-
 static void set_phase(void *ud, const char *phase, unsigned long n)
 {
     struct phase_gauge *g = ud;
     const char *v[] = {phase};
     metrics_gauge_set(metrics_series(g->fam, v, NULL), (double)n);
-    for (size_t i = 0; i < sizeof(all_phases) / sizeof(all_phases[0]); i++) {
-        if (strcmp(all_phases[i], phase) == 0)
-            g->seen[i] = 1;
-    }
+    enum session_phase p = session_phase_parse(phase);
+    if (p != SESSION_PHASE_UNKNOWN)
+        g->seen[p - SESSION_PHASE_FIRST] = 1;
 }
 
 static void collect(struct metrics_registry *reg, void *user)
@@ -172,9 +165,9 @@ static void collect(struct metrics_registry *reg, void *user)
     struct phase_gauge g = {.fam = r->phases};
     session_metrics_count_phases(r, set_phase, &g);
     /* Phases nobody is in read 0, not their last value. */
-    for (size_t i = 0; i < sizeof(all_phases) / sizeof(all_phases[0]); i++) {
-        if (!g.seen[i]) {
-            const char *v[] = {all_phases[i]};
+    for (enum session_phase p = SESSION_PHASE_FIRST; p <= SESSION_PHASE_LAST; p++) {
+        if (!g.seen[p - SESSION_PHASE_FIRST]) {
+            const char *v[] = {session_phase_name(p)};
             metrics_gauge_set(metrics_series(r->phases, v, NULL), 0);
         }
     }
