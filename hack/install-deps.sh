@@ -24,7 +24,7 @@ debs=(
 	libcurl4-openssl-dev # HTTP/2 transport to the API server (libcurl with nghttp2)
 	libjson-c-dev      # JSON
 	libyaml-dev        # kubeconfig, manifests
-	libarchive-dev     # pkg/build: reads bundles (gzip tar)
+	libarchive-dev     # pkg/imagebuild: reads bundles (gzip tar)
 	libssl-dev         # sha256, random, TLS
 	libev-dev          # the event loop
 	libwebsockets-dev  # pkg/httpd: HTTP/1.1 (later WebSocket) server on the libev loop

@@ -2,8 +2,8 @@
 #include "attach_cmd.h"
 #include "client.h"
 
-#include "build/bundle.h"
-#include "build/pack.h"
+#include "imagebuild/bundle.h"
+#include "imagebuild/pack.h"
 #include "kube/objects.h"
 #include "kube/status.h"
 #include "util/argv.h"

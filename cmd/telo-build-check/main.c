@@ -1,4 +1,4 @@
-/* telo-build-check: a dev tool over pkg/build: the image tag of a bundle file, and whether a
+/* telo-build-check: a dev tool over pkg/imagebuild: the image tag of a bundle file, and whether a
  * registry holds <repository>:<tag> (for the e2e tests and for debugging a registry setup).
  *
  *   telo-build-check tag BUNDLE.tgz [--base IMAGE] [--base-digest D] [--telo-registry URL]
@@ -11,10 +11,10 @@
  *       [--dockerconfigjson FILE] [--secret-name NS/NAME] [--insecure] [--attempts N]
  *       prints "presence=present|absent|unknown|denied ref=... attempts=N [digest=...]
  *       [message=...]"; exit 0 present, 1 absent, 2 unknown, 3 denied, 64 usage */
-#include "build/bundle.h"
-#include "build/depkey.h"
-#include "build/job.h"
-#include "build/registry.h"
+#include "imagebuild/bundle.h"
+#include "imagebuild/depkey.h"
+#include "imagebuild/job.h"
+#include "imagebuild/registry.h"
 #include "util/argv.h"
 #include "util/err.h"
 

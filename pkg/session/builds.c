@@ -4,9 +4,9 @@
  * state in their next reconcile. */
 #include "session/builds.h"
 
-#include "build/bundle.h"
-#include "build/http.h"
-#include "build/registry.h"
+#include "imagebuild/bundle.h"
+#include "imagebuild/http.h"
+#include "imagebuild/registry.h"
 #include "kube/rest.h"
 #include "session/desired.h"
 #include "util/base64.h"
@@ -24,7 +24,7 @@
 
 /* How long an answer stands. "Absent" must be fresh: the image may be pushed any moment (a build
  * of the same tag ends), and deciding on an old "absent" would build it twice. Positive answers
- * are also cached by pkg/build's registry check, which answers from memory. */
+ * are also cached by pkg/imagebuild's registry check, which answers from memory. */
 #define ANSWER_TTL_S  5.0
 #define PRESENT_TTL_S 60.0
 #define LOG_TTL_S     600.0

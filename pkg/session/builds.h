@@ -5,8 +5,8 @@
 #ifndef TELO_SESSION_BUILDS_H
 #define TELO_SESSION_BUILDS_H
 
-#include "build/depkey.h"
-#include "build/job.h"
+#include "imagebuild/depkey.h"
+#include "imagebuild/job.h"
 #include "session/config.h"
 #include "session/image.h"
 #include "session/spec.h"
@@ -35,7 +35,7 @@ void session_builds_free(struct session_builds *b);
  * and the session runs a bundle (not spec.selfContained). */
 int session_builds_needed(const struct session_config *cfg, const struct session *s);
 
-/* The build settings of cfg, as pkg/build takes them (strings borrowed from cfg). */
+/* The build settings of cfg, as pkg/imagebuild takes them (strings borrowed from cfg). */
 void session_builds_job_config(const struct session_config *cfg, struct build_config *out);
 
 /* The tag of s's image for the bundle's tag (the reference runner's, as
@@ -58,7 +58,7 @@ struct session_bundle_key {
 /* The key of s's bundle (tgz, len bytes of gzip tar, borrowed), read once per memo string (the
  * ConfigMap's namespace, name and resourceVersion say it is the same bytes; NULL: not memoised)
  * and the tag's other inputs (base image, TELO_REGISTRY_URL). source names the bundle in
- * messages. Reading is capped (pkg/build/bundle.h), so a bomb costs bounded time and memory. */
+ * messages. Reading is capped (pkg/imagebuild/bundle.h), so a bomb costs bounded time and memory. */
 void session_builds_bundle_key(struct session_builds *b, const char *memo, const void *tgz,
                                size_t len, const char *source, const struct session *s,
                                struct session_bundle_key *out);
@@ -73,7 +73,7 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
 /* The registry's answer about <build.repository>:<tag>, or SESSION_PRESENCE_NONE. With ask, a
  * missing answer is asked for (once per tag however many sessions ask) and waiter (a session key)
  * is queued again when it arrives. *message (for UNKNOWN and DENIED) is valid until the loop runs
- * again. Answers are kept for a short while (a positive one longer: pkg/build also caches those),
+ * again. Answers are kept for a short while (a positive one longer: pkg/imagebuild also caches those),
  * so a session never decides on an old "absent". */
 enum session_presence session_builds_presence(struct session_builds *b, const char *tag,
                                               const char *waiter, int ask, const char **message);

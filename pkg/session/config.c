@@ -1,7 +1,7 @@
 /* The operator's configuration: a YAML file, overridden by --set flags, validated at start. */
 #include "session/config.h"
 
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "session/quantity.h"
 #include "util/buf.h"
 #include "util/jget.h"

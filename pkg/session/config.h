@@ -2,7 +2,7 @@
 #ifndef TELO_SESSION_CONFIG_H
 #define TELO_SESSION_CONFIG_H
 
-#include "build/http.h"
+#include "imagebuild/http.h"
 #include "util/err.h"
 
 #include <json.h>

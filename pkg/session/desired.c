@@ -1,7 +1,7 @@
 /* The objects a TeloSession owns, built as pure functions of the session and the config. */
 #include "session/desired.h"
 
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "kube/objects.h"
 #include "session/quantity.h"
 #include "util/jget.h"

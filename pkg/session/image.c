@@ -2,7 +2,7 @@
  * registry's answer, the build Job and its log. Pure: the reconciler gathers, this decides. */
 #include "session/image.h"
 
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "session/phase.h"
 #include "util/jget.h"
 

@@ -2,7 +2,7 @@
  * cached as a trimmed projection, and the controller they feed. */
 #include "session/informers.h"
 
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "cache/transform.h"
 #include "session/desired.h"
 #include "session/phase.h"

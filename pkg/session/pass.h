@@ -4,7 +4,7 @@
 #ifndef TELO_SESSION_PASS_H
 #define TELO_SESSION_PASS_H
 
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "controller/manager.h"
 #include "kube/rest.h"
 #include "session/builds.h"

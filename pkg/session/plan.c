@@ -1,7 +1,7 @@
 /* The decisions of one TeloSession reconcile: what was observed in, the writes to make out. */
 #include "session/plan.h"
 
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "session/builds.h"
 #include "session/desired.h"
 #include "session/phase.h"

@@ -1,7 +1,7 @@
 /* A TeloSession as the reconciler reads it: identity, spec and the status it last wrote. */
 #include "session/spec.h"
 
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "util/jget.h"
 
 #include <openssl/sha.h>

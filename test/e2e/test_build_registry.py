@@ -1,4 +1,4 @@
-"""The registry check of pkg/build against a real registry: Debian's docker-registry (distribution
+"""The registry check of pkg/imagebuild against a real registry: Debian's docker-registry (distribution
 2.8) started here on a free loopback port with htpasswd Basic auth, a small image built with
 umoci and pushed with skopeo, and the dev tool build/bin/telo-build-check (or $TELO_BIN_DIR)
 asking whether <repository>:<tag> exists: present, absent, a wrong password (denied with an

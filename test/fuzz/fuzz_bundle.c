@@ -1,9 +1,9 @@
-/* libFuzzer target: the bundle reader of pkg/build/bundle.c (gzip, tar, caps, path checks) on
+/* libFuzzer target: the bundle reader of pkg/imagebuild/bundle.c (gzip, tar, caps, path checks) on
  * arbitrary bytes, then the entry check and the dependency key on what it read. A bundle that
  * reads has normalised, unique paths within the caps; a refusal leaves *out NULL with a
  * message. */
-#include "build/bundle.h"
-#include "build/depkey.h"
+#include "imagebuild/bundle.h"
+#include "imagebuild/depkey.h"
 
 #include <stdint.h>
 #include <stdlib.h>

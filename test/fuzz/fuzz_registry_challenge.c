@@ -1,8 +1,8 @@
-/* libFuzzer target: the registry's WWW-Authenticate challenge (pkg/build/registry.c
+/* libFuzzer target: the registry's WWW-Authenticate challenge (pkg/imagebuild/registry.c
  * build_auth_challenge_parse) and the realm trust decision made on it. Fields are always
  * NUL-terminated within their arrays, and a realm the registry's own host does not serve is
  * never trusted. */
-#include "build/registry.h"
+#include "imagebuild/registry.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* Tests for pkg/build/bundle.c: reading gzip tar bundles, the caps, and every bad archive. */
+/* Tests for pkg/imagebuild/bundle.c: reading gzip tar bundles, the caps, and every bad archive. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
-#include "build/bundle.h"
+#include "imagebuild/bundle.h"
 #include "build_tgz.h"
 #include "util/err.h"
 

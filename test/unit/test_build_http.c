@@ -1,4 +1,4 @@
-/* Tests for pkg/build/http.c: the address policy of tenant URLs (CIDRs, the refused classes),
+/* Tests for pkg/imagebuild/http.c: the address policy of tenant URLs (CIDRs, the refused classes),
  * enforced on the address actually connected to, redirects included, and summaries that carry
  * no remote text. */
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
-#include "build/http.h"
+#include "imagebuild/http.h"
 #include "mock_http.h"
 
 #include <arpa/inet.h>

@@ -1,4 +1,4 @@
-/* Tests for pkg/build/job.c: the Dockerfile, the kaniko Job and its context ConfigMap, the
+/* Tests for pkg/imagebuild/job.c: the Dockerfile, the kaniko Job and its context ConfigMap, the
  * Job's status read back into a build state, and the log tail. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "util/timefmt.h"
 
 #include <json.h>

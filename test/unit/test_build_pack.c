@@ -1,4 +1,4 @@
-/* Tests for pkg/build/pack.c: packing a directory into a bundle build_bundle_read accepts. */
+/* Tests for pkg/imagebuild/pack.c: packing a directory into a bundle build_bundle_read accepts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,8 +12,8 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
-#include "build/bundle.h"
-#include "build/pack.h"
+#include "imagebuild/bundle.h"
+#include "imagebuild/pack.h"
 #include "util/buf.h"
 #include "util/err.h"
 

@@ -1,4 +1,4 @@
-/* Tests for pkg/build/registry.c (and the HTTP client under it, pkg/build/http.c): repository
+/* Tests for pkg/imagebuild/registry.c (and the HTTP client under it, pkg/imagebuild/http.c): repository
  * names, dockerconfigjson credentials, WWW-Authenticate challenges, and the asynchronous
  * manifest check against a scripted registry: present, absent, Basic and Bearer credentials
  * (right and wrong), retries, the positive cache and cancellation. */
@@ -10,7 +10,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
-#include "build/registry.h"
+#include "imagebuild/registry.h"
 #include "mock_http.h"
 #include "util/err.h"
 

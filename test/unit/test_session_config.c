@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "appendf.h"
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "session/builds.h"
 #include "session/config.h"
 #include "session/quantity.h"

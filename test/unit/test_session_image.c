@@ -8,7 +8,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "session/image.h"
 
 #include <json.h>

@@ -11,7 +11,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
-#include "build/job.h"
+#include "imagebuild/job.h"
 #include "session/config.h"
 #include "session/desired.h"
 #include "session/plan.h"

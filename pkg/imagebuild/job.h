@@ -1,9 +1,9 @@
 /* The image build Job (kaniko), its context ConfigMap and Dockerfile as pure builders, and the
  * Job's status read back into a build state with the reference runner's progress texts. */
-#ifndef TELO_BUILD_JOB_H
-#define TELO_BUILD_JOB_H
+#ifndef TELO_IMAGEBUILD_JOB_H
+#define TELO_IMAGEBUILD_JOB_H
 
-#include "build/depkey.h"
+#include "imagebuild/depkey.h"
 #include "util/err.h"
 
 #include <json.h>

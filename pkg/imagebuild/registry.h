@@ -1,8 +1,8 @@
 /* "Does <repository>:<tag> exist?": an OCI distribution manifest HEAD with Basic credentials
  * from a dockerconfigjson and the Bearer token challenge, asynchronous on the libev loop, with a
  * bounded retry and an in-memory cache of positive answers. */
-#ifndef TELO_BUILD_REGISTRY_H
-#define TELO_BUILD_REGISTRY_H
+#ifndef TELO_IMAGEBUILD_REGISTRY_H
+#define TELO_IMAGEBUILD_REGISTRY_H
 
 #include "util/err.h"
 

@@ -1,6 +1,6 @@
 /* Packs a directory into a deterministic gzip tar bundle (the inverse of build_bundle_read). */
-#ifndef TELO_BUILD_PACK_H
-#define TELO_BUILD_PACK_H
+#ifndef TELO_IMAGEBUILD_PACK_H
+#define TELO_IMAGEBUILD_PACK_H
 
 #include "util/buf.h"
 #include "util/err.h"

@@ -1,7 +1,7 @@
 /* A small HTTP client for arbitrary hosts (image registries and their token services): libcurl
  * multi-socket on a libev loop, one request at a time per call, no retries of its own. */
-#ifndef TELO_BUILD_HTTP_H
-#define TELO_BUILD_HTTP_H
+#ifndef TELO_IMAGEBUILD_HTTP_H
+#define TELO_IMAGEBUILD_HTTP_H
 
 #include "util/buf.h"
 #include "util/err.h"

@@ -1,5 +1,5 @@
 /* An application bundle read from gzip tar bytes into memory, size-capped and path-checked. */
-#include "build/bundle.h"
+#include "imagebuild/bundle.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -1,6 +1,6 @@
 /* An application bundle read from gzip tar bytes into memory, size-capped and path-checked. */
-#ifndef TELO_BUILD_BUNDLE_H
-#define TELO_BUILD_BUNDLE_H
+#ifndef TELO_IMAGEBUILD_BUNDLE_H
+#define TELO_IMAGEBUILD_BUNDLE_H
 
 #include "util/err.h"
 

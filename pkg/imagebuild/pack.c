@@ -1,5 +1,5 @@
 /* Packs a directory into a deterministic gzip tar bundle (the inverse of build_bundle_read). */
-#include "build/pack.h"
+#include "imagebuild/pack.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -1,6 +1,6 @@
 /* A small HTTP client for arbitrary hosts (image registries and their token services): libcurl
  * multi-socket on a libev loop, one request at a time per call, no retries of its own. */
-#include "build/http.h"
+#include "imagebuild/http.h"
 
 #include "util/curlev.h"
 

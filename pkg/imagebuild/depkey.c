@@ -1,6 +1,6 @@
 /* The dependency key of a bundle and the image tag derived from it, as the reference runner
  * computes them (telorun/telo runner-core extractDependencyKey, k8s-runner computeImageTag). */
-#include "build/depkey.h"
+#include "imagebuild/depkey.h"
 
 #include "util/strmap.h"
 

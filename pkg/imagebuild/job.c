@@ -1,6 +1,6 @@
 /* The image build Job (kaniko), its context ConfigMap and Dockerfile as pure builders, and the
  * Job's status read back into a build state with the reference runner's progress texts. */
-#include "build/job.h"
+#include "imagebuild/job.h"
 
 #include "kube/objects.h"
 #include "util/base64.h"

@@ -1,9 +1,9 @@
 /* "Does <repository>:<tag> exist?": an OCI distribution manifest HEAD with Basic credentials
  * from a dockerconfigjson and the Bearer token challenge, asynchronous on the libev loop, with a
  * bounded retry and an in-memory cache of positive answers. */
-#include "build/registry.h"
+#include "imagebuild/registry.h"
 
-#include "build/http.h"
+#include "imagebuild/http.h"
 #include "util/base64.h"
 #include "util/buf.h"
 #include "util/jget.h"

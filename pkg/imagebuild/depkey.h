@@ -1,9 +1,9 @@
 /* The dependency key of a bundle and the image tag derived from it, as the reference runner
  * computes them (telorun/telo runner-core extractDependencyKey, k8s-runner computeImageTag). */
-#ifndef TELO_BUILD_DEPKEY_H
-#define TELO_BUILD_DEPKEY_H
+#ifndef TELO_IMAGEBUILD_DEPKEY_H
+#define TELO_IMAGEBUILD_DEPKEY_H
 
-#include "build/bundle.h"
+#include "imagebuild/bundle.h"
 #include "util/err.h"
 
 #include <stddef.h>
