@@ -58,7 +58,8 @@ struct session_bundle_key {
 /* The key of s's bundle (tgz, len bytes of gzip tar, borrowed), read once per memo string (the
  * ConfigMap's namespace, name and resourceVersion say it is the same bytes; NULL: not memoised)
  * and the tag's other inputs (base image, TELO_REGISTRY_URL). source names the bundle in
- * messages. Reading is capped (pkg/imagebuild/bundle.h), so a bomb costs bounded time and memory. */
+ * messages. Reading is capped (pkg/imagebuild/bundle.h), so a bomb costs bounded time and memory.
+ */
 void session_builds_bundle_key(struct session_builds *b, const char *memo, const void *tgz,
                                size_t len, const char *source, const struct session *s,
                                struct session_bundle_key *out);
@@ -73,8 +74,8 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
 /* The registry's answer about <build.repository>:<tag>, or SESSION_PRESENCE_NONE. With ask, a
  * missing answer is asked for (once per tag however many sessions ask) and waiter (a session key)
  * is queued again when it arrives. *message (for UNKNOWN and DENIED) is valid until the loop runs
- * again. Answers are kept for a short while (a positive one longer: pkg/imagebuild also caches those),
- * so a session never decides on an old "absent". */
+ * again. Answers are kept for a short while (a positive one longer: pkg/imagebuild also caches
+ * those), so a session never decides on an old "absent". */
 enum session_presence session_builds_presence(struct session_builds *b, const char *tag,
                                               const char *waiter, int ask, const char **message);
 

@@ -2,8 +2,8 @@
  * cached as a trimmed projection, and the controller they feed. */
 #include "session/informers.h"
 
-#include "imagebuild/job.h"
 #include "cache/transform.h"
+#include "imagebuild/job.h"
 #include "session/desired.h"
 #include "session/phase.h"
 #include "util/jget.h"

@@ -4,8 +4,8 @@
 #ifndef TELO_SESSION_PASS_H
 #define TELO_SESSION_PASS_H
 
-#include "imagebuild/job.h"
 #include "controller/manager.h"
+#include "imagebuild/job.h"
 #include "kube/rest.h"
 #include "session/builds.h"
 #include "session/cmmemo.h"

@@ -1,5 +1,5 @@
-/* libFuzzer target: the bundle YAML reader of pkg/imagebuild/depkey.c. Each input is split into files
- * at "\n#--8<--\n" lines. Whatever the input, the reader must not crash, leak or go past its
+/* libFuzzer target: the bundle YAML reader of pkg/imagebuild/depkey.c. Each input is split into
+ * files at "\n#--8<--\n" lines. Whatever the input, the reader must not crash, leak or go past its
  * budget; and where the input fits the budget and has no recursive alias, the key (imports,
  * controllers, fallback and its reason) must be exactly what libyaml's document loader gave
  * before the reader moved to events: that loader-based extraction is kept below, verbatim, as
@@ -22,7 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct build_depkey;
 
-/* ---- the oracle: the loader-based reader of pkg/imagebuild/depkey.c before the event reader ---- */
+/* ---- the oracle: the loader-based reader of pkg/imagebuild/depkey.c before the event reader ----
+ */
 
 /* ---- YAML 1.2 core schema: is a scalar a JavaScript string after toJS()? ---- */
 

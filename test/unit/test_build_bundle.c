@@ -7,8 +7,8 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
-#include "imagebuild/bundle.h"
 #include "build_tgz.h"
+#include "imagebuild/bundle.h"
 #include "util/err.h"
 
 #include <stdio.h>

@@ -1,4 +1,5 @@
-/* Tests for pkg/imagebuild/depkey.c: the dependency key and the image tag against reference vectors.
+/* Tests for pkg/imagebuild/depkey.c: the dependency key and the image tag against reference
+ * vectors.
  *
  * The expected tags come from test/unit/data/build/vectors.py, which implements the reference's
  * tag (telo-runner-behaviour.md section 6.1; runner-core extractDependencyKey) in a few lines of
@@ -21,9 +22,9 @@
 #include <cmocka.h>
 
 #include "appendf.h"
+#include "build_tgz.h"
 #include "imagebuild/bundle.h"
 #include "imagebuild/depkey.h"
-#include "build_tgz.h"
 #include "util/err.h"
 
 #include <stdio.h>

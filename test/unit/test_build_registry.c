@@ -1,5 +1,5 @@
-/* Tests for pkg/imagebuild/registry.c (and the HTTP client under it, pkg/imagebuild/http.c): repository
- * names, dockerconfigjson credentials, WWW-Authenticate challenges, and the asynchronous
+/* Tests for pkg/imagebuild/registry.c (and the HTTP client under it, pkg/imagebuild/http.c):
+ * repository names, dockerconfigjson credentials, WWW-Authenticate challenges, and the asynchronous
  * manifest check against a scripted registry: present, absent, Basic and Bearer credentials
  * (right and wrong), retries, the positive cache and cancellation. */
 #include <setjmp.h>
