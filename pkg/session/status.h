@@ -74,11 +74,4 @@ double session_status_settle(const struct session_observation *obs,
 /* Frees what the verdict owns. */
 void session_verdict_release(struct session_verdict *v);
 
-/* The failure message of a failed pod, by the reference runner's rules (init containers first,
- * then containers; state before lastState; non-zero exits; blocking waiting reasons; the pod's
- * message and reason; 500 characters at most) followed by the kubectl logs command to run.
- * Writes into out and the CamelCase reason into reason (at least 32 bytes). Exposed for tests. */
-void session_failure_message(struct json_object *pod, const char *namespace, char *out, size_t len,
-                             char *reason, size_t reason_len, long long *exit_code);
-
 #endif

@@ -10,6 +10,7 @@
 
 #include "appendf.h"
 #include "session/config.h"
+#include "session/failure.h"
 #include "session/spec.h"
 #include "session/status.h"
 #include "util/timefmt.h"
