@@ -19,6 +19,7 @@
 #include "ws/http.h"
 #include "ws/tls.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <ev.h>
 #include <netdb.h>
@@ -50,7 +51,7 @@
 #define HEAD_MAX      16384                        /* the response's head */
 #define MESSAGE_MAX   ((size_t)1 << 20)            /* one message from the server */
 #define HANDSHAKE_S   30.0                         /* from connect to 101: the whole upgrade */
-#define HOST_MAX      256
+#define HOST_MAX      256                          /* a DNS name is at most 253 */
 
 enum phase { P_CONNECT, P_TLS, P_REQUEST, P_HEAD, P_OPEN, P_DONE };
 
@@ -634,12 +635,13 @@ static void later_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---- options ---- */
 
-/* scheme://host[:port][/path][?query]; host may be [IPv6]. No user info, no control characters
- * or blanks (they would end up in the request head). */
+/* The URL's pieces, by libcurl's URL parser (the one the REST transport uses): scheme, host (an
+ * IPv6 address without its brackets), port and "/path?query" as given (no dot-segment
+ * rewriting). User info is refused, and so is any blank or control character (they would end up
+ * in the request head). */
 static int split_url(struct kube_attach *a, const char *url, struct telo_err *err)
 {
-    size_t ulen = strlen(url);
-    if (ulen > URL_MAX)
+    if (strlen(url) > URL_MAX)
         return telo_err_set(err, TELO_EINVAL, "attach: the URL is longer than %d bytes", URL_MAX);
     for (const char *p = url; *p; p++) {
         if ((unsigned char)*p <= 0x20 || (unsigned char)*p == 0x7F)
@@ -647,65 +649,61 @@ static int split_url(struct kube_attach *a, const char *url, struct telo_err *er
                                 "attach: cannot parse the URL %.200s (blank or control character)",
                                 url);
     }
-    const char *sep = strstr(url, "://");
-    if (sep == NULL)
-        return telo_err_set(err, TELO_EINVAL, "attach: cannot parse the URL %.200s", url);
-    size_t slen = (size_t)(sep - url);
-    if ((slen == 5 && strncasecmp(url, "https", 5) == 0) ||
-        (slen == 3 && strncasecmp(url, "wss", 3) == 0))
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL, *user = NULL;
+    int rc = 0;
+    if (u == NULL)
+        rc = telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
+    else if (curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME | CURLU_PATH_AS_IS) !=
+                 CURLUE_OK ||
+             curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+             curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host[0] == '\0' ||
+             curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK ||
+             curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK)
+        rc = telo_err_set(err, TELO_EINVAL, "attach: cannot parse the URL %.200s", url);
+    else if (strcasecmp(scheme, "https") == 0 || strcasecmp(scheme, "wss") == 0)
         a->tls = 1;
-    else if ((slen == 4 && strncasecmp(url, "http", 4) == 0) ||
-             (slen == 2 && strncasecmp(url, "ws", 2) == 0))
+    else if (strcasecmp(scheme, "http") == 0 || strcasecmp(scheme, "ws") == 0)
         a->tls = 0;
     else
-        return telo_err_set(err, TELO_EINVAL,
-                            "attach: URL %.200s: scheme must be https, wss, http or ws", url);
-    const char *h = sep + 3;
-    const char *rest = h + strcspn(h, "/?#");
-    const char *hend, *port = NULL;
-    if (*h == '[') {
-        const char *close = memchr(h, ']', (size_t)(rest - h));
-        if (close == NULL)
-            return telo_err_set(err, TELO_EINVAL, "attach: cannot parse the URL %.200s", url);
-        hend = close;
-        h++;
-        if (close + 1 < rest) {
-            if (close[1] != ':')
-                return telo_err_set(err, TELO_EINVAL, "attach: cannot parse the URL %.200s", url);
-            port = close + 2;
+        rc = telo_err_set(err, TELO_EINVAL,
+                          "attach: URL %.200s: scheme must be https, wss, http or ws", url);
+    if (rc == 0) {
+        /* curl gives an IPv6 address in brackets (and a zone as %25zone: not supported here). */
+        size_t hlen = strlen(host);
+        const char *h = host;
+        if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') {
+            h++;
+            hlen -= 2;
         }
-    } else {
-        const char *colon = memchr(h, ':', (size_t)(rest - h));
-        hend = colon != NULL ? colon : rest;
-        port = colon != NULL ? colon + 1 : NULL;
+        if (hlen == 0 || hlen >= sizeof(a->host))
+            rc = telo_err_set(err, TELO_EINVAL, "attach: cannot parse the URL %.200s", url);
+        else
+            snprintf(a->host, sizeof(a->host), "%.*s", (int)hlen, h);
     }
-    size_t hlen = (size_t)(hend - h);
-    if (hlen == 0 || hlen >= sizeof(a->host) || memchr(h, '@', (size_t)(rest - h)) != NULL)
-        return telo_err_set(err, TELO_EINVAL, "attach: cannot parse the URL %.200s", url);
-    memcpy(a->host, h, hlen);
-    a->host[hlen] = '\0';
-    if (port != NULL) {
-        size_t plen = (size_t)(rest - port);
-        long v = 0;
-        for (size_t i = 0; i < plen; i++) {
-            if (port[i] < '0' || port[i] > '9')
-                return telo_err_set(err, TELO_EINVAL, "attach: bad port in the URL %.200s", url);
-            v = v * 10 + (port[i] - '0');
-            if (v > 65535)
-                break;
-        }
-        if (plen == 0 || v < 1 || v > 65535)
-            return telo_err_set(err, TELO_EINVAL, "attach: bad port in the URL %.200s", url);
-        snprintf(a->port, sizeof(a->port), "%ld", v);
-    } else {
-        snprintf(a->port, sizeof(a->port), "%s", a->tls ? "443" : "80");
+    if (rc == 0) {
+        if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK)
+            snprintf(a->port, sizeof(a->port), "%s", port);
+        else
+            snprintf(a->port, sizeof(a->port), "%s", a->tls ? "443" : "80");
+        if (curl_url_get(u, CURLUPART_QUERY, &query, 0) != CURLUE_OK)
+            query = NULL;
+        size_t n = strlen(path) + (query ? strlen(query) + 1 : 0) + 2;
+        a->target = malloc(n);
+        if (a->target == NULL)
+            rc = telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
+        else
+            snprintf(a->target, n, "%s%s%s%s", path[0] == '/' ? "" : "/", path, query ? "?" : "",
+                     query ? query : "");
     }
-    size_t tlen = strcspn(rest, "#");
-    a->target = malloc(tlen + 2);
-    if (a->target == NULL)
-        return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
-    snprintf(a->target, tlen + 2, "%s%.*s", rest[0] == '/' ? "" : "/", (int)tlen, rest);
-    return 0;
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_free(path);
+    curl_free(query);
+    curl_free(user);
+    curl_url_cleanup(u);
+    return rc;
 }
 
 static int make_offer(struct kube_attach *a, const char *const *protocols, struct telo_err *err)

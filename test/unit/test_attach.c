@@ -573,8 +573,17 @@ static void bad_options_are_refused(void **state)
     opts.token = "line\r\nbreak";
     assert_null(kube_attach_open(loop, &opts, &callbacks, NULL, &err));
     assert_non_null(strstr(err.msg, "line break"));
-    struct kube_attach_callbacks none = {0};
     opts.token = NULL;
+    /* No user info, blanks or control characters: they would reach the request head. */
+    const char *bad_urls[] = {"http://user:pw@127.0.0.1:1/x", "http://127.0.0.1:1/a b",
+                              "http://127.0.0.1:1/x\r\nX-Evil: 1", "http://:1/x",
+                              "http://127.0.0.1:99999/x"};
+    for (size_t i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++) {
+        opts.url = bad_urls[i];
+        assert_null(kube_attach_open(loop, &opts, &callbacks, NULL, &err));
+        assert_int_equal(err.code, TELO_EINVAL);
+    }
+    struct kube_attach_callbacks none = {0};
     assert_null(kube_attach_open(loop, &opts, &none, NULL, &err));
     kube_attach_free(NULL);
     ev_loop_destroy(loop);
@@ -647,6 +656,29 @@ static void the_request_carries_host_and_offer(void **state)
     assert_string_equal(srv.host, host);
     assert_string_equal(srv.offer, KUBE_CHANNEL_V5 ", " KUBE_CHANNEL_V4);
     assert_string_equal(c.protocol, KUBE_CHANNEL_V4);
+    client_done(loop, a, &c);
+}
+
+/* A name with more than one address (localhost: ::1 and 127.0.0.1 where both are configured):
+ * the one nobody listens on is skipped for the next. */
+static void a_name_is_resolved_and_its_addresses_tried_in_turn(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
+    server_start(loop, protocols);
+    char url[128];
+    snprintf(url, sizeof(url), "ws://localhost:%d/api/v1/namespaces/ns/pods/p/attach", srv.port);
+    struct client c;
+    memset(&c, 0, sizeof(c));
+    buf_init(&c.out, 1024);
+    struct kube_attach_opts opts = {.url = url};
+    struct telo_err err;
+    struct kube_attach *a = kube_attach_open(loop, &opts, &callbacks, &c, &err);
+    if (a == NULL)
+        fail_msg("%s", err.msg);
+    run_until(loop, &c.opened);
+    assert_string_equal(srv.auth, ""); /* no token, no kubeconfig: no Authorization */
     client_done(loop, a, &c);
 }
 
@@ -893,6 +925,7 @@ int main(void)
         cmocka_unit_test(a_response_head_over_16_kib_is_refused),
         cmocka_unit_test(an_oversized_frame_ends_the_stream),
         cmocka_unit_test(the_request_carries_host_and_offer),
+        cmocka_unit_test(a_name_is_resolved_and_its_addresses_tried_in_turn),
         cmocka_unit_test_setup_teardown(tls_verifies_the_server_and_presents_the_client_certificate,
                                         make_pki, remove_pki),
         cmocka_unit_test_setup_teardown(tls_trusts_a_self_signed_server_given_as_the_ca, make_pki,
