@@ -43,7 +43,7 @@
 
 #define MAX_PROTOCOLS 8
 #define QUEUE_MAX     ((size_t)1 << 20) /* stdin bytes waiting for the server */
-#define CHUNK_MAX     32768             /* payload bytes of one stdin message */
+#define CHUNK_MAX     ((size_t)32768)   /* payload bytes of one stdin message */
 #define STATUS_MAX    KUBE_CHANNEL_JSON_MAX
 #define TOKEN_MAX     16384
 #define URL_MAX       8192
@@ -657,9 +657,9 @@ static int split_url(struct kube_attach *a, const char *url, struct telo_err *er
     else if (curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME | CURLU_PATH_AS_IS) !=
                  CURLUE_OK ||
              curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-             curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host[0] == '\0' ||
-             curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK ||
-             curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK)
+             curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host == NULL ||
+             host[0] == '\0' || curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK ||
+             path == NULL || curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK)
         rc = telo_err_set(err, TELO_EINVAL, "attach: cannot parse the URL %.200s", url);
     else if (strcasecmp(scheme, "https") == 0 || strcasecmp(scheme, "wss") == 0)
         a->tls = 1;
@@ -668,7 +668,7 @@ static int split_url(struct kube_attach *a, const char *url, struct telo_err *er
     else
         rc = telo_err_set(err, TELO_EINVAL,
                           "attach: URL %.200s: scheme must be https, wss, http or ws", url);
-    if (rc == 0) {
+    if (rc == 0 && host != NULL && path != NULL) {
         /* curl gives an IPv6 address in brackets (and a zone as %25zone: not supported here). */
         size_t hlen = strlen(host);
         const char *h = host;
@@ -681,7 +681,7 @@ static int split_url(struct kube_attach *a, const char *url, struct telo_err *er
         else
             snprintf(a->host, sizeof(a->host), "%.*s", (int)hlen, h);
     }
-    if (rc == 0) {
+    if (rc == 0 && path != NULL) {
         if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK)
             snprintf(a->port, sizeof(a->port), "%s", port);
         else
