@@ -9,9 +9,10 @@
  * end. With --tls CERT KEY the server speaks TLS (the client skips verification), as the API
  * server does.
  *
- * Build against a libtelo.a (any tree: the old libwebsockets client or the new one):
- *   cc -O2 -I pkg bench/gateway/attach_flood.c build/libtelo.a -o /tmp/attach_flood \
- *      $(pkg-config --libs openssl libwebsockets json-c yaml-0.1 libcurl libarchive) -lev -lm
+ * Build against a libtelo.a (any tree: the old libwebsockets client, commit 082b20f and before,
+ * also needs libwebsockets on the line):
+ *   cc -O2 -D_GNU_SOURCE -I pkg bench/gateway/attach_flood.c build/libtelo.a -o /tmp/attach_flood \
+ *      $(pkg-config --libs openssl json-c yaml-0.1 libcurl libarchive) -lev -lm
  * Run:
  *   /tmp/attach_flood [--mb 200] [--frame 16384] [--tls cert.pem key.pem]
  * Prints: mb, frame, tls, client cpu s, cpu s per 100 MB, wall s, MB/s. */
