@@ -159,35 +159,6 @@ static const char *reason_phrase(int status)
     }
 }
 
-/* Percent-decodes path in place. Returns -1 for a bad escape or an escaped NUL. */
-static int decode_path(char *path)
-{
-    char *o = path;
-    for (const char *p = path; *p; p++) {
-        if (*p != '%') {
-            *o++ = *p;
-            continue;
-        }
-        unsigned v = 0;
-        for (int i = 1; i <= 2; i++) {
-            char h = p[i];
-            unsigned d = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
-                         : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
-                         : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
-                                                : 16;
-            if (d == 16)
-                return -1;
-            v = v * 16 + d;
-        }
-        if (v == 0)
-            return -1;
-        *o++ = (char)v;
-        p += 2;
-    }
-    *o = '\0';
-    return 0;
-}
-
 /* Queues the answer: status line, headers and (unless head) body. Returns 0 or -1 (no memory). */
 static int respond(struct conn *c, int status, const char *content_type, const char *body,
                    size_t len, int head, int allow)
@@ -281,7 +252,7 @@ static int serve(struct conn *c, size_t hlen)
     }
     int rc;
     const struct route *route = NULL;
-    if (target[0] != '/' || decode_path(target) != 0) {
+    if (target[0] != '/' || ws_http_path_decode(target) != 0) {
         c->close_after = 1;
         rc = respond_text(c, 400, "bad request\n", head, 0);
     } else if ((route = route_find(srv, target)) == NULL) {
