@@ -15,7 +15,10 @@
  *      $(pkg-config --libs openssl json-c yaml-0.1 libcurl libarchive) -lev -lm
  * Run:
  *   /tmp/attach_flood [--mb 200] [--frame 16384] [--tls cert.pem key.pem]
- * Prints: mb, frame, tls, client cpu s, cpu s per 100 MB, wall s, MB/s. */
+ * Prints: mb, frame, tls, client cpu s, cpu s per 100 MB, wall s, MB/s. With --echo N instead:
+ * N keystrokes, one at a time, each written when the previous one's echo came back (the server
+ * echoes every stdin message on stdout): round trip p50 and p99 in microseconds and the client's
+ * CPU per keystroke (both processes on one machine: the loopback round trip, not a network's). */
 #include <arpa/inet.h>
 #include <ev.h>
 #include <netinet/in.h>
@@ -37,6 +40,7 @@
 #include "ws/frame.h"
 
 static long long total_mb = 200;
+static int echo_n; /* --echo N: keystroke round trips instead of a flood */
 static size_t frame_payload = 16384;
 static const char *cert, *key;
 
@@ -106,6 +110,42 @@ static void serve(int lfd)
                       accept_key);
     if (srv_write(fd, resp, (size_t)rn) != 0)
         _exit(7);
+    if (echo_n > 0) {
+        /* Echo mode: every stdin message comes back as stdout, as a TTY's echo. */
+        static uint8_t in[65536];
+        size_t have = 0;
+        for (;;) {
+            ssize_t n = ssl ? SSL_read(ssl, in + have, (int)(sizeof(in) - have))
+                            : read(fd, in + have, sizeof(in) - have);
+            if (n <= 0)
+                _exit(0);
+            have += (size_t)n;
+            size_t pos = 0;
+            for (;;) {
+                struct ws_frame f;
+                size_t used = 0;
+                struct telo_err ferr;
+                if (ws_frame_parse(in + pos, have - pos, sizeof(in), 1, &f, &used, &ferr) != 0)
+                    _exit(9);
+                if (used == 0)
+                    break;
+                pos += used;
+                if (f.opcode == WS_OP_BINARY && f.payload_len > 1 &&
+                    f.payload[0] == KUBE_CHANNEL_STDIN) {
+                    uint8_t out[WS_MAX_HEADER + 1024];
+                    size_t hl = ws_frame_header(out, WS_OP_BINARY, 1, f.payload_len, NULL);
+                    if (f.payload_len > 1000)
+                        _exit(10);
+                    out[hl] = KUBE_CHANNEL_STDOUT;
+                    memcpy(out + hl + 1, f.payload + 1, f.payload_len - 1);
+                    if (srv_write(fd, out, hl + f.payload_len) != 0)
+                        _exit(0);
+                }
+            }
+            memmove(in, in + pos, have - pos);
+            have -= pos;
+        }
+    }
     /* Frames prebuilt in one buffer of about 1 MiB, written again and again. */
     uint8_t hdr[WS_MAX_HEADER];
     size_t hl = ws_frame_header(hdr, WS_OP_BINARY, 1, frame_payload, NULL);
@@ -152,24 +192,45 @@ static double cpu(const struct rusage *r)
            r->ru_stime.tv_usec / 1e6;
 }
 
+static double *rtts;
+static int nrtt;
+static double sent_at;
+
 static void on_open(struct kube_attach *a, const char *protocol, void *ud)
 {
-    (void)a;
     (void)protocol;
     (void)ud;
     opened = 1;
     getrusage(RUSAGE_SELF, &ru0);
     t0 = now();
+    if (echo_n > 0) {
+        sent_at = now();
+        kube_attach_write(a, "k", 1);
+    }
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
 }
 
 static void on_output(struct kube_attach *a, int channel, const unsigned char *data, size_t len,
                       void *ud)
 {
-    (void)a;
     (void)channel;
     (void)data;
     (void)ud;
     received += (long long)len;
+    if (echo_n > 0) {
+        rtts[nrtt++] = now() - sent_at;
+        if (nrtt == echo_n) {
+            ended = 1;
+            return;
+        }
+        sent_at = now();
+        kube_attach_write(a, "k", 1);
+    }
 }
 
 static void on_end(struct kube_attach *a, const struct kube_attach_end *end, void *ud)
@@ -186,17 +247,22 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--mb") == 0 && i + 1 < argc)
             total_mb = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--echo") == 0 && i + 1 < argc)
+            echo_n = atoi(argv[++i]);
         else if (strcmp(argv[i], "--frame") == 0 && i + 1 < argc)
             frame_payload = (size_t)atol(argv[++i]);
         else if (strcmp(argv[i], "--tls") == 0 && i + 2 < argc) {
             cert = argv[++i];
             key = argv[++i];
         } else {
-            fprintf(stderr, "usage: attach_flood [--mb N] [--frame BYTES] [--tls CERT KEY]\n");
+            fprintf(stderr,
+                    "usage: attach_flood [--mb N] [--frame BYTES] [--echo N] [--tls CERT KEY]\n");
             return 2;
         }
     }
     signal(SIGPIPE, SIG_IGN);
+    if (echo_n > 0 && (rtts = calloc((size_t)echo_n, sizeof(*rtts))) == NULL)
+        return 1;
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof(sa);
@@ -229,6 +295,13 @@ int main(int argc, char **argv)
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     double c = cpu(&ru1) - cpu(&ru0);
+    if (echo_n > 0) {
+        qsort(rtts, (size_t)nrtt, sizeof(*rtts), cmp_double);
+        printf("keystrokes=%d tls=%d p50_us=%.1f p99_us=%.1f cpu_us_per_keystroke=%.1f\n", nrtt,
+               cert != NULL, nrtt ? rtts[nrtt / 2] * 1e6 : 0,
+               nrtt ? rtts[(nrtt * 99) / 100] * 1e6 : 0, nrtt ? c * 1e6 / nrtt : 0);
+        return nrtt == echo_n ? 0 : 1;
+    }
     double mb = received / 1e6;
     printf("mb=%.1f frame=%zu tls=%d cpu_s=%.3f cpu_s_per_100MB=%.3f wall_s=%.3f MB_per_s=%.1f\n",
            mb, frame_payload, cert != NULL, c, mb > 0 ? c * 100 / mb : 0, wall,
