@@ -131,10 +131,20 @@ static void enter(struct kube_attach *a)
 }
 
 /* Leaves an entry point; a handle freed inside it goes now. a must not be used afterwards. */
+static void send_pending(struct kube_attach *a);
+
+/* Leaves an entry point: a resize asked for inside our callbacks goes out now (the newest only,
+ * so kubectl's nudge from on_open, size + 1 then size, reaches the server as the size alone, as
+ * the libwebsockets client sent it); a handle freed inside it goes now. a must not be used
+ * afterwards. */
 static void leave(struct kube_attach *a)
 {
-    if (--a->depth == 0 && a->freed)
+    if (--a->depth > 0)
+        return;
+    if (a->freed)
         destroy(a);
+    else if (a->open && a->conn != NULL && (a->resize_pending || a->close_pending))
+        send_pending(a);
 }
 
 /* Stops the handshake's watchers. */
@@ -779,7 +789,8 @@ int kube_attach_resize(struct kube_attach *a, unsigned width, unsigned height)
         return -TELO_EINVAL;
     a->resize = (struct kube_term_size){width, height};
     a->resize_pending = 1;
-    send_pending(a);
+    if (a->depth == 0) /* else when our callback returns: see leave */
+        send_pending(a);
     return 0;
 }
 

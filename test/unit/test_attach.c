@@ -63,7 +63,8 @@ struct server {
     struct buf stdin_seen;
     char resize_seen[64];
     int closes_seen; /* [255, 0] messages */
-    int burst;       /* the "#" burst was queued */
+    int resizes_seen;
+    int burst; /* the "#" burst was queued */
     int conns;
 };
 
@@ -109,6 +110,7 @@ static void srv_message(struct ws_conn *c, int opcode, const uint8_t *p, size_t 
     } else if (p[0] == KUBE_CHANNEL_RESIZE) {
         snprintf(srv.resize_seen, sizeof(srv.resize_seen), "%.*s", (int)(len - 1),
                  (const char *)p + 1);
+        srv.resizes_seen++;
     } else if (p[0] == KUBE_CHANNEL_CLOSE && len == 2 && p[1] == 0) {
         srv.closes_seen++;
     }
@@ -285,16 +287,20 @@ struct client {
     int ended;
     struct kube_attach_end end;
     struct telo_err end_err;
-    int free_in; /* 1: free the handle in on_output, 2: in on_end */
+    int free_in;       /* 1: free the handle in on_output, 2: in on_end */
+    int nudge_in_open; /* resize to 81x25 then 80x24 in on_open, as kubectl telo does */
     int freed;
 };
 
 static void on_open(struct kube_attach *a, const char *protocol, void *ud)
 {
-    (void)a;
     struct client *c = ud;
     c->opened = 1;
     snprintf(c->protocol, sizeof(c->protocol), "%s", protocol);
+    if (c->nudge_in_open) {
+        assert_int_equal(kube_attach_resize(a, 81, 25), 0);
+        assert_int_equal(kube_attach_resize(a, 80, 24), 0);
+    }
 }
 
 static void on_output(struct kube_attach *a, int channel, const unsigned char *data, size_t len,
@@ -471,6 +477,27 @@ static void output_sent_together_is_read_in_few_turns(void **state)
     for (size_t i = 0; i < c.out.len; i++)
         assert_int_equal(c.out.data[i], '#');
     assert_in_range(turns, 1, 6);
+    client_done(loop, a, &c);
+}
+
+/* Resizes asked for inside the client's callbacks (kubectl telo's nudge in on_open) go out when
+ * the callback returns, the newest only: the server sees one resize, the size itself (the
+ * gateway throttles resizes, so a nudge that arrived first would be the size the app saw). */
+static void resizes_inside_a_callback_go_out_as_the_newest(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
+    server_start(loop, protocols);
+    struct client c;
+    struct kube_attach *a = connect_client(loop, &c, NULL);
+    c.nudge_in_open = 1;
+    run_until(loop, &c.opened);
+    assert_int_equal(kube_attach_write(a, "x", 1), 0);
+    while (c.out.len < 1)
+        ev_run(loop, EVRUN_ONCE);
+    assert_int_equal(srv.resizes_seen, 1);
+    assert_string_equal(srv.resize_seen, "{\"Width\":80,\"Height\":24}");
     client_done(loop, a, &c);
 }
 
@@ -915,6 +942,7 @@ int main(void)
         cmocka_unit_test(typed_resized_and_ended_with_a_status),
         cmocka_unit_test(typed_bytes_leave_before_the_loop_turns),
         cmocka_unit_test(output_sent_together_is_read_in_few_turns),
+        cmocka_unit_test(resizes_inside_a_callback_go_out_as_the_newest),
         cmocka_unit_test(freed_from_its_own_callbacks),
         cmocka_unit_test(v4_when_the_server_has_no_v5),
         cmocka_unit_test(a_refused_upgrade_reports_the_http_status),
