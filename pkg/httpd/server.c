@@ -1,19 +1,36 @@
-/* A small HTTP/1.1 server on the caller's libev loop, built on libwebsockets. */
+/* A small HTTP/1.1 server on the caller's libev loop: its own accept loop, the request head parsed
+ * by pkg/ws/http.c (the parser the gateway's handshake uses, fuzzed by fuzz_http_head) and TLS by
+ * pkg/ws/tls.c.
+ *
+ * Bounds: a request's line and headers within max_request bytes (a longer one, a body over
+ * max_request or of unknown length closes the connection unanswered); at most MAX_CONNS
+ * connections (more are closed at accept); a connection that sends nothing for IDLE_S seconds,
+ * or takes longer to finish its request head, is closed. One request at a time per connection:
+ * pipelined requests wait in the kernel while an answer is written, so a client that never reads
+ * holds at most one answer in memory. */
 #include "httpd/server.h"
 
 #include "util/log.h"
+#include "ws/http.h"
+#include "ws/tls.h"
 
+#include <errno.h>
 #include <ev.h>
-#include <libwebsockets.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-/* Body bytes handed to lws_write per writable callback: large bodies go out in pieces so lws
- * never has to copy what the kernel did not take (it would malloc the remainder). */
-#define WRITE_CHUNK 16384
-
-/* Headers of our responses are small and fixed; this bounds them. */
-#define HEADER_SPACE 1024
+#define MAX_CONNS    256
+#define IDLE_S       30.0
+#define ACCEPT_BURST 16   /* accepts per readiness event */
+#define HEADER_SPACE 1024 /* our response heads are small and fixed */
 
 struct route {
     char *path;
@@ -21,6 +38,8 @@ struct route {
     void *user;
     httpd_user_free_fn *user_free;
 };
+
+struct conn;
 
 struct httpd_server {
     struct ev_loop *loop;
@@ -35,28 +54,31 @@ struct httpd_server {
     size_t nroutes;
     size_t routes_cap;
 
-    struct lws_context *context; /* NULL until started */
-    struct lws_vhost *vhost;
-    /* The "http" protocol and the terminator. WebSocket routes will become further protocols
-     * here (with LWSMPRO_CALLBACK mounts selecting them by path), registered before start. */
-    struct lws_protocols protocols[2];
-
-    /* Shared by every connection: all callbacks run on the one loop thread. lws_write needs
-     * LWS_PRE writable bytes in front of what it sends. */
-    unsigned char scratch[LWS_PRE + WRITE_CHUNK + HEADER_SPACE];
+    int lfd; /* -1 until started */
+    int port;
+    ev_io accept_w;
+    struct ws_tls_ctx *tls;
+    struct conn *conns; /* a doubly linked list */
+    size_t nconns;
 };
 
-/* One HTTP transaction; storage is lws's (zeroed per transaction, per_session_data_size). */
-struct transaction {
-    int status;
-    char content_type[HTTPD_CONTENT_TYPE_MAX];
-    int allow;  /* add "Allow: GET, HEAD" (a 405) */
-    int head;   /* send the headers of the body but not the body */
-    char *body; /* owned; the part not yet written starts at off */
-    size_t len;
-    size_t off;
-    int awaiting_body; /* answer after the request's body has been read (and dropped) */
-    int close_after;   /* close the connection after the answer instead of keeping it */
+enum conn_state { C_TLS, C_HEAD, C_BODY, C_WRITE };
+
+struct conn {
+    struct httpd_server *srv;
+    struct conn *prev, *next;
+    int fd;
+    struct ws_tls *tls; /* NULL: plain */
+    struct ws_conn_io io;
+    ev_io w;
+    ev_timer idle;
+    enum conn_state state;
+    char *in; /* max_request + 1 bytes: the head being read and what follows it */
+    size_t in_len;
+    unsigned long long body_left; /* bytes of the request body still to drop */
+    struct buf out;               /* the answer being written */
+    size_t out_off;
+    int close_after;
 };
 
 static char *dup_or_null(const char *s)
@@ -75,188 +97,336 @@ static const struct route *route_find(const struct httpd_server *srv, const char
     return NULL;
 }
 
-/* The request body's announced length: 0 for none, -1 when it is chunked or unparsable. */
-static long long request_body_length(struct lws *wsi)
+/* ---- connections ---- */
+
+static ssize_t plain_recv(void *io_ud, void *buf, size_t len)
 {
-    char value[32];
-    if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
-        return -1;
-    if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0)
-        return 0;
-    if (lws_hdr_copy(wsi, value, (int)sizeof(value), WSI_TOKEN_HTTP_CONTENT_LENGTH) < 0)
-        return -1;
-    char *end = NULL;
-    long long n = strtoll(value, &end, 10);
-    return (end == value || *end != '\0' || n < 0) ? -1 : n;
+    return recv(*(int *)io_ud, buf, len, 0);
 }
 
-/* Ends the transaction: the next request on the connection may follow (keep-alive). Returns 0 to
- * keep the connection, -1 to close it (lws's convention). */
-static int finish(struct lws *wsi, struct transaction *tx)
+static ssize_t plain_send(void *io_ud, const void *buf, size_t len)
 {
-    free(tx->body);
-    tx->body = NULL;
-    if (tx->close_after)
-        return -1;
-    return lws_http_transaction_completed(wsi) != 0 ? -1 : 0;
+    return send(*(int *)io_ud, buf, len, MSG_NOSIGNAL);
 }
 
-/* Writes the status line and headers now and queues the body for the writable callback. */
-static int send_headers(struct httpd_server *srv, struct lws *wsi, struct transaction *tx)
+static void conn_free(struct conn *c)
 {
-    unsigned char *start = srv->scratch + LWS_PRE;
-    unsigned char *p = start;
-    unsigned char *end = srv->scratch + sizeof(srv->scratch) - 1;
-    static const char allow[] = "GET, HEAD";
+    struct httpd_server *srv = c->srv;
+    ev_io_stop(srv->loop, &c->w);
+    ev_timer_stop(srv->loop, &c->idle);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    srv->nconns--;
+    ws_tls_free(c->tls);
+    close(c->fd);
+    free(c->in);
+    buf_release(&c->out);
+    free(c);
+}
 
-    if (lws_add_http_common_headers(wsi, (unsigned int)tx->status, tx->content_type, tx->len, &p,
-                                    end) != 0)
+static void conn_watch(struct conn *c, int events)
+{
+    if (ev_is_active(&c->w) && (c->w.events & (EV_READ | EV_WRITE)) == events)
+        return;
+    ev_io_stop(c->srv->loop, &c->w);
+    ev_io_set(&c->w, c->fd, events);
+    ev_io_start(c->srv->loop, &c->w);
+}
+
+static const char *reason_phrase(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
+    }
+}
+
+/* Queues the answer: status line, headers and (unless head) body. Returns 0 or -1 (no memory). */
+static int respond(struct conn *c, int status, const char *content_type, const char *body,
+                   size_t len, int head, int allow)
+{
+    buf_reset(&c->out);
+    c->out_off = 0;
+    int rc = buf_printf(&c->out,
+                        "HTTP/1.1 %d %s\r\nserver: telo-operator\r\ncontent-type: %s\r\n"
+                        "content-length: %zu\r\n%s%s\r\n",
+                        status, reason_phrase(status), content_type, len,
+                        allow ? "allow: GET, HEAD\r\n" : "",
+                        c->close_after ? "connection: close\r\n" : "");
+    if (rc == 0 && !head && len > 0)
+        rc = buf_append(&c->out, body, len);
+    if (rc != 0)
         return -1;
-    if (tx->allow &&
-        lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_ALLOW, (const unsigned char *)allow,
-                                     (int)strlen(allow), &p, end) != 0)
-        return -1;
-    if (lws_finalize_write_http_header(wsi, start, &p, end) != 0)
-        return -1;
-    if (tx->len == 0 || tx->head)
-        return finish(wsi, tx);
-    tx->off = 0;
-    lws_callback_on_writable(wsi);
+    c->state = C_WRITE;
     return 0;
 }
 
-static int set_text(struct transaction *tx, int status, const char *text)
+static int respond_text(struct conn *c, int status, const char *text, int head, int allow)
 {
-    tx->status = status;
-    snprintf(tx->content_type, sizeof(tx->content_type), "text/plain; charset=utf-8");
-    tx->body = strdup(text);
-    if (tx->body == NULL)
-        return -1;
-    tx->len = strlen(text);
-    return 0;
+    return respond(c, status, "text/plain; charset=utf-8", text, strlen(text), head, allow);
 }
 
-/* Runs the route's handler into tx. Returns 0, or -1 when out of memory. */
-static int run_handler(struct httpd_server *srv, struct lws *wsi, struct transaction *tx,
-                       const struct route *route, const char *path)
+/* Runs the route's handler and queues its answer. */
+static int run_handler(struct conn *c, const struct route *route, const char *path,
+                       const char *query, int head)
 {
-    /* The query is part of the request, which max_http_header_data already bounds. */
-    char *query = calloc(1, srv->max_request + 1);
-    if (query == NULL)
-        return -1;
-    if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS) > 0 &&
-        lws_hdr_copy(wsi, query, (int)srv->max_request + 1, WSI_TOKEN_HTTP_URI_ARGS) < 0)
-        query[0] = '\0';
-
-    struct httpd_request req = {.path = path, .query = query, .head = tx->head};
+    struct httpd_server *srv = c->srv;
+    struct httpd_request req = {.path = path, .query = query, .head = head};
     struct httpd_response resp = {.status = 200};
     snprintf(resp.content_type, sizeof(resp.content_type), "text/plain; charset=utf-8");
     buf_init(&resp.body, srv->max_response);
     int rc = route->handler(&req, &resp, route->user);
-    free(query);
     if (rc < 0 || resp.status < 100 || resp.status > 599) {
         telo_log(TELO_LOG_ERROR, "http handler failed", "path=%s code=%d status=%d", path, -rc,
                  resp.status);
         buf_release(&resp.body);
-        return set_text(tx, 500, "internal server error\n");
+        return respond_text(c, 500, "internal server error\n", head, 0);
     }
-    tx->status = resp.status;
-    memcpy(tx->content_type, resp.content_type, sizeof(tx->content_type));
-    tx->content_type[sizeof(tx->content_type) - 1] = '\0';
-    tx->len = resp.body.len;
-    tx->body = buf_steal(&resp.body);
-    return 0;
+    resp.content_type[sizeof(resp.content_type) - 1] = '\0';
+    /* A content type with a line break would end the head: the handler's bug, answered 500. */
+    if (strpbrk(resp.content_type, "\r\n") != NULL) {
+        buf_release(&resp.body);
+        return respond_text(c, 500, "internal server error\n", head, 0);
+    }
+    rc = respond(c, resp.status, resp.content_type, resp.body.data, resp.body.len, head, 0);
+    buf_release(&resp.body);
+    return rc;
 }
 
-static int serve(struct httpd_server *srv, struct lws *wsi, struct transaction *tx,
-                 const char *path)
+/* A whole head is in c->in[0..hlen). Returns 0 with an answer queued (or a body to drop first),
+ * or -1 to close the connection unanswered. */
+static int serve(struct conn *c, size_t hlen)
 {
-    char *uri = NULL;
-    int uri_len = 0;
-    int method = lws_http_get_uri_and_method(wsi, &uri, &uri_len);
-    long long body_length = request_body_length(wsi);
-    int rc;
-
+    struct httpd_server *srv = c->srv;
+    struct ws_http_head h;
+    struct telo_err err;
+    if (ws_http_parse_request(c->in, hlen, &h, &err) != 0) {
+        c->close_after = 1;
+        return respond_text(c, 400, "bad request\n", 0, 0);
+    }
     /* Only GET and HEAD are served, so a body is read and dropped before the answer (answering
      * first and closing would make the kernel reset the connection and lose the answer). A body
      * larger than a request may be, or of unknown length, closes the connection unanswered, as
      * oversized headers do. */
-    if (body_length < 0 || (unsigned long long)body_length > srv->max_request)
+    const char *te = ws_http_header(&h, "Transfer-Encoding");
+    const char *cl = ws_http_header(&h, "Content-Length");
+    unsigned long long body = 0;
+    if (te != NULL)
         return -1;
-
-    memset(tx, 0, sizeof(*tx));
-    tx->head = method == LWSHUMETH_HEAD;
-    const struct route *route = route_find(srv, path);
-    if (route == NULL) {
-        rc = set_text(tx, 404, "not found\n");
-    } else if (method != LWSHUMETH_GET && !tx->head) {
-        tx->allow = 1;
-        rc = set_text(tx, 405, "method not allowed\n");
+    if (cl != NULL) {
+        char *end = NULL;
+        errno = 0;
+        body = strtoull(cl, &end, 10);
+        if (end == cl || *end != '\0' || errno != 0 || cl[0] == '-' || body > srv->max_request)
+            return -1;
+    }
+    int get = strcmp(h.method, "GET") == 0;
+    int head = strcmp(h.method, "HEAD") == 0;
+    c->close_after =
+        h.minor_version == 0 || ws_http_list_has(ws_http_header(&h, "Connection"), "close");
+    /* The target: "/path?query"; the path is percent-decoded, the query given as sent. */
+    char *target = (char *)h.target;
+    char *q = strchr(target, '?');
+    const char *query = "";
+    if (q != NULL) {
+        *q = '\0';
+        query = q + 1;
+    }
+    int rc;
+    const struct route *route = NULL;
+    if (target[0] != '/' || ws_http_path_decode(target) != 0) {
+        c->close_after = 1;
+        rc = respond_text(c, 400, "bad request\n", head, 0);
+    } else if ((route = route_find(srv, target)) == NULL) {
+        rc = respond_text(c, 404, "not found\n", head, 0);
+    } else if (!get && !head) {
+        rc = respond_text(c, 405, "method not allowed\n", 0, 1);
     } else {
-        rc = run_handler(srv, wsi, tx, route, path);
+        rc = run_handler(c, route, target, query, head);
     }
-    if (rc < 0)
+    if (rc != 0)
         return -1;
-    if (body_length > 0) {
-        tx->awaiting_body = 1;
-        return 0;
-    }
-    /* lws 4.1.6 keeps a POST or PUT without Content-Length waiting for a body after the answer
-     * (measured: "Connection: close" was not honoured), so any method we do not serve gets its
-     * answer and then a close; GET and HEAD keep the connection. */
-    tx->close_after = method != LWSHUMETH_GET && !tx->head;
-    return send_headers(srv, wsi, tx);
-}
-
-static int write_body(struct httpd_server *srv, struct lws *wsi, struct transaction *tx)
-{
-    if (tx->body == NULL || tx->awaiting_body)
-        return 0;
-    size_t n = tx->len - tx->off;
-    if (n > WRITE_CHUNK)
-        n = WRITE_CHUNK;
-    int last = tx->off + n == tx->len;
-    unsigned char *start = srv->scratch + LWS_PRE;
-    memcpy(start, tx->body + tx->off, n);
-    if (lws_write(wsi, start, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n)
-        return -1;
-    tx->off += n;
-    if (last)
-        return finish(wsi, tx);
-    lws_callback_on_writable(wsi);
+    /* The head is done with: what follows it is the body, then the next request. */
+    memmove(c->in, c->in + hlen, c->in_len - hlen);
+    c->in_len -= hlen;
+    c->body_left = body;
+    if (c->body_left > 0)
+        c->state = C_BODY;
     return 0;
 }
 
-static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
-                         size_t len)
+/* Drops body bytes at the start of c->in; the answer goes once none is left. */
+static void drop_buffered_body(struct conn *c)
 {
-    struct transaction *tx = user;
-    struct httpd_server *srv = lws_context_user(lws_get_context(wsi));
-
-    switch (reason) {
-    case LWS_CALLBACK_HTTP:
-        return serve(srv, wsi, tx, in != NULL ? (const char *)in : "/");
-    case LWS_CALLBACK_HTTP_WRITEABLE:
-        return tx != NULL ? write_body(srv, wsi, tx) : 0;
-    case LWS_CALLBACK_HTTP_BODY:
-        return 0; /* dropped: see serve() */
-    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
-        if (tx == NULL || !tx->awaiting_body)
-            return 0; /* lws reports an empty body too; the answer is already on its way */
-        tx->awaiting_body = 0;
-        return send_headers(srv, wsi, tx);
-    case LWS_CALLBACK_CLOSED_HTTP:
-    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
-        if (tx != NULL) {
-            free(tx->body);
-            tx->body = NULL;
-        }
-        break;
-    default:
-        break;
-    }
-    return lws_callback_http_dummy(wsi, reason, user, in, len);
+    size_t n = c->body_left < c->in_len ? (size_t)c->body_left : c->in_len;
+    memmove(c->in, c->in + n, c->in_len - n);
+    c->in_len -= n;
+    c->body_left -= n;
+    if (c->body_left == 0)
+        c->state = C_WRITE;
 }
+
+/* Advances the connection as far as it can go without waiting. Returns -1 when it must close. */
+static int step(struct conn *c)
+{
+    struct httpd_server *srv = c->srv;
+    for (;;) {
+        if (c->state == C_TLS) {
+            int want_write = 0;
+            int rc = ws_tls_handshake(c->tls, &want_write);
+            if (rc < 0)
+                return -1;
+            if (rc == 0) {
+                conn_watch(c, want_write ? EV_WRITE : EV_READ);
+                return 0;
+            }
+            ws_tls_io(c->tls, &c->io);
+            c->io.close = NULL; /* still ours */
+            c->state = C_HEAD;
+            continue;
+        }
+        if (c->state == C_WRITE) {
+            while (c->out_off < c->out.len) {
+                ssize_t n =
+                    c->io.send(c->io.io_ud, c->out.data + c->out_off, c->out.len - c->out_off);
+                if (n > 0) {
+                    c->out_off += (size_t)n;
+                    ev_timer_again(srv->loop, &c->idle); /* a slow reader, not a dead one */
+                    continue;
+                }
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                    conn_watch(c, EV_WRITE);
+                    return 0;
+                }
+                return -1;
+            }
+            if (c->close_after)
+                return -1;
+            buf_reset(&c->out);
+            c->out_off = 0;
+            c->state = C_HEAD;
+            ev_timer_again(srv->loop, &c->idle); /* a new request's time starts */
+        }
+        if (c->state == C_BODY) {
+            drop_buffered_body(c);
+            if (c->state == C_WRITE)
+                continue;
+        }
+        if (c->state == C_HEAD && c->in_len > 0) {
+            long hlen = ws_http_head_end(c->in, c->in_len, srv->max_request);
+            if (hlen < 0)
+                return -1; /* over the bound: closed unanswered */
+            if (hlen > 0) {
+                if (serve(c, (size_t)hlen) != 0)
+                    return -1;
+                continue;
+            }
+        }
+        /* C_HEAD or C_BODY wanting bytes: read what there is. */
+        size_t room = srv->max_request - c->in_len;
+        if (room == 0)
+            return -1;
+        ssize_t n = c->io.recv(c->io.io_ud, c->in + c->in_len, room);
+        if (n > 0) {
+            c->in_len += (size_t)n;
+            if (c->state == C_BODY)
+                ev_timer_again(srv->loop, &c->idle);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            conn_watch(c, EV_READ);
+            return 0;
+        }
+        return -1; /* the client left, or the connection failed */
+    }
+}
+
+static void conn_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct conn *c = w->data;
+    if (step(c) != 0)
+        conn_free(c);
+}
+
+static void idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    conn_free(w->data);
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)revents;
+    struct httpd_server *srv = w->data;
+    for (int i = 0; i < ACCEPT_BURST; i++) {
+        int fd = accept(srv->lfd, NULL, NULL);
+        if (fd < 0)
+            return; /* EAGAIN, or a connection that went away before we took it */
+        if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+            close(fd);
+            continue;
+        }
+        struct conn *c = srv->nconns < MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
+        char *in = c != NULL ? malloc(srv->max_request + 1) : NULL;
+        struct ws_tls *tls = in != NULL && srv->tls != NULL ? ws_tls_new(srv->tls, fd) : NULL;
+        if (in == NULL || (srv->tls != NULL && tls == NULL)) {
+            if (srv->nconns >= MAX_CONNS)
+                telo_log(TELO_LOG_WARN, "http connection refused", "reason=\"%d open\"", MAX_CONNS);
+            free(in);
+            free(c);
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        c->srv = srv;
+        c->fd = fd;
+        c->in = in;
+        c->tls = tls;
+        c->state = tls != NULL ? C_TLS : C_HEAD;
+        c->io = (struct ws_conn_io){.recv = plain_recv, .send = plain_send, .io_ud = &c->fd};
+        buf_init(&c->out, srv->max_response + HEADER_SPACE);
+        c->next = srv->conns;
+        if (srv->conns != NULL)
+            srv->conns->prev = c;
+        srv->conns = c;
+        srv->nconns++;
+        ev_io_init(&c->w, conn_cb, fd, EV_READ);
+        c->w.data = c;
+        ev_io_start(loop, &c->w);
+        ev_init(&c->idle, idle_cb);
+        c->idle.repeat = IDLE_S;
+        c->idle.data = c;
+        ev_timer_again(loop, &c->idle);
+    }
+}
+
+/* ---- the server ---- */
 
 struct httpd_server *httpd_new(struct ev_loop *loop, const struct httpd_config *cfg,
                                struct telo_err *err)
@@ -291,6 +461,8 @@ struct httpd_server *httpd_new(struct ev_loop *loop, const struct httpd_config *
     if (srv == NULL)
         goto nomem;
     srv->loop = loop;
+    srv->lfd = -1;
+    srv->port = -1;
     srv->port_config = cfg->port;
     srv->max_request = cfg->max_request_bytes ? cfg->max_request_bytes : HTTPD_DEFAULT_MAX_REQUEST;
     srv->max_response =
@@ -301,9 +473,6 @@ struct httpd_server *httpd_new(struct ev_loop *loop, const struct httpd_config *
     if ((cfg->address != NULL && cfg->address[0] != '\0' && srv->address == NULL) ||
         (has_cert && (srv->tls_cert_path == NULL || srv->tls_key_path == NULL)))
         goto nomem;
-    srv->protocols[0].name = "http";
-    srv->protocols[0].callback = http_callback;
-    srv->protocols[0].per_session_data_size = sizeof(struct transaction);
     return srv;
 nomem:
     httpd_free(srv);
@@ -352,66 +521,102 @@ fail:
     return rc;
 }
 
+/* A listening socket on address (NULL: every interface, IPv6 and IPv4 where the host has IPv6)
+ * and port. Returns the socket, or -1 with errno set. */
+static int listen_on(const char *address, int port)
+{
+    char service[8];
+    snprintf(service, sizeof(service), "%d", port);
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
+    hints.ai_family = address == NULL ? AF_INET6 : AF_UNSPEC;
+    struct addrinfo *ai = NULL;
+    int rc = getaddrinfo(address, service, &hints, &ai);
+    if (rc != 0 && address == NULL) {
+        hints.ai_family = AF_INET;
+        rc = getaddrinfo(address, service, &hints, &ai);
+    }
+    if (rc != 0 || ai == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 && address == NULL && ai->ai_family == AF_INET6) {
+        /* No IPv6 on this host: every IPv4 interface. */
+        freeaddrinfo(ai);
+        ai = NULL;
+        hints.ai_family = AF_INET;
+        if (getaddrinfo(NULL, service, &hints, &ai) != 0 || ai == NULL) {
+            errno = EINVAL;
+            return -1;
+        }
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    }
+    if (fd < 0) {
+        int e = errno;
+        freeaddrinfo(ai);
+        errno = e;
+        return -1;
+    }
+    int one = 1, zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (ai->ai_family == AF_INET6 && address == NULL)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+        int e = errno;
+        close(fd);
+        freeaddrinfo(ai);
+        errno = e;
+        return -1;
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+static int bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
 int httpd_start(struct httpd_server *srv, struct telo_err *err)
 {
-    if (srv->context != NULL)
+    if (srv->lfd >= 0)
         return telo_err_set(err, TELO_EINVAL, "httpd: server already started");
-
-    /* Process-wide in lws; errors and warnings go to our log, the rest is dropped. */
-    lws_set_log_level(LLL_ERR | LLL_WARN, telo_log_lws);
-
-    void *foreign_loops[1] = {srv->loop};
-    struct lws_context_creation_info info;
-    memset(&info, 0, sizeof(info));
-    info.options = LWS_SERVER_OPTION_LIBEV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
-    if (srv->tls_cert_path != NULL)
-        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-    info.foreign_loops = foreign_loops; /* read only during lws_create_context */
-    info.user = srv;
-    info.port = CONTEXT_PORT_NO_LISTEN;
-    /* Every request's line and headers must fit this (per context in lws, not per vhost); a
-     * request that does not is closed without an answer. */
-    info.max_http_header_data = (unsigned short)srv->max_request;
-    srv->context = lws_create_context(&info);
-    if (srv->context == NULL)
-        return telo_err_set(err, TELO_EIO,
-                            "httpd: libwebsockets could not start on the libev loop (is the "
-                            "libwebsockets-evlib-ev package installed?)");
-
-    memset(&info, 0, sizeof(info));
-    info.vhost_name = "telo";
-    info.port = srv->port_config;
-    info.iface = srv->address;
-    info.protocols = srv->protocols;
-    info.server_string = "telo-operator";
-    /* HTTP/1.1 only, also over TLS: h2 would be a second protocol surface for three endpoints. */
-    info.alpn = "http/1.1";
     if (srv->tls_cert_path != NULL) {
-        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-        info.ssl_cert_filepath = srv->tls_cert_path;
-        info.ssl_private_key_filepath = srv->tls_key_path;
+        struct telo_err terr;
+        srv->tls = ws_tls_ctx_new(srv->tls_cert_path, srv->tls_key_path, &terr);
+        if (srv->tls == NULL)
+            return telo_err_set(err, TELO_EIO, "httpd: cannot serve TLS with cert %s key %s: %s",
+                                srv->tls_cert_path, srv->tls_key_path, terr.msg);
     }
-    srv->vhost = lws_create_vhost(srv->context, &info);
-    if (srv->vhost == NULL) {
-        lws_context_destroy(srv->context);
-        srv->context = NULL;
-        return telo_err_set(err, TELO_EIO,
-                            "httpd: cannot serve on %s:%d%s%s%s%s: address in use, not local, or "
-                            "an unreadable certificate or key (see the libwebsockets log line)",
-                            srv->address ? srv->address : "*", srv->port_config,
-                            srv->tls_cert_path ? " with TLS cert " : "",
-                            srv->tls_cert_path ? srv->tls_cert_path : "",
-                            srv->tls_key_path ? " key " : "",
-                            srv->tls_key_path ? srv->tls_key_path : "");
+    srv->lfd = listen_on(srv->address, srv->port_config);
+    if (srv->lfd < 0) {
+        int e = errno;
+        ws_tls_ctx_free(srv->tls);
+        srv->tls = NULL;
+        return telo_err_set(err, TELO_EIO, "httpd: cannot serve on %s:%d: %s",
+                            srv->address ? srv->address : "*", srv->port_config, strerror(e));
     }
+    srv->port = bound_port(srv->lfd);
+    ev_io_init(&srv->accept_w, accept_cb, srv->lfd, EV_READ);
+    srv->accept_w.data = srv;
+    ev_io_start(srv->loop, &srv->accept_w);
     return 0;
 }
 
 int httpd_port(const struct httpd_server *srv)
 {
-    if (srv == NULL || srv->vhost == NULL)
+    if (srv == NULL || srv->lfd < 0)
         return -1;
-    return lws_get_vhost_listen_port(srv->vhost);
+    return srv->port;
 }
 
 int httpd_response_text(struct httpd_response *resp, int status, const char *content_type,
@@ -430,10 +635,13 @@ void httpd_free(struct httpd_server *srv)
 {
     if (srv == NULL)
         return;
-    /* With a foreign libev loop, lws stops its watchers synchronously here, and closing each
-     * connection runs CLOSED_HTTP, which frees the bodies in flight. */
-    if (srv->context != NULL)
-        lws_context_destroy(srv->context);
+    while (srv->conns != NULL)
+        conn_free(srv->conns);
+    if (srv->lfd >= 0) {
+        ev_io_stop(srv->loop, &srv->accept_w);
+        close(srv->lfd);
+    }
+    ws_tls_ctx_free(srv->tls);
     for (size_t i = 0; i < srv->nroutes; i++) {
         if (srv->routes[i].user_free != NULL)
             srv->routes[i].user_free(srv->routes[i].user);

@@ -1,4 +1,5 @@
-/* A small HTTP/1.1 server on the caller's libev loop, built on libwebsockets. */
+/* A small HTTP/1.1 server on the caller's libev loop (GET and HEAD of registered paths), on the
+ * project's own stack: pkg/ws/http.c parses the request head, pkg/ws/tls.c serves TLS. */
 #ifndef TELO_HTTPD_SERVER_H
 #define TELO_HTTPD_SERVER_H
 
@@ -11,7 +12,7 @@ struct ev_loop;
 struct httpd_server;
 
 #define HTTPD_DEFAULT_MAX_REQUEST  8192               /* request line plus headers, bytes */
-#define HTTPD_LIMIT_MAX_REQUEST    65535              /* libwebsockets keeps the size in 16 bits */
+#define HTTPD_LIMIT_MAX_REQUEST    65535              /* the largest request head we read */
 #define HTTPD_DEFAULT_MAX_RESPONSE ((size_t)16 << 20) /* a handler's body, bytes */
 #define HTTPD_CONTENT_TYPE_MAX     96
 
@@ -65,8 +66,8 @@ int httpd_route(struct httpd_server *srv, const char *path, httpd_handler_fn *ha
                 httpd_user_free_fn *user_free, struct telo_err *err);
 
 /* Binds and starts accepting on the loop; requests are served while the caller runs the loop.
- * Returns 0, or -TELO_EINVAL when already started, or -TELO_EIO when libwebsockets cannot start
- * (address in use, unreadable certificate or key, missing libev plugin): err says which. */
+ * Returns 0, or -TELO_EINVAL when already started, or -TELO_EIO when it cannot listen (address in
+ * use or not local) or the certificate or key cannot be used: err says which. */
 int httpd_start(struct httpd_server *srv, struct telo_err *err);
 
 /* The port the server listens on (the chosen one when the config said 0), or -1 when not

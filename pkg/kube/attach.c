@@ -1,215 +1,160 @@
 /* A WebSocket client for the remote-command channel protocol (pods/attach, the gateway's attach),
- * on libwebsockets and the caller's libev loop. */
+ * on the project's own WebSocket stack (pkg/ws: the handshake's head parser, the frame parser and
+ * the connection) and the caller's libev loop. TLS through OpenSSL.
+ *
+ * Bounds: the upgrade request is at most REQUEST_MAX bytes, the server's response head at most
+ * HEAD_MAX (a longer one ends the attempt); a message (fragments joined) or frame from the server
+ * is at most MESSAGE_MAX bytes (a bigger one closes the stream with 1009); what waits to be sent
+ * is at most QUEUE_MAX of stdin plus a few control frames. Reading is never unbounded: the
+ * connection reads at most one maximal frame plus 64 KiB ahead, and the kernel's TCP window
+ * holds back a server that sends faster than the callbacks take it. Nothing blocks the loop but
+ * the name lookup of a host that is not an IP address (getaddrinfo). */
 #include "kube/attach.h"
 
+#include "kube/attach_tls.h"
 #include "kube/config.h"
 #include "kube/rest.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/url.h"
+#include "ws/conn.h"
+#include "ws/frame.h"
+#include "ws/http.h"
+#include "ws/tls.h"
 
+#include <curl/curl.h>
+#include <errno.h>
 #include <ev.h>
-#include <libwebsockets.h>
-#include <openssl/err.h>
-#include <openssl/pem.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define MAX_PROTOCOLS 8
 #define QUEUE_MAX     ((size_t)1 << 20) /* stdin bytes waiting for the server */
-#define CHUNK_MAX     32768             /* payload bytes of one stdin message */
+#define CHUNK_MAX     ((size_t)32768)   /* payload bytes of one stdin message */
 #define STATUS_MAX    KUBE_CHANNEL_JSON_MAX
 #define TOKEN_MAX     16384
-#define READ_MAX      65536 /* bytes of one socket read, and of one output callback */
+#define URL_MAX       8192
+#define REQUEST_MAX   (URL_MAX + TOKEN_MAX + 2048) /* the upgrade request's head */
+#define HEAD_MAX      16384                        /* the response's head */
+#define MESSAGE_MAX   ((size_t)1 << 20)            /* one message from the server */
+#define HANDSHAKE_S   30.0                         /* from connect to 101: the whole upgrade */
+#define HOST_MAX      256                          /* a DNS name is at most 253 */
+
+enum phase { P_CONNECT, P_TLS, P_REQUEST, P_HEAD, P_OPEN, P_DONE };
 
 struct kube_attach {
     struct ev_loop *loop;
     struct kube_attach_callbacks cb;
     void *ud;
 
-    char *url_copy; /* lws_parse_uri cuts it into the pieces below */
-    char *path;     /* "/" + path and query */
-    char *token;    /* bearer token, or NULL */
-    char *offer;    /* "v5.channel.k8s.io,v4.channel.k8s.io" */
+    /* Where: from the URL. */
+    char host[HOST_MAX]; /* without brackets */
+    char port[8];
+    int tls;
+    char *target; /* "/path?query" */
+    char *token;  /* bearer token, or NULL */
+    char *offer;  /* "v5.channel.k8s.io,v4.channel.k8s.io" */
     char user_agent[96];
     SSL_CTX *ssl_ctx;
-    lws_retry_bo_t idle_policy;
+    int ping_s;
 
-    struct lws_protocols protocols[2];
-    struct lws_context *context;
-    struct lws *wsi;
+    /* The upgrade. */
+    enum phase phase;
+    struct addrinfo *addrs, *next_addr;
+    int fd;               /* ours until the connection takes it */
+    struct ws_tls *tls_s; /* ours until the connection takes it */
+    struct ws_conn_io io; /* how the handshake reads and writes fd */
+    ev_io watcher;
+    ev_timer deadline; /* the handshake's */
+    ev_timer later;    /* reports a failure found inside kube_attach_open */
+    char accept[WS_ACCEPT_KEY_SIZE];
+    struct buf request;
+    size_t request_sent;
+    char *head; /* HEAD_MAX bytes: the response head and what came after it */
+    size_t head_len;
 
-    int open;          /* between ESTABLISHED and the end */
-    int ended;         /* on_end was called (or the handle is being freed) */
-    int freed;         /* kube_attach_free was called inside a callback */
-    int depth;         /* nesting of lws callbacks on the stack */
-    char protocol[64]; /* the subprotocol the server chose */
-    ev_timer reaper;   /* destroys the context after a free inside a callback */
+    struct ws_conn *conn; /* after the upgrade */
+    int open;             /* between on_open and the end */
+    int ended;            /* on_end was called (or the handle is being freed) */
+    int freed;            /* kube_attach_free was called inside a callback */
+    int depth;            /* our entry points on the stack */
+    char protocol[64];    /* the subprotocol the server chose */
 
-    struct buf queue;   /* stdin messages: [u32 length][channel byte + payload]... */
-    int resize_pending; /* the newest size waits in resize */
+    int resize_pending; /* the newest size waits for room in the send queue */
     struct kube_term_size resize;
-    int close_pending; /* [255, 0] waits */
+    int close_pending; /* [255, 0] waits for room */
 
-    int in_message;             /* a message's first bytes have arrived, not its last */
-    int channel;                /* of the message being received */
-    struct buf status;          /* channel 3 bytes of the message being received */
     struct kube_attach_end end; /* what on_end will report */
     struct telo_err end_err;
-    unsigned char *scratch; /* LWS_PRE + 1 + CHUNK_MAX for lws_write */
 };
-
-/* ---- TLS ---- */
-
-static int ssl_fail(struct telo_err *err, const char *what)
-{
-    char detail[160] = "";
-    unsigned long e = ERR_get_error();
-    if (e != 0)
-        ERR_error_string_n(e, detail, sizeof(detail));
-    ERR_clear_error();
-    return telo_err_set(err, TELO_EIO, "attach TLS: %s%s%s", what, detail[0] ? ": " : "", detail);
-}
-
-static int load_ca_pem(SSL_CTX *ctx, const char *pem, size_t len, struct telo_err *err)
-{
-    BIO *bio = BIO_new_mem_buf(pem, (int)len);
-    STACK_OF(X509_INFO) *infos = bio ? PEM_X509_INFO_read_bio(bio, NULL, NULL, NULL) : NULL;
-    BIO_free(bio);
-    if (infos == NULL)
-        return ssl_fail(err, "certificate-authority-data holds no PEM certificate");
-    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
-    int added = 0;
-    for (int i = 0; i < sk_X509_INFO_num(infos); i++) {
-        X509_INFO *info = sk_X509_INFO_value(infos, i);
-        if (info->x509 != NULL && X509_STORE_add_cert(store, info->x509) == 1)
-            added++;
-    }
-    sk_X509_INFO_pop_free(infos, X509_INFO_free);
-    if (added == 0)
-        return ssl_fail(err, "certificate-authority-data holds no PEM certificate");
-    return 0;
-}
-
-static int load_client_pem(SSL_CTX *ctx, const char *cert_pem, const char *key_pem,
-                           struct telo_err *err)
-{
-    BIO *bio = BIO_new_mem_buf(cert_pem, -1);
-    X509 *cert = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
-    int ok = cert != NULL && SSL_CTX_use_certificate(ctx, cert) == 1;
-    X509_free(cert);
-    /* Intermediates after the leaf go into the chain the handshake presents. */
-    while (ok) {
-        X509 *extra = PEM_read_bio_X509(bio, NULL, NULL, NULL);
-        if (extra == NULL)
-            break;
-        if (SSL_CTX_add0_chain_cert(ctx, extra) != 1) {
-            X509_free(extra);
-            ok = 0;
-        }
-    }
-    ERR_clear_error(); /* the end of the PEM stream is reported as an error */
-    BIO_free(bio);
-    if (!ok)
-        return ssl_fail(err, "client-certificate-data is not a usable PEM certificate");
-    bio = BIO_new_mem_buf(key_pem, -1);
-    EVP_PKEY *key = bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
-    BIO_free(bio);
-    ok = key != NULL && SSL_CTX_use_PrivateKey(ctx, key) == 1;
-    EVP_PKEY_free(key);
-    if (!ok || SSL_CTX_check_private_key(ctx) != 1)
-        return ssl_fail(err, "client-key-data is not the PEM key of the client certificate");
-    return 0;
-}
-
-/* The SSL_CTX for one connection to host: trust, the name to verify (a DNS name or an IP
- * address; lws's own check would treat an IP as a DNS name) and the client certificate. */
-static SSL_CTX *make_ssl_ctx(const struct kube_attach_opts *opts, const char *host,
-                             struct telo_err *err)
-{
-    struct kube_config *cfg = opts->cfg;
-    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-    if (ctx == NULL) {
-        ssl_fail(err, "cannot create a TLS context");
-        return NULL;
-    }
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    int insecure = opts->insecure_skip_tls_verify || (cfg && cfg->insecure_skip_tls_verify);
-    if (insecure) {
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
-    } else {
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-        int rc = 0;
-        if (opts->ca_file != NULL) {
-            if (SSL_CTX_load_verify_locations(ctx, opts->ca_file, NULL) != 1)
-                rc = ssl_fail(err, opts->ca_file);
-        } else if (cfg && cfg->ca_pem != NULL)
-            rc = load_ca_pem(ctx, cfg->ca_pem, cfg->ca_pem_len, err);
-        else if (cfg && cfg->ca_file != NULL &&
-                 SSL_CTX_load_verify_locations(ctx, cfg->ca_file, NULL) != 1)
-            rc = ssl_fail(err, cfg->ca_file);
-        else if (!(cfg && (cfg->ca_pem || cfg->ca_file)) &&
-                 SSL_CTX_set_default_verify_paths(ctx) != 1)
-            rc = ssl_fail(err, "cannot load the system's certificate authorities");
-        const char *name = cfg && cfg->tls_server_name ? cfg->tls_server_name : host;
-        X509_VERIFY_PARAM *param = SSL_CTX_get0_param(ctx);
-        if (rc == 0 && X509_VERIFY_PARAM_set1_ip_asc(param, name) != 1) {
-            ERR_clear_error();
-            X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-            if (X509_VERIFY_PARAM_set1_host(param, name, 0) != 1)
-                rc = ssl_fail(err, "bad server name");
-        }
-        if (rc != 0) {
-            SSL_CTX_free(ctx);
-            return NULL;
-        }
-    }
-    if (cfg != NULL) {
-        const char *cert_pem = NULL, *key_pem = NULL;
-        int rc = kube_config_client_cert(cfg, &cert_pem, &key_pem, err);
-        if (rc == 0 && cert_pem != NULL && key_pem != NULL)
-            rc = load_client_pem(ctx, cert_pem, key_pem, err);
-        else if (rc == 0 && cfg->client_cert_file != NULL && cfg->client_key_file != NULL) {
-            if (SSL_CTX_use_certificate_chain_file(ctx, cfg->client_cert_file) != 1)
-                rc = ssl_fail(err, cfg->client_cert_file);
-            else if (SSL_CTX_use_PrivateKey_file(ctx, cfg->client_key_file, SSL_FILETYPE_PEM) != 1)
-                rc = ssl_fail(err, cfg->client_key_file);
-        }
-        if (rc != 0) {
-            SSL_CTX_free(ctx);
-            return NULL;
-        }
-    }
-    return ctx;
-}
 
 /* ---- ending and freeing ---- */
 
 static void destroy(struct kube_attach *a)
 {
-    ev_timer_stop(a->loop, &a->reaper);
-    if (a->context != NULL)
-        lws_context_destroy(a->context);
+    ev_io_stop(a->loop, &a->watcher);
+    ev_timer_stop(a->loop, &a->deadline);
+    ev_timer_stop(a->loop, &a->later);
+    ws_conn_free(a->conn);
+    ws_tls_free(a->tls_s);
+    if (a->fd >= 0)
+        close(a->fd);
+    if (a->addrs != NULL)
+        freeaddrinfo(a->addrs);
     SSL_CTX_free(a->ssl_ctx);
-    buf_release(&a->queue);
-    buf_release(&a->status);
-    free(a->scratch);
-    free(a->url_copy);
-    free(a->path);
+    if (a->request.data != NULL)
+        OPENSSL_cleanse(a->request.data, a->request.len); /* it holds the token */
+    buf_release(&a->request);
+    free(a->head);
+    free(a->target);
+    if (a->token != NULL)
+        OPENSSL_cleanse(a->token, strlen(a->token));
     free(a->token);
     free(a->offer);
     free(a);
 }
 
-static void reap_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void enter(struct kube_attach *a)
 {
-    (void)loop;
-    (void)revents;
-    destroy(w->data);
+    a->depth++;
+}
+
+/* Leaves an entry point; a handle freed inside it goes now. a must not be used afterwards. */
+static void send_pending(struct kube_attach *a);
+
+/* Leaves an entry point: a resize asked for inside our callbacks goes out now (the newest only,
+ * so kubectl's nudge from on_open, size + 1 then size, reaches the server as the size alone, as
+ * the libwebsockets client sent it); a handle freed inside it goes now. a must not be used
+ * afterwards. */
+static void leave(struct kube_attach *a)
+{
+    if (--a->depth > 0)
+        return;
+    if (a->freed)
+        destroy(a);
+    else if (a->open && a->conn != NULL && (a->resize_pending || a->close_pending))
+        send_pending(a);
+}
+
+/* Stops the handshake's watchers. */
+static void stop_handshake(struct kube_attach *a)
+{
+    ev_io_stop(a->loop, &a->watcher);
+    ev_timer_stop(a->loop, &a->deadline);
+    ev_timer_stop(a->loop, &a->later);
 }
 
 /* Reports the end once. */
@@ -219,241 +164,432 @@ static void finish(struct kube_attach *a)
         return;
     a->ended = 1;
     a->open = 0;
-    a->wsi = NULL;
+    a->phase = P_DONE;
+    stop_handshake(a);
     a->end.err = a->end.rc != 0 ? &a->end_err : NULL;
+    enter(a);
     a->cb.on_end(a, &a->end, a->ud);
+    a->depth--; /* the caller's leave frees */
 }
 
-static void fail(struct kube_attach *a, int code, const char *detail)
-{
-    if (a->end.rc == 0)
-        a->end.rc = telo_err_set(&a->end_err, code, "attach: %s", detail);
-}
+static void fail(struct kube_attach *a, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-/* ---- receiving ---- */
-
-static void receive(struct kube_attach *a, struct lws *wsi, const unsigned char *in, size_t len)
+/* Keeps the first failure for on_end. */
+static void fail(struct kube_attach *a, int code, const char *fmt, ...)
 {
-    if (!a->in_message) {
-        if (len == 0)
-            return; /* lws reports an empty message's end without bytes; it has no channel */
-        if (!lws_frame_is_binary(wsi)) {
-            /* client-go treats a text message as a protocol error; keep the session going. */
-            telo_log(TELO_LOG_DEBUG, "attach: text message dropped", "len=%zu", len);
-            if (!lws_is_final_fragment(wsi)) {
-                a->in_message = 1;
-                a->channel = -1;
-            }
-            return;
-        }
-        a->in_message = 1;
-        a->channel = in[0];
-        in++;
-        len--;
-        buf_reset(&a->status);
-    }
-    if (a->channel == KUBE_CHANNEL_STDOUT || a->channel == KUBE_CHANNEL_STDERR) {
-        if (len > 0) {
-            a->depth++;
-            a->cb.on_output(a, a->channel, in, len, a->ud);
-            a->depth--;
-        }
-    } else if (a->channel == KUBE_CHANNEL_ERROR && buf_append(&a->status, in, len) != 0) {
-        a->channel = -1; /* oversized: not a Status we could read */
-    }
-    if (!lws_is_final_fragment(wsi))
+    if (a->end.rc != 0)
         return;
-    a->in_message = 0;
-    if (a->channel == KUBE_CHANNEL_ERROR && !a->freed) {
-        struct telo_err err;
-        if (kube_exit_status_parse(a->status.data, a->status.len, &a->end.exit, &err) == 0)
-            a->end.have_status = 1;
-        else
-            telo_log(TELO_LOG_WARN, "attach: unreadable exit status", "error=\"%s\"", err.msg);
-    }
+    char msg[TELO_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    a->end.rc = telo_err_set(&a->end_err, code, "%s", msg);
 }
 
-/* ---- sending ---- */
+/* ---- after the upgrade: the connection's callbacks ---- */
 
-static int queue_message(struct kube_attach *a, int channel, const void *data, size_t len)
+static void receive(struct kube_attach *a, const uint8_t *data, size_t len)
 {
-    uint32_t n = (uint32_t)(len + 1);
-    unsigned char c = (unsigned char)channel;
-    size_t before = a->queue.len;
-    if (buf_append(&a->queue, &n, sizeof(n)) != 0 || buf_append(&a->queue, &c, 1) != 0 ||
-        (len > 0 && buf_append(&a->queue, data, len) != 0)) {
-        buf_truncate(&a->queue, before); /* all or nothing */
-        return -TELO_ETOOBIG;
+    if (len == 0)
+        return; /* no channel byte */
+    int channel = data[0];
+    data++;
+    len--;
+    if (channel == KUBE_CHANNEL_STDOUT || channel == KUBE_CHANNEL_STDERR) {
+        if (len > 0) /* the server's hello is an empty message on stdout */
+            a->cb.on_output(a, channel, data, len, a->ud);
+        return;
     }
-    return 0;
+    if (channel != KUBE_CHANNEL_ERROR)
+        return;
+    struct telo_err err;
+    if (len > STATUS_MAX)
+        telo_log(TELO_LOG_WARN, "attach: exit status over the size limit", "len=%zu", len);
+    else if (kube_exit_status_parse(data, len, &a->end.exit, &err) == 0)
+        a->end.have_status = 1;
+    else
+        telo_log(TELO_LOG_WARN, "attach: unreadable exit status", "error=\"%s\"", err.msg);
 }
 
-static int send_one(struct kube_attach *a, struct lws *wsi)
+static void on_message(struct ws_conn *c, int opcode, const uint8_t *data, size_t len, void *ud)
 {
-    unsigned char *p = a->scratch + LWS_PRE;
-    size_t n;
+    (void)c;
+    struct kube_attach *a = ud;
+    if (a->freed || a->ended)
+        return;
+    if (opcode != WS_OP_BINARY) {
+        /* client-go treats a text message as a protocol error; keep the session going. */
+        telo_log(TELO_LOG_DEBUG, "attach: text message dropped", "len=%zu", len);
+        return;
+    }
+    enter(a);
+    receive(a, data, len);
+    leave(a);
+}
+
+/* Sends a resize or the stdin close that waited for room. */
+static void send_pending(struct kube_attach *a)
+{
     if (a->resize_pending) {
         struct buf b;
         buf_init(&b, 64);
-        p[0] = KUBE_CHANNEL_RESIZE;
-        if (kube_resize_format(&b, a->resize.width, a->resize.height) != 0) {
-            buf_release(&b);
-            return -1;
-        }
-        memcpy(p + 1, b.data, b.len);
-        n = b.len + 1;
+        unsigned char ch = KUBE_CHANNEL_RESIZE;
+        if (kube_resize_format(&b, a->resize.width, a->resize.height) == 0 &&
+            ws_conn_send(a->conn, WS_OP_BINARY, &ch, 1, b.data, b.len, 0) == 0)
+            a->resize_pending = 0;
         buf_release(&b);
-        a->resize_pending = 0;
-    } else if (a->queue.len >= sizeof(uint32_t)) {
-        uint32_t len;
-        memcpy(&len, a->queue.data, sizeof(len));
-        memcpy(p, a->queue.data + sizeof(len), len);
-        n = len;
-        buf_consume(&a->queue, sizeof(len) + len);
-    } else if (a->close_pending) {
-        p[0] = KUBE_CHANNEL_CLOSE;
-        p[1] = KUBE_CHANNEL_STDIN;
-        n = 2;
-        a->close_pending = 0;
-    } else {
-        return 0;
     }
-    if (lws_write(wsi, p, n, LWS_WRITE_BINARY) < (int)n)
-        return -1;
-    if (a->resize_pending || a->queue.len > 0 || a->close_pending)
-        lws_callback_on_writable(wsi);
-    return 0;
+    if (a->close_pending && !a->resize_pending) {
+        static const unsigned char close_msg[2] = {KUBE_CHANNEL_CLOSE, KUBE_CHANNEL_STDIN};
+        if (ws_conn_send(a->conn, WS_OP_BINARY, NULL, 0, close_msg, 2, 0) == 0)
+            a->close_pending = 0;
+    }
 }
 
-/* Sends now what waits, instead of asking lws for a writable callback: that callback costs a loop
- * turn and two epoll_ctl calls per keystroke (the socket is writable nearly always). lws takes a
- * write outside the callback when none of its own is still buffered (lws_partial_buffered), and
- * buffers a partial one itself; inside our lws callbacks (depth > 0) it is left to the callback.
- * send_one keeps the order (resize, then stdin, then close) and asks for the callback when more
- * waits; when the write fails the callback runs send_one again, and lws reports the broken
- * connection as usual. */
-static void kick(struct kube_attach *a)
+static void on_drain(struct ws_conn *c, void *ud)
 {
-    if (a->depth == 0 && !lws_partial_buffered(a->wsi) && send_one(a, a->wsi) == 0)
+    (void)c;
+    struct kube_attach *a = ud;
+    if (a->freed || a->ended)
         return;
-    lws_callback_on_writable(a->wsi);
+    send_pending(a);
 }
 
-/* ---- the lws callback ---- */
-
-static int add_headers(struct kube_attach *a, struct lws *wsi, unsigned char **p,
-                       unsigned char *end)
+static void on_closed(struct ws_conn *c, int code, const char *reason, void *ud)
 {
-    if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_USER_AGENT,
-                                     (const unsigned char *)a->user_agent,
-                                     (int)strlen(a->user_agent), p, end) != 0)
-        return -1;
-    if (a->token == NULL)
-        return 0;
-    size_t len = strlen(a->token) + sizeof("Bearer ");
-    char *value = malloc(len);
-    if (value == NULL)
-        return -1;
-    snprintf(value, len, "Bearer %s", a->token);
-    int rc = lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION,
-                                          (const unsigned char *)value, (int)strlen(value), p, end);
-    OPENSSL_cleanse(value, len);
-    free(value);
-    return rc;
+    struct kube_attach *a = ud;
+    if (a->freed || a->ended)
+        return;
+    enter(a);
+    if (ws_conn_local_error(c)) {
+        /* We closed it: the server broke the protocol or sent more than MESSAGE_MAX at once. */
+        fail(a, TELO_EPROTO, "attach: %s", reason);
+    } else if (code != 1005 && code != 1006) {
+        a->end.close_code = code;
+    }
+    a->conn = NULL;
+    ws_conn_free(c); /* deferred by the connection until its callback returns */
+    finish(a);
+    leave(a);
 }
 
-static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
-                    size_t len)
+/* ---- the upgrade ---- */
+
+static ssize_t plain_recv(void *io_ud, void *buf, size_t len)
 {
-    struct lws_context *ctx = lws_get_context(wsi);
-    struct kube_attach *a = ctx ? lws_context_user(ctx) : NULL;
-    (void)user;
-    if (a == NULL)
-        return 0;
-    if (a->freed)
-        return -1;
-    int rc = 0;
-    a->depth++;
-    switch (reason) {
-    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
-        rc = add_headers(a, wsi, (unsigned char **)in, (unsigned char *)in + len) ? -1 : 0;
-        break;
-    case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH:
-        /* The last moment the response headers are there: lws frees them before ESTABLISHED. */
-        if (lws_hdr_copy(wsi, a->protocol, (int)sizeof(a->protocol), WSI_TOKEN_PROTOCOL) < 0)
-            a->protocol[0] = '\0';
-        break;
-    case LWS_CALLBACK_CLIENT_ESTABLISHED:
-        a->wsi = wsi;
-        a->open = 1;
-        if (a->cb.on_open != NULL)
-            a->cb.on_open(a, a->protocol, a->ud);
-        if (!a->freed && (a->resize_pending || a->queue.len > 0 || a->close_pending))
-            lws_callback_on_writable(wsi);
-        break;
-    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
-        a->end.http_status = (long)lws_http_client_http_response(wsi);
-        const char *why = in != NULL && len > 0 ? (const char *)in : "connection failed";
-        fail(a, a->end.http_status >= 300 ? TELO_EAPI : TELO_EIO, why);
-        finish(a);
+    return recv(*(int *)io_ud, buf, len, 0);
+}
+
+static ssize_t plain_send(void *io_ud, const void *buf, size_t len)
+{
+    return send(*(int *)io_ud, buf, len, MSG_NOSIGNAL);
+}
+
+static void watch(struct kube_attach *a, int events)
+{
+    ev_io_stop(a->loop, &a->watcher);
+    ev_io_set(&a->watcher, a->fd, events);
+    ev_io_start(a->loop, &a->watcher);
+}
+
+/* The response head is complete in a->head[0..hlen): checks it and hands the socket to a
+ * WebSocket connection. */
+static void upgrade(struct kube_attach *a, size_t hlen)
+{
+    struct ws_http_head h;
+    struct telo_err err;
+    if (ws_http_parse_response(a->head, hlen, &h, &err) != 0)
+        return fail(a, TELO_EPROTO, "attach: the upgrade's response: %s", err.msg);
+    if (h.status != 101) {
+        a->end.http_status = h.status;
+        return fail(a, h.status >= 300 ? TELO_EAPI : TELO_EPROTO,
+                    "attach: the server answered the WebSocket upgrade with HTTP %d", h.status);
+    }
+    const char *accept = ws_http_header(&h, "Sec-WebSocket-Accept");
+    if (!ws_http_list_has(ws_http_header(&h, "Upgrade"), "websocket") ||
+        !ws_http_list_has(ws_http_header(&h, "Connection"), "upgrade"))
+        return fail(a, TELO_EPROTO, "attach: %s",
+                    "the 101 response lacks Upgrade: websocket or Connection: upgrade");
+    if (accept == NULL || strcmp(accept, a->accept) != 0)
+        return fail(a, TELO_EPROTO, "attach: %s",
+                    "the 101 response's Sec-WebSocket-Accept does not match our key");
+    const char *protocol = ws_http_header(&h, "Sec-WebSocket-Protocol");
+    if (protocol != NULL &&
+        (strlen(protocol) >= sizeof(a->protocol) || strchr(protocol, ',') != NULL ||
+         !ws_http_list_has(a->offer, protocol)))
+        return fail(a, TELO_EPROTO,
+                    "attach: the server chose the subprotocol %.64s, not one we offered", protocol);
+    snprintf(a->protocol, sizeof(a->protocol), "%s", protocol != NULL ? protocol : "");
+
+    /* The socket and its TLS stream go to the connection. */
+    stop_handshake(a);
+    struct ws_conn_io io;
+    if (a->tls_s != NULL)
+        ws_tls_io(a->tls_s, &io);
+    struct ws_conn_opts opts = {
+        .client = 1,
+        .max_message = MESSAGE_MAX,
+        .max_queued = QUEUE_MAX + 2 * CHUNK_MAX,
+        .ping_interval_s = a->ping_s,
+    };
+    static const struct ws_conn_callbacks cbs = {on_message, on_drain, on_closed};
+    int fd = a->fd;
+    a->fd = -1;
+    a->tls_s = NULL;
+    a->conn = ws_conn_new(a->loop, fd, a->tls ? &io : NULL, &opts, &cbs, a, &err);
+    if (a->conn == NULL)
+        return fail(a, err.code, "attach: %s", err.msg);
+    a->phase = P_OPEN;
+    a->open = 1;
+    if (a->cb.on_open != NULL)
+        a->cb.on_open(a, a->protocol, a->ud);
+    /* Frames that came in the same reads as the head. */
+    if (!a->freed && !a->ended && a->head_len > hlen)
+        ws_conn_feed(a->conn, a->head + hlen, a->head_len - hlen);
+    free(a->head);
+    a->head = NULL;
+}
+
+static void read_head(struct kube_attach *a)
+{
+    for (;;) {
+        ssize_t n = a->io.recv(a->io.io_ud, a->head + a->head_len, HEAD_MAX - a->head_len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            const char *why = a->tls_s != NULL && ws_tls_error(a->tls_s)[0]
+                                  ? ws_tls_error(a->tls_s)
+                                  : (n == 0 ? "closed by the server" : strerror(errno));
+            return fail(a, TELO_EIO,
+                        "attach: the connection ended before the WebSocket upgrade completed (%s)",
+                        why);
+        }
+        a->head_len += (size_t)n;
+        long hlen = ws_http_head_end(a->head, a->head_len, HEAD_MAX);
+        if (hlen == -TELO_ETOOBIG)
+            return fail(a, TELO_EPROTO,
+                        "attach: the upgrade's response head is over the limit of %d bytes",
+                        HEAD_MAX);
+        if (hlen > 0)
+            return upgrade(a, (size_t)hlen);
+    }
+}
+
+static void send_request(struct kube_attach *a)
+{
+    while (a->request_sent < a->request.len) {
+        ssize_t n = a->io.send(a->io.io_ud, a->request.data + a->request_sent,
+                               a->request.len - a->request_sent);
+        if (n > 0) {
+            a->request_sent += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return watch(a, EV_WRITE);
+        const char *why = a->tls_s != NULL && ws_tls_error(a->tls_s)[0] ? ws_tls_error(a->tls_s)
+                                                                        : strerror(errno);
+        return fail(a, TELO_EIO, "attach: sending the upgrade request failed: %s", why);
+    }
+    OPENSSL_cleanse(a->request.data, a->request.len);
+    buf_release(&a->request);
+    a->phase = P_HEAD;
+    watch(a, EV_READ);
+    read_head(a); /* the response may be there already with TLS's buffering */
+}
+
+static void tls_step(struct kube_attach *a)
+{
+    int want_write = 0;
+    int rc = ws_tls_handshake(a->tls_s, &want_write);
+    if (rc < 0)
+        return fail(a, TELO_EIO, "attach: TLS handshake failed: %s", ws_tls_error(a->tls_s));
+    if (rc == 0)
+        return watch(a, want_write ? EV_WRITE : EV_READ);
+    ws_tls_io(a->tls_s, &a->io);
+    a->io.close = NULL; /* still ours: destroy or the connection frees it */
+    a->phase = P_REQUEST;
+    send_request(a);
+}
+
+static void start_connect(struct kube_attach *a);
+
+/* The socket is connected: TLS, or the request. */
+static void connected(struct kube_attach *a)
+{
+    int one = 1;
+    setsockopt(a->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (a->tls) {
+        a->tls_s = ws_tls_client_new(a->ssl_ctx, a->fd, a->host);
+        if (a->tls_s == NULL)
+            return fail(a, TELO_ENOMEM, "attach: %s", "out of memory");
+        a->phase = P_TLS;
+        return tls_step(a);
+    }
+    a->io = (struct ws_conn_io){.recv = plain_recv, .send = plain_send, .io_ud = &a->fd};
+    a->phase = P_REQUEST;
+    send_request(a);
+}
+
+static void connect_failed(struct kube_attach *a, int error)
+{
+    close(a->fd);
+    a->fd = -1;
+    ev_io_stop(a->loop, &a->watcher);
+    if (a->next_addr != NULL)
+        return start_connect(a);
+    fail(a, TELO_EIO, "attach: cannot connect to %s port %s: %s", a->host, a->port,
+         strerror(error));
+}
+
+/* Connects to the next address of the host. */
+static void start_connect(struct kube_attach *a)
+{
+    struct addrinfo *ai = a->next_addr;
+    a->next_addr = ai->ai_next;
+    a->phase = P_CONNECT;
+    a->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (a->fd < 0)
+        return fail(a, TELO_EIO, "attach: socket: %s", strerror(errno));
+    if (connect(a->fd, ai->ai_addr, ai->ai_addrlen) == 0)
+        return connected(a);
+    if (errno != EINPROGRESS)
+        return connect_failed(a, errno);
+    watch(a, EV_WRITE);
+}
+
+static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct kube_attach *a = w->data;
+    enter(a);
+    switch (a->phase) {
+    case P_CONNECT: {
+        int error = 0;
+        socklen_t elen = sizeof(error);
+        if (getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &error, &elen) != 0)
+            error = errno;
+        if (error != 0)
+            connect_failed(a, error);
+        else
+            connected(a);
         break;
     }
-    case LWS_CALLBACK_CLIENT_RECEIVE:
-        receive(a, wsi, in, len);
+    case P_TLS:
+        tls_step(a);
         break;
-    case LWS_CALLBACK_CLIENT_WRITEABLE:
-        rc = send_one(a, wsi);
+    case P_REQUEST:
+        send_request(a);
         break;
-    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-        if (len >= 2) {
-            const unsigned char *c = in;
-            a->end.close_code = (c[0] << 8) | c[1];
-        }
-        break;
-    case LWS_CALLBACK_CLIENT_CLOSED:
-        finish(a);
-        break;
-    case LWS_CALLBACK_CLOSED_CLIENT_HTTP:
-    case LWS_CALLBACK_WSI_DESTROY:
-        /* lws can drop a connection before the upgrade without a connection error: a TLS 1.3
-         * server that refuses our certificate does so after the client's half of the handshake
-         * has finished. Without this the stream would wait forever. */
-        if (!a->ended) {
-            fail(a, TELO_EIO, "the connection closed before the WebSocket upgrade completed");
-            finish(a);
-        }
+    case P_HEAD:
+        read_head(a);
         break;
     default:
         break;
     }
-    a->depth--;
-    return a->freed ? -1 : rc;
+    if (a->end.rc != 0 && a->phase != P_OPEN)
+        finish(a);
+    leave(a);
 }
 
-/* ---- public ---- */
-
-static int split_url(struct kube_attach *a, const char *url, const char **host, int *port, int *tls,
-                     struct telo_err *err)
+static void deadline_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    const char *scheme = NULL, *path = NULL;
-    a->url_copy = strdup(url);
-    if (a->url_copy == NULL)
-        return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
-    if (lws_parse_uri(a->url_copy, &scheme, host, port, &path) != 0 || (*host)[0] == '\0')
-        return telo_err_set(err, TELO_EINVAL, "attach: cannot parse the URL %s", url);
-    if (strcasecmp(scheme, "https") == 0 || strcasecmp(scheme, "wss") == 0)
-        *tls = 1;
+    (void)loop;
+    (void)revents;
+    struct kube_attach *a = w->data;
+    enter(a);
+    fail(a, TELO_ETIMEDOUT, "attach: no WebSocket upgrade from %s within 30 s", a->host);
+    finish(a);
+    leave(a);
+}
+
+static void later_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct kube_attach *a = w->data;
+    enter(a);
+    finish(a);
+    leave(a);
+}
+
+/* ---- options ---- */
+
+/* The URL's pieces, by libcurl's URL parser (the one the REST transport uses): scheme, host (an
+ * IPv6 address without its brackets), port and "/path?query" as given (no dot-segment
+ * rewriting). User info is refused, and so is any blank or control character (they would end up
+ * in the request head). */
+static int split_url(struct kube_attach *a, const char *url, struct telo_err *err)
+{
+    if (strlen(url) > URL_MAX)
+        return telo_err_set(err, TELO_EINVAL, "attach: the URL is longer than %d bytes", URL_MAX);
+    for (const char *p = url; *p; p++) {
+        if ((unsigned char)*p <= 0x20 || (unsigned char)*p == 0x7F)
+            return telo_err_set(err, TELO_EINVAL,
+                                "attach: cannot parse the URL %.200s (blank or control character)",
+                                url);
+    }
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL, *user = NULL;
+    int rc = 0;
+    if (u == NULL)
+        rc = telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
+    else if (curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME | CURLU_PATH_AS_IS) !=
+                 CURLUE_OK ||
+             curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+             curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || host == NULL ||
+             host[0] == '\0' || curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK ||
+             path == NULL || curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK)
+        rc = telo_err_set(err, TELO_EINVAL, "attach: cannot parse the URL %.200s", url);
+    else if (strcasecmp(scheme, "https") == 0 || strcasecmp(scheme, "wss") == 0)
+        a->tls = 1;
     else if (strcasecmp(scheme, "http") == 0 || strcasecmp(scheme, "ws") == 0)
-        *tls = 0;
+        a->tls = 0;
     else
-        return telo_err_set(err, TELO_EINVAL,
-                            "attach: URL %s: scheme must be https, wss, http or ws", url);
-    size_t n = strlen(path) + 2;
-    a->path = malloc(n);
-    if (a->path == NULL)
-        return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
-    snprintf(a->path, n, "/%s", path);
-    return 0;
+        rc = telo_err_set(err, TELO_EINVAL,
+                          "attach: URL %.200s: scheme must be https, wss, http or ws", url);
+    if (rc == 0 && host != NULL && path != NULL) {
+        /* curl gives an IPv6 address in brackets (and a zone as %25zone: not supported here). */
+        size_t hlen = strlen(host);
+        const char *h = host;
+        if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') {
+            h++;
+            hlen -= 2;
+        }
+        if (hlen == 0 || hlen >= sizeof(a->host))
+            rc = telo_err_set(err, TELO_EINVAL, "attach: cannot parse the URL %.200s", url);
+        else
+            snprintf(a->host, sizeof(a->host), "%.*s", (int)hlen, h);
+    }
+    if (rc == 0 && path != NULL) {
+        if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK)
+            snprintf(a->port, sizeof(a->port), "%s", port);
+        else
+            snprintf(a->port, sizeof(a->port), "%s", a->tls ? "443" : "80");
+        if (curl_url_get(u, CURLUPART_QUERY, &query, 0) != CURLUE_OK)
+            query = NULL;
+        size_t n = strlen(path) + (query ? strlen(query) + 1 : 0) + 2;
+        a->target = malloc(n);
+        if (a->target == NULL)
+            rc = telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
+        else
+            snprintf(a->target, n, "%s%s%s%s", path[0] == '/' ? "" : "/", path, query ? "?" : "",
+                     query ? query : "");
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_free(path);
+    curl_free(query);
+    curl_free(user);
+    curl_url_cleanup(u);
+    return rc;
 }
 
 static int make_offer(struct kube_attach *a, const char *const *protocols, struct telo_err *err)
@@ -464,7 +600,11 @@ static int make_offer(struct kube_attach *a, const char *const *protocols, struc
     struct buf b;
     buf_init(&b, 1024);
     for (int i = 0; i < MAX_PROTOCOLS && protocols[i] != NULL; i++) {
-        if (buf_printf(&b, "%s%s", i ? "," : "", protocols[i]) != 0) {
+        if (protocols[i][0] == '\0' || strpbrk(protocols[i], ", \t\r\n") != NULL) {
+            buf_release(&b);
+            return telo_err_set(err, TELO_EINVAL, "attach: bad subprotocol name");
+        }
+        if (buf_printf(&b, "%s%s", i ? ", " : "", protocols[i]) != 0) {
             buf_release(&b);
             return telo_err_set(err, TELO_EINVAL, "attach: subprotocol list too long");
         }
@@ -505,6 +645,60 @@ static int take_token(struct kube_attach *a, const struct kube_attach_opts *opts
     return a->token ? 0 : telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
 }
 
+/* The upgrade request (RFC 6455 section 4.1) and the accept key its answer must carry. */
+static int build_request(struct kube_attach *a, struct telo_err *err)
+{
+    unsigned char nonce[16];
+    char key[25];
+    if (RAND_bytes(nonce, sizeof(nonce)) != 1)
+        return telo_err_set(err, TELO_EIO, "attach: no random bytes for the WebSocket key");
+    EVP_EncodeBlock((unsigned char *)key, nonce, sizeof(nonce));
+    if (ws_accept_key(key, a->accept) != 0)
+        return telo_err_set(err, TELO_EIO, "attach: cannot compute the WebSocket accept key");
+    int v6 = strchr(a->host, ':') != NULL;
+    int default_port = strcmp(a->port, a->tls ? "443" : "80") == 0;
+    buf_init(&a->request, REQUEST_MAX);
+    int rc = buf_printf(&a->request,
+                        "GET %s HTTP/1.1\r\nHost: %s%s%s%s%s\r\nUser-Agent: %s\r\n"
+                        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                        "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+                        "Sec-WebSocket-Protocol: %s\r\n",
+                        a->target, v6 ? "[" : "", a->host, v6 ? "]" : "", default_port ? "" : ":",
+                        default_port ? "" : a->port, a->user_agent, key, a->offer);
+    if (rc == 0 && a->token != NULL)
+        rc = buf_printf(&a->request, "Authorization: Bearer %s\r\n", a->token);
+    /* No Origin: it is what a browser sends, and servers (the gateway with --allowed-origin)
+     * check it only then; client-go sends none either. */
+    if (rc == 0)
+        rc = buf_append_str(&a->request, "\r\n");
+    if (rc != 0)
+        return telo_err_set(err, TELO_EINVAL, "attach: the upgrade request is over %d bytes",
+                            REQUEST_MAX);
+    return 0;
+}
+
+static int resolve(struct kube_attach *a, struct telo_err *err)
+{
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV | AI_NUMERICHOST;
+    int rc = getaddrinfo(a->host, a->port, &hints, &a->addrs);
+    if (rc == EAI_NONAME) {
+        /* A name: the only lookup that can wait (the system's resolver). */
+        hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+        rc = getaddrinfo(a->host, a->port, &hints, &a->addrs);
+    }
+    if (rc != 0 || a->addrs == NULL)
+        return telo_err_set(err, TELO_EIO, "attach: cannot resolve %s: %s", a->host,
+                            rc != 0 ? gai_strerror(rc) : "no address");
+    a->next_addr = a->addrs;
+    return 0;
+}
+
+/* ---- public ---- */
+
 struct kube_attach *kube_attach_open(struct ev_loop *loop, const struct kube_attach_opts *opts,
                                      const struct kube_attach_callbacks *cb, void *ud,
                                      struct telo_err *err)
@@ -522,92 +716,34 @@ struct kube_attach *kube_attach_open(struct ev_loop *loop, const struct kube_att
     a->loop = loop;
     a->cb = *cb;
     a->ud = ud;
-    buf_init(&a->queue, QUEUE_MAX + sizeof(uint32_t) + 1);
-    buf_init(&a->status, STATUS_MAX);
-    ev_timer_init(&a->reaper, reap_cb, 0., 0.);
-    a->reaper.data = a;
+    a->fd = -1;
+    a->ping_s = opts->ping_interval_s > 0 ? opts->ping_interval_s : 20;
+    ev_io_init(&a->watcher, io_cb, -1, EV_WRITE);
+    ev_timer_init(&a->deadline, deadline_cb, HANDSHAKE_S, 0.);
+    ev_timer_init(&a->later, later_cb, 0., 0.);
+    a->watcher.data = a->deadline.data = a->later.data = a;
 
-    const char *host = NULL;
-    int port = 0, tls = 0;
-    if (split_url(a, opts->url, &host, &port, &tls, err) != 0 ||
-        make_offer(a, opts->protocols, err) != 0 || take_token(a, opts, err) != 0 ||
-        take_user_agent(a, opts->user_agent, err) != 0)
+    if (split_url(a, opts->url, err) != 0 || make_offer(a, opts->protocols, err) != 0 ||
+        take_token(a, opts, err) != 0 || take_user_agent(a, opts->user_agent, err) != 0 ||
+        build_request(a, err) != 0)
         goto fail;
-    a->scratch = malloc(LWS_PRE + 1 + CHUNK_MAX);
-    if (a->scratch == NULL) {
+    a->head = malloc(HEAD_MAX);
+    if (a->head == NULL) {
         telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
         goto fail;
     }
-    if (tls && (a->ssl_ctx = make_ssl_ctx(opts, host, err)) == NULL)
+    if (a->tls && (a->ssl_ctx = kube_attach_ssl_ctx(opts, a->host, err)) == NULL)
         goto fail;
-
-    lws_set_log_level(LLL_ERR | LLL_WARN, telo_log_lws);
-    void *foreign_loops[1] = {loop};
-    a->protocols[0].name = "telo-attach";
-    a->protocols[0].callback = callback;
-    a->protocols[0].rx_buffer_size = READ_MAX;
-    struct lws_context_creation_info info;
-    memset(&info, 0, sizeof(info));
-    info.options = LWS_SERVER_OPTION_LIBEV;
-    if (tls)
-        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-    info.foreign_loops = foreign_loops;
-    info.port = CONTEXT_PORT_NO_LISTEN;
-    info.protocols = a->protocols;
-    info.user = a;
-    info.provided_client_ssl_ctx = a->ssl_ctx;
-    /* lws reads a WebSocket into this per-thread buffer: at its default of 4 KiB a flood of
-     * output costs a read and a loop turn per 4 KiB (the gateway's clients read it in 4100-byte
-     * frames), and the output callback gets no more than that at a time. */
-    info.pt_serv_buf_size = READ_MAX;
-    a->context = lws_create_context(&info);
-    if (a->context == NULL) {
-        telo_err_set(err, TELO_EIO,
-                     "attach: libwebsockets could not start on the libev loop (is the "
-                     "libwebsockets-evlib-ev package installed?)");
+    if (resolve(a, err) != 0)
         goto fail;
-    }
-
-    int ping = opts->ping_interval_s > 0 ? opts->ping_interval_s : 20;
-    a->idle_policy.secs_since_valid_ping = (uint16_t)ping;
-    a->idle_policy.secs_since_valid_hangup = (uint16_t)(ping * 3 + 1);
-
-    struct lws_client_connect_info ci;
-    memset(&ci, 0, sizeof(ci));
-    ci.context = a->context;
-    ci.address = host;
-    ci.port = port;
-    ci.path = a->path;
-    ci.host = host;
-    /* No Origin: it is what a browser sends, and servers (the gateway with --allowed-origin)
-     * check it only then; client-go sends none either. */
-    ci.origin = NULL;
-    ci.protocol = a->offer;
-    ci.local_protocol_name = a->protocols[0].name;
-    ci.retry_and_idle_policy = &a->idle_policy;
-    /* HTTP/1.1: the upgrade does not exist in h2 for us (RFC 8441 is not what the servers do). */
-    ci.alpn = "http/1.1";
-    if (tls) {
-        ci.ssl_connection = LCCSCF_USE_SSL;
-        /* make_ssl_ctx verifies the name (as an IP address where it is one). */
-        ci.ssl_connection |= LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK;
-        if (opts->insecure_skip_tls_verify || (opts->cfg && opts->cfg->insecure_skip_tls_verify))
-            ci.ssl_connection |=
-                LCCSCF_ALLOW_SELFSIGNED | LCCSCF_ALLOW_EXPIRED | LCCSCF_ALLOW_INSECURE;
-    }
-    ci.pwsi = &a->wsi;
-    a->depth++;
-    struct lws *wsi = lws_client_connect_via_info(&ci);
+    ev_timer_start(loop, &a->deadline);
+    enter(a);
+    start_connect(a);
     a->depth--;
-    if (wsi == NULL && !a->ended) {
-        telo_err_set(err, TELO_EIO, "attach: cannot start connecting to %s:%d", host, port);
-        goto fail;
-    }
-    if (wsi == NULL && a->ended) {
-        /* Failed at once (name resolution): report it like any other failure. */
-        *err = a->end_err;
-        goto fail;
-    }
+    /* A failure found here (a refused loopback connect) is reported from the loop, as any
+     * other: the caller has no handle yet. */
+    if (a->end.rc != 0)
+        ev_timer_start(loop, &a->later);
     return a;
 fail:
     a->ended = 1;
@@ -617,7 +753,7 @@ fail:
 
 static int writable_now(struct kube_attach *a)
 {
-    if (!a->open || a->freed || a->wsi == NULL)
+    if (!a->open || a->freed || a->ended || a->conn == NULL)
         return -TELO_EINVAL;
     return 0;
 }
@@ -627,18 +763,20 @@ int kube_attach_write(struct kube_attach *a, const void *data, size_t len)
     int rc = writable_now(a);
     if (rc != 0)
         return rc;
+    /* All or nothing: the chunks go out only when they all fit under QUEUE_MAX. */
+    size_t chunks = (len + CHUNK_MAX - 1) / CHUNK_MAX;
+    if (ws_conn_queued(a->conn) + len + chunks * (WS_MAX_HEADER + 1) > QUEUE_MAX)
+        return -TELO_ETOOBIG;
     const unsigned char *p = data;
-    size_t before = a->queue.len;
+    unsigned char ch = KUBE_CHANNEL_STDIN;
     while (len > 0) {
         size_t n = len > CHUNK_MAX ? CHUNK_MAX : len;
-        if (queue_message(a, KUBE_CHANNEL_STDIN, p, n) != 0) {
-            buf_truncate(&a->queue, before);
-            return -TELO_ETOOBIG;
-        }
+        rc = ws_conn_send(a->conn, WS_OP_BINARY, &ch, 1, p, n, 1);
+        if (rc != 0)
+            return rc == -TELO_EIO ? -TELO_EINVAL : rc;
         p += n;
         len -= n;
     }
-    kick(a);
     return 0;
 }
 
@@ -653,7 +791,8 @@ int kube_attach_resize(struct kube_attach *a, unsigned width, unsigned height)
         return -TELO_EINVAL;
     a->resize = (struct kube_term_size){width, height};
     a->resize_pending = 1;
-    kick(a);
+    if (a->depth == 0) /* else when our callback returns: see leave */
+        send_pending(a);
     return 0;
 }
 
@@ -665,7 +804,7 @@ int kube_attach_close_stdin(struct kube_attach *a)
     if (strcmp(a->protocol, KUBE_CHANNEL_V5) != 0)
         return 0;
     a->close_pending = 1;
-    kick(a);
+    send_pending(a);
     return 0;
 }
 
@@ -676,7 +815,7 @@ const char *kube_attach_protocol(const struct kube_attach *a)
 
 size_t kube_attach_queued(const struct kube_attach *a)
 {
-    return a->queue.len;
+    return a->conn != NULL ? ws_conn_queued(a->conn) : 0;
 }
 
 void kube_attach_free(struct kube_attach *a)
@@ -684,13 +823,15 @@ void kube_attach_free(struct kube_attach *a)
     if (a == NULL)
         return;
     a->ended = 1;
+    if (a->conn != NULL) {
+        /* A normal close if it can go out now; the socket closes either way. */
+        ws_conn_close(a->conn, WS_CLOSE_NORMAL, NULL);
+        ws_conn_free(a->conn);
+        a->conn = NULL;
+    }
+    stop_handshake(a);
     if (a->depth > 0) {
-        /* lws is on the stack: tell it to close this connection (callbacks return -1 from now
-         * on) and destroy the context once the loop is back in control. */
-        a->freed = 1;
-        if (a->wsi != NULL)
-            lws_set_timeout(a->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
-        ev_timer_start(a->loop, &a->reaper);
+        a->freed = 1; /* the outermost entry point destroys it */
         return;
     }
     destroy(a);

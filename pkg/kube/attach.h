@@ -1,5 +1,9 @@
 /* A WebSocket client for the remote-command channel protocol (pods/attach, the gateway's attach),
- * on libwebsockets and the caller's libev loop. */
+ * on the project's own WebSocket stack (pkg/ws) and the caller's libev loop. Bounds: a message
+ * from the server (fragments joined) of at most 1 MiB (a bigger one ends the stream with
+ * -TELO_EPROTO), a response head of at most 16 KiB, 1 MiB of stdin queued; a connect, TLS
+ * handshake and upgrade within 30 s. No call blocks the loop but the name lookup of a host that
+ * is not an IP address. */
 #ifndef TELO_KUBE_ATTACH_H
 #define TELO_KUBE_ATTACH_H
 
@@ -64,10 +68,12 @@ struct kube_attach_opts {
 
 /* Starts connecting to opts->url on loop; the callbacks report what happens. loop is borrowed and
  * must outlive the handle. Returns the handle (free with kube_attach_free), or NULL with err
- * filled: -TELO_EINVAL for a URL that is not http(s)/ws(s) or a missing callback, -TELO_EIO when
- * libwebsockets cannot start on the loop or the TLS settings cannot be loaded (the message names
- * the file or field), -TELO_ENOMEM. Credential errors (an exec plugin that fails) also come back
- * here. */
+ * filled: -TELO_EINVAL for a URL that is not http(s)/ws(s) (or holds user info, a blank or a
+ * control character) or a missing callback, -TELO_EIO when the host cannot be resolved or the TLS
+ * settings cannot be loaded (the message names the file or field), -TELO_ENOMEM. Credential
+ * errors (an exec plugin that fails) also come back here. A connection that fails later (refused,
+ * TLS: the message then starts "SSL:" after the step, a status other than 101, a 101 that is not
+ * an answer to our key or chose a subprotocol we did not offer) is reported by on_end. */
 struct kube_attach *kube_attach_open(struct ev_loop *loop, const struct kube_attach_opts *opts,
                                      const struct kube_attach_callbacks *cb, void *ud,
                                      struct telo_err *err);

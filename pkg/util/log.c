@@ -62,20 +62,3 @@ void telo_log(enum telo_log_level level, const char *msg, const char *kv_fmt, ..
     line[n++] = '\n';
     (void)write(STDERR_FILENO, line, (size_t)n);
 }
-
-void telo_log_lws(int level, const char *line)
-{
-    char text[256];
-    size_t n = 0;
-    for (const char *p = line; *p != '\0' && n + 1 < sizeof(text); p++) {
-        char c = *p;
-        if (c == '\n' || c == '\r')
-            continue;
-        if (c == '"' || c == '\\')
-            c = '\'';
-        text[n++] = c;
-    }
-    text[n] = '\0';
-    /* LLL_ERR is bit 0 in libwebsockets' log levels. */
-    telo_log(level & 1 ? TELO_LOG_WARN : TELO_LOG_DEBUG, "libwebsockets", "detail=\"%s\"", text);
-}

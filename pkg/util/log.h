@@ -16,9 +16,4 @@ int telo_log_parse_level(const char *name, enum telo_log_level *level);
 void telo_log(enum telo_log_level level, const char *msg, const char *kv_fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* A libwebsockets log emitter (lws_set_log_level's second argument): one logfmt line per lws
- * line, lws errors as warnings (the failures callers act on also come back as errors) and the
- * rest as debug, so library code never prints. */
-void telo_log_lws(int level, const char *line);
-
 #endif

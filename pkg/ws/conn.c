@@ -55,6 +55,7 @@ struct ws_conn {
 
     enum state state;
     int peer_close_seen;
+    int local_error; /* we ended it: the peer broke the protocol or a limit */
     int close_code;
     char close_reason[WS_MAX_CONTROL + 1];
     int depth; /* callbacks of ours running on the stack */
@@ -219,6 +220,7 @@ static void protocol_error(struct ws_conn *c, int code, const char *why)
     if (c->state != OPEN)
         return finish(c, 1006, why);
     c->state = CLOSE_SENT;
+    c->local_error = 1;
     c->close_code = code;
     snprintf(c->close_reason, sizeof(c->close_reason), "%s", why);
     c->peer_close_seen = 1; /* stop waiting for the peer: it broke the protocol */
@@ -628,6 +630,11 @@ int ws_conn_send(struct ws_conn *c, int opcode, const void *prefix, size_t prefi
 size_t ws_conn_queued(const struct ws_conn *c)
 {
     return queued(c);
+}
+
+int ws_conn_local_error(const struct ws_conn *c)
+{
+    return c->local_error;
 }
 
 void ws_conn_close(struct ws_conn *c, int code, const char *reason)

@@ -67,6 +67,10 @@ int ws_conn_send(struct ws_conn *c, int opcode, const void *prefix, size_t prefi
 /* Bytes queued and not yet written to the socket. */
 size_t ws_conn_queued(const struct ws_conn *c);
 
+/* 1 when the connection ended (or is ending) because the peer broke the protocol or a size limit:
+ * then on_closed's code and reason are the ones we sent, not the peer's. */
+int ws_conn_local_error(const struct ws_conn *c);
+
 /* Starts the closing handshake: queues a close frame with code and reason after everything
  * already queued, then waits for the peer's close (at most close_timeout_s) and reports
  * on_closed. Further sends fail. A second call is a no-op. */

@@ -199,3 +199,22 @@ int ws_http_query_param(const char *query, const char *name, char *out, size_t o
     }
     return 0;
 }
+
+int ws_http_path_decode(char *path)
+{
+    char *o = path;
+    for (const char *p = path; *p != '\0'; p++) {
+        if (*p != '%') {
+            *o++ = *p;
+            continue;
+        }
+        int hi = p[1] != '\0' ? hexval((unsigned char)p[1]) : -1;
+        int lo = hi >= 0 && p[2] != '\0' ? hexval((unsigned char)p[2]) : -1;
+        if (lo < 0 || (hi == 0 && lo == 0))
+            return -1;
+        *o++ = (char)(hi * 16 + lo);
+        p += 2;
+    }
+    *o = '\0';
+    return 0;
+}

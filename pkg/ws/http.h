@@ -55,4 +55,9 @@ int ws_http_list_next(const char **list, char *out, size_t outlen);
  * into out. Returns 1 when found (value truncated to fit), 0 when absent. */
 int ws_http_query_param(const char *query, const char *name, char *out, size_t outlen);
 
+/* Percent-decodes the path (the target up to its '?', which the caller has cut off) in place:
+ * the result is never longer. Returns 0, or -1 for a '%' not followed by two hex digits or an
+ * escaped NUL (path is then partly decoded: do not use it). */
+int ws_http_path_decode(char *path);
+
 #endif

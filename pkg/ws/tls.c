@@ -1,11 +1,14 @@
-/* TLS for the server side of a connection (OpenSSL): a context from certificate and key files and
- * a per-connection stream that reads and writes like a non-blocking socket (struct ws_conn_io). */
+/* TLS for a connection (OpenSSL): the server side (a context from certificate and key files) and
+ * the client side (the caller's SSL_CTX: its trust and client certificate), as a per-connection
+ * stream that reads and writes like a non-blocking socket (struct ws_conn_io). */
 #include "ws/tls.h"
 
 #include <errno.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +18,29 @@ struct ws_tls_ctx {
 
 struct ws_tls {
     SSL *ssl;
+    char why[200]; /* the last failure, for messages */
 };
+
+/* Keeps what OpenSSL says about a failure (the certificate check's verdict first), then clears
+ * its error queue. */
+static void note_failure(struct ws_tls *t, int ssl_error)
+{
+    char detail[160] = "";
+    unsigned long e = ERR_peek_error();
+    if (e != 0)
+        ERR_error_string_n(e, detail, sizeof(detail));
+    long verify = SSL_get_verify_result(t->ssl);
+    if (verify != X509_V_OK)
+        snprintf(t->why, sizeof(t->why), "SSL: %s%s%s", X509_verify_cert_error_string(verify),
+                 detail[0] ? ": " : "", detail);
+    else if (detail[0])
+        snprintf(t->why, sizeof(t->why), "SSL: %s", detail);
+    else
+        snprintf(t->why, sizeof(t->why), "SSL: %s",
+                 ssl_error == SSL_ERROR_SYSCALL ? "the peer closed the connection"
+                                                : "protocol error");
+    ERR_clear_error();
+}
 
 /* Offers only http/1.1: the handshake that follows is an HTTP/1.1 upgrade. */
 static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
@@ -87,6 +112,36 @@ struct ws_tls *ws_tls_new(struct ws_tls_ctx *ctx, int fd)
     return t;
 }
 
+struct ws_tls *ws_tls_client_new(struct ssl_ctx_st *ctx, int fd, const char *server_name)
+{
+    static const unsigned char alpn[] = "\x08http/1.1";
+    struct ws_tls *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->ssl = SSL_new(ctx);
+    if (t->ssl == NULL || SSL_set_fd(t->ssl, fd) != 1 ||
+        SSL_set_alpn_protos(t->ssl, alpn, sizeof(alpn) - 1) != 0) {
+        SSL_free(t->ssl);
+        free(t);
+        ERR_clear_error();
+        return NULL;
+    }
+    /* The connection's send queue moves and grows between a blocked write and its retry. */
+    SSL_set_mode(t->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    ASN1_OCTET_STRING *ip = server_name != NULL ? a2i_IPADDRESS(server_name) : NULL;
+    if (ip == NULL && server_name != NULL && server_name[0] != '\0')
+        SSL_set_tlsext_host_name(t->ssl, server_name); /* RFC 6066: no SNI for an address */
+    ASN1_OCTET_STRING_free(ip);
+    ERR_clear_error();
+    SSL_set_connect_state(t->ssl);
+    return t;
+}
+
+const char *ws_tls_error(const struct ws_tls *t)
+{
+    return t->why;
+}
+
 int ws_tls_handshake(struct ws_tls *t, int *want_write)
 {
     *want_write = 0;
@@ -94,13 +149,12 @@ int ws_tls_handshake(struct ws_tls *t, int *want_write)
     if (rc == 1)
         return 1;
     int e = SSL_get_error(t->ssl, rc);
-    ERR_clear_error();
-    if (e == SSL_ERROR_WANT_READ)
-        return 0;
-    if (e == SSL_ERROR_WANT_WRITE) {
-        *want_write = 1;
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        ERR_clear_error();
+        *want_write = e == SSL_ERROR_WANT_WRITE;
         return 0;
     }
+    note_failure(t, e);
     return -1;
 }
 
@@ -110,13 +164,16 @@ static ssize_t result(struct ws_tls *t, int rc)
     if (rc > 0)
         return rc;
     int e = SSL_get_error(t->ssl, rc);
-    ERR_clear_error();
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        ERR_clear_error();
         errno = EAGAIN;
         return -1;
     }
-    if (e == SSL_ERROR_ZERO_RETURN)
+    if (e == SSL_ERROR_ZERO_RETURN) {
+        ERR_clear_error();
         return 0; /* close_notify: the peer's orderly end */
+    }
+    note_failure(t, e);
     errno = EIO;
     return -1;
 }

@@ -1,5 +1,6 @@
-/* TLS for the server side of a connection (OpenSSL): a context from certificate and key files and
- * a per-connection stream that reads and writes like a non-blocking socket (struct ws_conn_io). */
+/* TLS for a connection (OpenSSL): the server side (a context from certificate and key files) and
+ * the client side (the caller's SSL_CTX: its trust and client certificate), as a per-connection
+ * stream that reads and writes like a non-blocking socket (struct ws_conn_io). */
 #ifndef TELO_WS_TLS_H
 #define TELO_WS_TLS_H
 
@@ -8,6 +9,8 @@
 
 #include <stddef.h>
 #include <sys/types.h>
+
+struct ssl_ctx_st;
 
 struct ws_tls_ctx;
 struct ws_tls;
@@ -24,6 +27,15 @@ void ws_tls_ctx_free(struct ws_tls_ctx *ctx);
 /* A server-side TLS stream on the connected, non-blocking socket fd (borrowed: the caller closes
  * it after ws_tls_free). Returns NULL when out of memory. */
 struct ws_tls *ws_tls_new(struct ws_tls_ctx *ctx, int fd);
+
+/* A client-side TLS stream on the connected, non-blocking socket fd (borrowed, as for ws_tls_new)
+ * with ctx's trust, verification and client certificate (ctx is referenced: the caller may free
+ * its own reference). server_name, when not NULL and not an IP address, goes out as SNI. Offers
+ * ALPN http/1.1. Returns NULL when out of memory. */
+struct ws_tls *ws_tls_client_new(struct ssl_ctx_st *ctx, int fd, const char *server_name);
+
+/* What made the last handshake or read fail ("SSL: certificate verify failed: ..."), or "". */
+const char *ws_tls_error(const struct ws_tls *t);
 
 /* Advances the handshake. Returns 1 when it is done, 0 when it waits for the socket (*want_write
  * says whether for writing or reading), -1 when it failed (the peer is not speaking TLS, or no

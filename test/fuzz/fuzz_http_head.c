@@ -1,8 +1,9 @@
 /* libFuzzer target: the HTTP/1.1 head of a WebSocket handshake as pkg/ws reads it (the request
  * on the gateway's side, the 101 response on a client's), then what the gateway reads out of a
  * request: the Upgrade and Connection lists, the subprotocol offer with its bearer token, the
- * route and the lastSeq query parameter. The first input byte picks request or response. Every
- * string the parser returns lies inside the buffer it was given. */
+ * route and the lastSeq query parameter; and the path as pkg/httpd decodes it. The first input
+ * byte picks request or response. Every string the parser returns lies inside the buffer it was
+ * given. */
 #include "gateway/proto.h"
 #include "ws/http.h"
 
@@ -78,6 +79,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (memchr(token, '\0', sizeof(token)) == NULL || gw_proto_name(proto) == NULL)
         abort();
     if (h.target != NULL) {
+        /* pkg/httpd: the path before '?', percent-decoded in place, never longer; without a '%'
+         * it is unchanged. */
+        char *path = strdup(h.target);
+        if (path != NULL) {
+            path[strcspn(path, "?")] = '\0';
+            size_t before = strlen(path);
+            int plain = strchr(path, '%') == NULL;
+            char *orig = strdup(path);
+            int drc = ws_http_path_decode(path);
+            if ((drc != 0 && drc != -1) || memchr(path, '\0', before + 1) == NULL ||
+                (drc == 0 && strlen(path) > before) ||
+                (plain && orig != NULL && (drc != 0 || strcmp(orig, path) != 0)))
+                abort();
+            free(orig);
+            free(path);
+        }
         struct gw_target t;
         if (gw_parse_target(h.target, &t) == 0) {
             char value[32];

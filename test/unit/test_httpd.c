@@ -378,6 +378,31 @@ static void keep_alive_serves_pipelined_requests(void **state)
     buf_release(&r);
 }
 
+/* The path is percent-decoded before the route lookup; a bad escape, an escaped NUL or a
+ * malformed request line is a 400 and a close; HTTP/1.0 gets its answer and a close. */
+static void odd_requests(void **state)
+{
+    struct fixture *f = *state;
+    struct buf r;
+    exchange_str(f->loop, f->port, "GET /hel%6Co HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 &r);
+    assert_int_equal(status_of(r.data), 200);
+    buf_release(&r);
+    const char *bad[] = {"GET /hello%0 HTTP/1.1\r\nHost: x\r\n\r\n",
+                         "GET /hello%00 HTTP/1.1\r\nHost: x\r\n\r\n",
+                         "GET  /hello HTTP/1.1\r\nHost: x\r\n\r\n",
+                         "GET /hello HTTP/1.1\r\nBad header\r\n\r\n", "GET hello HTTP/1.1\r\n\r\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        exchange_str(f->loop, f->port, bad[i], &r); /* returns once the server closed */
+        assert_int_equal(status_of(r.data), 400);
+        buf_release(&r);
+    }
+    exchange_str(f->loop, f->port, "GET /hello HTTP/1.0\r\n\r\n", &r);
+    assert_int_equal(status_of(r.data), 200);
+    assert_string_equal(body_of(r.data), "hello\n");
+    buf_release(&r);
+}
+
 /* Freeing the server with a request half sent closes it without leaks or loop leftovers. */
 static void free_with_a_connection_open(void **state)
 {
@@ -396,7 +421,7 @@ static void free_with_a_connection_open(void **state)
     for (int i = 0; i < 20; i++)
         ev_run(loop, EVRUN_NOWAIT);
     httpd_free(srv);
-    /* lws left nothing on the loop: it would otherwise keep this run from returning. */
+    /* Nothing left on the loop: it would otherwise keep this run from returning. */
     assert_int_equal(ev_run(loop, EVRUN_NOWAIT), 0);
     char c;
     assert_true(recv(fd, &c, 1, 0) <= 0);
@@ -753,6 +778,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(handler_error_is_500, setup, teardown),
         cmocka_unit_test_setup_teardown(keep_alive_serves_pipelined_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(port_in_use_is_an_io_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(odd_requests, setup, teardown),
         cmocka_unit_test(free_with_a_connection_open),
         cmocka_unit_test(config_and_route_errors),
         cmocka_unit_test(tls_serves_https),

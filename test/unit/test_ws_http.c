@@ -117,6 +117,23 @@ static void lists_and_query_parameters(void **state)
     assert_string_equal(v, "");
 }
 
+static void paths_are_percent_decoded(void **state)
+{
+    (void)state;
+    char ok[] = "/hel%6Co%2fx%2F";
+    assert_int_equal(ws_http_path_decode(ok), 0);
+    assert_string_equal(ok, "/hello/x/");
+    char plain[] = "/metrics";
+    assert_int_equal(ws_http_path_decode(plain), 0);
+    assert_string_equal(plain, "/metrics");
+    const char *bad[] = {"/a%00b", "/a%4", "/a%", "/a%zz", "/%g0"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char copy[16];
+        snprintf(copy, sizeof(copy), "%s", bad[i]);
+        assert_int_equal(ws_http_path_decode(copy), -1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -126,6 +143,7 @@ int main(void)
         cmocka_unit_test(refuses_too_many_headers),
         cmocka_unit_test(parses_responses),
         cmocka_unit_test(lists_and_query_parameters),
+        cmocka_unit_test(paths_are_percent_decoded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
