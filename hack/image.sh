@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # make image: the operator's OCI image, without a Docker daemon. The rootfs holds
 # /usr/bin/telo-operator (and /usr/bin/telo-gateway once it is built), exactly the shared
-# libraries they load (their ldd closure, plus the libwebsockets event-loop plugin that is
-# dlopen()ed at run time, and its closure), the dynamic loader, the CA certificates and an
+# libraries they load (their ldd closure), the dynamic loader, the CA certificates and an
 # /etc/passwd with the non-root user 65532 the chart runs it as. Nothing else: no shell.
 #
 #   hack/image.sh [BUILD_DIR]   build build/image/oci (OCI layout) and
@@ -23,8 +22,6 @@ out="$build/image"
 layout="$out/oci"
 name=telo-operator
 version=$(sed -n 's/^project(telo-operator VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
-# The libwebsockets plugin for the libev loop: loaded by name from libwebsockets' own lib dir.
-lws_plugins=(/usr/lib/x86_64-linux-gnu/libwebsockets-evlib_ev.so)
 
 fail() {
 	echo "image: $*" >&2
@@ -60,11 +57,7 @@ for b in "${bins[@]}"; do
 	# Stripped: the image carries no debug info (the build/ binaries keep it).
 	strip --strip-unneeded -o "$rootfs/usr/bin/$(basename "$b")" "$b"
 done
-for p in "${lws_plugins[@]}"; do
-	[ -f "$p" ] || fail "$p is missing; run hack/install-deps.sh (libwebsockets-evlib-ev)"
-	copy "$p"
-done
-libs=$(closure "${bins[@]}" "${lws_plugins[@]}")
+libs=$(closure "${bins[@]}")
 [ -n "$libs" ] || fail "ldd found no libraries for ${bins[*]}"
 for lib in $libs; do
 	copy "$lib"

@@ -27,8 +27,6 @@ debs=(
 	libarchive-dev     # pkg/imagebuild: reads bundles (gzip tar)
 	libssl-dev         # sha256, random, TLS
 	libev-dev          # the event loop
-	libwebsockets-dev  # pkg/httpd: HTTP/1.1 (later WebSocket) server on the libev loop
-	libwebsockets-evlib-ev # the libev event-loop plugin libwebsockets loads at run time
 	libcmocka-dev      # unit tests
 	valgrind           # memcheck in make test
 	clang-format       # make fmt

@@ -491,7 +491,7 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
                                          : "not allowed to attach to this session");
         else
             fprintf(stderr, "kubectl-telo: %s\n", s.err.msg);
-        /* lws reports a refused certificate only as an SSL error: say what the user can do. */
+        /* A refused certificate is reported only as an SSL error: say what the user can do. */
         if (via_gateway && s.http_status == 0 && strstr(s.err.msg, "SSL") != NULL)
             fprintf(stderr,
                     "kubectl-telo: the gateway's TLS certificate could not be verified: pass "
