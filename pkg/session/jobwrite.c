@@ -196,13 +196,7 @@ void session_pass_create_job(struct pass *p, struct json_object *job)
         job, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
     p->pending++;
     p->r->metrics.stats.writes++;
-    if (!kube_rest_create(p->r->t, &ref, body, len, &o, on_job_created, w, &err)) {
-        p->failed = 1;
-        snprintf(p->error, sizeof(p->error), "%s", err.msg);
-        p->pending--;
-        if (w->expect_key[0])
-            session_pass_expect_drop(p->r, w->expect_key);
-        free(w);
-    }
+    if (!kube_rest_create(p->r->t, &ref, body, len, &o, on_job_created, w, &err))
+        session_pass_write_refused(w, &err);
     json_object_put(job);
 }

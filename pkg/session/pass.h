@@ -103,6 +103,10 @@ void session_pass_on_write(const struct kube_result *res, void *ud);
  * memory. */
 struct write_ctx *session_pass_write_ctx(struct pass *p, const char *expect_key);
 
+/* A write the transport refused to start (err says why): fails w's pass, takes back its pending
+ * share and expectation, and frees w. */
+void session_pass_write_refused(struct write_ctx *w, const struct telo_err *err);
+
 /* Deletes ref; with uid, only while the name still holds that object (a precondition: what we
  * looked at may have been replaced since). */
 void session_pass_delete(struct pass *p, const struct kube_ref *ref, long grace, const char *uid);

@@ -121,6 +121,17 @@ struct write_ctx *session_pass_write_ctx(struct pass *p, const char *expect_key)
     return w;
 }
 
+void session_pass_write_refused(struct write_ctx *w, const struct telo_err *err)
+{
+    struct pass *p = w->p;
+    p->failed = 1;
+    snprintf(p->error, sizeof(p->error), "%s", err->msg);
+    p->pending--;
+    if (w->expect_key[0])
+        session_pass_expect_drop(p->r, w->expect_key);
+    free(w);
+}
+
 /* Starts a server-side apply of obj (consumed) to ref; counts as a pending write. With
  * expect_key, the write is remembered (as body_hash, 0: any content) until the cache shows it. */
 static void apply_expecting(struct pass *p, const struct kube_ref *ref, struct json_object *obj,
@@ -143,14 +154,8 @@ static void apply_expecting(struct pass *p, const struct kube_ref *ref, struct j
         w->expect_key[0] = '\0';
     p->pending++;
     p->r->metrics.stats.writes++;
-    if (!kube_rest_apply(p->r->t, ref, body, len, &o, session_pass_on_write, w, &err)) {
-        p->failed = 1;
-        snprintf(p->error, sizeof(p->error), "%s", err.msg);
-        p->pending--;
-        if (w->expect_key[0])
-            session_pass_expect_drop(p->r, w->expect_key);
-        free(w);
-    }
+    if (!kube_rest_apply(p->r->t, ref, body, len, &o, session_pass_on_write, w, &err))
+        session_pass_write_refused(w, &err);
     json_object_put(obj);
 }
 
@@ -167,12 +172,8 @@ void session_pass_delete(struct pass *p, const struct kube_ref *ref, long grace,
     w->precondition = uid != NULL;
     p->pending++;
     p->r->metrics.stats.writes++;
-    if (!kube_rest_delete(p->r->t, ref, &o, session_pass_on_write, w, &err)) {
-        p->failed = 1;
-        snprintf(p->error, sizeof(p->error), "%s", err.msg);
-        p->pending--;
-        free(w);
-    }
+    if (!kube_rest_delete(p->r->t, ref, &o, session_pass_on_write, w, &err))
+        session_pass_write_refused(w, &err);
 }
 
 static void delete_object(struct pass *p, const struct kube_ref *ref, long grace)
