@@ -50,9 +50,9 @@ struct write_ctx {
 /* A deleted predecessor's child (issue 21), to delete once the session's uid is confirmed. */
 struct gone_child {
     const char *group, *resource; /* static strings */
-    char name[64];
-    char uid[64];       /* the child's own uid: the delete's precondition */
-    char owner_uid[64]; /* its controller's, the predecessor's */
+    char name[96];                /* as session_plan_gone.name */
+    char uid[64];                 /* the child's own uid: the delete's precondition */
+    char owner_uid[64];           /* its controller's, the predecessor's */
 };
 
 #define MAX_GONE 4

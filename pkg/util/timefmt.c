@@ -81,8 +81,12 @@ static void format_digits(double t, int digits, char *out, size_t len)
     struct tm tm;
     gmtime_r(&secs, &tm);
     char tail[32] = "Z";
-    if (digits > 0)
-        snprintf(tail, sizeof(tail), ".%0*ldZ", digits, frac);
+    /* Fixed widths, not %0*ld: GCC cannot bound a '*' width and -Wformat-truncation fails the
+     * sanitizer build. */
+    if (digits == 6)
+        snprintf(tail, sizeof(tail), ".%06ldZ", frac);
+    else if (digits == 3)
+        snprintf(tail, sizeof(tail), ".%03ldZ", frac);
     snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d%s", tm.tm_year + 1900, tm.tm_mon + 1,
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, tail);
 }
