@@ -235,6 +235,9 @@ static struct kube_call *submit_path(struct kube_transport *t, const char *metho
     struct kube_call *call = kube_transport_submit(t, &req, on_done, NULL, ctx, err);
     if (call == NULL)
         free(ctx);
+    /* A cancelled call never reaches on_done: ctx goes with it (the gateway cancels admissions
+     * whenever a client leaves mid-lookup, so this must not leak). */
+    kube_call_set_release(call, free);
     return call;
 }
 

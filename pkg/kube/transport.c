@@ -52,6 +52,7 @@ struct kube_call {
 
     kube_done_fn *on_done;
     kube_data_fn *on_data;
+    void (*release)(void *ud); /* when the call ends without on_done */
     void *ud;
 
     CURL *easy;
@@ -262,6 +263,9 @@ static void call_release_easy(struct kube_call *c)
 
 static void call_free(struct kube_call *c)
 {
+    /* finish() marks a call DEAD before its on_done; any other end skipped on_done. */
+    if (c->release != NULL && c->state != CALL_DEAD)
+        c->release(c->ud);
     ev_timer_stop(c->t->loop, &c->retry_timer);
     call_release_easy(c);
     call_unlink(c);
@@ -682,6 +686,12 @@ static void list_remove(struct kube_call **head, struct kube_call **tail, struct
             *tail = prev;
     }
     c->queue_next = NULL;
+}
+
+void kube_call_set_release(struct kube_call *c, void (*release)(void *ud))
+{
+    if (c != NULL)
+        c->release = release;
 }
 
 void kube_call_cancel(struct kube_call *c)

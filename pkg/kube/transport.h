@@ -110,6 +110,11 @@ struct kube_call *kube_transport_submit(struct kube_transport *t, const struct k
  * Must not be called from the call's own on_data. */
 void kube_call_cancel(struct kube_call *call);
 
+/* Has release(ud) called when call ends without its on_done: cancelled, or the transport freed
+ * with it still running. Lets a caller that allocated ud for on_done to free (the REST verbs'
+ * context) free it then too; set it right after kube_transport_submit. */
+void kube_call_set_release(struct kube_call *call, void (*release)(void *ud));
+
 /* Returns the transport's counters; the pointer stays valid for the transport's lifetime. */
 const struct kube_metrics *kube_transport_metrics(const struct kube_transport *t);
 
