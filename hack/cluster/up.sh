@@ -57,7 +57,16 @@ launch() {
 			fail "$name" "port $port is taken by another process ($holder; set TELO_*_PORT to move it)" 0
 	fi
 	echo "--- $(date -u +%FT%TZ) starting: $*" >>"$log_dir/$name.log"
-	setsid "$@" >>"$log_dir/$name.log" 2>&1 </dev/null &
+	# Only stdin, stdout and stderr go to the component: a descriptor inherited from the caller
+	# (the e2e lock, when up.sh runs under `flock /tmp/telo-e2e.lock`) would otherwise stay held
+	# for the component's whole life and block every later e2e run.
+	(
+		for fd in /proc/$BASHPID/fd/*; do
+			fd=${fd##*/}
+			[ "$fd" -le 2 ] || eval "exec $fd>&-" 2>/dev/null || true
+		done
+		exec setsid "$@" >>"$log_dir/$name.log" 2>&1 </dev/null
+	) &
 	echo $! >"$pid_dir/$name.pid"
 	return 0
 }
