@@ -81,6 +81,14 @@ static const struct key keys[] = {
      "spec.bundle.url downloads at once; more wait their turn"},
     {"bundle.allowedUrlCidrs", K_CIDRLIST, AT(bundle_allowed_cidrs),
      "networks spec.bundle.url may reach although private, loopback or link-local"},
+    {"reachability.enabled", K_BOOL, AT(reach_enabled),
+     "probe the TCP ports of Running sessions; Ready waits until they accept connections"},
+    {"reachability.timeoutSeconds", K_POSINT, AT(reach_timeout_seconds),
+     "a port refusing connections this long after the app started makes the session Degraded"},
+    {"reachability.intervalSeconds", K_POSINT, AT(reach_interval_seconds),
+     "probe a port not yet reachable this often (a reachable one again at the resync)"},
+    {"reachability.podCIDRs", K_CIDRLIST, AT(reach_pod_cidrs),
+     "pod addresses the operator may probe; others are NotProbed; empty: every pod IP"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -122,6 +130,9 @@ struct session_config *session_config_new(void)
     c->build_timeout_seconds = 600;
     c->build_ttl_seconds = 300;
     c->bundle_max_downloads = 4;
+    c->reach_enabled = 1;
+    c->reach_timeout_seconds = 30;
+    c->reach_interval_seconds = 5;
     if (!c->default_image || !c->init_image || !c->max_cpu || !c->max_memory ||
         !c->max_ephemeral_storage || !c->managed_by || !c->registry_url || !c->build_namespace ||
         !c->build_builder_image) {

@@ -58,6 +58,13 @@ struct session_config {
         size_t n;
     } bundle_allowed_cidrs; /* bundle.allowedUrlCidrs: none (no private, loopback or link-local
                              * destination for spec.bundle.url) */
+
+    /* App reachability (reachability.*, issue 17): the TCP ports of a Running session are
+     * probed from the operator, and Ready waits for them. */
+    int reach_enabled;                    /* reachability.enabled: true */
+    long reach_timeout_seconds;           /* reachability.timeoutSeconds: 30 (then Degraded) */
+    long reach_interval_seconds;          /* reachability.intervalSeconds: 5 (until reachable) */
+    struct session_cidrs reach_pod_cidrs; /* reachability.podCIDRs: none (every pod IP) */
 };
 
 /* Returns the defaults, or NULL when out of memory. Free with session_config_free. */

@@ -16,6 +16,7 @@
 #include "session/informers.h"
 #include "session/owner.h"
 #include "session/plan.h"
+#include "session/prober.h"
 #include "session/session_metrics.h"
 #include "session/spec.h"
 #include "session/status.h"
@@ -36,6 +37,7 @@ struct session_reconciler {
     struct session_builds *builds; /* NULL without build.repository */
     struct session_expectations *expected;
     struct session_cm_memo *bundles; /* bundle ConfigMaps read moments ago or being read */
+    struct session_prober *prober;   /* app reachability; NULL with reachability.enabled off */
 };
 
 /* One write of a pass; the expectation it set is dropped again when the write fails. */

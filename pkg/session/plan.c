@@ -447,6 +447,7 @@ int session_plan_make(const struct session_plan_obs *obs, struct session_plan *o
         .blocked_message = obs->blocked_message,
         .image_plan = img,
         .keep_image = keep_image(obs),
+        .reach = obs->reach,
     };
     if (session_status_compute(&so, &out->verdict) < 0) {
         session_plan_release(out);

@@ -64,6 +64,9 @@ struct session_plan_obs {
     /* With image: the bundle for the Job's context, and who asks ("ns/name"). */
     const char *self;
     double now; /* seconds since the Unix epoch, the loop's clock */
+    /* App reachability (issue 17): the prober's facts of each of s->ports (same index), for a
+     * Running pod; NULL: no prober (every port NotProbed). */
+    const struct session_reach_facts *reach;
 };
 
 /* What the executor must learn before the plan can be made. */

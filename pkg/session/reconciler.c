@@ -445,6 +445,36 @@ static void execute(struct pass *p, const struct session_image_obs *img, struct 
     session_pass_done(p);
 }
 
+/* The prober's facts of each port of p's session (into facts, indexed as s.ports), probing the
+ * TCP ports of its own Running pod; a session not running has its probes stopped. Returns
+ * facts. */
+static const struct session_reach_facts *gather_reach(struct pass *p,
+                                                      struct session_reach_facts *facts)
+{
+    struct session_prober *prober = p->r->prober;
+    memset(facts, 0, sizeof(*facts) * SESSION_MAX_PORTS);
+    if (!prober)
+        return facts;
+    char key[320];
+    snprintf(key, sizeof(key), "%s/%s", p->s.namespace, p->s.name);
+    struct json_object *meta = jget(p->pod, "metadata");
+    const char *uid = jget_string(meta, "uid");
+    const char *ip = jget_string(jget(p->pod, "status"), "podIP");
+    int running = p->pod_owner == SESSION_OWNER_OWN && !p->s.stopped && uid && ip &&
+                  session_pod_phase_of(p->pod) == SESSION_POD_RUNNING;
+    int ports[SESSION_MAX_PORTS];
+    size_t nports = 0;
+    for (size_t i = 0; running && i < p->s.nports; i++) {
+        const struct session_port *port = &p->s.ports[i];
+        if (strcmp(port->protocol, "TCP") != 0)
+            continue;
+        if (session_prober_observe(prober, key, uid, ip, port->port, &facts[i]) == 0)
+            ports[nports++] = port->port;
+    }
+    session_prober_retain(prober, key, running ? uid : NULL, ports, nports);
+    return facts;
+}
+
 /* Gathers the rest of the observation (the other children, the expectations), plans and
  * executes. blocked_*: the bundle check's finding; img: the image step's observation (its
  * job_expected is the plan's to derive), or NULL. */
@@ -483,6 +513,8 @@ void session_pass_converge(struct pass *p, const char *blocked_reason, const cha
         session_expect_key(key, sizeof(key), "jobs", r->cfg->build_namespace, img->job_name);
         obs.expect[SESSION_PLAN_JOB] = expect_seen(r, key, img->job != NULL);
     }
+    struct session_reach_facts reach[SESSION_MAX_PORTS];
+    obs.reach = gather_reach(p, reach);
     /* Only a pod the session had (status.podName) can have disappeared. */
     obs.pod_back = p->pod_owner != SESSION_OWNER_OWN && jget_string(p->s.status, "podName") &&
                    pod_back(p, child);
@@ -551,6 +583,8 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
         snprintf(p->base_rv, sizeof(p->base_rv), "%s", co->resource_version);
     if (!obj) {
         /* Deleted: its children go with it through their owner references. */
+        if (r->prober)
+            session_prober_retain(r->prober, key, NULL, NULL, 0);
         free(p);
         ctrl_reconcile_finish(rec, &ok);
         return;
@@ -564,6 +598,8 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
     json_object_put(obj);
     use_written_status(p);
     if (p->s.deleting) {
+        if (r->prober)
+            session_prober_retain(r->prober, key, NULL, NULL, 0);
         pass_free(p);
         ctrl_reconcile_finish(rec, &ok);
         return;
@@ -596,10 +632,13 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
     r->t = t;
     r->cfg = cfg;
     r->events = events;
-    /* The edge that talks to the registry: builds only. */
+    /* The edge that talks to the registry: builds only. The prober's answers queue their
+     * session again, as the registry's do. */
     if (session_informers_register(&r->inf, m, cfg, reconcile, r, err) < 0 ||
         (cfg->build_repository &&
-         !(r->builds = session_builds_new(t, cfg, requeue_session, r, err)))) {
+         !(r->builds = session_builds_new(t, cfg, requeue_session, r, err))) ||
+        (cfg->reach_enabled &&
+         !(r->prober = session_prober_new(kube_transport_loop(t), cfg, requeue_session, r, err)))) {
         session_reconciler_free(r);
         return NULL;
     }
@@ -615,6 +654,7 @@ void session_reconciler_free(struct session_reconciler *r)
     session_metrics_release(&r->metrics);
     session_cm_memo_free(r->bundles);
     session_builds_free(r->builds);
+    session_prober_free(r->prober);
     free(r);
 }
 

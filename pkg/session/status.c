@@ -137,6 +137,12 @@ struct draft {
     const char *pod_name, *pod_ip, *pod_uid;
     int blocked; /* Pending until the user fixes something */
     char progress_text[96];
+    /* Reachability (issue 17), decided for a Running session: each port's state and why it is
+     * not probed; waiting: a probed port not Reachable yet; degraded: one Unreachable. */
+    struct session_reach_view reach[SESSION_MAX_PORTS];
+    char reach_why[SESSION_MAX_PORTS][160];
+    int reach_decided, reach_probed, reach_waiting, degraded;
+    char reach_text[400];
 };
 
 static void put_str(struct json_object *o, const char *key, const char *v)
@@ -159,7 +165,10 @@ static void put_time_once(struct json_object *status, struct json_object *old, c
     put_str(status, key, text);
 }
 
-static struct json_object *endpoints(const struct session *s, const struct session_config *cfg)
+static void put_reach(struct json_object *e, const struct draft *d, size_t i);
+
+static struct json_object *endpoints(const struct session *s, const struct session_config *cfg,
+                                     const struct draft *d)
 {
     struct json_object *list = json_object_new_array();
     char id[64], svc[64];
@@ -184,6 +193,7 @@ static struct json_object *endpoints(const struct session *s, const struct sessi
             snprintf(host, sizeof(host), "%s.%s.svc", svc, s->namespace);
             put_str(e, "host", host);
         }
+        put_reach(e, d, i);
         json_object_array_add(list, e);
     }
     return list;
@@ -508,6 +518,150 @@ static void decide_provisioning(const struct session_observation *obs, struct dr
         fail_start_timeout(obs, d);
 }
 
+/* --- reachability (issue 17) --------------------------------------------------------------- */
+
+/* When the app started: the session container's running.startedAt, else the pod's startTime,
+ * else the startTime written before, else now. */
+static double app_started(const struct session_observation *obs)
+{
+    struct json_object *arr = jget_array(jget(obs->pod, "status"), "containerStatuses");
+    size_t n = arr ? json_object_array_length(arr) : 0;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *cs = json_object_array_get_idx(arr, i);
+        if (strcmp(or_empty(jget_string(cs, "name")), SESSION_CONTAINER) != 0)
+            continue;
+        double t = timefmt_parse(jget_string(jget(jget(cs, "state"), "running"), "startedAt"));
+        if (t > 0)
+            return t;
+    }
+    double t = timefmt_parse(jget_string(jget(obs->pod, "status"), "startTime"));
+    if (t <= 0)
+        t = timefmt_parse(jget_string(obs->s->status, "startTime"));
+    return t > 0 ? t : obs->now;
+}
+
+/* The state written before for port i, when it was of this same pod. */
+static int old_reach(const struct session_observation *obs, const struct draft *d, size_t i,
+                     struct session_reach_view *out)
+{
+    struct json_object *old = obs->s->status;
+    const struct session_port *p = &obs->s->ports[i];
+    memset(out, 0, sizeof(*out));
+    if (!d->pod_uid || strcmp(or_empty(jget_string(old, "podUID")), d->pod_uid) != 0)
+        return 0;
+    struct json_object *eps = jget_array(old, "endpoints");
+    size_t n = eps ? json_object_array_length(eps) : 0;
+    for (size_t j = 0; j < n; j++) {
+        struct json_object *e = json_object_array_get_idx(eps, j);
+        int64_t port = 0;
+        if (jget_int(e, "port", &port) == 0 && port == p->port &&
+            jget_string_is(e, "protocol", p->protocol)) {
+            session_reach_view_of(e, out);
+            return out->state != SESSION_REACH_NONE && out->state != SESSION_REACH_NOT_PROBED;
+        }
+    }
+    return 0;
+}
+
+/* Each port's state of a Running session; a port Unreachable for the timeout degrades it
+ * (Stalled, not Failed: the app may still start listening). */
+static void decide_reach(const struct session_observation *obs, struct draft *d,
+                         struct session_verdict *v)
+{
+    const struct session *s = obs->s;
+    double started = app_started(obs), timeout = (double)obs->cfg->reach_timeout_seconds;
+    char waiting[160] = "", bad[160] = "", seen_text[96] = "";
+    const char *first_why = NULL;
+    size_t used_w = 0, used_b = 0;
+    d->reach_decided = 1;
+    for (size_t i = 0; i < s->nports; i++) {
+        const struct session_port *p = &s->ports[i];
+        struct session_reach_view *view = &d->reach[i];
+        if (!obs->reach) {
+            view->state = SESSION_REACH_NOT_PROBED;
+            snprintf(d->reach_why[i], sizeof(d->reach_why[i]),
+                     "the operator runs no reachability prober");
+        } else if (!session_reach_probed(obs->cfg, d->pod_ip, p->protocol, d->reach_why[i],
+                                         sizeof(d->reach_why[i]))) {
+            view->state = SESSION_REACH_NOT_PROBED;
+        }
+        if (view->state == SESSION_REACH_NOT_PROBED) {
+            if (!first_why)
+                first_why = d->reach_why[i];
+            continue;
+        }
+        d->reach_probed++;
+        struct session_reach_view old;
+        double deadline = 0;
+        int had = old_reach(obs, d, i, &old);
+        session_reach_decide(&obs->reach[i], had ? &old : NULL, started, timeout, obs->now, view,
+                             &deadline);
+        if (deadline > obs->now &&
+            (v->requeue_after == 0 || deadline - obs->now < v->requeue_after))
+            v->requeue_after = deadline - obs->now + 0.05;
+        if (view->state == SESSION_REACH_REACHABLE)
+            continue;
+        d->reach_waiting++;
+        if (view->state == SESSION_REACH_UNREACHABLE) {
+            if (!d->degraded && view->last_seen > 0) {
+                char t[32];
+                timefmt_format(view->last_seen, t, sizeof(t));
+                snprintf(seen_text, sizeof(seen_text), " (last reachable at %s)", t);
+            }
+            d->degraded++;
+            if (used_b < sizeof(bad))
+                used_b += (size_t)snprintf(bad + used_b, sizeof(bad) - used_b, "%s%d",
+                                           used_b ? ", " : "", p->port);
+        } else if (used_w < sizeof(waiting)) {
+            used_w += (size_t)snprintf(waiting + used_w, sizeof(waiting) - used_w, "%s%d",
+                                       used_w ? ", " : "", p->port);
+        }
+    }
+    const char *ip = or_empty(d->pod_ip);
+    if (d->degraded) {
+        snprintf(d->reason, sizeof(d->reason), "AppUnreachable");
+        snprintf(d->message, sizeof(d->message),
+                 "TCP port %s of the session's pod (%s) has not accepted a connection for %lds "
+                 "after the app started%s: the app runs but does not listen there. Check that it "
+                 "listens on 0.0.0.0:<port>, not 127.0.0.1, and that spec.ports is right. Run: "
+                 "kubectl logs -n %s %s -c %s",
+                 bad, ip, obs->cfg->reach_timeout_seconds, seen_text, s->namespace,
+                 or_empty(d->pod_name), SESSION_CONTAINER);
+        snprintf(d->reach_text, sizeof(d->reach_text), "TCP port %s unreachable on %s", bad, ip);
+    } else if (d->reach_waiting) {
+        snprintf(d->reach_text, sizeof(d->reach_text),
+                 "waiting for TCP port %s to accept connections on %s", waiting, ip);
+    } else if (d->reach_probed) {
+        snprintf(d->reach_text, sizeof(d->reach_text),
+                 "every probed TCP port accepts connections on %s", ip);
+    } else {
+        snprintf(d->reach_text, sizeof(d->reach_text), "no port is probed%s%s",
+                 first_why ? ": " : "", first_why ? first_why : "");
+    }
+}
+
+/* status.endpoints[i]'s state (a Running session's only): state, since, lastSeen, message. */
+static void put_reach(struct json_object *e, const struct draft *d, size_t i)
+{
+    const struct session_reach_view *view = &d->reach[i];
+    char t[32];
+    if (!d->reach_decided || view->state == SESSION_REACH_NONE)
+        return;
+    put_str(e, "state", session_reach_state_name(view->state));
+    if (view->state == SESSION_REACH_NOT_PROBED) {
+        put_str(e, "message", d->reach_why[i]);
+        return;
+    }
+    if (view->since > 0) {
+        timefmt_format(view->since, t, sizeof(t));
+        put_str(e, "since", t);
+    }
+    if (view->state != SESSION_REACH_REACHABLE && view->last_seen > 0) {
+        timefmt_format(view->last_seen, t, sizeof(t));
+        put_str(e, "lastSeen", t);
+    }
+}
+
 /* The phase of a session that has not finished. obs->pod is the session's own pod or NULL; owner
  * says what the cache held under its name. */
 static void decide(const struct session_observation *obs, enum session_owner owner, struct draft *d,
@@ -526,6 +680,8 @@ static void decide(const struct session_observation *obs, enum session_owner own
         decide_without_pod(obs, owner, d);
     else if (!decide_by_pod_phase(obs, d))
         decide_provisioning(obs, d, v);
+    if (d->phase == SESSION_PHASE_RUNNING)
+        decide_reach(obs, d, v);
 }
 
 /* A finished session keeps its verdict; only what follows from the spec moves. A pod that has
@@ -606,13 +762,14 @@ static void put_pod(struct json_object *status, const struct session_observation
 }
 
 /* endpoints, attach (the token Secret, the gateway's URL) and inspectUrl. */
-static void put_access(struct json_object *status, const struct session_observation *obs)
+static void put_access(struct json_object *status, const struct session_observation *obs,
+                       const struct draft *d)
 {
     const struct session *s = obs->s;
     const struct session_config *cfg = obs->cfg;
     char url[700];
     if (s->nports)
-        json_object_object_add(status, "endpoints", endpoints(s, cfg));
+        json_object_object_add(status, "endpoints", endpoints(s, cfg, d));
     if (obs->attach_secret) {
         struct json_object *attach = json_object_new_object();
         char secret[80];
@@ -652,7 +809,7 @@ static void put_times(struct json_object *status, const struct session_observati
 /* Stalled: the session failed, or waits for the user. */
 static int stalled(const struct draft *d)
 {
-    return d->phase == SESSION_PHASE_FAILED || d->blocked;
+    return d->phase == SESSION_PHASE_FAILED || d->blocked || d->degraded;
 }
 
 /* Ready, ImageReady, Reconciling and Stalled. */
@@ -664,14 +821,38 @@ static void put_conditions(struct json_object *status, const struct session_obse
     const char *phase = session_phase_name(d->phase);
     int running = d->phase == SESSION_PHASE_RUNNING;
     int stuck = stalled(d);
-    int progressing = !running && !session_phase_is_terminal(d->phase) && !d->blocked;
-    add_condition(conds, old, "Ready", running, phase,
-                  running ? "the session is running" : d->message, s->generation, obs->now);
+    /* A Running session whose ports are not all reachable yet is still on its way (kstatus:
+     * InProgress); one with a port Unreachable for the timeout is Stalled (Degraded). */
+    int waiting = running && d->reach_waiting && !d->degraded;
+    int ready = running && !d->reach_waiting && !d->degraded;
+    int progressing = (!running && !session_phase_is_terminal(d->phase) && !d->blocked) || waiting;
+    add_condition(conds, old, "Ready", ready,
+                  ready || !running ? phase
+                  : d->degraded     ? d->reason
+                                    : "WaitingForPorts",
+                  ready         ? "the session is running"
+                  : !running    ? d->message
+                  : d->degraded ? d->message
+                                : d->reach_text,
+                  s->generation, obs->now);
     image_condition(conds, obs);
-    add_condition(conds, old, "Reconciling", progressing, progressing ? phase : "Reconciled",
-                  progressing ? d->progress_message : "", s->generation, obs->now);
+    add_condition(conds, old, "Reconciling", progressing,
+                  waiting       ? "WaitingForPorts"
+                  : progressing ? phase
+                                : "Reconciled",
+                  waiting       ? d->reach_text
+                  : progressing ? d->progress_message
+                                : "",
+                  s->generation, obs->now);
     add_condition(conds, old, "Stalled", stuck, stuck ? d->reason : "NotStalled",
                   stuck ? d->message : "", s->generation, obs->now);
+    if (running)
+        add_condition(conds, old, "AppReachable", !d->reach_waiting && !d->degraded,
+                      d->degraded        ? "Unreachable"
+                      : d->reach_waiting ? "Checking"
+                      : d->reach_probed  ? "Reachable"
+                                         : "NotProbed",
+                      d->reach_text, s->generation, obs->now);
     json_object_object_add(status, "conditions", conds);
 }
 
@@ -705,7 +886,7 @@ static struct json_object *draft_status(const struct session_observation *obs,
     put_phase(status, d);
     json_object_object_add(status, "image", image_status(obs));
     put_pod(status, obs, owner, d);
-    put_access(status, obs);
+    put_access(status, obs, d);
     put_times(status, obs, d);
     json_object_object_add(status, "observedGeneration", json_object_new_int64(obs->s->generation));
     put_conditions(status, obs, d);

@@ -4,6 +4,7 @@
 
 #include "session/config.h"
 #include "session/image.h"
+#include "session/reach.h"
 #include "session/spec.h"
 
 #include <json.h>
@@ -34,6 +35,9 @@ struct session_observation {
     /* Builds without a step this pass: status.image and ImageReady stay as last written. */
     int keep_image;
     double now; /* seconds since the Unix epoch */
+    /* App reachability (issue 17): the prober's facts of each of s->ports (same index; zeroed:
+     * nothing learnt yet), gathered for a Running pod. NULL: no prober, every port NotProbed. */
+    const struct session_reach_facts *reach;
 };
 
 /* The outcome: the status to hold, and the actions it calls for. */
