@@ -60,7 +60,8 @@ start telo-operator "$operator_pid" "$operator_log" "$metrics_port" TELO_OPERATO
 	"$build/bin/telo-operator" run --kubeconfig "$kubeconfig" \
 	--http-bind-address "127.0.0.1:$metrics_port" \
 	--set "ingress.baseDomain=${TELO_BASE_DOMAIN:-sessions.localtest.me}" \
-	--set "gatewayUrl=http://127.0.0.1:$gateway_port"
+	--set "gatewayUrl=http://127.0.0.1:$gateway_port" \
+	--set "reachability.podCIDRs=${TELO_REAL_POD_CIDR:-10.85.0.0/24}"
 echo "telo-operator running (pid $(cat "$operator_pid"), log $operator_log, metrics http://127.0.0.1:$metrics_port/metrics)"
 
 step "sample session"

@@ -51,6 +51,7 @@ bench_start_operator() {
 		--set 'tolerations=[{"key":"telo.run/node","operator":"Equal","value":"real","effect":"NoSchedule"}]' \
 		--set "images.init=$(bench_image telo-init)" --set "images.default=$(bench_image telo-session-test)" \
 		--set startDeadlineSeconds=90 --set "gatewayUrl=http://127.0.0.1:$gw_port" \
+		--set "reachability.podCIDRs=${TELO_REAL_POD_CIDR:-10.85.0.0/24}" \
 		>"$out/operator.log" 2>&1 &
 	pids+=($!)
 }

@@ -219,6 +219,8 @@ nodeSelector: {bench.telo.run/node: "$id"}
 tolerations: [{key: bench.telo.run/node, operator: Equal, value: "$id", effect: NoSchedule}]
 # The bench times throughput; a slow run should be measured to its end, not failed at 120 s.
 startDeadlineSeconds: 900
+# kwok's pod IPs are fake and would route off this machine: probe only the real node's pods.
+reachability: {podCIDRs: [${TELO_REAL_POD_CIDR:-10.85.0.0/24}]}
 EOF
 	"$operator" run --kubeconfig "$kubeconfig" --config "$out/operator-$1.yaml" \
 		--http-bind-address "127.0.0.1:$op_port" --log-level warn >"$out/operator-$1.log" 2>&1 &

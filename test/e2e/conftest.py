@@ -220,6 +220,9 @@ import signal  # noqa: E402  (kept with the fixture that uses it)
 OPERATOR_BIN_DIR = os.path.join(ROOT, os.environ.get("TELO_BIN_DIR") or os.path.join("build", "bin"))
 OPERATOR_KUBECONFIG = os.environ.get("TELO_E2E_OPERATOR_KUBECONFIG")
 OPERATOR_ARGS = os.environ.get("TELO_E2E_OPERATOR_ARGS", "").split()
+# The real node's pod network (hack/cluster/lib.sh real_pod_cidr): the only pod addresses on this
+# machine, so the only ones any operator of the suite may probe (reachability.podCIDRs).
+REAL_POD_CIDR = os.environ.get("TELO_REAL_POD_CIDR", "10.85.0.0/24")
 
 
 def _options(argv):
@@ -378,7 +381,10 @@ class Operator:
         """The arguments after where it runs: the test's namespace, the short start deadline,
         TELO_E2E_OPERATOR_ARGS, the test's --set settings and arguments."""
         argv = ["--set", "namespaces=%s" % self.namespace,
-                "--set", "startDeadlineSeconds=15"] + OPERATOR_ARGS
+                "--set", "startDeadlineSeconds=15",
+                # Reachability probes only the real node's pods: kwok's fake pod IPs
+                # (10.244.0.0/16) would be routed off this machine.
+                "--set", "reachability.podCIDRs=" + REAL_POD_CIDR] + OPERATOR_ARGS
         for s in self.sets:
             argv += ["--set", s]
         return argv + self.args

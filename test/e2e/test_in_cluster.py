@@ -22,7 +22,7 @@ import uuid
 import pytest
 import yaml
 
-from conftest import OPERATOR_BIN_DIR, ROOT, wait_until
+from conftest import OPERATOR_BIN_DIR, REAL_POD_CIDR, ROOT, wait_until
 from test_chart import CHART, cluster_scoped_of, helm  # noqa: F401  (helm is a fixture)
 from test_real_node import _real_node
 from conftest import audit_events
@@ -169,6 +169,8 @@ def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, r
         "namespaces": {"builds": "e2e-ic-%s-b" % suffix},
         "config": {"namespaces": [sessions], "nodeSelector": REAL,
                    "tolerations": REAL_TOLERATION, "startDeadlineSeconds": 90,
+                   # Only the real node's pods are on this machine: kwok's fake IPs are not.
+                   "reachability": {"podCIDRs": [REAL_POD_CIDR]},
                    "images": {"default": real_node["images"]["telo-session-test"],
                               "init": real_node["images"]["telo-init"]}},
     }

@@ -1960,6 +1960,149 @@ static void a_new_stopped_session_does_not_wait_for_a_pod(void **state)
     world_free(&w);
 }
 
+/* --- app reachability (issue 17) ---------------------------------------------------------------
+ */
+
+static struct json_object *endpoint_of(struct json_object *status, size_t i)
+{
+    return json_object_array_get_idx(at(status, "endpoints"), i);
+}
+
+/* The Running pod (app started at T0 + 5, IP 10.244.0.12) with the prober's facts of the TCP
+ * port 8080 (index 0) and the UDP port 5353 (index 1). */
+static void compute_reach(struct world *w, double now, const struct session_reach_facts *facts,
+                          struct session_verdict *v)
+{
+    struct session_observation obs = observation(w, now);
+    obs.reach = facts;
+    assert_int_equal(session_status_compute(&obs, v), 0);
+}
+
+static void running_is_ready_only_once_its_tcp_ports_accept_connections(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "running");
+    struct session_reach_facts facts[SESSION_MAX_PORTS] = {{0}};
+    struct session_verdict v;
+    /* Running, nothing learnt yet: Checking, not Ready, still reconciling (kstatus InProgress). */
+    compute_reach(&w, T0 + 6, facts, &v);
+    assert_string_equal(text(v.status, "phase"), "Running");
+    assert_string_equal(cond_status(v.status, "Ready"), "False");
+    assert_string_equal(text(condition(v.status, "Ready"), "reason"), "WaitingForPorts");
+    assert_string_equal(cond_status(v.status, "AppReachable"), "False");
+    assert_string_equal(text(condition(v.status, "AppReachable"), "reason"), "Checking");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "True");
+    assert_string_equal(cond_status(v.status, "Stalled"), "False");
+    assert_string_equal(text(endpoint_of(v.status, 0), "state"), "Checking");
+    assert_string_equal(text(endpoint_of(v.status, 0), "since"), "2026-03-01T10:00:05Z");
+    assert_string_equal(text(endpoint_of(v.status, 1), "state"), "NotProbed");
+    assert_non_null(strstr(text(endpoint_of(v.status, 1), "message"), "UDP"));
+    assert_null(at(v.status, "reason"));
+    /* Looked at again when the timeout would pass. */
+    assert_true(v.requeue_after > 28 && v.requeue_after < 30);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+
+    /* Refused again: nothing changes, nothing is written. */
+    facts[0] = (struct session_reach_facts){.results = 2, .fail_since = T0 + 6};
+    compute_reach(&w, T0 + 12, facts, &v);
+    assert_false(v.changed);
+    session_verdict_release(&v);
+
+    /* It connects: Ready, AppReachable, the endpoint Reachable since the probe. */
+    facts[0] = (struct session_reach_facts){
+        .results = 3, .last_ok = 1, .ok_since = T0 + 15, .last_seen = T0 + 15};
+    compute_reach(&w, T0 + 15.2, facts, &v);
+    assert_true(v.changed);
+    assert_string_equal(cond_status(v.status, "Ready"), "True");
+    assert_string_equal(cond_status(v.status, "AppReachable"), "True");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "False");
+    assert_string_equal(text(endpoint_of(v.status, 0), "state"), "Reachable");
+    assert_string_equal(text(endpoint_of(v.status, 0), "since"), "2026-03-01T10:00:15Z");
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    /* Probed again at the resync: still reachable, no write. */
+    facts[0].results = 9;
+    facts[0].last_seen = T0 + 3600;
+    compute_reach(&w, T0 + 3600.5, facts, &v);
+    assert_false(v.changed);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void a_port_never_reachable_degrades_the_session_after_the_timeout(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "running");
+    struct session_reach_facts facts[SESSION_MAX_PORTS] = {{0}};
+    facts[0] = (struct session_reach_facts){.results = 6, .fail_since = T0 + 6};
+    struct session_verdict v;
+    compute_reach(&w, T0 + 20, facts, &v);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    compute_reach(&w, T0 + 36, facts, &v);
+    assert_true(v.changed);
+    assert_string_equal(text(v.status, "phase"), "Running"); /* not Failed */
+    assert_string_equal(text(v.status, "reason"), "AppUnreachable");
+    const char *msg = text(v.status, "message");
+    assert_non_null(strstr(msg, "TCP port 8080"));
+    assert_non_null(strstr(msg, "for 30s"));
+    assert_non_null(strstr(msg, "kubectl logs -n demo telo-run-hello -c session"));
+    assert_string_equal(cond_status(v.status, "Ready"), "False");
+    assert_string_equal(text(condition(v.status, "Ready"), "reason"), "AppUnreachable");
+    assert_string_equal(cond_status(v.status, "Stalled"), "True");
+    assert_string_equal(text(condition(v.status, "Stalled"), "reason"), "AppUnreachable");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "False");
+    assert_string_equal(text(condition(v.status, "AppReachable"), "reason"), "Unreachable");
+    assert_string_equal(text(endpoint_of(v.status, 0), "state"), "Unreachable");
+    assert_string_equal(text(endpoint_of(v.status, 0), "since"), "2026-03-01T10:00:35Z");
+    assert_string_equal(v.event_type, "Warning");
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    /* It stays so without a write while it keeps refusing. */
+    facts[0].results = 20;
+    compute_reach(&w, T0 + 100, facts, &v);
+    assert_false(v.changed);
+    session_verdict_release(&v);
+    /* And recovers by itself once it listens. */
+    facts[0] = (struct session_reach_facts){
+        .results = 21, .last_ok = 1, .ok_since = T0 + 105, .last_seen = T0 + 105};
+    compute_reach(&w, T0 + 105.1, facts, &v);
+    assert_null(at(v.status, "reason"));
+    assert_string_equal(cond_status(v.status, "Ready"), "True");
+    assert_string_equal(cond_status(v.status, "Stalled"), "False");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
+static void pods_outside_the_pod_cidrs_are_not_probed_and_ready_as_before(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    struct telo_err err;
+    assert_int_equal(session_config_set(w.cfg, "reachability.podCIDRs=10.85.0.0/24", &err), 0);
+    world_pod(&w, "running"); /* 10.244.0.12: a kwok pod */
+    struct session_reach_facts facts[SESSION_MAX_PORTS] = {{0}};
+    struct session_verdict v;
+    compute_reach(&w, T0 + 6, facts, &v);
+    assert_string_equal(cond_status(v.status, "Ready"), "True");
+    assert_string_equal(text(condition(v.status, "Ready"), "reason"), "Running");
+    assert_string_equal(cond_status(v.status, "AppReachable"), "True");
+    assert_string_equal(text(condition(v.status, "AppReachable"), "reason"), "NotProbed");
+    assert_string_equal(cond_status(v.status, "Reconciling"), "False");
+    assert_string_equal(text(endpoint_of(v.status, 0), "state"), "NotProbed");
+    assert_string_equal(text(endpoint_of(v.status, 0), "message"),
+                        "the pod IP 10.244.0.12 is outside the operator's reachability.podCIDRs: "
+                        "not probed");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2000,6 +2143,9 @@ int main(void)
         cmocka_unit_test(endpoints_with_a_base_domain_have_hosts_and_urls),
         cmocka_unit_test(named_ports_keep_their_names_in_endpoints),
         cmocka_unit_test(no_ports_no_endpoints),
+        cmocka_unit_test(running_is_ready_only_once_its_tcp_ports_accept_connections),
+        cmocka_unit_test(a_port_never_reachable_degrades_the_session_after_the_timeout),
+        cmocka_unit_test(pods_outside_the_pod_cidrs_are_not_probed_and_ready_as_before),
         cmocka_unit_test(attach_and_inspect_urls_need_the_gateway),
         cmocka_unit_test(a_running_session_survives_an_unknown_pod_phase),
         cmocka_unit_test(succeeded_pod_records_exit_code_zero),
