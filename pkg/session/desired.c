@@ -4,6 +4,7 @@
 #include "imagebuild/job.h"
 #include "kube/objects.h"
 #include "session/quantity.h"
+#include "session/reach.h"
 #include "util/jget.h"
 
 #include <stdio.h>
@@ -95,6 +96,11 @@ static struct json_object *container_ports(const struct session *s)
         struct json_object *p = json_object_new_object();
         kube_obj_put_int(p, "containerPort", s->ports[i].port);
         kube_obj_put_str(p, "protocol", s->ports[i].protocol);
+        if (strcmp(s->ports[i].protocol, "TCP") == 0) {
+            char name[16];
+            snprintf(name, sizeof(name), SESSION_REACH_PORT_NAME_FMT, i);
+            kube_obj_put_str(p, "name", name);
+        }
         kube_obj_push(ports, p);
     }
     return ports;

@@ -9,6 +9,11 @@
 #include <json.h>
 #include <stddef.h>
 
+/* The name of the session container's port for spec.ports[i] when it is TCP ("telo-tcp-0" to
+ * "telo-tcp-19"): the chart's NetworkPolicy lets the operator's pods in on these names only, so
+ * on a session's declared TCP ports and no other (a policy cannot list each session's numbers). */
+#define SESSION_REACH_PORT_NAME_FMT "telo-tcp-%zu"
+
 /* status.endpoints[].state. The names are the API (the CRD's enum): they never change. */
 enum session_reach_state {
     SESSION_REACH_NONE = 0,    /* not written: the session is not Running */

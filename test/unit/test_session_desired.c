@@ -528,6 +528,8 @@ static void ports_placement_and_pull_secret(void **state)
     struct json_object *c = at(pod, "spec.containers[0]");
     assert_int_equal(length(c, "ports"), 2);
     assert_int_equal(json_object_get_int(at(c, "ports[0].containerPort")), 8080);
+    /* Named for the chart's NetworkPolicy: the operator's probes may reach it (issue 17). */
+    assert_string_equal(json_object_get_string(at(c, "ports[0].name")), "telo-tcp-0");
     assert_string_equal(text(c, "ports[0].protocol"), "TCP");
     assert_string_equal(text(c, "ports[1].protocol"), "UDP");
     assert_null(at(c, "ports[0].hostPort"));
