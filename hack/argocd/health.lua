@@ -3,7 +3,9 @@
 -- `obj` is the live object, the result a table {status, message}.
 --
 --   Running, Succeeded          -> Healthy
---   Failed, or Stalled=True     -> Degraded (the session's reason and actionable message)
+--   Running with a TCP port not reachable yet (AppReachable=False, Stalled=False) -> Progressing
+--   Failed, or Stalled=True     -> Degraded (the session's reason and actionable message; a
+--                                  Running session whose port stays unreachable: AppUnreachable)
 --   Stopped (spec.stopped)      -> Suspended
 --   Pending, Building, Provisioning, no status yet, or a status older than the spec
 --   (observedGeneration < generation) -> Progressing
@@ -47,7 +49,16 @@ local phase = status.phase
 local message = status.message or ""
 local stalled = condition(status, "Stalled")
 
-if phase == "Running" then
+local reachable = condition(status, "AppReachable")
+
+if phase == "Running" and stalled ~= nil and stalled.status == "True" then
+  -- Running, but a declared TCP port never accepted a connection (AppUnreachable).
+  hs.status = "Degraded"
+  hs.message = with_reason(status, message)
+elseif phase == "Running" and reachable ~= nil and reachable.status == "False" then
+  hs.status = "Progressing"
+  hs.message = "Running: " .. (reachable.message or "waiting for its ports")
+elseif phase == "Running" then
   hs.status = "Healthy"
   hs.message = "Running"
   if status.endpoints ~= nil and status.endpoints[1] ~= nil and status.endpoints[1].url ~= nil then

@@ -84,6 +84,26 @@ CASES = [
                               "conditions": [cond("Ready", "True", "Running")]}, generation=3),
      "Progressing", "observe generation 3"),
     ("unknown-phase", ts({"phase": "Exploded", "observedGeneration": 1}), "Unknown", "Exploded"),
+    # Issue 17: Running, its TCP port not accepting connections yet; then never.
+    ("running-checking", ts({"phase": "Running", "observedGeneration": 1,
+                             "conditions": [cond("Ready", "False", "WaitingForPorts"),
+                                            cond("Stalled", "False", "NotStalled"),
+                                            dict(cond("AppReachable", "False", "Checking"),
+                                                 message="waiting for TCP port 8080 to accept "
+                                                         "connections on 10.85.0.9")]}),
+     "Progressing", "Running: waiting for TCP port 8080"),
+    ("running-unreachable", ts({"phase": "Running", "observedGeneration": 1,
+                                "reason": "AppUnreachable",
+                                "message": "TCP port 8080 of the session's pod (10.85.0.9) has not "
+                                           "accepted a connection for 30s",
+                                "conditions": [cond("Ready", "False", "AppUnreachable"),
+                                               cond("Stalled", "True", "AppUnreachable"),
+                                               cond("AppReachable", "False", "Unreachable")]}),
+     "Degraded", "AppUnreachable: TCP port 8080"),
+    ("running-not-probed", ts({"phase": "Running", "observedGeneration": 1,
+                               "conditions": [cond("Ready", "True", "Running"),
+                                              cond("AppReachable", "True", "NotProbed")]}),
+     "Healthy", "Running"),
 ]
 
 
