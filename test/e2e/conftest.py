@@ -712,7 +712,10 @@ class InClusterOperator(Operator):
                                "/usr/bin/telo-operator", self.argv(), IN_CLUSTER_HTTP_PORT)
         with open(self.log_path, "a") as log:
             log.write("--- pod %s/%s: %s\n" % (SA_NAMESPACE, self.pod.name, " ".join(self.argv())))
-        self.pod.start({"telo.run/e2e-namespace": self.namespace}, timeout)
+        # The chart's instance label too, so the chart's session NetworkPolicy (release
+        # telo-operator) lets this operator's reachability probes in (test_reachability_real_node).
+        self.pod.start({"telo.run/e2e-namespace": self.namespace,
+                        "app.kubernetes.io/instance": "telo-operator"}, timeout)
         wait_until(lambda: self.get("/readyz")[0] == 200, timeout=timeout, interval=0.1,
                    what="the operator's /readyz")
         return self

@@ -39,7 +39,10 @@ INGRESS_LABELS = {"app.kubernetes.io/name": "ingress-nginx"}
 SESSION_LABELS = {"app.kubernetes.io/managed-by": "telo-operator"}  # the chart's config.managedBy
 # Each pod and the namespace (by role) it runs in.
 HOME = {"gateway": "ops", "stranger": "ops", "session-a": "sessions", "session-b": "sessions",
-        "ingress": "ingress", "dns": "dns", "world": "world"}
+        "ingress": "ingress", "dns": "dns", "world": "world", "operator": "ops"}
+# A port session-a serves without declaring it (issue 17: the operator's probes reach declared
+# TCP ports only, the container ports the operator names telo-tcp-<i>).
+UNDECLARED = 8081
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +123,15 @@ def chart(helm, ns, sessions_ns):  # noqa: F811
     return policies, deployment["spec"]["template"]["metadata"]["labels"]
 
 
+def operator_labels(helm, ns):  # noqa: F811
+    """The labels of the chart's operator pods (its manager Deployment), for a stand-in."""
+    docs = render(helm, "networkPolicy.operator.enabled=false",
+                  "namespaces.createBuildNamespace=false", release=RELEASE, namespace=ns["ops"])
+    deployment = next(d for d in docs if d["kind"] == "Deployment"
+                      and not d["metadata"]["name"].endswith("-gateway"))
+    return deployment["spec"]["template"]["metadata"]["labels"]
+
+
 def apply_policies(cluster, policies):
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                           "items": policies}))
@@ -139,10 +151,15 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
         for key, name in ns.items():
             new_namespace(cluster, name, restricted=key == "sessions")
         labels = {"gateway": gateway_labels, "session-a": SESSION_LABELS,
-                  "session-b": SESSION_LABELS, "ingress": INGRESS_LABELS}
+                  "session-b": SESSION_LABELS, "ingress": INGRESS_LABELS,
+                  "operator": operator_labels(helm, ns)}
         for name, where in HOME.items():
             entry = "http %d hello from %s\n" % (PORT, name)
             pod = server_pod(name, image, labels.get(name, {}))
+            if name == "session-a":  # declares PORT as the operator does, serves UNDECLARED too
+                entry += "http %d undeclared\n" % UNDECLARED
+                pod["spec"]["containers"][0]["ports"] = [
+                    {"containerPort": PORT, "protocol": "TCP", "name": "telo-tcp-0"}]
             if name == "dns":  # TCP port 53 as the DNS stand-in, without root
                 entry += "http 53 dns stand-in\n"
                 pod["spec"]["securityContext"]["sysctls"] = [
@@ -164,9 +181,10 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
 
 # (client pod, target): connections the policies must refuse, and some they must let through.
 FORBIDDEN = [("stranger", "session-a"), ("session-b", "session-a"), ("world", "session-a"),
-             ("session-a", METADATA_IP), ("session-a", "world"), ("session-a", "dns")]
+             ("session-a", METADATA_IP), ("session-a", "world"), ("session-a", "dns"),
+             ("operator", "session-a:%d" % UNDECLARED)]
 ALLOWED = [("gateway", "session-a"), ("ingress", "session-a"), ("session-a", PUBLIC_IP),
-           ("session-a", "dns:53")]
+           ("session-a", "dns:53"), ("operator", "session-a")]
 
 
 def target_ip(net, target):
@@ -262,3 +280,34 @@ def test_the_policy_selects_the_session_pods_the_operator_makes(cluster, helm, n
     assert_refused(cluster, net, "stranger", web, applied)
     ok, body = fetch(cluster, net["ns"]["ops"], "gateway", web)
     assert ok and body == "web", "the gateway -> the operator's session pod: %s" % body
+
+
+def test_the_operator_reaches_a_session_on_its_declared_ports_only(cluster, net, policies):
+    """Issue 17: the operator's reachability probes come from its pods; the chart lets them in on
+    the session container's declared TCP ports (named telo-tcp-<i>) and on no other port."""
+    ok, body = fetch_from(cluster, net, "operator", "session-a")
+    assert ok and body == "hello from session-a", "operator -> declared port: %s" % body
+    assert_refused(cluster, net, "operator", "session-a:%d" % UNDECLARED, policies)
+
+
+def test_the_operator_reaches_the_declared_port_of_a_session_it_made(cluster, helm, net,  # noqa: F811
+                                                                      policies, real):
+    """The port names the operator really gives a session's container match the chart's policy:
+    a TeloSession on the real node, the chart's policies rendered for its namespace; the
+    operator's stand-in pod gets through on the declared port, a stranger does not."""
+    ns, _ = real()
+    apply(cluster, ns, bundle_configmap("web-bundle", {
+        "app/main.telo": "http %d web\nhttp %d undeclared\n" % (PORT, UNDECLARED)}),
+        real_session("web", ports=(PORT,)))
+    ts = wait_phase(cluster, ns, "web", "Running", timeout=90)
+    web = "%s:%d" % (ts["status"]["podIP"], PORT)
+    hidden = "%s:%d" % (ts["status"]["podIP"], UNDECLARED)
+    for target in (web, hidden):
+        ok, why = fetch(cluster, net["ns"]["ops"], "operator", target)
+        assert ok, "without a policy, the operator -> %s must work: %s" % (target, why)
+    applied = time.monotonic()
+    apply_policies(cluster, chart(helm, net["ns"], ns)[0])
+    assert_refused(cluster, net, "stranger", web, applied)
+    assert_refused(cluster, net, "operator", hidden, applied)
+    ok, body = fetch(cluster, net["ns"]["ops"], "operator", web)
+    assert ok and body == "web", "the operator -> the session's declared port: %s" % body
