@@ -254,7 +254,7 @@ static struct target *add(struct session_prober *p, const char *key, const char 
 {
     if (p->ntargets == p->cap) {
         size_t cap = p->cap ? 2 * p->cap : 64;
-        struct target **grown = realloc(p->targets, cap * sizeof(*grown));
+        struct target **grown = realloc(p->targets, cap * sizeof(struct target *));
         if (!grown)
             return NULL;
         p->targets = grown;
