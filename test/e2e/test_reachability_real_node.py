@@ -110,6 +110,10 @@ def test_ready_waits_until_the_app_listens_on_its_declared_port(cluster, helm, r
         assert condition(ts, "Reconciling")["status"] == "False"
         ep = endpoint(ts, LATE_PORT)
         assert ep["state"] == "Reachable" and ep["since"], ep
+        # Steady: the probe writes nothing more while nothing changes.
+        rv = ts["metadata"]["resourceVersion"]
+        time.sleep(12)
+        assert get_ts(cluster, ns, "late")["metadata"]["resourceVersion"] == rv
     finally:
         listener.kill()
         listener.wait()
