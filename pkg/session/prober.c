@@ -40,6 +40,7 @@ struct session_prober {
     struct target **targets;
     size_t ntargets, cap;
     struct target *queue_head, *queue_tail; /* waiting for a slot, oldest first */
+    int draining; /* drain_queue runs: a probe answered at once does not recurse into it */
     struct session_prober_stats stats;
 };
 
@@ -68,6 +69,9 @@ static void close_probe(struct target *t)
 /* Starts probes waiting for a slot, oldest first. */
 static void drain_queue(struct session_prober *p)
 {
+    if (p->draining)
+        return;
+    p->draining = 1;
     while (p->queue_head && p->stats.in_flight < SESSION_PROBER_MAX_IN_FLIGHT) {
         struct target *t = p->queue_head;
         p->queue_head = t->queue_next;
@@ -77,6 +81,7 @@ static void drain_queue(struct session_prober *p)
         t->state = IDLE;
         start_probe(t);
     }
+    p->draining = 0;
 }
 
 /* A probe's answer: the facts move, and a change queues the session again. */

@@ -621,8 +621,8 @@ static void decide_reach(const struct session_observation *obs, struct draft *d,
     if (d->degraded) {
         snprintf(d->reason, sizeof(d->reason), "AppUnreachable");
         snprintf(d->message, sizeof(d->message),
-                 "TCP port %s of the session's pod (%s) has not accepted a connection for %lds "
-                 "after the app started%s: the app runs but does not listen there. Check that it "
+                 "TCP port %s of the session's pod (%s) has not accepted a connection for %lds%s: "
+                 "the app runs but does not listen there. Check that it "
                  "listens on 0.0.0.0:<port>, not 127.0.0.1, and that spec.ports is right. Run: "
                  "kubectl logs -n %s %s -c %s",
                  bad, ip, obs->cfg->reach_timeout_seconds, seen_text, s->namespace,
