@@ -521,8 +521,10 @@ static int cmd_status(struct kt *kt, const struct args *a)
             long long port = 0;
             kt_int(ep, &port, "port");
             const char *url = kt_str(ep, "url");
-            snprintf(line, sizeof(line), "%lld/%s%s%s", port,
-                     or_else(kt_str(ep, "protocol"), "TCP"), url ? " " : "", url ? url : "");
+            const char *state = kt_str(ep, "state"); /* issue 17: Reachable, Checking... */
+            snprintf(line, sizeof(line), "%lld/%s%s%s%s%s%s", port,
+                     or_else(kt_str(ep, "protocol"), "TCP"), url ? " " : "", url ? url : "",
+                     state ? " (" : "", state ? state : "", state ? ")" : "");
             print_field(i == 0 ? "Endpoints:" : "", line);
         }
     }
