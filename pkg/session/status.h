@@ -4,6 +4,7 @@
 
 #include "session/config.h"
 #include "session/image.h"
+#include "session/refusal.h"
 #include "session/spec.h"
 
 #include <json.h>
@@ -34,6 +35,10 @@ struct session_observation {
     /* Builds without a step this pass: status.image and ImageReady stay as last written. */
     int keep_image;
     double now; /* seconds since the Unix epoch */
+    /* The latest refused write of a child the session still wants (issue 17), or NULL: a session
+     * that has not finished shows it as its reason (PodRejected...) and is not Ready; one that
+     * never got a pod ends StartTimeout naming it. */
+    const struct session_refusal *refusal;
 };
 
 /* The outcome: the status to hold, and the actions it calls for. */
