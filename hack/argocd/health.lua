@@ -3,7 +3,9 @@
 -- `obj` is the live object, the result a table {status, message}.
 --
 --   Running, Succeeded          -> Healthy
---   Failed, or Stalled=True     -> Degraded (the session's reason and actionable message)
+--   Failed, or Stalled=True     -> Degraded (the session's reason and actionable message), also
+--                                  while Running (a refused Service: ServiceRejected, issue 17)
+--   Running, not Ready, a reason (a write refused and retried: 429, 5xx) -> Progressing
 --   Stopped (spec.stopped)      -> Suspended
 --   Pending, Building, Provisioning, no status yet, or a status older than the spec
 --   (observedGeneration < generation) -> Progressing
@@ -47,7 +49,18 @@ local phase = status.phase
 local message = status.message or ""
 local stalled = condition(status, "Stalled")
 
-if phase == "Running" then
+local ready = condition(status, "Ready")
+local reason = status.reason or ""
+
+if phase == "Running" and stalled ~= nil and stalled.status == "True" then
+  -- A child the API server refuses (PodRejected ... BuildJobRejected): not going to get better
+  -- until something changes.
+  hs.status = "Degraded"
+  hs.message = with_reason(status, message)
+elseif phase == "Running" and ready ~= nil and ready.status == "False" and reason ~= "" then
+  hs.status = "Progressing"
+  hs.message = with_reason(status, message)
+elseif phase == "Running" then
   hs.status = "Healthy"
   hs.message = "Running"
   if status.endpoints ~= nil and status.endpoints[1] ~= nil and status.endpoints[1].url ~= nil then
