@@ -152,7 +152,9 @@ void session_refusal_first_line(const char *text, char *out, size_t len)
     size_t n = 0;
     for (const char *c = text ? text : ""; *c && *c != '\n' && *c != '\r' && n + 1 < len; c++) {
         unsigned char u = (unsigned char)*c;
-        out[n++] = u < 0x20 || u == 0x7f ? ' ' : (char)u;
+        out[n++] = *c;
+        if (u < 0x20 || u == 0x7f)
+            out[n - 1] = ' ';
     }
     out[n] = '\0';
     while (n > 0 && out[n - 1] == ' ')

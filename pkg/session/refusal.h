@@ -21,15 +21,15 @@
 
 /* One refusal, as the executor observed it. */
 struct session_refusal {
-    int held;            /* 1: a refusal is recorded (the fields below are set) */
-    int child;           /* enum session_plan_child, < SESSION_REFUSAL_NCHILDREN */
-    long code;           /* the HTTP status of the answer */
-    char api_reason[32]; /* "Forbidden", "Invalid", ... */
+    long code;            /* the HTTP status of the answer */
+    double at;            /* when the refusal arrived (the loop's clock) */
+    long long generation; /* the session's metadata.generation then */
+    int held;             /* 1: a refusal is recorded (the fields below are set) */
+    int child;            /* enum session_plan_child, < SESSION_REFUSAL_NCHILDREN */
+    unsigned attempts;    /* refusals in a row, at least 1 */
+    char api_reason[32];  /* "Forbidden", "Invalid", ... */
     char message[SESSION_REFUSAL_MESSAGE_MAX + 8]; /* first line, sanitised and capped */
     char object[200];                              /* "ns/name" of the child */
-    double at;                                     /* when the refusal arrived (the loop's clock) */
-    unsigned attempts;                             /* refusals in a row, at least 1 */
-    long long generation;                          /* the session's metadata.generation then */
 };
 
 struct session_refusals;

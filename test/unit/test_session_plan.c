@@ -962,18 +962,18 @@ static void each_childs_refusal_is_its_reason_and_held_back(void **state)
 {
     (void)state;
     static const struct {
-        enum session_plan_child child;
         const char *reason;
         const char *status;
         const char *pod;
+        enum session_plan_child child;
         int builds;
     } cases[] = {
-        {SESSION_PLAN_POD, "PodRejected", NULL, NULL, 0},
-        {SESSION_PLAN_SECRET, "SecretRejected", NULL, NULL, 0},
-        {SESSION_PLAN_SERVICE, "ServiceRejected", NULL, NULL, 0},
-        {SESSION_PLAN_INGRESS, "IngressRejected", NULL, NULL, 0},
-        {SESSION_PLAN_SERVICE, "ServiceRejected", RUNNING, "running", 0},
-        {SESSION_PLAN_JOB, "BuildJobRejected", NULL, NULL, 1},
+        {"PodRejected", NULL, NULL, SESSION_PLAN_POD, 0},
+        {"SecretRejected", NULL, NULL, SESSION_PLAN_SECRET, 0},
+        {"ServiceRejected", NULL, NULL, SESSION_PLAN_SERVICE, 0},
+        {"IngressRejected", NULL, NULL, SESSION_PLAN_INGRESS, 0},
+        {"ServiceRejected", RUNNING, "running", SESSION_PLAN_SERVICE, 0},
+        {"BuildJobRejected", NULL, NULL, SESSION_PLAN_JOB, 1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct row row = {.name = cases[i].reason,
