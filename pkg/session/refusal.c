@@ -192,17 +192,17 @@ static void hint(const struct session_refusal *r, const char *ns, char *out, siz
         snprintf(out, len, "kubectl get events -n %s", obj_ns);
 }
 
-void session_refusal_message(const struct session_refusal *r, const char *namespace, char *out,
-                             size_t len)
+void session_refusal_message(const struct session_refusal *r, const char *namespace, int retrying,
+                             char *out, size_t len)
 {
     char command[200];
     hint(r, namespace, command, sizeof(command));
     const char *detail = r->message[0] ? r->message : "no message";
-    snprintf(out, len,
-             "the API server refused the session's %s %s (%ld %s): %s%s the operator tries "
-             "again with backoff (5s doubling to 5min). Run: %s",
-             child_kind(r->child), r->object, r->code, r->api_reason, detail,
-             strcmp(session_failure_run_prefix(detail), " Run:") == 0 ? "" : ";", command);
+    const char *stop = strcmp(session_failure_run_prefix(detail), " Run:") == 0 ? "" : ".";
+    snprintf(out, len, "the API server refused the session's %s %s (%ld %s): %s%s%s Run: %s",
+             child_kind(r->child), r->object, r->code, r->api_reason, detail, stop,
+             retrying ? " The operator tries again with backoff (5s doubling to 5min)." : "",
+             command);
 }
 
 const struct session_refusal *

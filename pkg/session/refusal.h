@@ -78,9 +78,10 @@ const char *session_refusal_reason(int child);
 void session_refusal_first_line(const char *text, char *out, size_t len);
 
 /* The status message of r for a session in namespace: what was refused, the API's answer, that
- * it is retried, and the kubectl command that shows the obstacle. */
-void session_refusal_message(const struct session_refusal *r, const char *namespace, char *out,
-                             size_t len);
+ * it is retried (retrying 1; 0 for a session that gave up), and the kubectl command that shows
+ * the obstacle. */
+void session_refusal_message(const struct session_refusal *r, const char *namespace, int retrying,
+                             char *out, size_t len);
 
 /* The most recent of the held refusals among rs whose bit is set in wanted (1 << child), or
  * NULL. */

@@ -391,7 +391,7 @@ static int decide_no_pod_deadline(const struct session_observation *obs, struct 
     snprintf(d->reason, sizeof(d->reason), "StartTimeout");
     if (obs->refusal) {
         char last[2048];
-        session_refusal_message(obs->refusal, obs->s->namespace, last, sizeof(last));
+        session_refusal_message(obs->refusal, obs->s->namespace, 0, last, sizeof(last));
         snprintf(d->message, sizeof(d->message),
                  "the session did not start within %lds: it never got a pod. Last refusal: %s",
                  obs->cfg->start_deadline_seconds, last);
@@ -578,7 +578,7 @@ static void note_refusal(const struct session_observation *obs, struct draft *d)
     if (!r || obs->s->stopped || session_phase_is_terminal(d->phase) || d->reason[0])
         return;
     snprintf(d->reason, sizeof(d->reason), "%s", session_refusal_reason(r->child));
-    session_refusal_message(r, obs->s->namespace, d->message, sizeof(d->message));
+    session_refusal_message(r, obs->s->namespace, 1, d->message, sizeof(d->message));
     d->refused = session_refusal_stalled(r->code) ? 2 : 1;
 }
 

@@ -137,8 +137,13 @@ def test_a_pod_refused_by_admission_policy_is_pod_rejected_then_ready_when_lifte
         "spec": {"policyName": name, "validationActions": ["Deny"],
                  "matchResources": {"namespaceSelector": {
                      "matchLabels": {"kubernetes.io/metadata.name": ns}}}}}
+    # A pod `restricted` admits, so that only the policy can refuse it.
     probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
-             "spec": {"containers": [{"name": "c", "image": REFUSED_IMAGE}]}}
+             "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                                          "seccompProfile": {"type": "RuntimeDefault"}},
+                      "containers": [{"name": "c", "image": REFUSED_IMAGE, "securityContext": {
+                          "allowPrivilegeEscalation": False,
+                          "capabilities": {"drop": ["ALL"]}}}]}}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(
         {"apiVersion": "v1", "kind": "List", "items": [policy, binding]}))
     try:

@@ -1181,6 +1181,7 @@ static void a_session_that_never_got_a_pod_times_out_naming_the_refusal(void **s
     assert_non_null(strstr(m, "the session did not start within 120s: it never got a pod"));
     assert_non_null(strstr(m, "Last refusal: the API server refused the session's pod demo/x"));
     assert_non_null(strstr(m, "exceeded quota"));
+    assert_null(strstr(m, "tries again")); /* it gave up */
     assert_string_equal(plan_condition(&plan, "Stalled", "reason"), "StartTimeout");
     assert_string_equal(plan.failed_reason, "StartTimeout");
     assert_false(plans_write(&plan, SESSION_PLAN_POD));
