@@ -4,8 +4,10 @@
 --
 --   Running, Succeeded          -> Healthy
 --   Running with a TCP port not reachable yet (AppReachable=False, Stalled=False) -> Progressing
---   Failed, or Stalled=True     -> Degraded (the session's reason and actionable message; a
---                                  Running session whose port stays unreachable: AppUnreachable)
+--   Failed, or Stalled=True     -> Degraded (the session's reason and actionable message), also
+--                                  while Running (a port that stays unreachable: AppUnreachable;
+--                                  a refused Service: ServiceRejected, issue 17)
+--   Running, not Ready, a reason (a write refused and retried: 429, 5xx) -> Progressing
 --   Stopped (spec.stopped)      -> Suspended
 --   Pending, Building, Provisioning, no status yet, or a status older than the spec
 --   (observedGeneration < generation) -> Progressing
@@ -50,10 +52,17 @@ local message = status.message or ""
 local stalled = condition(status, "Stalled")
 
 local reachable = condition(status, "AppReachable")
+local ready = condition(status, "Ready")
+local reason = status.reason or ""
 
 if phase == "Running" and stalled ~= nil and stalled.status == "True" then
-  -- Running, but a declared TCP port never accepted a connection (AppUnreachable).
+  -- Running, but a declared TCP port never accepted a connection (AppUnreachable), or a child
+  -- the API server refuses (PodRejected ... BuildJobRejected): not going to get better until
+  -- something changes.
   hs.status = "Degraded"
+  hs.message = with_reason(status, message)
+elseif phase == "Running" and ready ~= nil and ready.status == "False" and reason ~= "" then
+  hs.status = "Progressing"
   hs.message = with_reason(status, message)
 elseif phase == "Running" and reachable ~= nil and reachable.status == "False" then
   hs.status = "Progressing"

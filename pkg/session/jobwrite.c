@@ -188,6 +188,9 @@ void session_pass_create_job(struct pass *p, struct json_object *job)
     }
     if (session_pass_expect_set(p->r, key, 0) < 0)
         w->expect_key[0] = '\0';
+    w->has_child = 1;
+    w->child = SESSION_PLAN_JOB;
+    snprintf(w->object, sizeof(w->object), "%s/%s", ns, p->job_name);
     struct kube_ref ref = {.group = "batch", .version = "v1", .resource = "jobs", .namespace = ns};
     struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER};
     struct telo_err err;

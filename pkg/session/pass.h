@@ -17,6 +17,7 @@
 #include "session/owner.h"
 #include "session/plan.h"
 #include "session/prober.h"
+#include "session/refusal.h"
 #include "session/session_metrics.h"
 #include "session/spec.h"
 #include "session/status.h"
@@ -38,6 +39,9 @@ struct session_reconciler {
     struct session_expectations *expected;
     struct session_cm_memo *bundles; /* bundle ConfigMaps read moments ago or being read */
     struct session_prober *prober;   /* app reachability; NULL with reachability.enabled off */
+    /* Children's writes the API server refused, by session "ns/name" (issue 17): what the
+     * plan reads to say so in the status and to back off. */
+    struct session_refusals *refusals;
 };
 
 /* One write of a pass; the expectation it set is dropped again when the write fails. */
@@ -47,6 +51,10 @@ struct write_ctx {
     int counts_start; /* a pod create: telo_session_starts_total on 201 */
     int status;       /* a status write: remember the resourceVersion it made */
     int precondition; /* a delete with a uid precondition: 409 is someone else's object now */
+    /* A create or apply of a child (issue 17): its refusal is recorded, its success clears it. */
+    int has_child;
+    int child;        /* enum session_plan_child */
+    char object[200]; /* "ns/name" of the child */
 };
 
 /* A deleted predecessor's child (issue 21), to delete once the session's uid is confirmed. */

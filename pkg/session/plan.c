@@ -350,6 +350,70 @@ static int plan_children(const struct session_plan_obs *obs, struct session_plan
     return creating;
 }
 
+/* --- refused writes (issue 17) -----------------------------------------------------------------
+ */
+
+_Static_assert(SESSION_PLAN_JOB + 1 == SESSION_REFUSAL_NCHILDREN,
+               "refusals are kept for the pod, Secret, Service, Ingress and build Job");
+
+/* A child whose write was refused is written again only once its backoff is over, or at once for
+ * a new spec (the user may have fixed what was refused). Returns the bits (1 << child) of the
+ * children the plan writes or holds back; *creating stays 1 only if the pod's create remains. */
+static unsigned hold_refused(const struct session_plan_obs *obs, struct session_plan *out,
+                             int *creating)
+{
+    unsigned wanted = 0;
+    size_t kept = 0;
+    *creating = 0;
+    for (size_t i = 0; i < out->nwrites; i++) {
+        struct session_plan_write *w = &out->writes[i];
+        int c = (int)w->child;
+        if (w->verb != SESSION_PLAN_DELETE && c < SESSION_REFUSAL_NCHILDREN) {
+            wanted |= 1u << c;
+            const struct session_refusal *r = &obs->refusal[c];
+            double retry = r->held ? session_refusal_retry_at(r) : 0;
+            if (r->held && r->generation == obs->s->generation && obs->now < retry) {
+                requeue_within(out, retry - obs->now);
+                json_object_put(w->obj);
+                w->obj = NULL;
+                continue;
+            }
+        }
+        if (w->counts_start)
+            *creating = 1;
+        if (kept != i)
+            out->writes[kept] = *w;
+        kept++;
+    }
+    out->nwrites = kept;
+    return wanted;
+}
+
+/* The refusals the status shows: those of children still wanted (the latest), and the rest the
+ * executor forgets. A status computed with another refusal is computed again (the phase does not
+ * depend on which refusal is shown, so the writes stand); a finished one keeps what ended it. */
+static int settle_refusals(const struct session_plan_obs *obs, struct session_observation *so,
+                           struct session_plan *out, unsigned wanted)
+{
+    unsigned held_bits = 0;
+    for (int c = 0; c < SESSION_REFUSAL_NCHILDREN; c++)
+        held_bits |= obs->refusal[c].held ? 1u << c : 0;
+    out->refusal_clear = held_bits & ~wanted;
+    if (session_phase_is_terminal(session_phase_of(out->verdict.status)))
+        return 0;
+    const struct session_refusal *shown =
+        obs->s->stopped ? NULL : session_refusal_latest(obs->refusal, wanted);
+    if (shown == so->refusal)
+        return 0;
+    so->refusal = shown;
+    struct session_verdict again;
+    if (session_status_compute(so, &again) < 0)
+        return -1;
+    session_verdict_release(&out->verdict);
+    out->verdict = again;
+    return 0;
+}
+
 /* --- the status --------------------------------------------------------------------------------
  */
 
@@ -448,6 +512,7 @@ int session_plan_make(const struct session_plan_obs *obs, struct session_plan *o
         .image_plan = img,
         .keep_image = keep_image(obs),
         .reach = obs->reach,
+        .refusal = s->stopped ? NULL : session_refusal_latest(obs->refusal, ~0u),
     };
     if (session_status_compute(&so, &out->verdict) < 0) {
         session_plan_release(out);
@@ -460,6 +525,11 @@ int session_plan_make(const struct session_plan_obs *obs, struct session_plan *o
     } else {
         enum session_phase phase = session_phase_of(out->verdict.status);
         int creating = plan_children(obs, out, &ch, &out->verdict, phase);
+        unsigned wanted = hold_refused(obs, out, &creating);
+        if (settle_refusals(obs, &so, out, wanted) < 0) {
+            session_plan_release(out);
+            return -TELO_ENOMEM;
+        }
         plan_status(obs, &so, out, creating || pod_expected);
         if (out->verdict.changed)
             plan_metrics(obs, out, phase);

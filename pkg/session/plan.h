@@ -67,6 +67,9 @@ struct session_plan_obs {
     /* App reachability (issue 17): the prober's facts of each of s->ports (same index), for a
      * Running pod; NULL: no prober (every port NotProbed). */
     const struct session_reach_facts *reach;
+    /* The children's writes the API server refused and that no write has succeeded since, as
+     * the executor holds them (issue 17), by child (SESSION_PLAN_POD .. SESSION_PLAN_JOB). */
+    struct session_refusal refusal[SESSION_REFUSAL_NCHILDREN];
 };
 
 /* What the executor must learn before the plan can be made. */
@@ -139,6 +142,9 @@ struct session_plan {
     /* Something the plan could not build (the Job object): the pass fails with it. "": none. */
     char error[512];
     double requeue_after; /* 0: none */
+    /* Bits (1 << child) of the refusals the executor forgets: the plan no longer writes those
+     * children (the session stopped, ended, or has the object now). */
+    unsigned refusal_clear;
 };
 
 /* Makes the plan for obs into out. Pure: no I/O, no clock but obs->now. Returns 0, or

@@ -77,10 +77,52 @@ void session_pass_done(struct pass *p)
 static void write_status(struct pass *p, struct json_object *status);
 static void record_event(struct pass *p, const struct session_verdict *v);
 
+/* A child's create or apply the API server answered (issue 17): a success clears the child's
+ * refusal; a refusal (an answer of 400 or more; a 404 is an object already gone, a 409
+ * AlreadyExists a create made before) is recorded for the plan, which says so in the status and
+ * backs off, and the session is queued again so the status says so now. Returns 1 when res was
+ * a refusal (the pass does not fail for it: the status carries it). */
+static int note_child_answer(struct write_ctx *w, const struct kube_result *res)
+{
+    struct pass *p = w->p;
+    struct session_reconciler *r = p->r;
+    if (!w->has_child)
+        return 0;
+    char key[320];
+    snprintf(key, sizeof(key), "%s/%s", p->s.namespace, p->s.name);
+    int exists =
+        res->code == 409 && res->status && res->status->reason == KUBE_REASON_ALREADY_EXISTS;
+    if (res->rc == 0 || exists) {
+        session_refusals_clear(r->refusals, key, w->child);
+        return 0;
+    }
+    if (res->code < 400 || res->code == 404)
+        return 0;
+    const char *reason = res->status ? res->status->reason_text : "";
+    const char *message = res->status && res->status->message[0] ? res->status->message
+                          : res->err                             ? res->err->msg
+                                                                 : "";
+    if (session_refusals_note(r->refusals, key, w->child, res->code, reason, message, w->object,
+                              p->s.generation, session_pass_now(r)) < 0)
+        return 0;
+    telo_log(TELO_LOG_WARN, "write refused", "session=%s code=%ld reason=%s object=%s err=%s", key,
+             res->code, reason, w->object, res->err ? res->err->msg : message);
+    (void)ctrl_controller_enqueue(r->inf.c, key);
+    return 1;
+}
+
 void session_pass_on_write(const struct kube_result *res, void *ud)
 {
     struct write_ctx *w = ud;
     struct pass *p = w->p;
+    if (note_child_answer(w, res)) {
+        /* The pass queued again writes the status that names it (not the deferred one). */
+        if (w->expect_key[0])
+            session_pass_expect_drop(p->r, w->expect_key);
+        free(w);
+        session_pass_done(p);
+        return;
+    }
     /* 404 on a delete: already gone, which is what we wanted. 409 on create: a previous pass
      * made it and the cache has not caught up. Neither is an error. */
     /* 409 on a delete with a uid precondition: the name holds another object now, which is
@@ -136,7 +178,7 @@ void session_pass_write_refused(struct write_ctx *w, const struct telo_err *err)
  * expect_key, the write is remembered (as body_hash, 0: any content) until the cache shows it. */
 static void apply_expecting(struct pass *p, const struct kube_ref *ref, struct json_object *obj,
                             const char *expect, unsigned long long body_hash_value,
-                            int counts_start)
+                            int counts_start, int child)
 {
     size_t len = 0;
     const char *body = json_object_to_json_string_length(
@@ -149,6 +191,12 @@ static void apply_expecting(struct pass *p, const struct kube_ref *ref, struct j
         return;
     }
     w->counts_start = counts_start;
+    if (child >= 0 && child < SESSION_REFUSAL_NCHILDREN) {
+        w->has_child = 1;
+        w->child = child;
+        snprintf(w->object, sizeof(w->object), "%s/%s", ref->namespace ? ref->namespace : "",
+                 ref->name ? ref->name : "");
+    }
     w->status = ref->subresource != NULL;
     if (expect && session_pass_expect_set(p->r, expect, body_hash_value) < 0)
         w->expect_key[0] = '\0';
@@ -256,7 +304,7 @@ static void write_status(struct pass *p, struct json_object *status)
      * status, which would write it twice, record its Event twice and move lastTransitionTime. */
     char key[320];
     session_expect_key(key, sizeof(key), "status", p->s.namespace, p->s.name);
-    apply_expecting(p, &ref, body, key, 0, 0);
+    apply_expecting(p, &ref, body, key, 0, 0, -1);
     session_expect_status(p->r->expected, key, status, p->base_rv);
 }
 
@@ -364,7 +412,8 @@ static void execute_write(struct pass *p, struct session_plan_write *w)
     }
     char key[320];
     session_expect_key(key, sizeof(key), ref.resource, ref.namespace, w->name);
-    apply_expecting(p, &ref, obj, w->expect ? key : NULL, w->body_hash, w->counts_start);
+    apply_expecting(p, &ref, obj, w->expect ? key : NULL, w->body_hash, w->counts_start,
+                    (int)w->child);
 }
 
 /* The status write of the plan, with its Event and the metrics of its transition. */
@@ -441,6 +490,12 @@ static void execute(struct pass *p, const struct session_image_obs *img, struct 
         execute_write(p, &plan->writes[i]);
     execute_status(p, plan);
     execute_gone(p, plan);
+    char key[320];
+    snprintf(key, sizeof(key), "%s/%s", p->s.namespace, p->s.name);
+    for (int c = 0; c < SESSION_REFUSAL_NCHILDREN; c++) {
+        if (plan->refusal_clear & (1u << c))
+            session_refusals_clear(p->r->refusals, key, c);
+    }
     session_plan_release(plan);
     session_pass_done(p);
 }
@@ -498,6 +553,8 @@ void session_pass_converge(struct pass *p, const char *blocked_reason, const cha
         .image = img,
         .now = session_pass_now(r),
     };
+    snprintf(key, sizeof(key), "%s/%s", ns, p->s.name);
+    session_refusals_get(r->refusals, key, obs.refusal);
     session_expect_key(key, sizeof(key), "pods", ns, child);
     obs.expect[SESSION_PLAN_POD] = expect_seen(r, key, p->pod_owner == SESSION_OWNER_OWN);
     session_expect_key(key, sizeof(key), "secrets", ns, secret);
@@ -585,6 +642,7 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
         /* Deleted: its children go with it through their owner references. */
         if (r->prober)
             session_prober_retain(r->prober, key, NULL, NULL, 0);
+        session_refusals_forget(r->refusals, key);
         free(p);
         ctrl_reconcile_finish(rec, &ok);
         return;
@@ -623,7 +681,8 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
 {
     struct session_reconciler *r = calloc(1, sizeof(*r));
     if (!r || session_metrics_init(&r->metrics, cfg) < 0 || !(r->expected = session_expect_new()) ||
-        !(r->bundles = session_cm_memo_new(BUNDLE_MEMO_S))) {
+        !(r->bundles = session_cm_memo_new(BUNDLE_MEMO_S)) ||
+        !(r->refusals = session_refusals_new())) {
         session_reconciler_free(r);
         telo_err_set(err, TELO_ENOMEM, "session reconciler: out of memory");
         return NULL;
@@ -653,6 +712,7 @@ void session_reconciler_free(struct session_reconciler *r)
     session_expect_free(r->expected);
     session_metrics_release(&r->metrics);
     session_cm_memo_free(r->bundles);
+    session_refusals_free(r->refusals);
     session_builds_free(r->builds);
     session_prober_free(r->prober);
     free(r);

@@ -143,6 +143,9 @@ struct draft {
     char reach_why[SESSION_MAX_PORTS][160];
     int reach_decided, reach_probed, reach_waiting, degraded;
     char reach_text[400];
+    /* A refused write sets the reason (issue 17): 1, or 2 when retrying cannot help until
+     * something changes (Stalled). Never Ready then. */
+    int refused;
 };
 
 static void put_str(struct json_object *o, const char *key, const char *v)
@@ -355,6 +358,63 @@ static void note_children(const struct session_observation *obs, enum session_ow
     }
 }
 
+/* When the start deadline counts from (issue 17): status.startTime, the session's first
+ * reconcile (now when it has none yet). With builds, a session without a pod counts from its
+ * image becoming ready (the build has its own deadline), and its pod from the pod's creation, as
+ * before; without builds a pod counts from the earlier of the two. pod_created < 0: no pod. */
+static double start_anchor(const struct session_observation *obs, double pod_created)
+{
+    double start = timefmt_parse(jget_string(obs->s->status, "startTime"));
+    if (start < 0 || start > obs->now)
+        start = obs->now;
+    int builds = obs->keep_image || obs->image_plan;
+    if (pod_created >= 0)
+        return builds || start > pod_created ? pod_created : start;
+    if (builds) {
+        struct json_object *c = old_condition(obs->s->status, "ImageReady");
+        double ready = obs->now;
+        if (c && strcmp(or_empty(jget_string(c, "status")), "True") == 0 &&
+            timefmt_parse(jget_string(c, "lastTransitionTime")) >= 0)
+            ready = timefmt_parse(jget_string(c, "lastTransitionTime"));
+        if (ready > start)
+            start = ready;
+    }
+    return start;
+}
+
+/* A session that never got a pod within startDeadlineSeconds of its start (issue 17): Failed,
+ * StartTimeout, naming the last refused write when there was one. Returns 1 when it ended. */
+static int decide_no_pod_deadline(const struct session_observation *obs, struct draft *d,
+                                  struct session_verdict *v)
+{
+    if (d->blocked || d->progress_text[0] || d->phase != SESSION_PHASE_PENDING)
+        return 0;
+    double deadline = start_anchor(obs, -1) + (double)obs->cfg->start_deadline_seconds;
+    if (obs->now < deadline) {
+        /* Only a refusal needs the look: a pod being created brings its own event, and any other
+         * wait without a pod (a build, a missing bundle) is looked at again by its own step. */
+        if (obs->refusal)
+            v->requeue_after = deadline - obs->now;
+        return 0;
+    }
+    d->phase = SESSION_PHASE_FAILED;
+    snprintf(d->reason, sizeof(d->reason), "StartTimeout");
+    if (obs->refusal) {
+        char last[2048];
+        session_refusal_message(obs->refusal, obs->s->namespace, 0, last, sizeof(last));
+        snprintf(d->message, sizeof(d->message),
+                 "the session did not start within %lds: it never got a pod. Last refusal: %s",
+                 obs->cfg->start_deadline_seconds, last);
+    } else {
+        snprintf(d->message, sizeof(d->message),
+                 "the session did not start within %lds: it never got a pod (last step: %s). "
+                 "Run: kubectl describe telosession -n %s %s",
+                 obs->cfg->start_deadline_seconds, or_empty(d->progress_message), obs->s->namespace,
+                 obs->s->name);
+    }
+    return 1;
+}
+
 /* What blocks a Pending session until the user fixes it, NameConflict first: nothing else can
  * proceed. */
 static void note_block(const struct session_observation *obs, struct draft *d)
@@ -376,7 +436,7 @@ static void note_block(const struct session_observation *obs, struct draft *d)
 /* No pod of the session's own: it disappeared, the image step decides, or the session is
  * Pending (its pod is to be created, or something blocks it). */
 static void decide_without_pod(const struct session_observation *obs, enum session_owner owner,
-                               struct draft *d)
+                               struct draft *d, struct session_verdict *v)
 {
     const struct session_image_plan *plan = obs->image_plan;
     if (decide_disappeared(obs, owner, d) || decide_image(plan, d))
@@ -392,6 +452,7 @@ static void decide_without_pod(const struct session_observation *obs, enum sessi
     }
     note_children(obs, owner, d);
     note_block(obs, d);
+    (void)decide_no_pod_deadline(obs, d, v);
 }
 
 /* Whether the pod's phase decides the session's: Running, Succeeded or Failed. */
@@ -503,7 +564,8 @@ static void decide_provisioning(const struct session_observation *obs, struct dr
         session_failure_tidy(sched, sizeof(sched), 400);
     }
     double created = timefmt_parse(jget_string(jget(pod, "metadata"), "creationTimestamp"));
-    double deadline = (created < 0 ? obs->now : created) + (double)obs->cfg->start_deadline_seconds;
+    double deadline = start_anchor(obs, created < 0 ? obs->now : created) +
+                      (double)obs->cfg->start_deadline_seconds;
     if (obs->now < deadline) {
         v->requeue_after = deadline - obs->now;
         if (sched_text)
@@ -662,6 +724,18 @@ static void put_reach(struct json_object *e, const struct draft *d, size_t i)
     }
 }
 
+/* A refused write of a child the session wants (issue 17) is its reason while nothing else is:
+ * the object, the API's answer and the command to run. */
+static void note_refusal(const struct session_observation *obs, struct draft *d)
+{
+    const struct session_refusal *r = obs->refusal;
+    if (!r || obs->s->stopped || session_phase_is_terminal(d->phase) || d->reason[0])
+        return;
+    snprintf(d->reason, sizeof(d->reason), "%s", session_refusal_reason(r->child));
+    session_refusal_message(r, obs->s->namespace, 1, d->message, sizeof(d->message));
+    d->refused = session_refusal_stalled(r->code) ? 2 : 1;
+}
+
 /* The phase of a session that has not finished. obs->pod is the session's own pod or NULL; owner
  * says what the cache held under its name. */
 static void decide(const struct session_observation *obs, enum session_owner owner, struct draft *d,
@@ -677,11 +751,12 @@ static void decide(const struct session_observation *obs, enum session_owner own
     if (obs->s->stopped)
         decide_stopped(obs, d, v);
     else if (!pod)
-        decide_without_pod(obs, owner, d);
+        decide_without_pod(obs, owner, d, v);
     else if (!decide_by_pod_phase(obs, d))
         decide_provisioning(obs, d, v);
     if (d->phase == SESSION_PHASE_RUNNING)
         decide_reach(obs, d, v);
+    note_refusal(obs, d);
 }
 
 /* A finished session keeps its verdict; only what follows from the spec moves. A pod that has
@@ -789,27 +864,29 @@ static void put_access(struct json_object *status, const struct session_observat
     }
 }
 
-/* startTime once the session started, completionTime once it finished: written once, kept. */
+/* startTime at the session's first reconcile (issue 17: the start deadline counts from it; a
+ * new session's first status may wait for its pod, whose creation is then the earlier time),
+ * completionTime once it finished: written once, kept. */
 static void put_times(struct json_object *status, const struct session_observation *obs,
                       const struct draft *d)
 {
     struct json_object *old = obs->s->status;
     int terminal = session_phase_is_terminal(d->phase);
-    int started = d->phase == SESSION_PHASE_RUNNING || terminal;
-    if (started && (d->pod_name || jget_string(old, "startTime"))) {
-        const char *pod_start = jget_string(jget(obs->pod, "status"), "startTime");
-        put_time_once(status, old, "startTime", pod_start ? timefmt_parse(pod_start) : obs->now);
-    }
+    double first = obs->now;
+    double created = timefmt_parse(jget_string(jget(obs->pod, "metadata"), "creationTimestamp"));
+    if (created >= 0 && created < first)
+        first = created;
+    put_time_once(status, old, "startTime", first);
     if (terminal) {
         const char *finished = container_finished_at(obs->pod);
         put_time_once(status, old, "completionTime", finished ? timefmt_parse(finished) : obs->now);
     }
 }
 
-/* Stalled: the session failed, or waits for the user. */
+/* Stalled: the session failed, or waits for the user (or for an obstacle to a write). */
 static int stalled(const struct draft *d)
 {
-    return d->phase == SESSION_PHASE_FAILED || d->blocked || d->degraded;
+    return d->phase == SESSION_PHASE_FAILED || d->blocked || d->degraded || d->refused == 2;
 }
 
 /* Ready, ImageReady, Reconciling and Stalled. */
@@ -822,18 +899,20 @@ static void put_conditions(struct json_object *status, const struct session_obse
     int running = d->phase == SESSION_PHASE_RUNNING;
     int stuck = stalled(d);
     /* A Running session whose ports are not all reachable yet is still on its way (kstatus:
-     * InProgress); one with a port Unreachable for the timeout is Stalled (Degraded). */
-    int waiting = running && d->reach_waiting && !d->degraded;
-    int ready = running && !d->reach_waiting && !d->degraded;
-    int progressing = (!running && !session_phase_is_terminal(d->phase) && !d->blocked) || waiting;
+     * InProgress); one with a port Unreachable for the timeout is Stalled (Degraded). A refused
+     * write (issue 17) keeps it from Ready whatever its ports say. */
+    int waiting = running && d->reach_waiting && !d->degraded && !d->refused;
+    int ready = running && !d->reach_waiting && !d->degraded && !d->refused;
+    int progressing =
+        (!running && !session_phase_is_terminal(d->phase) && !d->blocked && d->refused != 2) ||
+        waiting;
     add_condition(conds, old, "Ready", ready,
-                  ready || !running ? phase
-                  : d->degraded     ? d->reason
-                                    : "WaitingForPorts",
-                  ready         ? "the session is running"
-                  : !running    ? d->message
-                  : d->degraded ? d->message
-                                : d->reach_text,
+                  ready || !running           ? phase
+                  : d->degraded || d->refused ? d->reason
+                                              : "WaitingForPorts",
+                  ready                                   ? "the session is running"
+                  : !running || d->degraded || d->refused ? d->message
+                                                          : d->reach_text,
                   s->generation, obs->now);
     image_condition(conds, obs);
     add_condition(conds, old, "Reconciling", progressing,

@@ -5,6 +5,7 @@
 #include "session/config.h"
 #include "session/image.h"
 #include "session/reach.h"
+#include "session/refusal.h"
 #include "session/spec.h"
 
 #include <json.h>
@@ -38,6 +39,10 @@ struct session_observation {
     /* App reachability (issue 17): the prober's facts of each of s->ports (same index; zeroed:
      * nothing learnt yet), gathered for a Running pod. NULL: no prober, every port NotProbed. */
     const struct session_reach_facts *reach;
+    /* The latest refused write of a child the session still wants (issue 17), or NULL: a session
+     * that has not finished shows it as its reason (PodRejected...) and is not Ready; one that
+     * never got a pod ends StartTimeout naming it. */
+    const struct session_refusal *refusal;
 };
 
 /* The outcome: the status to hold, and the actions it calls for. */

@@ -104,6 +104,35 @@ CASES = [
                                "conditions": [cond("Ready", "True", "Running"),
                                               cond("AppReachable", "True", "NotProbed")]}),
      "Healthy", "Running"),
+    # Refused writes (issue 17): Stalled (403/422) is Degraded, whatever the phase; a refusal
+    # retried without being Stalled (429, 5xx) is Progressing.
+    ("pod-rejected", ts({"phase": "Pending", "observedGeneration": 1, "reason": "PodRejected",
+                         "message": "the API server refused the session's pod d/telo-run-s "
+                                    "(403 Forbidden): exceeded quota",
+                         "conditions": [cond("Ready", "False", "Pending"),
+                                        cond("Stalled", "True", "PodRejected")]}),
+     "Degraded", "PodRejected: the API server refused the session's pod"),
+    ("service-rejected-running",
+     ts({"phase": "Running", "observedGeneration": 1, "reason": "ServiceRejected",
+         "message": "admission webhook \"deny\" denied the request",
+         "conditions": [cond("Ready", "False", "Running"),
+                        cond("Stalled", "True", "ServiceRejected")]}),
+     "Degraded", "ServiceRejected: admission webhook"),
+    ("ingress-rejected-retrying",
+     ts({"phase": "Running", "observedGeneration": 1, "reason": "IngressRejected",
+         "message": "the API server refused the session's Ingress (503 ServiceUnavailable)",
+         "conditions": [cond("Ready", "False", "Running"),
+                        cond("Stalled", "False", "NotStalled")]}),
+     "Progressing", "IngressRejected: the API server refused"),
+    ("build-job-rejected", ts({"phase": "Building", "observedGeneration": 1,
+                               "reason": "BuildJobRejected", "message": "forbidden",
+                               "conditions": [cond("Stalled", "True", "BuildJobRejected")]}),
+     "Degraded", "BuildJobRejected: forbidden"),
+    ("start-timeout-without-pod",
+     ts({"phase": "Failed", "observedGeneration": 1, "reason": "StartTimeout",
+         "message": "the session did not start within 120s: it never got a pod. Last refusal: x",
+         "conditions": [cond("Stalled", "True", "StartTimeout")]}),
+     "Degraded", "StartTimeout: the session did not start within 120s: it never got a pod"),
 ]
 
 

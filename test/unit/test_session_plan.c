@@ -15,6 +15,7 @@
 #include "session/config.h"
 #include "session/desired.h"
 #include "session/plan.h"
+#include "session/refusal.h"
 #include "session/spec.h"
 
 #include <json.h>
@@ -910,10 +911,317 @@ static void conflict_and_gone_details(void **state)
     world_free(&w);
 }
 
+/* --- refused writes (issue 17) --------------------------------------------------------------- */
+
+/* A refusal of child held by the executor: code, its message, at T0 + at, attempts in a row. */
+static void refuse(struct world *w, enum session_plan_child c, long code, const char *message,
+                   double at, unsigned attempts)
+{
+    struct session_refusal *r = &w->obs.refusal[c];
+    memset(r, 0, sizeof(*r));
+    r->held = 1;
+    r->child = (int)c;
+    r->code = code;
+    snprintf(r->api_reason, sizeof(r->api_reason), "%s", code == 403 ? "Forbidden" : "Other");
+    snprintf(r->message, sizeof(r->message), "%s", message);
+    snprintf(r->object, sizeof(r->object), "demo/%s", c == SESSION_PLAN_JOB ? JOB : "x");
+    r->at = T0 + at;
+    r->attempts = attempts;
+    r->generation = 1;
+}
+
+static const char *status_text(const struct session_plan *plan, const char *key)
+{
+    const char *v = json_object_get_string(json_object_object_get(plan->verdict.status, key));
+    return v ? v : "";
+}
+
+static const char *plan_condition(const struct session_plan *plan, const char *type,
+                                  const char *field)
+{
+    struct json_object *conds = json_object_object_get(plan->verdict.status, "conditions");
+    for (size_t i = 0; conds && i < json_object_array_length(conds); i++) {
+        struct json_object *c = json_object_array_get_idx(conds, i);
+        if (strcmp(json_object_get_string(json_object_object_get(c, "type")), type) == 0)
+            return json_object_get_string(json_object_object_get(c, field));
+    }
+    return "?";
+}
+
+static int plans_write(const struct session_plan *plan, enum session_plan_child c)
+{
+    for (size_t i = 0; i < plan->nwrites; i++)
+        if (plan->writes[i].child == c && plan->writes[i].verb != SESSION_PLAN_DELETE)
+            return 1;
+    return 0;
+}
+
+/* Each child's refusal names the child's reason, holds its write back until the backoff is
+ * over, is Stalled (403) and never Ready. */
+static void each_childs_refusal_is_its_reason_and_held_back(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *reason;
+        const char *status;
+        const char *pod;
+        enum session_plan_child child;
+        int builds;
+    } cases[] = {
+        {"PodRejected", NULL, NULL, SESSION_PLAN_POD, 0},
+        {"SecretRejected", NULL, NULL, SESSION_PLAN_SECRET, 0},
+        {"ServiceRejected", NULL, NULL, SESSION_PLAN_SERVICE, 0},
+        {"IngressRejected", NULL, NULL, SESSION_PLAN_INGRESS, 0},
+        {"ServiceRejected", RUNNING, "running", SESSION_PLAN_SERVICE, 0},
+        {"BuildJobRejected", NULL, NULL, SESSION_PLAN_JOB, 1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct row row = {.name = cases[i].reason,
+                          .status = cases[i].status,
+                          .pod = cases[i].pod,
+                          .pod_who = cases[i].pod ? OWN : NONE,
+                          .builds = cases[i].builds,
+                          .img = cases[i].builds ? IMG_ABSENT : IMG_NONE,
+                          .now = 1};
+        struct world w;
+        world_init(&w, &row);
+        refuse(&w, cases[i].child, 403,
+               "pods \"x\" is forbidden: exceeded quota: pods, requested: pods=1", 0, 1);
+        struct session_plan plan;
+        assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+        print_message("%-18s phase=%s reason=%s message=%s\n", cases[i].reason,
+                      status_text(&plan, "phase"), status_text(&plan, "reason"),
+                      status_text(&plan, "message"));
+        assert_true(plan.verdict.changed);
+        assert_string_equal(status_text(&plan, "reason"), cases[i].reason);
+        assert_non_null(strstr(status_text(&plan, "message"), "exceeded quota"));
+        assert_non_null(strstr(status_text(&plan, "message"), "(403 Forbidden)"));
+        assert_non_null(
+            strstr(status_text(&plan, "message"), "Run: kubectl describe resourcequota"));
+        assert_string_equal(plan_condition(&plan, "Ready", "status"), "False");
+        assert_string_equal(plan_condition(&plan, "Stalled", "status"), "True");
+        assert_string_equal(plan_condition(&plan, "Stalled", "reason"), cases[i].reason);
+        assert_false(plans_write(&plan, cases[i].child));
+        assert_true(plan.requeue_after > 0 && plan.requeue_after <= 4.0 + 1e-9);
+        assert_int_equal(plan.refusal_clear, 0);
+        assert_null(plan.deferred.status);
+        session_plan_release(&plan);
+        world_free(&w);
+    }
+}
+
+/* 409, 429, 5xx: retried, said, but not Stalled (Reconciling); 400, 403, 422: Stalled. */
+static void only_refusals_that_need_a_change_are_stalled(void **state)
+{
+    (void)state;
+    static const long codes[] = {400, 403, 409, 422, 429, 500, 503, 504};
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        int stalled = codes[i] == 400 || codes[i] == 403 || codes[i] == 422;
+        assert_int_equal(session_refusal_stalled(codes[i]), stalled);
+        struct row row = {.name = "codes", .now = 1};
+        struct world w;
+        world_init(&w, &row);
+        refuse(&w, SESSION_PLAN_POD, codes[i], "the server said no", 0, 1);
+        struct session_plan plan;
+        assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+        assert_string_equal(status_text(&plan, "reason"), "PodRejected");
+        assert_string_equal(status_text(&plan, "phase"), "Pending");
+        assert_string_equal(plan_condition(&plan, "Stalled", "status"), stalled ? "True" : "False");
+        assert_string_equal(plan_condition(&plan, "Reconciling", "status"),
+                            stalled ? "False" : "True");
+        assert_string_equal(plan_condition(&plan, "Ready", "status"), "False");
+        session_plan_release(&plan);
+        world_free(&w);
+    }
+}
+
+/* The backoff: 5 s doubling per refusal in a row, at most 5 min; once over, the write is tried
+ * again (the status still names the refusal until it succeeds); a new generation tries at once. */
+static void a_refused_write_is_retried_after_its_backoff(void **state)
+{
+    (void)state;
+    struct session_refusal r = {.held = 1, .at = 100, .attempts = 1};
+    assert_float_equal(session_refusal_retry_at(&r), 105, 1e-9);
+    r.attempts = 2;
+    assert_float_equal(session_refusal_retry_at(&r), 110, 1e-9);
+    r.attempts = 4;
+    assert_float_equal(session_refusal_retry_at(&r), 140, 1e-9);
+    r.attempts = 7;
+    assert_float_equal(session_refusal_retry_at(&r), 400, 1e-9);
+    r.attempts = 1000;
+    assert_float_equal(session_refusal_retry_at(&r), 400, 1e-9);
+
+    /* Within the backoff of the third refusal (20 s): held back, looked at when it is over. */
+    struct row row = {.name = "backoff", .now = 15};
+    struct world w;
+    world_init(&w, &row);
+    refuse(&w, SESSION_PLAN_POD, 403, "forbidden", 0, 3);
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_false(plans_write(&plan, SESSION_PLAN_POD));
+    assert_float_equal(plan.requeue_after, 5, 1e-9);
+    session_plan_release(&plan);
+    /* Over: the pod's create again, the refusal still said. */
+    w.obs.now = T0 + 20;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plans_write(&plan, SESSION_PLAN_POD));
+    assert_string_equal(status_text(&plan, "reason"), "PodRejected");
+    session_plan_release(&plan);
+    /* A new spec: at once. */
+    w.obs.now = T0 + 15;
+    w.obs.refusal[SESSION_PLAN_POD].generation = 0;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plans_write(&plan, SESSION_PLAN_POD));
+    session_plan_release(&plan);
+    world_free(&w);
+
+    /* The store counts refusals in a row, per generation. */
+    struct session_refusals *x = session_refusals_new();
+    struct session_refusal got[SESSION_REFUSAL_NCHILDREN];
+    assert_int_equal(session_refusals_note(x, "demo/hello", SESSION_PLAN_POD, 403, "Forbidden",
+                                           "no", "demo/telo-run-hello", 1, 10),
+                     0);
+    assert_int_equal(session_refusals_note(x, "demo/hello", SESSION_PLAN_POD, 403, "Forbidden",
+                                           "no", "demo/telo-run-hello", 1, 20),
+                     0);
+    session_refusals_get(x, "demo/hello", got);
+    assert_int_equal(got[SESSION_PLAN_POD].attempts, 2);
+    assert_float_equal(got[SESSION_PLAN_POD].at, 20, 1e-9);
+    assert_int_equal(session_refusals_note(x, "demo/hello", SESSION_PLAN_POD, 403, "Forbidden",
+                                           "no", "demo/telo-run-hello", 2, 30),
+                     0);
+    session_refusals_get(x, "demo/hello", got);
+    assert_int_equal(got[SESSION_PLAN_POD].attempts, 1);
+    assert_false(got[SESSION_PLAN_SERVICE].held);
+    session_refusals_free(x);
+}
+
+/* A write that succeeds clears its refusal (the executor), and a refusal of a child the plan no
+ * longer writes (it exists as wanted, the session stopped) is cleared and not shown. */
+static void a_refusal_is_cleared_by_success_or_when_no_longer_wanted(void **state)
+{
+    (void)state;
+    struct session_refusals *x = session_refusals_new();
+    struct session_refusal got[SESSION_REFUSAL_NCHILDREN];
+    assert_int_equal(session_refusals_note(x, "demo/hello", SESSION_PLAN_SERVICE, 403, "Forbidden",
+                                           "no", "demo/telo-run-hello", 1, 10),
+                     0);
+    assert_int_equal(session_refusals_count(x), 1);
+    session_refusals_clear(x, "demo/hello", SESSION_PLAN_SERVICE);
+    session_refusals_get(x, "demo/hello", got);
+    assert_false(got[SESSION_PLAN_SERVICE].held);
+    assert_int_equal(session_refusals_count(x), 0);
+    assert_int_equal(session_refusals_note(x, "demo/gone", SESSION_PLAN_POD, 403, "Forbidden", "no",
+                                           "demo/telo-run-gone", 1, 10),
+                     0);
+    session_refusals_forget(x, "demo/gone");
+    assert_int_equal(session_refusals_count(x), 0);
+    session_refusals_free(x);
+
+    /* Running with its Service in place: the Service's old refusal goes, the session is Ready. */
+    struct row row = {.name = "clear",
+                      .status = RUNNING,
+                      .pod = "running",
+                      .pod_who = OWN,
+                      .secret = OWN,
+                      .service = OWN,
+                      .ingress = OWN,
+                      .now = 100};
+    struct world w;
+    world_init(&w, &row);
+    refuse(&w, SESSION_PLAN_SERVICE, 403, "denied", 0, 1);
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_int_equal(plan.refusal_clear, 1u << SESSION_PLAN_SERVICE);
+    assert_string_equal(status_text(&plan, "reason"), "");
+    assert_string_equal(plan_condition(&plan, "Ready", "status"), "True");
+    session_plan_release(&plan);
+    world_free(&w);
+
+    /* Stopped: nothing of the pod's refusal remains. */
+    struct row stopped = {.name = "stopped", .spec = ",\"stopped\":true", .now = 1};
+    world_init(&w, &stopped);
+    refuse(&w, SESSION_PLAN_POD, 403, "denied", 0, 1);
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plan.refusal_clear & (1u << SESSION_PLAN_POD));
+    assert_string_equal(status_text(&plan, "phase"), "Stopped");
+    assert_null(strstr(status_text(&plan, "reason"), "Rejected"));
+    session_plan_release(&plan);
+    world_free(&w);
+}
+
+/* The start deadline counts from status.startTime: a session that never got a pod ends
+ * StartTimeout naming the last refusal; before, it is looked at when the deadline is due. */
+static void a_session_that_never_got_a_pod_times_out_naming_the_refusal(void **state)
+{
+    (void)state;
+    struct row row = {.name = "deadline",
+                      .status = "{\"phase\":\"Pending\",\"reason\":\"PodRejected\","
+                                "\"startTime\":\"2026-03-01T10:00:00Z\"}",
+                      .secret = OWN,
+                      .service = OWN,
+                      .ingress = OWN,
+                      .now = 100};
+    struct world w;
+    world_init(&w, &row);
+    refuse(&w, SESSION_PLAN_POD, 403, "pods \"telo-run-hello\" is forbidden: exceeded quota", 90,
+           5);
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_string_equal(status_text(&plan, "phase"), "Pending");
+    assert_float_equal(plan.requeue_after, 20, 1e-9); /* the deadline, before the backoff's 70 */
+    session_plan_release(&plan);
+
+    w.obs.now = T0 + 120;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    print_message("%s\n", status_text(&plan, "message"));
+    assert_string_equal(status_text(&plan, "phase"), "Failed");
+    assert_string_equal(status_text(&plan, "reason"), "StartTimeout");
+    const char *m = status_text(&plan, "message");
+    assert_non_null(strstr(m, "the session did not start within 120s: it never got a pod"));
+    assert_non_null(strstr(m, "Last refusal: the API server refused the session's pod demo/x"));
+    assert_non_null(strstr(m, "exceeded quota"));
+    assert_null(strstr(m, "tries again")); /* it gave up */
+    assert_string_equal(plan_condition(&plan, "Stalled", "reason"), "StartTimeout");
+    assert_string_equal(plan.failed_reason, "StartTimeout");
+    assert_false(plans_write(&plan, SESSION_PLAN_POD));
+    assert_true(plan.refusal_clear & (1u << SESSION_PLAN_POD));
+    session_plan_release(&plan);
+    world_free(&w);
+}
+
+/* The API's message is tenant-controlled in part: its first line only, control characters as
+ * spaces, at most SESSION_REFUSAL_MESSAGE_MAX characters. */
+static void the_apis_message_is_cut_to_its_first_line_and_sanitised(void **state)
+{
+    (void)state;
+    char out[SESSION_REFUSAL_MESSAGE_MAX + 8];
+    session_refusal_first_line("  denied:\tbad\x1b[31m image\r\nsecond line", out, sizeof(out));
+    assert_string_equal(out, "denied: bad [31m image");
+    char longer[2000];
+    memset(longer, 'a', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    session_refusal_first_line(longer, out, sizeof(out));
+    assert_true(strlen(out) <= SESSION_REFUSAL_MESSAGE_MAX + 4);
+    session_refusal_first_line(NULL, out, sizeof(out));
+    assert_string_equal(out, "");
+    assert_string_equal(session_refusal_reason(SESSION_PLAN_POD), "PodRejected");
+    assert_string_equal(session_refusal_reason(SESSION_PLAN_SECRET), "SecretRejected");
+    assert_string_equal(session_refusal_reason(SESSION_PLAN_SERVICE), "ServiceRejected");
+    assert_string_equal(session_refusal_reason(SESSION_PLAN_INGRESS), "IngressRejected");
+    assert_string_equal(session_refusal_reason(SESSION_PLAN_JOB), "BuildJobRejected");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(plain_sessions),
+        cmocka_unit_test(each_childs_refusal_is_its_reason_and_held_back),
+        cmocka_unit_test(only_refusals_that_need_a_change_are_stalled),
+        cmocka_unit_test(a_refused_write_is_retried_after_its_backoff),
+        cmocka_unit_test(a_refusal_is_cleared_by_success_or_when_no_longer_wanted),
+        cmocka_unit_test(a_session_that_never_got_a_pod_times_out_naming_the_refusal),
+        cmocka_unit_test(the_apis_message_is_cut_to_its_first_line_and_sanitised),
         cmocka_unit_test(sessions_with_builds),
         cmocka_unit_test(what_to_learn_first),
         cmocka_unit_test(status_write_metrics_and_token),

@@ -228,7 +228,7 @@ static void no_pod_is_pending_and_scheduling(void **state)
     assert_string_equal(text(v.status, "progress.message"), "Scheduling");
     assert_false(json_object_get_boolean(at(v.status, "progress.done")));
     assert_null(at(v.status, "podName"));
-    assert_null(at(v.status, "startTime"));
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:00Z");
     assert_string_equal(cond_status(v.status, "Ready"), "False");
     assert_string_equal(cond_status(v.status, "Reconciling"), "True");
     assert_string_equal(cond_status(v.status, "Stalled"), "False");
@@ -540,7 +540,7 @@ static void expect_progress(const char *pod, const char *want)
     assert_string_equal(cond_status(v.status, "Stalled"), "False");
     assert_false(v.delete_pod);
     assert_true(fabs(v.requeue_after - 100) < 1e-6);
-    assert_null(at(v.status, "startTime"));
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:00Z");
     session_verdict_release(&v);
     world_free(&w);
 }
@@ -782,7 +782,7 @@ static void running_pod_is_running_and_ready(void **state)
     assert_true(json_object_get_boolean(at(v.status, "progress.done")));
     assert_string_equal(text(v.status, "podName"), "telo-run-hello");
     assert_string_equal(text(v.status, "podIP"), "10.244.0.12");
-    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:01Z");
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:00Z");
     assert_null(at(v.status, "completionTime"));
     assert_null(at(v.status, "exitCode"));
     assert_string_equal(cond_status(v.status, "Ready"), "True");
@@ -951,7 +951,7 @@ static void succeeded_pod_records_exit_code_zero(void **state)
     assert_int_equal(json_object_get_int(at(v.status, "exitCode")), 0);
     assert_true(json_object_is_type(at(v.status, "exitCode"), json_type_int));
     assert_string_equal(text(v.status, "message"), "the app exited with code 0");
-    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:01Z");
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:00Z");
     assert_string_equal(text(v.status, "completionTime"), "2026-03-01T10:05:00Z");
     assert_null(at(v.status, "progress"));
     assert_string_equal(cond_status(v.status, "Ready"), "False");
@@ -1086,7 +1086,7 @@ static void pod_disappeared(void **state)
     assert_true(starts_with(text(v.status, "message"), "pod telo-run-hello was deleted by "));
     assert_string_equal(text(v.status, "podName"), "telo-run-hello");
     assert_string_equal(text(v.status, "podIP"), "10.244.0.12");
-    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:01Z");
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:00Z");
     assert_string_equal(text(v.status, "completionTime"), "2026-03-01T10:01:00Z");
     assert_false(v.delete_pod);
     assert_string_equal(v.event_type, "Warning");
@@ -1154,7 +1154,7 @@ static void a_predecessors_pod_is_being_replaced(void **state)
     assert_null(at(v.status, "podName"));
     assert_null(at(v.status, "podIP"));
     assert_null(at(v.status, "podUID"));
-    assert_null(at(v.status, "startTime"));
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:10Z");
     assert_string_equal(cond_status(v.status, "Ready"), "False");
     assert_string_equal(cond_status(v.status, "Reconciling"), "True");
     assert_string_equal(cond_status(v.status, "Stalled"), "False");
@@ -1331,7 +1331,7 @@ static void stopped_before_a_pod_exists(void **state)
     compute(&w, T0, &v);
     assert_string_equal(text(v.status, "phase"), "Stopped");
     assert_false(v.delete_pod);
-    assert_null(at(v.status, "startTime"));
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:00Z");
     session_verdict_release(&v);
     world_free(&w);
 }
@@ -1514,13 +1514,13 @@ static void transition_times_move_only_when_a_condition_flips(void **state)
     assert_string_equal(text(condition(v.status, "ImageReady"), "lastTransitionTime"),
                         "2026-03-01T10:00:10Z");
     const char *start = text(v.status, "startTime");
-    assert_string_equal(start, "2026-03-01T10:00:01Z");
+    assert_string_equal(start, "2026-03-01T10:00:00Z");
     world_status(&w, v.status);
     session_verdict_release(&v);
 
     compute(&w, T0 + 3000, &v);
     assert_false(v.changed);
-    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:01Z");
+    assert_string_equal(text(v.status, "startTime"), "2026-03-01T10:00:00Z");
     assert_string_equal(text(condition(v.status, "Ready"), "lastTransitionTime"),
                         "2026-03-01T10:00:20Z");
     session_verdict_release(&v);
