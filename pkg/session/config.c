@@ -81,6 +81,9 @@ static const struct key keys[] = {
      "spec.bundle.url downloads at once; more wait their turn"},
     {"bundle.allowedUrlCidrs", K_CIDRLIST, AT(bundle_allowed_cidrs),
      "networks spec.bundle.url may reach although private, loopback or link-local"},
+    {"build.baseDigestTtlSeconds", K_POSINT, AT(build_base_digest_ttl_seconds),
+     "pullPolicy Always: a base image's registry digest (keyed into the image tag) is looked up "
+     "again after this long"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -122,6 +125,7 @@ struct session_config *session_config_new(void)
     c->build_timeout_seconds = 600;
     c->build_ttl_seconds = 300;
     c->bundle_max_downloads = 4;
+    c->build_base_digest_ttl_seconds = 300;
     if (!c->default_image || !c->init_image || !c->max_cpu || !c->max_memory ||
         !c->max_ephemeral_storage || !c->managed_by || !c->registry_url || !c->build_namespace ||
         !c->build_builder_image) {

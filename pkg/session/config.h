@@ -58,6 +58,9 @@ struct session_config {
         size_t n;
     } bundle_allowed_cidrs; /* bundle.allowedUrlCidrs: none (no private, loopback or link-local
                              * destination for spec.bundle.url) */
+    /* build.baseDigestTtlSeconds: 300. How long a base image's registry digest (looked up for
+     * sessions with pullPolicy Always, issue 17) is trusted before it is asked again. */
+    long build_base_digest_ttl_seconds;
 };
 
 /* Returns the defaults, or NULL when out of memory. Free with session_config_free. */
