@@ -170,6 +170,8 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
     const char *freshness = obs->base_digest_wanted
                                 ? session_base_digest_note(obs->base_digest, fresh, sizeof(fresh))
                                 : NULL;
+    if (freshness)
+        snprintf(out->freshness, sizeof(out->freshness), "%s", freshness);
     const struct json_object *old_image = jget(obs->old, "image");
     const char *old_job = jget_string(old_image, "buildJob");
     /* A session that waits on a build follows its Job; only a new one asks the registry. */

@@ -77,6 +77,7 @@ struct session_image_plan {
                              * NULL while it runs or when there is none */
     double requeue_after;   /* seconds until a deadline needs a look; 0: none */
     int check_base_digest;  /* look the base image's digest up (none held): WAIT */
+    char freshness[640];    /* a failed base digest lookup's note (READY and BUILDING), or "" */
 };
 
 /* Decides the step from obs into out. Cannot fail. */

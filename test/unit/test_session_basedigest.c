@@ -327,6 +327,7 @@ static void test_the_image_step_waits_for_the_digest_first(void **state)
     assert_int_equal(plan.step, SESSION_IMAGE_READY);
     assert_string_equal(plan.reason, "CacheHit");
     assert_string_equal(plan.progress, "Using cached image");
+    assert_string_equal(plan.freshness, "");
     /* IfNotPresent: no digest asked, as today. */
     obs.base_digest_wanted = 0;
     obs.base_digest = &none;
@@ -357,6 +358,9 @@ static void test_a_failed_lookup_says_so_in_the_progress(void **state)
     assert_string_equal(plan.progress, "Base image freshness check failed (" IMG
                                        ": Couldn't connect to server); using cached image");
     assert_true(plan.progress_done);
+    /* The note the ImageReady condition keeps once the progress is the pod's. */
+    assert_string_equal(plan.freshness, "Base image freshness check failed (" IMG
+                                        ": Couldn't connect to server); using cached image");
     /* Not in the registry: built, and the progress says why the digest is not fresh. */
     obs.presence = SESSION_PRESENCE_ABSENT;
     session_image_decide(&obs, &plan);
