@@ -10,6 +10,7 @@ Jobs are kwok's stand-ins, so after a Job succeeds the test pushes the image the
 pushed. The registry is taken "down" for the operator only: the operator reaches it through a
 TcpProxy of this test (build.registryApiUrl), which the test closes."""
 
+import socket
 import time
 import uuid
 
@@ -50,6 +51,17 @@ def push(registry, repo, tag, content, tmp):
     run("skopeo", "copy", "--quiet", "--insecure-policy", "--dest-tls-verify=false",
         "--dest-creds", "%s:%s" % (registry["user"], registry["password"]),
         "oci:" + image, "docker://%s/%s:%s" % (local, repo, tag))
+
+
+def take_down(proxy):
+    """Closes proxy so that a connection is refused at once: a listener closed while its accept
+    thread waits in accept() would still take one more connection (Linux wakes that accept only
+    for a shutdown)."""
+    try:
+        proxy.listener.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    proxy.close()
 
 
 def built(cluster, builds, registry, ns, name, tmp):
@@ -135,9 +147,11 @@ def test_with_the_registry_down_a_session_starts_from_the_cached_image(
         apply(cluster, ns, session("s2", bundle="bundle", image=image, pullPolicy="Always"))
         ts = wait_phase(cluster, ns, "s2", "Running", timeout=30)
         assert ts["status"]["image"]["reason"] == "CacheHit", ts["status"]
-        assert ts["status"]["progress"]["message"] == "Using cached image"
+        assert condition(ts, "ImageReady")["message"] == "%s:%s" % (registry["repository"], tag)
 
-        proxy.close()  # the registry is down, as the operator sees it
+        take_down(proxy)  # the registry is down, as the operator sees it
+        with pytest.raises(OSError):
+            socket.create_connection((pod_reachable_host(cluster), proxy.port), timeout=2)
         time.sleep(1.5)
         apply(cluster, ns, session("s3", bundle="bundle", image=image, pullPolicy="Always"))
         ts = wait_phase(cluster, ns, "s3", "Running", timeout=60)
