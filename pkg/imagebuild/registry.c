@@ -315,6 +315,7 @@ struct build_registry_check {
     int cached;
     build_registry_done_fn *done;
     void *ud;
+    char last_error[320]; /* what the last transient failure was */
 };
 
 static void check_free(struct build_registry_check *c)
@@ -396,7 +397,7 @@ void build_registry_forget(struct build_registry *r, const char *ref)
 static void finish(struct build_registry_check *c, enum build_image_presence presence,
                    const char *digest, const char *message)
 {
-    if (presence == BUILD_IMAGE_PRESENT && !c->cached)
+    if (presence == BUILD_IMAGE_PRESENT && !c->cached && !c->r->opts.no_cache)
         cache_put(c->r, c->ref, digest);
     struct build_registry_result res = {
         .presence = presence,
@@ -405,6 +406,7 @@ static void finish(struct build_registry_check *c, enum build_image_presence pre
         .from_cache = c->cached,
         .attempts = c->attempts,
         .message = message != NULL ? message : "",
+        .last_error = presence == BUILD_IMAGE_UNKNOWN ? c->last_error : "",
     };
     c->call = NULL; /* freed by the HTTP client after its callback */
     c->done(c, &res, c->ud);
@@ -418,6 +420,7 @@ static void transient(struct build_registry_check *c, const char *why)
 {
     c->call = NULL;
     struct build_registry *r = c->r;
+    snprintf(c->last_error, sizeof(c->last_error), "%.300s", why);
     if (c->attempts < r->opts.max_attempts) {
         long delay = r->opts.retry_delay_ms << (c->attempts - 1 < 6 ? c->attempts - 1 : 6);
         telo_log(TELO_LOG_DEBUG, "registry check failed; retrying",
@@ -550,6 +553,7 @@ static void start_token(struct build_registry_check *c, const struct build_auth_
         char msg[MESSAGE_MAX];
         snprintf(msg, sizeof(msg), "registry %s: cannot ask its token service '%.200s': %.200s",
                  c->host, ch->realm, rc != 0 ? "URL too long" : err.msg);
+        snprintf(c->last_error, sizeof(c->last_error), "%.300s", msg);
         finish(c, BUILD_IMAGE_UNKNOWN, NULL, msg);
     }
 }
@@ -654,8 +658,10 @@ static void start_head(struct build_registry_check *c)
     telo_err_clear(&err);
     c->call = build_http_submit(c->r->http, &req, on_head, c, &err);
     OPENSSL_cleanse(auth, sizeof(auth));
-    if (c->call == NULL)
+    if (c->call == NULL) {
+        snprintf(c->last_error, sizeof(c->last_error), "%.300s", err.msg);
         finish(c, BUILD_IMAGE_UNKNOWN, NULL, err.msg);
+    }
 }
 
 struct build_registry_check *build_registry_check(struct build_registry *r,
@@ -772,7 +778,7 @@ struct build_registry_check *build_registry_check(struct build_registry *r,
     if (r->checks != NULL)
         r->checks->prev = c;
     r->checks = c;
-    if (build_registry_cached(r, c->ref)) {
+    if (!r->opts.no_cache && build_registry_cached(r, c->ref)) {
         c->cached = 1;
         ev_timer_start(r->loop, &c->timer);
         return c;

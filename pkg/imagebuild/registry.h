@@ -66,6 +66,8 @@ struct build_registry_opts {
     long retry_delay_ms; /* before the second try, doubling after: 500 */
     long timeout_ms;     /* one HTTP request: 10000 */
     size_t cache_max;    /* positive answers kept (oldest dropped first): 4096 */
+    int no_cache;        /* 1: every check asks the registry and nothing is kept (a digest
+                          * lookup, whose answer may move under the same tag) */
 };
 
 /* One question. Strings are copied by build_registry_check. */
@@ -91,11 +93,13 @@ enum build_image_presence {
 
 struct build_registry_result {
     enum build_image_presence presence;
-    const char *ref;     /* "<repository>:<tag>" */
-    const char *digest;  /* Docker-Content-Digest of a present image, or NULL */
-    int from_cache;      /* answered from the positive cache, no request made */
-    int attempts;        /* HEAD tries made (0 from the cache) */
-    const char *message; /* "" for PRESENT and ABSENT, else one sentence a user can act on */
+    const char *ref;        /* "<repository>:<tag>" */
+    const char *digest;     /* Docker-Content-Digest of a present image, or NULL */
+    int from_cache;         /* answered from the positive cache, no request made */
+    int attempts;           /* HEAD tries made (0 from the cache) */
+    const char *message;    /* "" for PRESENT and ABSENT, else one sentence a user can act on */
+    const char *last_error; /* UNKNOWN: what the last try met ("HEAD ... answered HTTP 503",
+                             * curl's words), without the retry count; else "" */
 };
 
 /* Called once per check not cancelled; the check is freed when it returns. The result is valid

@@ -7,6 +7,7 @@
 
 #include "imagebuild/depkey.h"
 #include "imagebuild/job.h"
+#include "session/basedigest.h"
 #include "session/config.h"
 #include "session/image.h"
 #include "session/spec.h"
@@ -86,5 +87,16 @@ enum session_presence session_builds_presence(struct session_builds *b, const ch
 enum session_build_log session_builds_log(struct session_builds *b, const char *job_name,
                                           const char *job_uid, const char *waiter, int ask,
                                           const char **tail);
+
+/* What is held of base image image's registry digest (basedigest.h) within
+ * build.baseDigestTtlSeconds, into *out. With ask and nothing held, it is looked up (a manifest
+ * HEAD for its Docker-Content-Digest, with the tag check's client: one lookup per image however
+ * many sessions ask, and no retry storm when the registry is down: a failure stands for the TTL
+ * too) and waiter (a session key) is queued again when the answer is in. A base image in
+ * build.repository's registry is asked as the tag check asks (build.registryApiUrl,
+ * build.insecureRegistry, the push Secret); any other over HTTPS, anonymously (Docker Hub's
+ * token service included). */
+void session_builds_base_digest(struct session_builds *b, const char *image, const char *waiter,
+                                int ask, struct session_base_digest *out);
 
 #endif

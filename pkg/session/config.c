@@ -89,6 +89,9 @@ static const struct key keys[] = {
      "probe a port not yet reachable this often (a reachable one again at the resync)"},
     {"reachability.podCIDRs", K_CIDRLIST, AT(reach_pod_cidrs),
      "pod addresses the operator may probe; others are NotProbed; empty: every pod IP"},
+    {"build.baseDigestTtlSeconds", K_POSINT, AT(build_base_digest_ttl_seconds),
+     "pullPolicy Always: a base image's registry digest (keyed into the image tag) is looked up "
+     "again after this long"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -133,6 +136,7 @@ struct session_config *session_config_new(void)
     c->reach_enabled = 1;
     c->reach_timeout_seconds = 30;
     c->reach_interval_seconds = 5;
+    c->build_base_digest_ttl_seconds = 300;
     if (!c->default_image || !c->init_image || !c->max_cpu || !c->max_memory ||
         !c->max_ephemeral_storage || !c->managed_by || !c->registry_url || !c->build_namespace ||
         !c->build_builder_image) {

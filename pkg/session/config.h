@@ -65,6 +65,9 @@ struct session_config {
     long reach_timeout_seconds;           /* reachability.timeoutSeconds: 30 (then Degraded) */
     long reach_interval_seconds;          /* reachability.intervalSeconds: 5 (until reachable) */
     struct session_cidrs reach_pod_cidrs; /* reachability.podCIDRs: none (every pod IP) */
+    /* build.baseDigestTtlSeconds: 300. How long a base image's registry digest (looked up for
+     * sessions with pullPolicy Always, issue 17) is trusted before it is asked again. */
+    long build_base_digest_ttl_seconds;
 };
 
 /* Returns the defaults, or NULL when out of memory. Free with session_config_free. */

@@ -156,13 +156,29 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
         ready(out, obs->base_image, "BaseImage", NULL);
         return;
     }
+    if (obs->base_digest_wanted &&
+        (!obs->base_digest || obs->base_digest->state == SESSION_DIGEST_NONE)) {
+        /* The tag depends on the base image's digest: know it first (one lookup per image and
+         * TTL, shared by every session that asks meanwhile). */
+        out->step = SESSION_IMAGE_WAIT;
+        out->check_base_digest = 1;
+        return;
+    }
+    /* A failed lookup: the tag was made with the last digest known (or none), and the progress
+     * says so, in the reference runner's words. */
+    char fresh[640], notes[1400];
+    const char *freshness = obs->base_digest_wanted
+                                ? session_base_digest_note(obs->base_digest, fresh, sizeof(fresh))
+                                : NULL;
+    if (freshness)
+        snprintf(out->freshness, sizeof(out->freshness), "%s", freshness);
     const struct json_object *old_image = jget(obs->old, "image");
     const char *old_job = jget_string(old_image, "buildJob");
     /* A session that waits on a build follows its Job; only a new one asks the registry. */
     int following = session_phase_of(obs->old) == SESSION_PHASE_BUILDING && old_job &&
                     strcmp(old_job, obs->job_name) == 0;
     char kept[sizeof(out->progress)];
-    const char *note = following ? kept_note(obs->old, kept, sizeof(kept)) : NULL;
+    const char *note = following ? kept_note(obs->old, kept, sizeof(kept)) : freshness;
     if (!following) {
         switch (obs->presence) {
         case SESSION_PRESENCE_NONE:
@@ -170,7 +186,7 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
             out->check_registry = 1;
             return;
         case SESSION_PRESENCE_PRESENT:
-            ready(out, obs->ref, "CacheHit", BUILD_PROGRESS_CACHED);
+            ready(out, obs->ref, "CacheHit", freshness ? freshness : BUILD_PROGRESS_CACHED);
             return;
         case SESSION_PRESENCE_DENIED:
             /* Building would fail to push with the same credentials: no build, no loop. */
@@ -183,6 +199,11 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
             return;
         case SESSION_PRESENCE_UNKNOWN:
             note = obs->presence_message;
+            if (freshness) {
+                snprintf(notes, sizeof(notes), "%s; %.700s", freshness,
+                         obs->presence_message ? obs->presence_message : "");
+                note = notes;
+            }
             break;
         case SESSION_PRESENCE_ABSENT:
             break;

@@ -3,6 +3,8 @@
 #ifndef TELO_SESSION_IMAGE_H
 #define TELO_SESSION_IMAGE_H
 
+#include "session/basedigest.h"
+
 #include <json.h>
 #include <stddef.h>
 
@@ -42,6 +44,10 @@ struct session_image_obs {
     const char *log_tail;          /* with SESSION_LOG_DONE */
     const struct json_object *old; /* the session's status as last written, or NULL */
     double now;                    /* Unix time */
+    /* Base-image freshness (pullPolicy Always, issue 17): whether the tag must carry the base
+     * image's registry digest, and what is held of it (tag was made with it); NULL: none. */
+    int base_digest_wanted;
+    const struct session_base_digest *base_digest;
 };
 
 /* The next step of the session. */
@@ -70,6 +76,8 @@ struct session_image_plan {
     const char *job_result; /* a finished Job: "succeeded", "failed", "timed_out", "vanished";
                              * NULL while it runs or when there is none */
     double requeue_after;   /* seconds until a deadline needs a look; 0: none */
+    int check_base_digest;  /* look the base image's digest up (none held): WAIT */
+    char freshness[640];    /* a failed base digest lookup's note (READY and BUILDING), or "" */
 };
 
 /* Decides the step from obs into out. Cannot fail. */

@@ -25,8 +25,19 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
      * unless builds are shared across namespaces. */
     struct session_bundle_key scoped = *bundle_key;
     const struct session_bundle_key *k = &scoped;
-    if (!scoped.error[0])
-        session_builds_tag(cfg, &p->s, bundle_key->tag, scoped.tag);
+    /* Under pullPolicy Always the base image's registry digest is keyed into the tag too (issue
+     * 17): a moved base tag is a new image. */
+    struct session_base_digest digest;
+    memset(&digest, 0, sizeof(digest));
+    int wanted = !scoped.error[0] && !scoped.no_dependencies &&
+                 session_base_digest_wanted(p->s.pull_policy, session_image(&p->s, cfg));
+    if (wanted)
+        session_builds_base_digest(r->builds, session_image(&p->s, cfg), NULL, 0, &digest);
+    if (!scoped.error[0]) {
+        char fresh[BUILD_TAG_LEN + 1];
+        session_base_digest_tag(bundle_key->tag, &digest, fresh);
+        session_builds_tag(cfg, &p->s, fresh, scoped.tag);
+    }
     struct build_config bc;
     session_pass_job_config(p, &bc);
     char self[320];
@@ -63,6 +74,8 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
         .log_tail = tail,
         .old = p->s.status,
         .now = session_pass_now(r),
+        .base_digest_wanted = wanted,
+        .base_digest = &digest,
     };
     session_pass_converge(p, NULL, NULL, &obs);
     json_object_put(job);

@@ -257,9 +257,15 @@ static void image_condition(struct json_object *conds, const struct session_obse
     const struct session *s = obs->s;
     const struct session_image_plan *plan = obs->image_plan;
     struct json_object *old = old_condition(s->status, "ImageReady");
+    char ready_message[1400];
+    /* A failed base-image freshness check (issue 17) stays said after the build progress is
+     * gone: the condition outlives it. */
+    snprintf(ready_message, sizeof(ready_message), "%.600s%s%.700s%s",
+             or_empty(plan ? plan->ref : ""), plan && plan->freshness[0] ? " (" : "",
+             plan ? plan->freshness : "", plan && plan->freshness[0] ? ")" : "");
     if (plan && plan->step == SESSION_IMAGE_READY)
-        add_condition(conds, s->status, "ImageReady", 1, plan->reason, plan->ref, s->generation,
-                      obs->now);
+        add_condition(conds, s->status, "ImageReady", 1, plan->reason,
+                      plan->freshness[0] ? ready_message : plan->ref, s->generation, obs->now);
     else if (plan && plan->step == SESSION_IMAGE_BUILDING)
         add_condition(conds, s->status, "ImageReady", 0, "Building", plan->progress, s->generation,
                       obs->now);

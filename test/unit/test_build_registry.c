@@ -223,6 +223,7 @@ struct answer {
     char message[512];
     char digest[64];
     int from_cache, attempts;
+    char last_error[400];
 };
 
 static void on_done(struct build_registry_check *check, const struct build_registry_result *res,
@@ -236,6 +237,7 @@ static void on_done(struct build_registry_check *check, const struct build_regis
     snprintf(a->digest, sizeof(a->digest), "%s", res->digest ? res->digest : "");
     a->from_cache = res->from_cache;
     a->attempts = res->attempts;
+    snprintf(a->last_error, sizeof(a->last_error), "%s", res->last_error ? res->last_error : "");
 }
 
 /* Frees a fixture however far setup got: cmocka runs no teardown after a failed setup. */
@@ -446,6 +448,38 @@ static void retries_then_unknown(void **state)
                                    "them pull and push on the repository");
 }
 
+/* A digest lookup (base-image freshness, issue 17): no positive cache, since a tag's digest
+ * moves; a failure says what the last try met. */
+static void no_cache_asks_every_time(void **state)
+{
+    struct fixture *f = *state;
+    struct build_registry_opts opts = {
+        .max_attempts = 2, .retry_delay_ms = 20, .timeout_ms = 2000, .no_cache = 1};
+    struct telo_err err;
+    struct build_registry *cached = f->reg;
+    f->reg = build_registry_new(f->loop, &opts, &err);
+    assert_non_null(f->reg);
+    struct answer a;
+    for (int i = 0; i < 2; i++) {
+        ask(f, "127.0.0.1:5000/open/apps", "present", NULL, &a);
+        assert_int_equal(a.presence, BUILD_IMAGE_PRESENT);
+        assert_string_equal(a.digest, "sha256:abc");
+        assert_int_equal(a.from_cache, 0);
+        assert_int_equal(a.attempts, 1);
+        assert_string_equal(a.last_error, "");
+        assert_false(build_registry_cached(f->reg, "127.0.0.1:5000/open/apps:present"));
+    }
+    ask(f, "127.0.0.1:5000/down/apps", "t", NULL, &a);
+    assert_int_equal(a.presence, BUILD_IMAGE_UNKNOWN);
+    assert_int_equal(a.attempts, 2);
+    char want[300];
+    snprintf(want, sizeof(want),
+             "HEAD http://127.0.0.1:%d/v2/down/apps/manifests/t answered HTTP 503", f->server.port);
+    assert_string_equal(a.last_error, want);
+    build_registry_free(f->reg);
+    f->reg = cached;
+}
+
 static void refused_connection_and_bad_queries(void **state)
 {
     struct fixture *f = *state;
@@ -523,6 +557,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(refused_connection_and_bad_queries, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_and_free_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(no_cache_asks_every_time, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
