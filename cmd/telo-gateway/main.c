@@ -19,7 +19,6 @@ struct options {
     const char *kubeconfig;
     const char *context;
     const char *bind; /* HOST:PORT */
-    const char *log_level;
     const char *origins[MAX_ORIGINS];
     size_t norigins;
     char *owned[MAX_ORIGINS]; /* items split from --allowed-origins */
@@ -43,7 +42,8 @@ static void usage(FILE *out)
         "                    [--admission-burst N] [--admission-rate-per-ip N]\n"
         "                    [--admission-burst-per-ip N]\n"
         "                    [--tls-cert-file PEM --tls-private-key-file PEM]\n"
-        "                    [--log-level debug|info|warn|error]\n"
+        "                    [--log-level debug|info|warn|error] [--log-format logfmt|json]\n"
+        "                    [-v N]\n"
         "       telo-gateway --version | --help\n\n"
         "Serves GET /v1/namespaces/NS/telosessions/NAME/attach as a WebSocket with the\n"
         "subprotocols v5.channel.k8s.io, v4.channel.k8s.io and telo.io.v1, plus /healthz,\n"
@@ -119,7 +119,6 @@ static int split_origins(struct options *o, const char *list)
 static int parse_args(int argc, char **argv, struct options *o)
 {
     o->bind = "0.0.0.0:8081";
-    o->log_level = "info";
     for (int i = 1; i < argc; i++) {
         /* --flag=value as well as --flag value (the chart writes the first). */
         struct util_arg arg;
@@ -138,7 +137,15 @@ static int parse_args(int argc, char **argv, struct options *o)
             fprintf(stderr, "telo-gateway: unknown or incomplete argument '%s'\n", a);
             return -1;
         }
-        if (strcmp(a, "--kubeconfig") == 0) {
+        char log_err[128];
+        int log_flag = telo_log_flag(a, v, log_err, sizeof(log_err));
+        if (log_flag < 0) {
+            fprintf(stderr, "telo-gateway: %s\n", log_err);
+            return -1;
+        }
+        if (log_flag) {
+            /* applied at once */
+        } else if (strcmp(a, "--kubeconfig") == 0) {
             o->kubeconfig = v;
         } else if (strcmp(a, "--context") == 0) {
             o->context = v;
@@ -148,8 +155,6 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->cfg.tls_cert_path = v;
         } else if (strcmp(a, "--tls-private-key-file") == 0) {
             o->cfg.tls_key_path = v;
-        } else if (strcmp(a, "--log-level") == 0) {
-            o->log_level = v;
         } else if (strcmp(a, "--allowed-origin") == 0) {
             if (o->norigins == MAX_ORIGINS) {
                 fprintf(stderr, "telo-gateway: at most %d --allowed-origin\n", MAX_ORIGINS);
@@ -259,14 +264,6 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    enum telo_log_level level;
-    if (telo_log_parse_level(o.log_level, &level) != 0) {
-        fprintf(stderr, "telo-gateway: --log-level %s: want debug, info, warn or error\n",
-                o.log_level);
-        free_options(&o);
-        return 2;
-    }
-    telo_log_set_level(level);
     char host[128];
     const char *colon = strrchr(o.bind, ':');
     if (colon == NULL || (size_t)(colon - o.bind) >= sizeof(host)) {

@@ -32,8 +32,7 @@ struct options {
     const char *lease_namespace, *lease_name;
     struct leader_timing lease_timing; /* zero fields: client-go's defaults */
     const char *http_address;          /* "host:port", or "0" for none */
-    const char *log_level;
-    double resync_period; /* seconds; 0: the manager's default (10 h) */
+    double resync_period;              /* seconds; 0: the manager's default (10 h) */
 };
 
 struct run_state {
@@ -62,6 +61,7 @@ void operator_cmd_usage(FILE *out)
         "                     [--leader-elect-lease-duration D] [--leader-elect-renew-deadline D]\n"
         "                     [--leader-elect-retry-period D]\n"
         "                     [--http-bind-address HOST:PORT|0] [--log-level LEVEL]\n"
+        "                     [--log-format logfmt|json] [-v N]\n"
         "                     [--resync-period SECONDS]\n"
         "\n"
         "Runs the TeloSession controller. Serves /healthz, /readyz and /metrics on\n"
@@ -72,7 +72,8 @@ void operator_cmd_usage(FILE *out)
         "jittered by 10%%), from the cache: a resync of unchanged sessions writes nothing.\n"
         "The --leader-elect-* durations (Go syntax: 15s, 1.5s) are kube-controller-manager's,\n"
         "with its defaults 15s, 10s and 2s: a follower replaces a crashed leader about one\n"
-        "lease duration after its last renew.\n"
+        "lease duration after its last renew. Logs go to stderr, one line per event, logfmt\n"
+        "or JSON (--log-format); -v 4 and up is --log-level debug, as kube components count.\n"
         "\nConfiguration keys:\n");
     session_config_describe(out);
 }
@@ -99,6 +100,16 @@ static int parse_args(int argc, char **argv, struct options *o)
             fprintf(stderr, "telo-operator: unknown or incomplete argument '%s'\n", a);
             return -1;
         }
+        char log_err[128];
+        int log_flag = telo_log_flag(a, v, log_err, sizeof(log_err));
+        if (log_flag < 0) {
+            fprintf(stderr, "telo-operator: %s\n", log_err);
+            return -1;
+        }
+        if (log_flag) {
+            i += util_arg_consumed(&arg);
+            continue;
+        }
         struct telo_err err;
         int timing = leader_timing_flag(&o->lease_timing, a, v, &err);
         if (timing < 0) {
@@ -123,8 +134,6 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->lease_name = v;
         else if (strcmp(a, "--http-bind-address") == 0)
             o->http_address = v;
-        else if (strcmp(a, "--log-level") == 0)
-            o->log_level = v;
         else if (strcmp(a, "--resync-period") == 0) {
             char *end = NULL;
             o->resync_period = strtod(v, &end);
@@ -265,15 +274,6 @@ int operator_cmd_main(int argc, char **argv)
     if (parse_args(argc, argv, &op.opt) < 0) {
         operator_cmd_usage(stderr);
         return 2;
-    }
-    if (op.opt.log_level) {
-        enum telo_log_level level;
-        if (telo_log_parse_level(op.opt.log_level, &level) < 0) {
-            fprintf(stderr, "telo-operator: --log-level %s: want debug, info, warn or error\n",
-                    op.opt.log_level);
-            return 2;
-        }
-        telo_log_set_level(level);
     }
     struct telo_err err;
     telo_err_clear(&err);
