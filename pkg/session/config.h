@@ -58,6 +58,10 @@ struct session_config {
         size_t n;
     } bundle_allowed_cidrs; /* bundle.allowedUrlCidrs: none (no private, loopback or link-local
                              * destination for spec.bundle.url) */
+
+    /* Session limits (issue 17): sessions over them wait in Pending (SessionLimit). 0: none. */
+    long max_sessions;               /* limits.maxSessions: 0 */
+    long max_sessions_per_namespace; /* limits.maxSessionsPerNamespace: 0 */
 };
 
 /* Returns the defaults, or NULL when out of memory. Free with session_config_free. */

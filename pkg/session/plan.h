@@ -64,6 +64,11 @@ struct session_plan_obs {
     /* With image: the bundle for the Job's context, and who asks ("ns/name"). */
     const char *self;
     double now; /* seconds since the Unix epoch, the loop's clock */
+    /* Session limits (issue 17): the session waits for a slot (SessionLimit), with the message
+     * naming the limit and its place in line (1: next). 0: it holds one, or no limit applies. */
+    int limit_waiting;
+    const char *limit_message;
+    long long queue_position;
 };
 
 /* What the executor must learn before the plan can be made. */

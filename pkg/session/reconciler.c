@@ -467,6 +467,9 @@ void session_pass_converge(struct pass *p, const char *blocked_reason, const cha
         .blocked_message = blocked_message,
         .image = img,
         .now = session_pass_now(r),
+        .limit_waiting = p->limit_waiting,
+        .limit_message = p->limit_message,
+        .queue_position = p->queue_position,
     };
     session_expect_key(key, sizeof(key), "pods", ns, child);
     obs.expect[SESSION_PLAN_POD] = expect_seen(r, key, p->pod_owner == SESSION_OWNER_OWN);
@@ -569,6 +572,7 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
         return;
     }
     p->pending = 1; /* held until every write of the pass has started */
+    session_admission_decide(p);
     session_pass_learn(p, key);
 }
 
@@ -598,6 +602,7 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
     r->events = events;
     /* The edge that talks to the registry: builds only. */
     if (session_informers_register(&r->inf, m, cfg, reconcile, r, err) < 0 ||
+        session_admission_new(r, err) < 0 ||
         (cfg->build_repository &&
          !(r->builds = session_builds_new(t, cfg, requeue_session, r, err)))) {
         session_reconciler_free(r);
@@ -611,6 +616,7 @@ void session_reconciler_free(struct session_reconciler *r)
 {
     if (!r)
         return;
+    session_admission_free(r);
     session_expect_free(r->expected);
     session_metrics_release(&r->metrics);
     session_cm_memo_free(r->bundles);

@@ -5,6 +5,7 @@
 #include "session/failure.h"
 #include "session/owner.h"
 #include "session/phase.h"
+#include "session/runs.h"
 #include "util/jget.h"
 #include "util/timefmt.h"
 
@@ -363,6 +364,23 @@ static void note_block(const struct session_observation *obs, struct draft *d)
     }
 }
 
+/* What a Pending session with nothing to fix waits for (issue 17): its previous run's pod to go
+ * (the new run's pod takes its name), or a slot under the session limits. */
+static void note_waiting(const struct session_observation *obs, enum session_owner owner,
+                         struct draft *d)
+{
+    if (d->blocked)
+        return;
+    if (owner == SESSION_OWNER_OWN) {
+        /* The cache holds a pod of ours that is not the run's: an earlier run's. */
+        d->progress_message = "Waiting for the previous run's pod to go";
+    } else if (obs->waiting_reason) {
+        snprintf(d->reason, sizeof(d->reason), "%s", obs->waiting_reason);
+        snprintf(d->message, sizeof(d->message), "%s", or_empty(obs->waiting_message));
+        d->progress_message = "Waiting for a session slot";
+    }
+}
+
 /* No pod of the session's own: it disappeared, the image step decides, or the session is
  * Pending (its pod is to be created, or something blocks it). */
 static void decide_without_pod(const struct session_observation *obs, enum session_owner owner,
@@ -382,6 +400,7 @@ static void decide_without_pod(const struct session_observation *obs, enum sessi
     }
     note_children(obs, owner, d);
     note_block(obs, d);
+    note_waiting(obs, owner, d);
 }
 
 /* Whether the pod's phase decides the session's: Running, Succeeded or Failed. */
@@ -546,8 +565,9 @@ static void decide_finished(const struct session_observation *obs, enum session_
  * the session's only when its controller reference carries the session's uid). */
 static struct json_object *own_pod(const struct session_observation *obs)
 {
-    return session_child_owner(obs->pod, obs->s->name, obs->s->uid) == SESSION_OWNER_OWN ? obs->pod
-                                                                                         : NULL;
+    int own = session_child_owner(obs->pod, obs->s->name, obs->s->uid) == SESSION_OWNER_OWN &&
+              !session_run_pod_is_old(obs->s, obs->pod);
+    return own ? obs->pod : NULL;
 }
 
 /* A finished session's status: what it holds, with the spec's generation observed. NULL when out
@@ -709,6 +729,9 @@ static struct json_object *draft_status(const struct session_observation *obs,
     put_times(status, obs, d);
     json_object_object_add(status, "observedGeneration", json_object_new_int64(obs->s->generation));
     put_conditions(status, obs, d);
+    session_run_carry(obs->s, status);
+    if (obs->waiting_reason && d->reason[0] && strcmp(d->reason, obs->waiting_reason) == 0)
+        json_object_object_add(status, "queuePosition", json_object_new_int64(obs->queue_position));
     return status;
 }
 
@@ -727,8 +750,44 @@ static void apply_ttl(const struct session_observation *obs, struct json_object 
         v->requeue_after = due - obs->now;
 }
 
+/* A new run (issue 17): the verdict of the status it starts from, with an Event. The ended run's
+ * pod goes; the new run's is created once it has gone (it takes the same name). */
+static int begin_run(const struct session_observation *seen, enum session_restart why,
+                     struct session_verdict *v)
+{
+    struct session next = *seen->s;
+    next.status = session_run_begin(seen->s, why, seen->now);
+    if (!next.status)
+        return -TELO_ENOMEM;
+    struct session_observation obs = *seen;
+    obs.s = &next;
+    obs.image_plan = NULL;
+    obs.keep_image = 0;
+    int rc = session_status_compute(&obs, v);
+    struct json_object *pod = seen->pod;
+    if (rc == 0) {
+        v->changed = 1;
+        v->delete_pod =
+            session_child_owner(pod, seen->s->name, seen->s->uid) == SESSION_OWNER_OWN &&
+            !jget(jget(pod, "metadata"), "deletionTimestamp");
+        v->event_type = "Normal";
+        snprintf(v->event_reason, sizeof(v->event_reason), "%s",
+                 why == SESSION_RESTART_RESUME ? "Resumed" : "Restarted");
+        snprintf(v->event_message, sizeof(v->event_message), "%s: run %lld starts%s",
+                 why == SESSION_RESTART_RESUME ? "spec.stopped is false again"
+                                               : "spec.restartGeneration was raised",
+                 session_run_number(next.status),
+                 v->delete_pod ? "; the previous run's pod goes" : "");
+    }
+    json_object_put(next.status);
+    return rc;
+}
+
 int session_status_compute(const struct session_observation *seen, struct session_verdict *v)
 {
+    enum session_restart why = session_restart_due(seen->s);
+    if (why != SESSION_RESTART_NONE)
+        return begin_run(seen, why, v);
     /* From here on obs->pod is the session's own pod or NULL. */
     enum session_owner owner = session_child_owner(seen->pod, seen->s->name, seen->s->uid);
     struct session_observation own = *seen;
@@ -745,6 +804,10 @@ int session_status_compute(const struct session_observation *seen, struct sessio
         status = finished_status(obs->s);
     } else {
         decide(obs, owner, &d, v);
+        /* An earlier run's pod still holds the name: it goes, then the run's pod is made. */
+        if (owner == SESSION_OWNER_OWN && !obs->pod &&
+            !jget(jget(seen->pod, "metadata"), "deletionTimestamp"))
+            v->delete_pod = 1;
         status = draft_status(obs, owner, &d);
         if (status)
             note_event(old, &d, v);

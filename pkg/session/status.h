@@ -34,6 +34,11 @@ struct session_observation {
     /* Builds without a step this pass: status.image and ImageReady stay as last written. */
     int keep_image;
     double now; /* seconds since the Unix epoch */
+    /* Session limits (issue 17, session/limits.h): what a Pending session with nothing else to
+     * fix waits for (reason "SessionLimit"), the message naming the limit, and its place in line
+     * (status.queuePosition, 1: next). NULL: it holds a slot, or no limit applies. */
+    const char *waiting_reason, *waiting_message;
+    long long queue_position;
 };
 
 /* The outcome: the status to hold, and the actions it calls for. */
