@@ -86,10 +86,11 @@ static int has_pod(const struct session_reconciler *r, const char *ns, const cha
     return cache_store_get(ctrl_informer_store(r->inf.pods), key) != NULL;
 }
 
-/* The state of the cached session obj under key; an admission of ours the cache shows now is
- * forgotten. */
+/* The state of session obj under key. cached: obj is the cache's, and an admission of ours the
+ * cache shows now is forgotten (never from a status of ours the cache may not show yet: other
+ * sessions' decisions read the cache). */
 static enum session_limits_state state_of(struct session_admission *a, const char *key,
-                                          struct json_object *obj)
+                                          struct json_object *obj, int cached_obj)
 {
     struct json_object *meta = jget(obj, "metadata");
     const char *ns = jget_string(meta, "namespace"), *name = jget_string(meta, "name");
@@ -98,7 +99,8 @@ static enum session_limits_state state_of(struct session_admission *a, const cha
     int pod = has_pod(a->r, ns, name);
     enum session_limits_state cached = session_limits_classify(obj, pod, 0);
     if (cached != SESSION_LIMITS_WAITS) {
-        free(strmap_remove(a->admitted, key));
+        if (cached_obj)
+            free(strmap_remove(a->admitted, key));
         return cached;
     }
     return session_limits_classify(obj, pod, admitted_here(a, key, jget_string(meta, "uid")));
@@ -152,12 +154,12 @@ static void scan_one(void *ctx, const struct cache_object *co)
         json_object_object_add(self, "spec", json_object_get(jget(obj, "spec")));
         if (sc->p->s.status)
             json_object_object_add(self, "status", json_object_get(sc->p->s.status));
-        e->state = state_of(sc->a, co->key, self);
+        e->state = state_of(sc->a, co->key, self, 0);
         json_object_put(self);
         sc->self = sc->n;
         sc->found = 1;
     } else {
-        e->state = state_of(sc->a, co->key, obj);
+        e->state = state_of(sc->a, co->key, obj, 1);
     }
     sc->objs[sc->n++] = obj;
 }
@@ -194,7 +196,7 @@ void session_admission_decide(struct pass *p)
     json_object_object_add(self, "spec", json_object_get(jget(p->s.obj, "spec")));
     if (p->s.status)
         json_object_object_add(self, "status", json_object_get(p->s.status));
-    enum session_limits_state state = state_of(a, key, self);
+    enum session_limits_state state = state_of(a, key, self, 0);
     json_object_put(self);
     if (state != SESSION_LIMITS_WAITS)
         return;
@@ -233,7 +235,7 @@ static void wake_one(void *ctx, const struct cache_object *co)
 {
     struct wake_scan *w = ctx;
     struct json_object *obj = json_tokener_parse(co->json);
-    if (obj && state_of(w->a, co->key, obj) == SESSION_LIMITS_WAITS)
+    if (obj && state_of(w->a, co->key, obj, 1) == SESSION_LIMITS_WAITS)
         (void)ctrl_controller_enqueue(w->a->r->inf.c, co->key);
     json_object_put(obj);
 }
@@ -272,7 +274,7 @@ static void on_session_event(void *ud, const struct cache_object *obj,
         cache_store_get(ctrl_informer_store(a->r->inf.sessions), obj->key);
     if (now) {
         struct json_object *cur = json_tokener_parse(now->json);
-        enum session_limits_state state = cur ? state_of(a, now->key, cur) : SESSION_LIMITS_OUT;
+        enum session_limits_state state = cur ? state_of(a, now->key, cur, 1) : SESSION_LIMITS_OUT;
         json_object_put(cur);
         if (state != SESSION_LIMITS_OUT)
             return;
