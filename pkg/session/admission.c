@@ -128,7 +128,7 @@ static void scan_one(void *ctx, const struct cache_object *co)
         struct session_limits_entry *e = realloc(sc->entries, cap * sizeof(*e));
         if (e)
             sc->entries = e;
-        struct json_object **o = e ? realloc(sc->objs, cap * sizeof(*o)) : NULL;
+        struct json_object **o = e ? realloc(sc->objs, cap * sizeof(struct json_object *)) : NULL;
         if (!e || !o) {
             sc->oom = 1;
             return;

@@ -7,6 +7,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
+#include "session/config.h"
 #include "session/limits.h"
 
 #include <json.h>
@@ -185,6 +186,26 @@ static void the_message_names_the_limit_and_the_line(void **state)
                     "waiting ahead"));
 }
 
+static void the_config_keys_take_zero_for_none(void **state)
+{
+    (void)state;
+    struct session_config *c = session_config_new();
+    struct telo_err err;
+    assert_int_equal(c->max_sessions, 0);
+    assert_int_equal(c->max_sessions_per_namespace, 0);
+    assert_int_equal(session_config_set(c, "limits.maxSessionsPerNamespace=3", &err), 0);
+    assert_int_equal(c->max_sessions_per_namespace, 3);
+    assert_int_equal(session_config_set(c, "limits.maxSessions=0", &err), 0);
+    assert_int_equal(c->max_sessions, 0);
+    assert_true(session_config_set(c, "limits.maxSessions=-1", &err) < 0);
+    assert_non_null(strstr(err.msg, "limits.maxSessions: want a whole number from 0 to"));
+    assert_true(session_config_set(c, "limits.maxSessions=lots", &err) < 0);
+    /* The other whole-number keys still refuse 0. */
+    assert_true(session_config_set(c, "workers=0", &err) < 0);
+    assert_non_null(strstr(err.msg, "from 1 to"));
+    session_config_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -192,6 +213,7 @@ int main(void)
         cmocka_unit_test(the_namespace_line_is_oldest_first_then_by_name),
         cmocka_unit_test(namespaces_have_their_own_lines_and_the_cluster_one_skips_the_blocked),
         cmocka_unit_test(the_message_names_the_limit_and_the_line),
+        cmocka_unit_test(the_config_keys_take_zero_for_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
