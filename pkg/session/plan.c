@@ -374,6 +374,10 @@ static void plan_metrics(const struct session_plan_obs *obs, struct session_plan
     if (phase == SESSION_PHASE_RUNNING && old_phase != SESSION_PHASE_RUNNING) {
         double created =
             timefmt_parse(jget_string(jget(obs->s->obj, "metadata"), "creationTimestamp"));
+        /* A resumed or restarted run starts when the previous one ended (issue 17). */
+        const char *last = jget_string(jget(status, "lastRun"), "finishedAt");
+        if (last && timefmt_parse(last) > created)
+            created = timefmt_parse(last);
         if (created >= 0)
             out->startup_seconds = obs->now - created;
     }
