@@ -316,8 +316,8 @@ static int plan_pod(const struct session_plan_obs *obs, struct session_plan *out
     int pod_expected = !obs->pod && held(obs, SESSION_PLAN_POD, 0);
     if (obs->pod || phase != SESSION_PHASE_PENDING || obs->blocked_reason || pod_expected ||
         ch->conflict[0] || !image_ready || (img && img->step == SESSION_IMAGE_BLOCKED) ||
-        obs->limit_waiting)
-        return 0;
+        obs->limit_waiting || session_restart_due(obs->s) != SESSION_RESTART_NONE)
+        return 0; /* a new run's pod waits for the status that starts the run (its label) */
     const char *image = ready ? img->ref : session_image(obs->s, obs->cfg);
     struct json_object *pod = session_desired_pod(obs->s, obs->cfg, image);
     session_run_label_pod(obs->s, pod);

@@ -7,8 +7,8 @@ Session pods run on the kwok node of test_sessions.py (its fixtures are reused).
 import time
 
 from conftest import wait_until
-from test_sessions import (apply, condition, get, get_ts, hello_bundle, pod_name, session,  # noqa: F401
-                           session_node, start, wait_phase)
+from test_sessions import (Audit, apply, condition, get, get_ts, hello_bundle, pod_name,  # noqa: F401
+                           session, session_node, start, wait_phase)
 
 
 def ready(cluster, ns, name, old_pod_uid, timeout=60):
@@ -27,6 +27,7 @@ def test_stop_resume_and_restart_generation_start_new_runs_of_the_same_session(
         cluster, start, pod_namespace):
     ns = pod_namespace
     start()
+    audit = Audit(cluster, ns)
     apply(cluster, ns, hello_bundle(), session("again"))
     ts = ready(cluster, ns, "again", None)
     uid = ts["metadata"]["uid"]
@@ -78,3 +79,6 @@ def test_stop_resume_and_restart_generation_start_new_runs_of_the_same_session(
     time.sleep(3)
     st = get_ts(cluster, ns, "again")["status"]
     assert st["podUID"] == pod3 and st["run"] == 3, st
+    # One pod per run: none made twice, none made for a run and deleted again.
+    creates = audit.creates()
+    assert creates[("pods", pod_name("again"))] == 3, Audit.describe(audit.writes())
