@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "session/config.h"
+#include "session/plan.h"
 #include "session/runs.h"
 #include "session/spec.h"
 #include "session/status.h"
@@ -317,6 +318,77 @@ static void a_new_runs_pod_carries_its_run_label(void **state)
     world_free(&w);
 }
 
+static size_t pod_writes(const struct session_plan *plan)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < plan->nwrites; i++)
+        n += plan->writes[i].child == SESSION_PLAN_POD &&
+             plan->writes[i].verb != SESSION_PLAN_DELETE;
+    return n;
+}
+
+/* The pass that starts a new run writes its status first: the pod follows in the next pass,
+ * labelled with the run, so it is never taken for an earlier run's and deleted. */
+static void the_plan_makes_a_new_runs_pod_after_its_status(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, NULL, "{\"phase\":\"Stopped\",\"reason\":\"Stopped\"}");
+    struct session_plan_obs obs = {.s = &w.s, .cfg = w.cfg, .now = T0};
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&obs, &plan), 0);
+    assert_true(plan.verdict.changed);
+    assert_int_equal(num(plan.verdict.status, "run"), 2);
+    assert_int_equal(pod_writes(&plan), 0);
+    world_status(&w, plan.verdict.status);
+    session_plan_release(&plan);
+    assert_int_equal(session_plan_make(&obs, &plan), 0);
+    assert_int_equal(pod_writes(&plan), 1);
+    struct json_object *labels = at(plan.writes[0].obj, "metadata.labels");
+    for (size_t i = 0; i < plan.nwrites; i++) {
+        if (plan.writes[i].child == SESSION_PLAN_POD)
+            labels = at(plan.writes[i].obj, "metadata.labels");
+    }
+    assert_string_equal(json_object_get_string(json_object_object_get(labels, SESSION_RUN_LABEL)),
+                        "2");
+    session_plan_release(&plan);
+    world_free(&w);
+}
+
+/* A session waiting for a slot gets its SessionLimit status and nothing else. */
+static void the_plan_of_a_waiting_session_writes_only_its_status(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, NULL, NULL);
+    struct session_plan_obs obs = {.s = &w.s,
+                                   .cfg = w.cfg,
+                                   .now = T0,
+                                   .limit_waiting = 1,
+                                   .limit_message = "limits.maxSessions is 1",
+                                   .queue_position = 4};
+    assert_int_equal(session_plan_learn(&obs), SESSION_PLAN_LEARN_NOTHING);
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&obs, &plan), 0);
+    assert_int_equal(plan.nwrites, 0);
+    assert_true(plan.verdict.changed);
+    assert_null(plan.deferred.status);
+    assert_string_equal(text(plan.verdict.status, "phase"), "Pending");
+    assert_string_equal(text(plan.verdict.status, "reason"), "SessionLimit");
+    assert_string_equal(text(plan.verdict.status, "message"), "limits.maxSessions is 1");
+    assert_int_equal(num(plan.verdict.status, "queuePosition"), 4);
+    assert_string_equal(text(plan.verdict.status, "progress.message"),
+                        "Waiting for a session slot");
+    assert_true(plan.requeue_after > 0 && plan.requeue_after <= 30);
+    session_plan_release(&plan);
+    /* Admitted: the slot's status goes, the children come. */
+    obs.limit_waiting = 0;
+    obs.limit_message = NULL;
+    obs.queue_position = 0;
+    assert_int_equal(session_plan_learn(&obs), SESSION_PLAN_LEARN_BUNDLE);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +398,8 @@ int main(void)
         cmocka_unit_test(a_raised_generation_ends_the_running_pod_and_never_reports_it_again),
         cmocka_unit_test(a_finished_session_restarts_and_keeps_its_exit),
         cmocka_unit_test(a_new_runs_pod_carries_its_run_label),
+        cmocka_unit_test(the_plan_makes_a_new_runs_pod_after_its_status),
+        cmocka_unit_test(the_plan_of_a_waiting_session_writes_only_its_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
