@@ -11,6 +11,8 @@
 --   Stopped (spec.stopped)      -> Suspended
 --   Pending, Building, Provisioning, no status yet, or a status older than the spec
 --   (observedGeneration < generation) -> Progressing
+--   Pending with reason SessionLimit (waiting for a slot under the operator's session limits,
+--   Stalled=False) -> Progressing, with the limit and the place in line
 -- The same statuses carry kstatus' Ready/Reconciling/Stalled conditions, so Flux needs no script.
 local hs = {}
 
@@ -88,7 +90,9 @@ elseif stalled ~= nil and stalled.status == "True" then
   hs.message = with_reason(status, message)
 elseif phase == "Pending" or phase == "Building" or phase == "Provisioning" then
   hs.status = "Progressing"
-  if status.progress ~= nil and status.progress.message ~= nil then
+  if status.reason == "SessionLimit" then
+    hs.message = with_reason(status, message)
+  elseif status.progress ~= nil and status.progress.message ~= nil then
     hs.message = phase .. ": " .. status.progress.message
   else
     hs.message = phase

@@ -21,7 +21,8 @@ enum kind {
     K_ARRAY,
     K_URL,
     K_BOOL,
-    K_CIDRLIST
+    K_CIDRLIST,
+    K_COUNT, /* a whole number from 0 (none) to POSINT_MAX */
 };
 
 /* One key: its dotted path, its kind, where it lives in the struct, and its help line. */
@@ -92,6 +93,11 @@ static const struct key keys[] = {
     {"build.baseDigestTtlSeconds", K_POSINT, AT(build_base_digest_ttl_seconds),
      "pullPolicy Always: a base image's registry digest (keyed into the image tag) is looked up "
      "again after this long"},
+    {"limits.maxSessions", K_COUNT, AT(max_sessions),
+     "sessions holding a slot at once in all watched namespaces; 0: no limit (others wait, "
+     "SessionLimit)"},
+    {"limits.maxSessionsPerNamespace", K_COUNT, AT(max_sessions_per_namespace),
+     "sessions holding a slot at once per namespace; 0: no limit"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -297,9 +303,10 @@ static int set_posint(struct session_config *c, const struct key *k, struct json
         if (errno || end == text || *end)
             n = -1;
     }
-    if (n <= 0 || n > POSINT_MAX)
-        return telo_err_set(err, TELO_EINVAL, "%s: %s: want a whole number from 1 to %d", source,
-                            k->path, POSINT_MAX);
+    long long low = k->kind == K_COUNT ? 0 : 1;
+    if (n < low || n > POSINT_MAX)
+        return telo_err_set(err, TELO_EINVAL, "%s: %s: want a whole number from %lld to %d", source,
+                            k->path, low, POSINT_MAX);
     *(long *)((char *)c + k->offset) = (long)n;
     return 0;
 }
@@ -438,6 +445,7 @@ static int (*const setters[])(struct session_config *c, const struct key *k, str
     [K_STRING] = set_text,     [K_QUANTITY] = set_text, [K_POSINT] = set_posint,
     [K_STRLIST] = set_strlist, [K_STRMAP] = set_strmap, [K_ARRAY] = set_array,
     [K_URL] = set_text,        [K_BOOL] = set_bool,     [K_CIDRLIST] = set_cidrlist,
+    [K_COUNT] = set_posint,
 };
 
 /* Sets one key from a JSON value (from the file, or made from a --set string). */

@@ -68,6 +68,9 @@ struct session_config {
     /* build.baseDigestTtlSeconds: 300. How long a base image's registry digest (looked up for
      * sessions with pullPolicy Always, issue 17) is trusted before it is asked again. */
     long build_base_digest_ttl_seconds;
+    /* Session limits (issue 17): sessions over them wait in Pending (SessionLimit). 0: none. */
+    long max_sessions;               /* limits.maxSessions: 0 */
+    long max_sessions_per_namespace; /* limits.maxSessionsPerNamespace: 0 */
 };
 
 /* Returns the defaults, or NULL when out of memory. Free with session_config_free. */

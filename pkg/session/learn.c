@@ -234,8 +234,11 @@ void session_pass_learn(struct pass *p, const char *key)
     p->pod = session_informers_get(r->inf.pods, p->s.namespace, child);
     p->pod_owner = session_child_owner(p->pod, p->s.name, p->s.uid);
     session_expect_key(pod_key, sizeof(pod_key), "pods", p->s.namespace, child);
-    struct session_plan_obs obs = {
-        .s = &p->s, .cfg = r->cfg, .pod = p->pod, .now = session_pass_now(r)};
+    struct session_plan_obs obs = {.s = &p->s,
+                                   .cfg = r->cfg,
+                                   .pod = p->pod,
+                                   .now = session_pass_now(r),
+                                   .limit_waiting = p->limit_waiting};
     obs.expect[SESSION_PLAN_POD] = session_expect_seen(
         r->expected, pod_key, p->pod_owner == SESSION_OWNER_OWN, session_pass_now(r));
     /* Builds decide the image in the bundle's callback; other passes keep what was decided. */

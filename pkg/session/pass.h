@@ -27,6 +27,7 @@
 
 struct events_recorder;
 struct kube_transport;
+struct session_admission;
 
 struct session_reconciler {
     struct ctrl_manager *m;
@@ -42,6 +43,7 @@ struct session_reconciler {
     /* Children's writes the API server refused, by session "ns/name" (issue 17): what the
      * plan reads to say so in the status and to back off. */
     struct session_refusals *refusals;
+    struct session_admission *admission; /* session limits (admission.c); NULL: no limits */
 };
 
 /* One write of a pass; the expectation it set is dropped again when the write fails. */
@@ -96,6 +98,10 @@ struct pass {
     char tag[BUILD_TAG_LEN + 1];
     char ref[600];
     char job_name[64];
+    /* Session limits (admission.c): the session waits for a slot, why, and its place. */
+    int limit_waiting;
+    char limit_message[512];
+    long long queue_position;
 };
 
 /* The loop's clock. */
@@ -140,5 +146,17 @@ void session_pass_job_config(const struct pass *p, struct build_config *bc);
 /* jobwrite.c: creates the build Job (job consumed) the plan asks for; a new Job gets its
  * context ConfigMap, and without one it is deleted again. */
 void session_pass_create_job(struct pass *p, struct json_object *job);
+
+/* admission.c: session limits. Registers the wake of waiting sessions on r's session informer
+ * when limits are configured (r->admission stays NULL otherwise). Returns 0 or a negative code
+ * with err filled. */
+int session_admission_new(struct session_reconciler *r, struct telo_err *err);
+
+/* Frees r's admission state. Accepts a reconciler without one. */
+void session_admission_free(struct session_reconciler *r);
+
+/* Decides whether p's session may start now (fills p->limit_*), and remembers an admission until
+ * the cache shows it, so a burst never admits more than the limits. No-op without limits. */
+void session_admission_decide(struct pass *p);
 
 #endif

@@ -4,7 +4,9 @@
 #include "imagebuild/job.h"
 #include "session/builds.h"
 #include "session/desired.h"
+#include "session/limits.h"
 #include "session/phase.h"
+#include "session/runs.h"
 #include "util/err.h"
 #include "util/jget.h"
 #include "util/strmap.h"
@@ -74,7 +76,7 @@ static int may_create(const struct session_plan_obs *obs)
     const char *text = jget_string(s->status, "phase");
     enum session_phase phase = session_phase_parse(text);
     int pod_expected = !obs->pod && held(obs, SESSION_PLAN_POD, 0);
-    return pod != SESSION_OWNER_OWN && !pod_expected && !s->stopped &&
+    return pod != SESSION_OWNER_OWN && !pod_expected && !s->stopped && !obs->limit_waiting &&
            !jget_string(s->status, "podName") &&
            (!text || phase == SESSION_PHASE_PENDING || phase == SESSION_PHASE_BUILDING);
 }
@@ -313,11 +315,14 @@ static int plan_pod(const struct session_plan_obs *obs, struct session_plan *out
     int image_ready = keep_image(obs) ? ready : 1;
     int pod_expected = !obs->pod && held(obs, SESSION_PLAN_POD, 0);
     if (obs->pod || phase != SESSION_PHASE_PENDING || obs->blocked_reason || pod_expected ||
-        ch->conflict[0] || !image_ready || (img && img->step == SESSION_IMAGE_BLOCKED))
-        return 0;
+        ch->conflict[0] || !image_ready || (img && img->step == SESSION_IMAGE_BLOCKED) ||
+        obs->limit_waiting || session_restart_due(obs->s) != SESSION_RESTART_NONE)
+        return 0; /* a new run's pod waits for the status that starts the run (its label) */
     const char *image = ready ? img->ref : session_image(obs->s, obs->cfg);
-    struct session_plan_write *w = add_write(out, SESSION_PLAN_APPLY, SESSION_PLAN_POD, ch->child,
-                                             session_desired_pod(obs->s, obs->cfg, image));
+    struct json_object *pod = session_desired_pod(obs->s, obs->cfg, image);
+    session_run_label_pod(obs->s, pod);
+    struct session_plan_write *w =
+        add_write(out, SESSION_PLAN_APPLY, SESSION_PLAN_POD, ch->child, pod);
     if (!w)
         return 0;
     w->expect = 1;
@@ -342,7 +347,8 @@ static int plan_children(const struct session_plan_obs *obs, struct session_plan
         plan_routed(obs, out, ch, SESSION_PLAN_SERVICE, 0);
         plan_routed(obs, out, ch, SESSION_PLAN_INGRESS, 0);
     }
-    if (live) {
+    /* A session waiting for a slot gets no children yet (a quota may count them too). */
+    if (live && !obs->limit_waiting) {
         plan_routed(obs, out, ch, SESSION_PLAN_SERVICE, 1);
         plan_routed(obs, out, ch, SESSION_PLAN_INGRESS, 1);
         plan_secret(obs, out, ch);
@@ -432,6 +438,10 @@ static void plan_metrics(const struct session_plan_obs *obs, struct session_plan
     if (phase == SESSION_PHASE_RUNNING && old_phase != SESSION_PHASE_RUNNING) {
         double created =
             timefmt_parse(jget_string(jget(obs->s->obj, "metadata"), "creationTimestamp"));
+        /* A resumed or restarted run starts when the previous one ended (issue 17). */
+        const char *last = jget_string(jget(status, "lastRun"), "finishedAt");
+        if (last && timefmt_parse(last) > created)
+            created = timefmt_parse(last);
         if (created >= 0)
             out->startup_seconds = obs->now - created;
     }
@@ -476,6 +486,8 @@ static void plan_requeue(const struct session_plan_obs *obs, struct session_plan
         obs->blocked_reason || (out->has_image && out->image.step == SESSION_IMAGE_BLOCKED);
     /* A predecessor's child: the deletions' events come first, normally. Someone else's: it may
      * carry no owner reference to map its deletion back to the session, so look again. */
+    if (obs->limit_waiting)
+        requeue_within(out, SESSION_LIMITS_RECHECK_S);
     if (blocked || ch->replacing || ch->conflict[0]) {
         if (out->requeue_after == 0 || out->requeue_after > SESSION_PLAN_BLOCKED_RECHECK_S)
             out->requeue_after = SESSION_PLAN_BLOCKED_RECHECK_S;
@@ -513,6 +525,9 @@ int session_plan_make(const struct session_plan_obs *obs, struct session_plan *o
         .keep_image = keep_image(obs),
         .reach = obs->reach,
         .refusal = s->stopped ? NULL : session_refusal_latest(obs->refusal, ~0u),
+        .waiting_reason = obs->limit_waiting ? SESSION_LIMITS_REASON : NULL,
+        .waiting_message = obs->limit_message,
+        .queue_position = obs->queue_position,
     };
     if (session_status_compute(&so, &out->verdict) < 0) {
         session_plan_release(out);

@@ -70,6 +70,11 @@ struct session_plan_obs {
     /* The children's writes the API server refused and that no write has succeeded since, as
      * the executor holds them (issue 17), by child (SESSION_PLAN_POD .. SESSION_PLAN_JOB). */
     struct session_refusal refusal[SESSION_REFUSAL_NCHILDREN];
+    /* Session limits (issue 17): the session waits for a slot (SessionLimit), with the message
+     * naming the limit and its place in line (1: next). 0: it holds one, or no limit applies. */
+    int limit_waiting;
+    const char *limit_message;
+    long long queue_position;
 };
 
 /* What the executor must learn before the plan can be made. */

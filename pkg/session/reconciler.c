@@ -556,6 +556,9 @@ void session_pass_converge(struct pass *p, const char *blocked_reason, const cha
         .blocked_message = blocked_message,
         .image = img,
         .now = session_pass_now(r),
+        .limit_waiting = p->limit_waiting,
+        .limit_message = p->limit_message,
+        .queue_position = p->queue_position,
     };
     snprintf(key, sizeof(key), "%s/%s", ns, p->s.name);
     session_refusals_get(r->refusals, key, obs.refusal);
@@ -667,6 +670,7 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
         return;
     }
     p->pending = 1; /* held until every write of the pass has started */
+    session_admission_decide(p);
     session_pass_learn(p, key);
 }
 
@@ -698,6 +702,7 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
     /* The edge that talks to the registry: builds only. The prober's answers queue their
      * session again, as the registry's do. */
     if (session_informers_register(&r->inf, m, cfg, reconcile, r, err) < 0 ||
+        session_admission_new(r, err) < 0 ||
         (cfg->build_repository &&
          !(r->builds = session_builds_new(t, cfg, requeue_session, r, err))) ||
         (cfg->reach_enabled &&
@@ -713,6 +718,7 @@ void session_reconciler_free(struct session_reconciler *r)
 {
     if (!r)
         return;
+    session_admission_free(r);
     session_expect_free(r->expected);
     session_metrics_release(&r->metrics);
     session_cm_memo_free(r->bundles);

@@ -65,6 +65,7 @@ int session_refusals_note(struct session_refusals *x, const char *key, int child
     }
     struct session_refusal *r = &e->by_child[child];
     unsigned attempts = r->held && r->generation == generation ? r->attempts + 1 : 1;
+    double first_at = attempts > 1 ? r->first_at : now;
     memset(r, 0, sizeof(*r));
     r->held = 1;
     r->child = child;
@@ -74,6 +75,7 @@ int session_refusals_note(struct session_refusals *x, const char *key, int child
     snprintf(r->object, sizeof(r->object), "%s", object ? object : "");
     r->at = now;
     r->attempts = attempts;
+    r->first_at = first_at;
     r->generation = generation;
     return 0;
 }

@@ -30,6 +30,7 @@ struct session_refusal {
     char api_reason[32];  /* "Forbidden", "Invalid", ... */
     char message[SESSION_REFUSAL_MESSAGE_MAX + 8]; /* first line, sanitised and capped */
     char object[200];                              /* "ns/name" of the child */
+    double first_at; /* when the first of these refusals in a row arrived */
 };
 
 struct session_refusals;

@@ -71,6 +71,10 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
     s->ttl_seconds = number(spec, "ttlSeconds", 0);
     s->stopped = flag(spec, "stopped");
     s->ttl_after_finished = number(spec, "ttlSecondsAfterFinished", -1);
+    s->restart_generation = number(spec, "restartGeneration", 0);
+    if (s->restart_generation < 0)
+        return telo_err_set(err, TELO_EINVAL, "spec.restartGeneration: %lld is negative",
+                            s->restart_generation);
 
     struct json_object *ports = jget(spec, "ports");
     size_t n =

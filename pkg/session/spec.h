@@ -37,6 +37,10 @@ struct session {
     int self_contained;
 
     struct json_object *status; /* .status as last written, or NULL */
+
+    /* spec.restartGeneration (issue 17): above status.restartGeneration, the current run is
+     * ended and a new one started. 0: unset. */
+    long long restart_generation;
 };
 
 /* Reads obj (a TeloSession; the session keeps a reference until session_spec_release) into s.

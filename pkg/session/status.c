@@ -5,6 +5,7 @@
 #include "session/failure.h"
 #include "session/owner.h"
 #include "session/phase.h"
+#include "session/runs.h"
 #include "util/jget.h"
 #include "util/timefmt.h"
 
@@ -388,36 +389,34 @@ static double start_anchor(const struct session_observation *obs, double pod_cre
     return start;
 }
 
-/* A session that never got a pod within startDeadlineSeconds of its start (issue 17): Failed,
- * StartTimeout, naming the last refused write when there was one. Returns 1 when it ended. */
+/* A session kept from its pod by refused writes for startDeadlineSeconds (issue 17): Failed,
+ * StartTimeout, naming the last refusal. The time counts from the later of its start and the
+ * first refusal in a row: a session that waited for a slot, a bundle or a build, and only then
+ * met a refusal, gets the whole deadline to see the obstacle removed. A session without a pod
+ * and no refusal is waiting on something with its own look (a create in flight, a slot, a
+ * missing bundle, a build and its deadline). Returns 1 when it ended. */
 static int decide_no_pod_deadline(const struct session_observation *obs, struct draft *d,
                                   struct session_verdict *v)
 {
-    if (d->blocked || d->progress_text[0] || d->phase != SESSION_PHASE_PENDING)
+    const struct session_refusal *r = obs->refusal;
+    if (!r || d->blocked || d->progress_text[0] || d->phase != SESSION_PHASE_PENDING ||
+        obs->waiting_reason)
         return 0;
-    double deadline = start_anchor(obs, -1) + (double)obs->cfg->start_deadline_seconds;
+    double anchor = start_anchor(obs, -1);
+    if (r->first_at > anchor)
+        anchor = r->first_at;
+    double deadline = anchor + (double)obs->cfg->start_deadline_seconds;
     if (obs->now < deadline) {
-        /* Only a refusal needs the look: a pod being created brings its own event, and any other
-         * wait without a pod (a build, a missing bundle) is looked at again by its own step. */
-        if (obs->refusal)
-            v->requeue_after = deadline - obs->now;
+        v->requeue_after = deadline - obs->now;
         return 0;
     }
     d->phase = SESSION_PHASE_FAILED;
     snprintf(d->reason, sizeof(d->reason), "StartTimeout");
-    if (obs->refusal) {
-        char last[2048];
-        session_refusal_message(obs->refusal, obs->s->namespace, 0, last, sizeof(last));
-        snprintf(d->message, sizeof(d->message),
-                 "the session did not start within %lds: it never got a pod. Last refusal: %s",
-                 obs->cfg->start_deadline_seconds, last);
-    } else {
-        snprintf(d->message, sizeof(d->message),
-                 "the session did not start within %lds: it never got a pod (last step: %s). "
-                 "Run: kubectl describe telosession -n %s %s",
-                 obs->cfg->start_deadline_seconds, or_empty(d->progress_message), obs->s->namespace,
-                 obs->s->name);
-    }
+    char last[2048];
+    session_refusal_message(r, obs->s->namespace, 0, last, sizeof(last));
+    snprintf(d->message, sizeof(d->message),
+             "the session did not start within %lds: it never got a pod. Last refusal: %s",
+             obs->cfg->start_deadline_seconds, last);
     return 1;
 }
 
@@ -436,6 +435,23 @@ static void note_block(const struct session_observation *obs, struct draft *d)
         snprintf(d->reason, sizeof(d->reason), "%s", obs->blocked_reason);
         snprintf(d->message, sizeof(d->message), "%s", or_empty(obs->blocked_message));
         d->blocked = 1;
+    }
+}
+
+/* What a Pending session with nothing to fix waits for (issue 17): its previous run's pod to go
+ * (the new run's pod takes its name), or a slot under the session limits. */
+static void note_waiting(const struct session_observation *obs, enum session_owner owner,
+                         struct draft *d)
+{
+    if (d->blocked)
+        return;
+    if (owner == SESSION_OWNER_OWN) {
+        /* The cache holds a pod of ours that is not the run's: an earlier run's. */
+        d->progress_message = "Waiting for the previous run's pod to go";
+    } else if (obs->waiting_reason) {
+        snprintf(d->reason, sizeof(d->reason), "%s", obs->waiting_reason);
+        snprintf(d->message, sizeof(d->message), "%s", or_empty(obs->waiting_message));
+        d->progress_message = "Waiting for a session slot";
     }
 }
 
@@ -458,6 +474,7 @@ static void decide_without_pod(const struct session_observation *obs, enum sessi
     }
     note_children(obs, owner, d);
     note_block(obs, d);
+    note_waiting(obs, owner, d);
     (void)decide_no_pod_deadline(obs, d, v);
 }
 
@@ -783,8 +800,9 @@ static void decide_finished(const struct session_observation *obs, enum session_
  * the session's only when its controller reference carries the session's uid). */
 static struct json_object *own_pod(const struct session_observation *obs)
 {
-    return session_child_owner(obs->pod, obs->s->name, obs->s->uid) == SESSION_OWNER_OWN ? obs->pod
-                                                                                         : NULL;
+    int own = session_child_owner(obs->pod, obs->s->name, obs->s->uid) == SESSION_OWNER_OWN &&
+              !session_run_pod_is_old(obs->s, obs->pod);
+    return own ? obs->pod : NULL;
 }
 
 /* A finished session's status: what it holds, with the spec's generation observed. NULL when out
@@ -975,6 +993,9 @@ static struct json_object *draft_status(const struct session_observation *obs,
     put_times(status, obs, d);
     json_object_object_add(status, "observedGeneration", json_object_new_int64(obs->s->generation));
     put_conditions(status, obs, d);
+    session_run_carry(obs->s, status);
+    if (obs->waiting_reason && d->reason[0] && strcmp(d->reason, obs->waiting_reason) == 0)
+        json_object_object_add(status, "queuePosition", json_object_new_int64(obs->queue_position));
     return status;
 }
 
@@ -993,8 +1014,44 @@ static void apply_ttl(const struct session_observation *obs, struct json_object 
         v->requeue_after = due - obs->now;
 }
 
+/* A new run (issue 17): the verdict of the status it starts from, with an Event. The ended run's
+ * pod goes; the new run's is created once it has gone (it takes the same name). */
+static int begin_run(const struct session_observation *seen, enum session_restart why,
+                     struct session_verdict *v)
+{
+    struct session next = *seen->s;
+    next.status = session_run_begin(seen->s, why, seen->now);
+    if (!next.status)
+        return -TELO_ENOMEM;
+    struct session_observation obs = *seen;
+    obs.s = &next;
+    obs.image_plan = NULL;
+    obs.keep_image = 0;
+    int rc = session_status_compute(&obs, v);
+    struct json_object *pod = seen->pod;
+    if (rc == 0) {
+        v->changed = 1;
+        v->delete_pod =
+            session_child_owner(pod, seen->s->name, seen->s->uid) == SESSION_OWNER_OWN &&
+            !jget(jget(pod, "metadata"), "deletionTimestamp");
+        v->event_type = "Normal";
+        snprintf(v->event_reason, sizeof(v->event_reason), "%s",
+                 why == SESSION_RESTART_RESUME ? "Resumed" : "Restarted");
+        snprintf(v->event_message, sizeof(v->event_message), "%s: run %lld starts%s",
+                 why == SESSION_RESTART_RESUME ? "spec.stopped is false again"
+                                               : "spec.restartGeneration was raised",
+                 session_run_number(next.status),
+                 v->delete_pod ? "; the previous run's pod goes" : "");
+    }
+    json_object_put(next.status);
+    return rc;
+}
+
 int session_status_compute(const struct session_observation *seen, struct session_verdict *v)
 {
+    enum session_restart why = session_restart_due(seen->s);
+    if (why != SESSION_RESTART_NONE)
+        return begin_run(seen, why, v);
     /* From here on obs->pod is the session's own pod or NULL. */
     enum session_owner owner = session_child_owner(seen->pod, seen->s->name, seen->s->uid);
     struct session_observation own = *seen;
@@ -1011,6 +1068,10 @@ int session_status_compute(const struct session_observation *seen, struct sessio
         status = finished_status(obs->s);
     } else {
         decide(obs, owner, &d, v);
+        /* An earlier run's pod still holds the name: it goes, then the run's pod is made. */
+        if (owner == SESSION_OWNER_OWN && !obs->pod &&
+            !jget(jget(seen->pod, "metadata"), "deletionTimestamp"))
+            v->delete_pod = 1;
         status = draft_status(obs, owner, &d);
         if (status)
             note_event(old, &d, v);

@@ -43,6 +43,11 @@ struct session_observation {
      * that has not finished shows it as its reason (PodRejected...) and is not Ready; one that
      * never got a pod ends StartTimeout naming it. */
     const struct session_refusal *refusal;
+    /* Session limits (issue 17, session/limits.h): what a Pending session with nothing else to
+     * fix waits for (reason "SessionLimit"), the message naming the limit, and its place in line
+     * (status.queuePosition, 1: next). NULL: it holds a slot, or no limit applies. */
+    const char *waiting_reason, *waiting_message;
+    long long queue_position;
 };
 
 /* The outcome: the status to hold, and the actions it calls for. */

@@ -133,6 +133,24 @@ CASES = [
          "message": "the session did not start within 120s: it never got a pod. Last refusal: x",
          "conditions": [cond("Stalled", "True", "StartTimeout")]}),
      "Degraded", "StartTimeout: the session did not start within 120s: it never got a pod"),
+    # Waiting for a slot under the session limits is progress, not a fault (issue 17).
+    ("session-limit", ts({"phase": "Pending", "observedGeneration": 1, "reason": "SessionLimit",
+                          "message": "limits.maxSessionsPerNamespace is 3 and 3 sessions in "
+                                     "namespace n hold a slot; 1 waiting ahead of this one "
+                                     "(place 2 in line).",
+                          "queuePosition": 2,
+                          "progress": {"phase": "provision",
+                                       "message": "Waiting for a session slot", "done": False},
+                          "conditions": [cond("Ready", "False", "Pending"),
+                                         cond("Reconciling", "True", "Pending"),
+                                         cond("Stalled", "False", "NotStalled")]}),
+     "Progressing", "SessionLimit: limits.maxSessionsPerNamespace is 3"),
+    # A new run after a resume or a restart starts like a new session.
+    ("new-run", ts({"phase": "Pending", "observedGeneration": 2, "run": 2,
+                    "lastRun": {"phase": "Stopped", "reason": "Stopped"},
+                    "progress": {"phase": "provision", "message": "Scheduling", "done": False},
+                    "conditions": [cond("Stalled", "False")]}, generation=2),
+     "Progressing", "Pending: Scheduling"),
 ]
 
 

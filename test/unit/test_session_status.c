@@ -1905,6 +1905,8 @@ static void a_bare_finished_status_is_kept_and_its_ttl_counts_from_now(void **st
     struct world w;
     world_init(&w, hello_json);
     json_object_object_add(at(w.obj, "spec"), "ttlSecondsAfterFinished", json_object_new_int(60));
+    /* Still stopped: a Stopped status with spec.stopped false is a resume (issue 17). */
+    json_object_object_add(at(w.obj, "spec"), "stopped", json_object_new_boolean(1));
     world_parse(&w);
     world_status_text(&w, "{\"phase\":\"Stopped\"}");
     struct session_verdict v;
