@@ -1190,6 +1190,43 @@ static void a_session_that_never_got_a_pod_times_out_naming_the_refusal(void **s
     world_free(&w);
 }
 
+/* A session that waited long without a pod for a reason of its own (a slot, a bundle, a build)
+ * and only then met a refusal gets the whole deadline from that first refusal, not from its
+ * start: before, the first refusal after startDeadlineSeconds ended it at once. */
+static void the_no_pod_deadline_counts_from_the_first_refusal_in_a_row(void **state)
+{
+    (void)state;
+    struct row row = {.name = "late refusal",
+                      .status = "{\"phase\":\"Pending\",\"reason\":\"PodRejected\","
+                                "\"startTime\":\"2026-03-01T10:00:00Z\"}",
+                      .secret = OWN,
+                      .service = OWN,
+                      .ingress = OWN,
+                      .now = 500};
+    struct world w;
+    world_init(&w, &row);
+    refuse(&w, SESSION_PLAN_POD, 403, "pods \"telo-run-hello\" is forbidden: exceeded quota", 495,
+           2);
+    w.obs.refusal[SESSION_PLAN_POD].first_at = T0 + 490;
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_string_equal(status_text(&plan, "phase"), "Pending");
+    assert_string_equal(status_text(&plan, "reason"), "PodRejected");
+    assert_float_equal(plan.requeue_after, 5, 1e-9); /* the backoff's retry, before the deadline */
+    session_plan_release(&plan);
+
+    w.obs.now = T0 + 609;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_string_equal(status_text(&plan, "phase"), "Pending");
+    session_plan_release(&plan);
+
+    w.obs.now = T0 + 610;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_string_equal(status_text(&plan, "reason"), "StartTimeout");
+    session_plan_release(&plan);
+    world_free(&w);
+}
+
 /* The API's message is tenant-controlled in part: its first line only, control characters as
  * spaces, at most SESSION_REFUSAL_MESSAGE_MAX characters. */
 static void the_apis_message_is_cut_to_its_first_line_and_sanitised(void **state)
@@ -1221,6 +1258,7 @@ int main(void)
         cmocka_unit_test(a_refused_write_is_retried_after_its_backoff),
         cmocka_unit_test(a_refusal_is_cleared_by_success_or_when_no_longer_wanted),
         cmocka_unit_test(a_session_that_never_got_a_pod_times_out_naming_the_refusal),
+        cmocka_unit_test(the_no_pod_deadline_counts_from_the_first_refusal_in_a_row),
         cmocka_unit_test(the_apis_message_is_cut_to_its_first_line_and_sanitised),
         cmocka_unit_test(sessions_with_builds),
         cmocka_unit_test(what_to_learn_first),
