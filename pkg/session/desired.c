@@ -97,7 +97,7 @@ static struct json_object *container_ports(const struct session *s)
         kube_obj_put_int(p, "containerPort", s->ports[i].port);
         kube_obj_put_str(p, "protocol", s->ports[i].protocol);
         if (strcmp(s->ports[i].protocol, "TCP") == 0) {
-            char name[16];
+            char name[32]; /* "telo-tcp-19" at most: spec.ports holds SESSION_MAX_PORTS */
             snprintf(name, sizeof(name), SESSION_REACH_PORT_NAME_FMT, i);
             kube_obj_put_str(p, "name", name);
         }
