@@ -13,7 +13,7 @@
 # Exit status: 0 when every run ended without a finding; 1 otherwise, with the crashing input in
 # build-fuzz/crash-<target>-* and the run's log in build-fuzz/<target>.log. A finding's input is
 # kept in test/fuzz/corpus/<target>/ (and test/fuzz/crashes/) once fixed, with a unit test.
-# make test runs every target FUZZ_SMOKE_SECONDS (15); FUZZ_SECONDS=600 make fuzz is the long run.
+# make test runs every target FUZZ_SMOKE_SECONDS (10); FUZZ_SECONDS=600 make fuzz is the long run.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

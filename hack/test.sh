@@ -18,9 +18,9 @@ step "unit tests under ASan+UBSan"
 ctest --test-dir "$asan" --output-on-failure
 # Every libFuzzer target of test/fuzz (clang, ASan+UBSan, built in build-fuzz/) for a short smoke
 # pass over its corpus: a crash, a leak, a hang or a failed check is a failed make test, with the
-# input in build-fuzz/crash-<target>-*. 15 s each keeps the ~16 targets near 4 minutes; make fuzz
+# input in build-fuzz/crash-<target>-*. 10 s each keeps the 20 targets near 3.5 minutes; make fuzz
 # runs them longer (FUZZ_SECONDS).
-smoke=${FUZZ_SMOKE_SECONDS:-15}
+smoke=${FUZZ_SMOKE_SECONDS:-10}
 step "fuzz smoke pass (${smoke}s per target; FUZZ_SMOKE_SECONDS)"
 hack/fuzz.sh --build
 FUZZ_SECONDS=$smoke hack/fuzz.sh
