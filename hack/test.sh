@@ -110,4 +110,4 @@ fi
 step "e2e tests with the ASan+UBSan binaries"
 TELO_E2E_OPERATOR=process TELO_BIN_DIR="$root/$asan/bin" \
 	hack/e2e.sh -m "not disruptive and not slow" \
-	-k "kube_client or informer or controller_runtime or operator_metrics or sessions or image_builds or test_gateway or hostile"
+	-k "kube_client or informer or controller_runtime or operator_metrics or sessions or image_builds or test_gateway or hostile or refused_writes or reachability or test_resume or session_limits"
