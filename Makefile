@@ -72,6 +72,7 @@ fmt-check:
 # does not when each file is checked alone (https://bugs.llvm.org/show_bug.cgi?id=41311).
 # The processes run in parallel, one per core.
 lint: build fmt-check
+	@hack/sync-chart.sh --check
 	@set -o pipefail; printf '%s\n' $(LINT_SOURCES) \
 	  | xargs -r -n1 -P$$(nproc) clang-tidy -p $(BUILD_DIR) --quiet --warnings-as-errors='*' 2>&1 \
 	  | { grep -Ev '^[0-9]+ (warnings?|errors?)( and [0-9]+ errors?)? generated\.$$' || true; }
