@@ -405,8 +405,10 @@ class Operator:
                                      (self.proc.returncode, self.log_tail()))
             with open(self.log_path) as f:
                 f.seek(offset)
-                m = re.search(r'msg="serving health and metrics".* port=(\d+)', f.read())
-            return int(m.group(1)) if m else None
+                # logfmt, or JSON with --log-format=json (test_logs.py)
+                m = re.search(r'msg="serving health and metrics".* port=(\d+)|'
+                              r'"msg":"serving health and metrics".*"port":(\d+)', f.read())
+            return int(m.group(1) or m.group(2)) if m else None
 
         self.port = wait_until(port, timeout=timeout, interval=0.05, what="the operator's port")
         wait_until(lambda: self.get("/readyz")[0] == 200, timeout=timeout, interval=0.1,
