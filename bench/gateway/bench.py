@@ -30,7 +30,7 @@ BYTES of text then `flood: done`.
   old and new are timed in the same rounds, side by side with kubectl attach.
 - `--cpu`: CPU seconds every process spent during each flood (/proc/PID/stat, utime + stime,
   read before Enter and after `flood: done`), summed by component (kube-apiserver, kubelet,
-  containerd and its shims, the gateway, the client, ...; processes that started and ended
+  containerd and its shims, the gateway, the client, standin.py, ...; processes that started and ended
   inside the flood, such as the app's `yes | head`, and other work on the machine are in
   `other`, the machine's busy time from /proc/stat less the rest), as seconds per 100 MB.
 - the load average (1 min) is read at the start of every round.
@@ -193,6 +193,7 @@ COMPONENTS = [
     ("telo-gateway", ("telo-gateway",)),
     ("client", ("kubectl-telo", "kubectl")),
     ("bench.py", ("python3", "python")),
+    ("standin", ("telo-standin",)),
     ("etcd", ("etcd",)),
 ]
 
