@@ -198,6 +198,14 @@ COMPONENTS = [
 ]
 
 
+# Processes whose read and write syscalls are counted too (/proc/PID/io): bytes per read and per
+# write show the sizes the stream moves in (the client writes each message it receives to the
+# terminal in one write, so its bytes per write are the size of the messages it gets).
+# kubectl-telo counts the idle direct attach beside the timed path too: on the kubectl-attach
+# path it is that one alone, a direct client of the API server.
+IO_COMMS = {"telo-gateway": "gateway", "kubectl-telo": "kubectl-telo", "kubectl": "kubectl"}
+
+
 def cpu_snapshot():
     """Per-process CPU seconds by pid (with its comm), and the machine's busy seconds."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -212,7 +220,14 @@ def cpu_snapshot():
             continue
         comm = stat[stat.index("(") + 1:stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2:].split()
-        procs[int(pid)] = (comm, (int(fields[11]) + int(fields[12])) / tick)
+        io = {}
+        if comm in IO_COMMS:
+            try:
+                with open("/proc/%s/io" % pid) as f:
+                    io = {k: int(v) for k, v in (line.split(": ") for line in f)}
+            except OSError:
+                pass
+        procs[int(pid)] = (comm, (int(fields[11]) + int(fields[12])) / tick, io)
     with open("/proc/stat") as f:
         cpu = [int(x) for x in f.readline().split()[1:]]
     busy = (sum(cpu) - cpu[3] - cpu[4]) / tick  # all but idle and iowait
@@ -223,15 +238,18 @@ def cpu_delta(before, after):
     """Seconds by component between two snapshots ("other": the rest of the machine's)."""
     (p0, busy0), (p1, busy1) = before, after
     out = {name: 0.0 for name, _ in COMPONENTS}
-    counted = 0.0
-    for pid, (comm, secs) in p1.items():
+    for pid, (comm, secs, io) in p1.items():
         prev = p0.get(pid)
         d = secs - (prev[1] if prev and prev[0] == comm else 0.0)
+        if comm in IO_COMMS and prev and prev[0] == comm and io and prev[2]:
+            for k in ("syscr", "rchar", "syscw", "wchar"):
+                key = "%s.%s" % (IO_COMMS[comm], k)
+                out[key] = out.get(key, 0) + io[k] - prev[2][k]
         for name, comms in COMPONENTS:
             if comm in comms or (name == "containerd" and comm.startswith("containerd-shim")):
                 out[name] += d
-                counted += d
                 break
+    counted = sum(v for k, v in out.items() if "." not in k)
     out["other"] = max(0.0, (busy1 - busy0) - counted)
     out["machine"] = busy1 - busy0
     return out
@@ -290,6 +308,7 @@ def main():
     round_p50 = {name: [] for name, _ in paths}
     cpu = {name: [] for name, _ in paths}
     short = {name: 0 for name, _ in paths}
+    io = {name: [] for name, _ in paths}
     loads = []
     for r in range(args.rounds):
         loads.append(loadavg())
@@ -316,7 +335,8 @@ def main():
                         short[name] += 1
                     if snap is not None:
                         d = cpu_delta(snap, cpu_snapshot())
-                        cpu[name].append({k: v / got * 1e8 for k, v in d.items()})
+                        cpu[name].append({k: v / got * 1e8 for k, v in d.items() if "." not in k})
+                        io[name].append({k: v for k, v in d.items() if "." in k})
             finally:
                 a.close()
                 if other is not None:
@@ -358,11 +378,25 @@ def main():
             if cpu[name]:
                 print("%-22s %s" % (name, " ".join(
                     "%.2f" % statistics.median(d[k] for d in cpu[name]) for k in keys)))
+        print("bytes per read and per write syscall during the floods (pooled over rounds; the "
+              "client's writes are the messages it got)")
+        for name, _ in paths:
+            tot = {}
+            for d in io[name]:
+                for k, v in d.items():
+                    tot[k] = tot.get(k, 0) + v
+            parts = []
+            for who in ("gateway", "kubectl-telo", "kubectl"):
+                if tot.get(who + ".syscr"):
+                    parts.append("%s read %.0f (%d) write %.0f (%d)" % (
+                        who, tot[who + ".rchar"] / tot[who + ".syscr"], tot[who + ".syscr"],
+                        tot[who + ".wchar"] / max(1, tot[who + ".syscw"]), tot[who + ".syscw"]))
+            print("%-22s %s" % (name, "; ".join(parts)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rtt_s": rtt, "mb_s": rate, "round_p50_s": round_p50,
                        "keystrokes": args.keystrokes, "warmup": args.warmup,
-                       "rounds": args.rounds, "flood_bytes": args.flood, "cpu": cpu,
+                       "rounds": args.rounds, "flood_bytes": args.flood, "cpu": cpu, "io": io,
                        "load": loads}, f)
 
 
