@@ -243,13 +243,13 @@ def cpu_delta(before, after):
         d = secs - (prev[1] if prev and prev[0] == comm else 0.0)
         if comm in IO_COMMS and prev and prev[0] == comm and io and prev[2]:
             for k in ("syscr", "rchar", "syscw", "wchar"):
-                key = "%s.%s" % (IO_COMMS[comm], k)
+                key = "io:%s:%s" % (IO_COMMS[comm], k)
                 out[key] = out.get(key, 0) + io[k] - prev[2][k]
         for name, comms in COMPONENTS:
             if comm in comms or (name == "containerd" and comm.startswith("containerd-shim")):
                 out[name] += d
                 break
-    counted = sum(v for k, v in out.items() if "." not in k)
+    counted = sum(v for k, v in out.items() if not k.startswith("io:"))
     out["other"] = max(0.0, (busy1 - busy0) - counted)
     out["machine"] = busy1 - busy0
     return out
@@ -335,13 +335,21 @@ def main():
                         short[name] += 1
                     if snap is not None:
                         d = cpu_delta(snap, cpu_snapshot())
-                        cpu[name].append({k: v / got * 1e8 for k, v in d.items() if "." not in k})
-                        io[name].append({k: v for k, v in d.items() if "." in k})
+                        cpu[name].append(
+                            {k: v / got * 1e8 for k, v in d.items() if not k.startswith("io:")})
+                        io[name].append({k: v for k, v in d.items() if k.startswith("io:")})
             finally:
                 a.close()
                 if other is not None:
                     other.close()
             print("bench: round %d %s done" % (r + 1, name), file=sys.stderr)
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rtt_s": rtt, "mb_s": rate, "round_p50_s": round_p50,
+                       "keystrokes": args.keystrokes, "warmup": args.warmup,
+                       "rounds": args.rounds, "flood_bytes": args.flood, "cpu": cpu, "io": io,
+                       "load": loads, "short": short}, f)
 
     def pct(xs, p):
         xs = sorted(xs)
@@ -387,17 +395,13 @@ def main():
                     tot[k] = tot.get(k, 0) + v
             parts = []
             for who in ("gateway", "kubectl-telo", "kubectl"):
-                if tot.get(who + ".syscr"):
+                k = "io:%s:" % who
+                if tot.get(k + "syscr"):
                     parts.append("%s read %.0f (%d) write %.0f (%d)" % (
-                        who, tot[who + ".rchar"] / tot[who + ".syscr"], tot[who + ".syscr"],
-                        tot[who + ".wchar"] / max(1, tot[who + ".syscw"]), tot[who + ".syscw"]))
+                        who, tot[k + "rchar"] / tot[k + "syscr"], tot[k + "syscr"],
+                        tot[k + "wchar"] / max(1, tot[k + "syscw"]), tot[k + "syscw"]))
             print("%-22s %s" % (name, "; ".join(parts)))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rtt_s": rtt, "mb_s": rate, "round_p50_s": round_p50,
-                       "keystrokes": args.keystrokes, "warmup": args.warmup,
-                       "rounds": args.rounds, "flood_bytes": args.flood, "cpu": cpu, "io": io,
-                       "load": loads}, f)
+
 
 
 if __name__ == "__main__":
