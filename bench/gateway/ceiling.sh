@@ -24,8 +24,6 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
-openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=standin \
-	-addext subjectAltName=IP:127.0.0.1 -keyout "$out/standin.key" -out "$out/standin.crt" 2>/dev/null
 token=ceiling-$$
 cat >"$out/ts.json" <<EOF
 {"apiVersion":"telo.run/v1alpha1","kind":"TeloSession","metadata":{"name":"bench","namespace":"ceiling","uid":"u-$$"},
@@ -34,31 +32,16 @@ EOF
 printf '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"attach"},"data":{"token":"%s"}}\n' \
 	"$(printf %s "$token" | base64)" >"$out/secret.json"
 echo '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"pod"},"status":{"phase":"Running"}}' >"$out/pod.json"
-cat >"$out/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: standin
-  cluster: {server: "https://127.0.0.1:$sport", certificate-authority: "$out/standin.crt"}
-users:
-- name: standin
-  user: {token: standin}
-contexts:
-- name: standin
-  context: {cluster: standin, user: standin}
-current-context: standin
-EOF
-python3 bench/gateway/standin.py --port "$sport" --cert "$out/standin.crt" --key "$out/standin.key" \
+source bench/gateway/lib.sh
+bench_standin "$out" "$sport" \
 	--get "/apis/telo.run/v1alpha1/namespaces/ceiling/telosessions/bench=$out/ts.json" \
 	--get "/api/v1/namespaces/ceiling/secrets/attach=$out/secret.json" \
-	--get "/api/v1/namespaces/ceiling/pods/pod=$out/pod.json" >"$out/standin.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 50); do grep -q listening "$out/standin.log" 2>/dev/null && break; sleep 0.1; done
+	--get "/api/v1/namespaces/ceiling/pods/pod=$out/pod.json"
 
 echo "ceiling: load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
 	for b in "$@"; do
-		"$b/telo-gateway" --kubeconfig "$out/kubeconfig" --bind-address "127.0.0.1:$gport" \
+		"$b/telo-gateway" --kubeconfig "$out/standin.kubeconfig" --bind-address "127.0.0.1:$gport" \
 			--ring-bytes $((2 * bytes + (1 << 20))) >>"$out/gateway.log" 2>&1 &
 		gw=$!
 		for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$gport/readyz" >/dev/null 2>&1 && break; sleep 0.05; done

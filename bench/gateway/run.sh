@@ -74,12 +74,7 @@ if [ -n "$old" ]; then
 fi
 
 if [ "${TELO_BENCH_STANDIN:-0}" != 0 ]; then
-	# The stand-in API server: its own certificate, the gateway's kubeconfig pointing at it, the
-	# objects the gateway reads as the real cluster has them.
-	sport=${TELO_BENCH_STANDIN_PORT:-16322}
-	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=standin \
-		-addext subjectAltName=IP:127.0.0.1 -keyout "$out/standin.key" -out "$out/standin.crt" \
-		2>/dev/null
+	# The stand-in API server, with the objects the gateway reads as the real cluster has them.
 	secret=$($kubectl get ts bench -n "$ns" -o jsonpath='{.status.attach.secretName}')
 	gets=()
 	for p in "/apis/telo.run/v1alpha1/namespaces/$ns/telosessions/bench" \
@@ -88,29 +83,7 @@ if [ "${TELO_BENCH_STANDIN:-0}" != 0 ]; then
 		$kubectl get --raw "$p" >"$f"
 		gets+=(--get "$p=$f")
 	done
-	cat >"$out/standin.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: standin
-  cluster: {server: "https://127.0.0.1:$sport", certificate-authority: "$out/standin.crt"}
-users:
-- name: standin
-  user: {token: standin}
-contexts:
-- name: standin
-  context: {cluster: standin, user: standin}
-current-context: standin
-EOF
-	# Under a name of its own, so that --cpu tells it from bench.py.
-	ln -sf "$(python3 -c 'import sys; print(sys.executable)')" "$out/telo-standin"
-	"$out/telo-standin" bench/gateway/standin.py --port "$sport" --cert "$out/standin.crt" \
-		--key "$out/standin.key" "${gets[@]}" >"$out/standin.log" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 1 50); do
-		grep -q listening "$out/standin.log" 2>/dev/null && break
-		sleep 0.1
-	done
+	bench_standin "$out" "${TELO_BENCH_STANDIN_PORT:-16322}" "${gets[@]}"
 	# The stand-in outruns any terminal: a replay ring larger than a flood, so that the client
 	# gets every byte (with the default 1 MiB it would be sent a gap marker instead).
 	ring="--ring-bytes $((2 * ${TELO_BENCH_FLOOD:-20000000} + (1 << 20)))"
