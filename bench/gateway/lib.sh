@@ -73,3 +73,37 @@ bench_sessions() {
 		"$bin/kubectl-telo" --kubeconfig "$kubeconfig" -n "$ns" run "$app" --name "$s" --no-attach
 	done
 }
+
+# bench_standin DIR PORT --get PATH=FILE...: starts bench/gateway/standin.py (the API server's
+# stand-in) on 127.0.0.1:PORT with a certificate of its own (DIR/standin.crt), under the name
+# telo-standin (so that bench.py --cpu tells it from bench.py), adds it to pids and writes
+# DIR/standin.kubeconfig, which points a gateway at it.
+bench_standin() {
+	local dir=$1 port=$2
+	shift 2
+	openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=standin \
+		-addext subjectAltName=IP:127.0.0.1 -keyout "$dir/standin.key" -out "$dir/standin.crt" \
+		2>/dev/null
+	cat >"$dir/standin.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: standin
+  cluster: {server: "https://127.0.0.1:$port", certificate-authority: "$dir/standin.crt"}
+users:
+- name: standin
+  user: {token: standin}
+contexts:
+- name: standin
+  context: {cluster: standin, user: standin}
+current-context: standin
+EOF
+	ln -sf "$(python3 -c 'import sys; print(sys.executable)')" "$dir/telo-standin"
+	"$dir/telo-standin" bench/gateway/standin.py --port "$port" --cert "$dir/standin.crt" \
+		--key "$dir/standin.key" "$@" >"$dir/standin.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 1 50); do
+		grep -q listening "$dir/standin.log" 2>/dev/null && break
+		sleep 0.1
+	done
+}

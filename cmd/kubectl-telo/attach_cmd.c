@@ -3,6 +3,7 @@
 #include "attach_cmd.h"
 
 #include "kube/attach.h"
+#include "kube/config.h"
 #include "session/phase.h"
 #include "util/base64.h"
 #include "util/buf.h"
@@ -394,6 +395,38 @@ static char *pod_attach_url(struct kt *kt, const char *pod)
     return buf_steal(&b);
 }
 
+struct cred_wait {
+    int done, rc;
+    struct telo_err err;
+};
+
+static void creds_done(int rc, const struct telo_err *err, void *ud)
+{
+    struct cred_wait *w = ud;
+    w->done = 1;
+    w->rc = rc;
+    if (rc < 0)
+        w->err = *err;
+}
+
+/* Makes the kubeconfig's credentials ready the way the gateway does: an exec plugin runs as a
+ * child the loop watches (kube_config_fetch_credentials), so that kube_attach_open and
+ * kube_config_token find the credential cached and run nothing themselves. Returns 0, or a
+ * negative code with err filled when the plugin failed or could not start. */
+static int credentials_ready(struct kt *kt, struct telo_err *err)
+{
+    struct cred_wait w = {0};
+    struct kube_execcred_wait *wait = NULL;
+    int rc = kube_config_fetch_credentials(kt->cfg, kt->loop, creds_done, &w, &wait, err);
+    if (rc <= 0)
+        return rc;
+    while (!w.done)
+        ev_run(kt->loop, EVRUN_ONCE);
+    if (w.rc < 0)
+        *err = w.err;
+    return w.rc;
+}
+
 int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *flags)
 {
     struct json_object *ts = NULL;
@@ -441,6 +474,13 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
                                     .ca_file = via_gateway ? flags->gateway_ca_file : NULL,
                                     .insecure_skip_tls_verify = flags->insecure,
                                     .user_agent = "kubectl-telo/" TELO_VERSION};
+    struct telo_err err;
+    if ((!via_gateway || token == NULL) && credentials_ready(kt, &err) != 0) {
+        fprintf(stderr, "kubectl-telo: %s\n", err.msg);
+        free(token);
+        free(url);
+        return 1;
+    }
     if (via_gateway && token == NULL) {
         /* A gateway run with --token-audience accepts only tokens issued for it. */
         const char *audience =
@@ -455,7 +495,6 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
     }
     struct kube_attach_callbacks cb = {
         .on_open = on_open, .on_output = on_output, .on_end = on_end};
-    struct telo_err err;
     s.attach = kube_attach_open(kt->loop, &opts, &cb, &s, &err);
     if (token != NULL) {
         OPENSSL_cleanse(token, strlen(token));

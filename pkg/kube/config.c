@@ -35,11 +35,6 @@ struct kube_config_auth {
     struct kube_execcred *exec; /* AUTH_EXEC */
 };
 
-static int oom(struct telo_err *err)
-{
-    return telo_err_set(err, TELO_ENOMEM, "out of memory loading the Kubernetes configuration");
-}
-
 /* ---- building ---- */
 
 struct kube_config *kube_config_new(void)
@@ -67,7 +62,7 @@ int kube_config_set_server(struct kube_config *cfg, const char *where, const cha
         return telo_err_set(err, TELO_EINVAL, "%s: server \"%s\" is not an http(s) URL", where,
                             server);
     if (!(cfg->server = strdup(server)))
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     size_t n = strlen(cfg->server);
     while (n > (size_t)(rest - server) && cfg->server[n - 1] == '/')
         cfg->server[--n] = '\0';
@@ -78,7 +73,7 @@ int kube_config_use_token(struct kube_config *cfg, const char *token, struct tel
 {
     cfg->auth->kind = AUTH_STATIC;
     if (!(cfg->auth->static_token = strdup(token)))
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     return 0;
 }
 
@@ -90,7 +85,7 @@ int kube_config_use_token_file(struct kube_config *cfg, const char *prefix, cons
     struct kube_config_auth *a = cfg->auth;
     a->kind = AUTH_FILE;
     if (!(a->prefix = strdup(prefix)) || !(a->token_file = strdup(path)))
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     return refresh_token_file(a, err);
 }
 
@@ -108,7 +103,7 @@ int kube_config_load(const struct kube_config_options *opts, struct kube_config 
     struct kube_kubeconfig *set = NULL;
     struct kube_config *cfg = kube_config_new();
     if (!cfg)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     int timeout_ms = opts->exec_timeout_ms > 0 ? opts->exec_timeout_ms : DEFAULT_EXEC_TIMEOUT;
     int rc = kube_kubeconfig_read(opts, &set, err);
     if (rc < 0)
@@ -142,7 +137,7 @@ int kube_config_parse(const char *path, const char *text, size_t len, const char
     struct kube_kubeconfig *set = NULL;
     struct kube_config *cfg = kube_config_new();
     if (!cfg)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     int timeout_ms = exec_timeout_ms > 0 ? exec_timeout_ms : DEFAULT_EXEC_TIMEOUT;
     int rc = kube_kubeconfig_read_text(path, text, len, &set, err);
     if (rc == 0)
@@ -219,7 +214,7 @@ static int refresh_token_file(struct kube_config_auth *a, struct telo_err *err)
     const char *why;
     int rc = util_file_read(a->token_file, MAX_TOKEN_FILE, &text, &len, &why);
     if (rc == -TELO_ENOMEM)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     if (rc < 0)
         return telo_err_set(err, rc == -TELO_ENOTFOUND ? TELO_EIO : -rc,
                             "%s: tokenFile %s: cannot read: %s", a->prefix, a->token_file, why);

@@ -12,6 +12,9 @@
 
 struct ev_loop;
 
+/* What the configuration's out-of-memory errors say was going on (telo_err_oom). */
+#define KUBE_CONFIG_LOADING "loading the Kubernetes configuration"
+
 /* Private credential state (token file cache, exec plugin and its cached credential). */
 struct kube_config_auth;
 

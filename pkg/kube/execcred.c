@@ -55,11 +55,6 @@ struct kube_execcred {
     struct kube_execcred_wait *waits, *notifying;
 };
 
-static int oom(struct telo_err *err)
-{
-    return telo_err_set(err, TELO_ENOMEM, "out of memory loading the Kubernetes configuration");
-}
-
 /* ---- the ExecCredential document ---- */
 
 /* A non-empty string member, else NULL (client-go treats "" as unset). */
@@ -103,7 +98,7 @@ static int take_status(const char *prefix, const char *command, json_object *sta
     out->key_pem = key ? strdup(key) : NULL;
     if ((token && !out->token) || (cert && (!out->cert_pem || !out->key_pem))) {
         kube_exec_credential_release(out);
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     }
     out->expiry = (time_t)when;
     return 0;
@@ -116,7 +111,7 @@ int kube_exec_credential_parse(const char *prefix, const char *command, const ch
     memset(out, 0, sizeof(*out));
     json_tokener *tok = json_tokener_new();
     if (!tok)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     json_object *root = json_tokener_parse_ex(tok, text, (int)strlen(text));
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     json_tokener_free(tok);
@@ -359,7 +354,7 @@ static int prepare(struct kube_execcred *ec, struct subproc_spec *spec, char ***
                                 ec->prefix, ec->command);
     }
     if (!(*env = exec_environment(ec)))
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     *spec = (struct subproc_spec){.path = ec->path,
                                   .argv = ec->argv,
                                   .envp = *env,
@@ -389,7 +384,7 @@ static int finish_run(struct kube_execcred *ec, int rc, const struct telo_err *r
                       struct subproc_result *res, struct telo_err *err)
 {
     if (rc == -TELO_ENOMEM)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     if (rc < 0)
         return telo_err_set(err, -rc, "%s: exec plugin %s%s%s", ec->prefix, ec->command,
                             rc == -TELO_EIO ? ": " : " ", run_err->msg);
@@ -480,7 +475,7 @@ int kube_execcred_fetch(struct kube_execcred *ec, struct ev_loop *loop, kube_exe
         return 0;
     struct kube_execcred_wait *w = calloc(1, sizeof(*w));
     if (!w)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     if (!ec->run) {
         int rc = run_start(ec, loop, err);
         if (rc < 0) {

@@ -12,11 +12,6 @@
 
 #define MAX_NAMESPACE_FILE (4u << 20) /* as every file the config reads */
 
-static int oom(struct telo_err *err)
-{
-    return telo_err_set(err, TELO_ENOMEM, "out of memory loading the Kubernetes configuration");
-}
-
 int kube_incluster_available(const char *dir, const char *host, const char *port)
 {
     if (!host || !*host || !port || !*port)
@@ -55,27 +50,28 @@ int kube_incluster_apply(const char *dir, const char *host, const char *port,
     /* net.JoinHostPort: an IPv6 literal needs brackets. */
     int v6 = strchr(host, ':') != NULL && host[0] != '[';
     if (!(cfg->source = strdup("in-cluster")))
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     char *server = util_str_printf(v6 ? "https://[%s]:%s" : "https://%s:%s", host, port);
     if (!server)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     int rc = kube_config_set_server(cfg, "in-cluster config", server, err);
     free(server);
     if (rc < 0)
         return rc;
     char *ca = util_str_printf("%s/ca.crt", dir);
     if (!ca)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     /* client-go also carries on without ca.crt, leaving verification to the system roots. */
     if (util_file_exists(ca))
         cfg->ca_file = ca;
     else
         free(ca);
     if (!(cfg->namespace = read_namespace(dir)))
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     char *prefix = util_str_printf("in-cluster config %s", dir);
     char *token = util_str_printf("%s/token", dir);
-    rc = prefix && token ? kube_config_use_token_file(cfg, prefix, token, err) : oom(err);
+    rc = prefix && token ? kube_config_use_token_file(cfg, prefix, token, err)
+                         : telo_err_oom(err, KUBE_CONFIG_LOADING);
     free(prefix);
     free(token);
     return rc;

@@ -15,11 +15,6 @@
 
 #define MAX_FILE_SIZE (4u << 20)
 
-static int oom(struct telo_err *err)
-{
-    return telo_err_set(err, TELO_ENOMEM, "out of memory loading the Kubernetes configuration");
-}
-
 /* Joins a path found in a kubeconfig to the directory of that kubeconfig, as clientcmd's
  * ResolvePaths does; absolute paths are kept. */
 static char *resolve_path(const char *dir, const char *path)
@@ -121,7 +116,7 @@ static int load_yaml(const char *path, const char *text, size_t len, struct kc_f
 {
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser))
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     int rc = 0;
     if (!yaml_parser_load(&parser, &f->doc)) {
@@ -137,7 +132,7 @@ static int load_yaml(const char *path, const char *text, size_t len, struct kc_f
                 err, TELO_EINVAL, "kubeconfig %s: invalid YAML at line %zu column %zu: %s", path,
                 parser.problem_mark.line + 1, parser.problem_mark.column + 1, problem);
         if (parser.error == YAML_MEMORY_ERROR)
-            rc = oom(err);
+            rc = telo_err_oom(err, KUBE_CONFIG_LOADING);
         yaml_parser_delete(&parser);
         return rc;
     }
@@ -168,7 +163,7 @@ static int kc_set_add(struct kube_kubeconfig *set, const char *path, int require
     if (rc == -TELO_ENOTFOUND && !required)
         return 0;
     if (rc == -TELO_ENOMEM)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     if (rc < 0)
         return telo_err_set(err, rc == -TELO_ENOTFOUND ? TELO_EINVAL : -rc,
                             "kubeconfig %s: cannot read: %s", path, why);
@@ -183,7 +178,7 @@ static int kc_set_add_text(struct kube_kubeconfig *set, const char *path, const 
 {
     struct kc_file *files = realloc(set->files, (set->n + 1) * sizeof(*files));
     if (!files)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     set->files = files;
     struct kc_file *f = &files[set->n];
     memset(f, 0, sizeof(*f));
@@ -196,7 +191,7 @@ static int kc_set_add_text(struct kube_kubeconfig *set, const char *path, const 
         free(f->path);
         free(f->dir);
         yaml_document_delete(&f->doc);
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     }
     set->n++;
     return 0;
@@ -285,7 +280,7 @@ static int decode_field(struct kc_file *f, const char *kind, const char *name, c
         return telo_err_set(err, TELO_EINVAL, "kubeconfig %s: %s \"%s\": %s is not valid base64",
                             f->path, kind, name, key);
     if (!*out)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     if (len)
         *len = n;
     return 0;
@@ -360,7 +355,7 @@ static int exec_lists(struct kc_file *f, const char *user, yaml_node_t *node,
                                 "kubeconfig %s: user \"%s\": exec.args[%zu] must be a string",
                                 f->path, user, i);
         if (kube_execcred_add_arg(ec, (const char *)a->data.scalar.value) < 0)
-            return oom(err);
+            return telo_err_oom(err, KUBE_CONFIG_LOADING);
     }
     for (size_t i = 0; i < nenv; i++) {
         yaml_node_t *item = yaml_document_get_node(&f->doc, env->data.sequence.items.start[i]);
@@ -373,7 +368,7 @@ static int exec_lists(struct kc_file *f, const char *user, yaml_node_t *node,
                                 "string value",
                                 f->path, user, i);
         if (kube_execcred_add_env(ec, name, value ? value : "") < 0)
-            return oom(err);
+            return telo_err_oom(err, KUBE_CONFIG_LOADING);
     }
     return 0;
 }
@@ -399,10 +394,10 @@ static int parse_exec(struct kc_file *f, const char *user, yaml_node_t *node,
     free(resolved);
     free(prefix);
     if (!ec)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     rc = exec_lists(f, user, node, ec, err);
     if (rc == 0 && kube_execcred_set_info(ec, cfg, provide) < 0)
-        rc = oom(err);
+        rc = telo_err_oom(err, KUBE_CONFIG_LOADING);
     if (rc < 0) {
         kube_execcred_free(ec);
         return rc;
@@ -438,10 +433,10 @@ static int build_cluster(struct kube_config *cfg, struct kc_file *f, const char 
         if (rc < 0)
             return rc;
     } else if (ca && !(cfg->ca_file = resolve_path(f->dir, ca))) {
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     }
     if (sni && !(cfg->tls_server_name = strdup(sni)))
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     if (proxy) {
         if (strncmp(proxy, "http://", 7) != 0 && strncmp(proxy, "https://", 8) != 0 &&
             strncmp(proxy, "socks5://", 9) != 0)
@@ -450,7 +445,7 @@ static int build_cluster(struct kube_config *cfg, struct kc_file *f, const char 
                                 "https or socks5 URL",
                                 f->path, name, proxy);
         if (!(cfg->proxy_url = strdup(proxy)))
-            return oom(err);
+            return telo_err_oom(err, KUBE_CONFIG_LOADING);
     }
     return 0;
 }
@@ -483,14 +478,14 @@ static int build_user(struct kube_config *cfg, struct kc_file *f, const char *na
                                &cfg->client_cert_pem, NULL, err)) < 0)
             return rc;
     } else if (cert && !(cfg->client_cert_file = resolve_path(f->dir, cert))) {
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     }
     if (key_data) {
         if ((rc = decode_field(f, "user", name, "client-key-data", key_data, &cfg->client_key_pem,
                                NULL, err)) < 0)
             return rc;
     } else if (key && !(cfg->client_key_file = resolve_path(f->dir, key))) {
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     }
 
     yaml_node_t *exec = map_get(f, u, "exec");
@@ -515,7 +510,8 @@ static int build_user(struct kube_config *cfg, struct kc_file *f, const char *na
         char *prefix = util_str_printf("kubeconfig %s: user \"%s\"", f->path, name);
         /* clientcmd reads the file while building the config, so a missing token fails at
          * start-up rather than at the first request. */
-        rc = path && prefix ? kube_config_use_token_file(cfg, prefix, path, err) : oom(err);
+        rc = path && prefix ? kube_config_use_token_file(cfg, prefix, path, err)
+                            : telo_err_oom(err, KUBE_CONFIG_LOADING);
         free(path);
         free(prefix);
         return rc;
@@ -560,7 +556,7 @@ int kube_kubeconfig_apply(struct kube_kubeconfig *set, const char *context_overr
     if (!(cfg->source =
               util_str_printf("kubeconfig %s (context \"%s\")", ctx_file->path, context)) ||
         !(cfg->namespace = strdup(ns ? ns : "default")))
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     if (!cluster_name)
         return telo_err_set(err, TELO_EINVAL, "kubeconfig %s: context \"%s\": cluster is not set",
                             ctx_file->path, context);
@@ -598,19 +594,19 @@ static int collect_files(const struct kube_config_options *opts, struct kube_kub
     int rc;
     if (opts->kubeconfig && *opts->kubeconfig) {
         if (!(set->paths = strdup(opts->kubeconfig)))
-            return oom(err);
+            return telo_err_oom(err, KUBE_CONFIG_LOADING);
         return kc_set_add(set, opts->kubeconfig, 1, err);
     }
     if (opts->env_kubeconfig && *opts->env_kubeconfig) {
         if (!(set->paths = strdup(opts->env_kubeconfig)))
-            return oom(err);
+            return telo_err_oom(err, KUBE_CONFIG_LOADING);
         const char *p = opts->env_kubeconfig;
         while (*p) {
             size_t n = strcspn(p, ":");
             if (n) {
                 char *path = util_str_printf("%.*s", (int)n, p);
                 if (!path)
-                    return oom(err);
+                    return telo_err_oom(err, KUBE_CONFIG_LOADING);
                 rc = kc_set_add(set, path, 0, err);
                 free(path);
                 if (rc < 0)
@@ -626,7 +622,7 @@ static int collect_files(const struct kube_config_options *opts, struct kube_kub
         char *path = util_str_printf("%s/.kube/config", opts->home);
         if (!path || !(set->paths = strdup(path))) {
             free(path);
-            return oom(err);
+            return telo_err_oom(err, KUBE_CONFIG_LOADING);
         }
         rc = kc_set_add(set, path, 0, err);
         free(path);
@@ -648,7 +644,7 @@ int kube_kubeconfig_read(const struct kube_config_options *opts, struct kube_kub
 {
     struct kube_kubeconfig *set = calloc(1, sizeof(*set));
     if (!set)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     int rc = collect_files(opts, set, err);
     if (rc < 0) {
         kube_kubeconfig_free(set);
@@ -663,10 +659,10 @@ int kube_kubeconfig_read_text(const char *path, const char *text, size_t len,
 {
     struct kube_kubeconfig *set = calloc(1, sizeof(*set));
     if (!set)
-        return oom(err);
+        return telo_err_oom(err, KUBE_CONFIG_LOADING);
     int rc = 0;
     if (!(set->paths = strdup(path)))
-        rc = oom(err);
+        rc = telo_err_oom(err, KUBE_CONFIG_LOADING);
     if (rc == 0)
         rc = kc_set_add_text(set, path, text, len, err);
     if (rc < 0) {

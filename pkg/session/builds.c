@@ -9,6 +9,7 @@
 #include "imagebuild/registry.h"
 #include "kube/rest.h"
 #include "session/desired.h"
+#include "session/failure.h"
 #include "util/base64.h"
 #include "util/jget.h"
 #include "util/log.h"
@@ -797,24 +798,20 @@ static void on_log(const struct kube_result *res, void *ud)
     log_done(l, tail);
 }
 
+static int pick_failed(struct json_object *cs, int init, void *ctx)
+{
+    (void)init;
+    (void)ctx;
+    int64_t code = 0;
+    return jget_int(jget(jget(cs, "state"), "terminated"), "exitCode", &code) == 0 && code != 0 &&
+           jget_string(cs, "name") != NULL;
+}
+
 /* The container whose failure failed the build: the context's delivery, else the builder. */
 static const char *failed_container(struct json_object *pod)
 {
-    static const char *const lists[] = {"initContainerStatuses", "containerStatuses"};
-    struct json_object *status = jget(pod, "status");
-    for (int l = 0; l < 2; l++) {
-        struct json_object *arr = jget_array(status, lists[l]);
-        size_t n = arr ? json_object_array_length(arr) : 0;
-        for (size_t i = 0; i < n; i++) {
-            struct json_object *cs = json_object_array_get_idx(arr, i);
-            int64_t code = 0;
-            const char *name = jget_string(cs, "name");
-            if (jget_int(jget(jget(cs, "state"), "terminated"), "exitCode", &code) == 0 &&
-                code != 0 && name)
-                return name;
-        }
-    }
-    return BUILD_CONTAINER;
+    struct json_object *cs = session_failure_find_container(pod, pick_failed, NULL, NULL);
+    return cs != NULL ? jget_string(cs, "name") : BUILD_CONTAINER;
 }
 
 static void on_pods(const struct kube_result *res, void *ud)

@@ -5,14 +5,10 @@
 
 #include "session/desired.h"
 #include "util/jget.h"
+#include "util/str.h"
 
 #include <stdio.h>
 #include <string.h>
-
-static const char *or_empty(const char *s)
-{
-    return s ? s : "";
-}
 
 /* Reasons a container waits on that are not just a stage of starting. */
 static int blocking_waiting(const char *reason)
@@ -95,7 +91,7 @@ int session_failure_container_problem(struct json_object *cs, const char *label,
                                       size_t len, const char **why, long long *exit_code,
                                       int *terminated)
 {
-    const char *name = or_empty(jget_string(cs, "name"));
+    const char *name = util_str_or_empty(jget_string(cs, "name"));
     const char *states[] = {"state", "lastState"};
     for (int i = 0; i < 2; i++) {
         struct json_object *st = jget(cs, states[i]);
@@ -127,6 +123,54 @@ int session_failure_container_problem(struct json_object *cs, const char *label,
     return 0;
 }
 
+struct json_object *session_failure_find_container(struct json_object *pod,
+                                                   int (*pick)(struct json_object *cs, int init,
+                                                               void *ctx),
+                                                   void *ctx, int *init)
+{
+    static const char *const lists[] = {"initContainerStatuses", "containerStatuses"};
+    struct json_object *status = jget(pod, "status");
+    for (int l = 0; l < 2; l++) {
+        struct json_object *arr = jget_array(status, lists[l]);
+        size_t n = arr ? json_object_array_length(arr) : 0;
+        for (size_t i = 0; i < n; i++) {
+            struct json_object *cs = json_object_array_get_idx(arr, i);
+            if (pick(cs, l == 0, ctx)) {
+                if (init != NULL)
+                    *init = l == 0;
+                return cs;
+            }
+        }
+    }
+    return NULL;
+}
+
+struct problem {
+    char *out;
+    size_t len;
+    const char **why;
+    long long *exit_code;
+    int *terminated;
+};
+
+static int pick_problem(struct json_object *cs, int init, void *ctx)
+{
+    struct problem *p = ctx;
+    return session_failure_container_problem(cs, init ? "init container" : "container", p->out,
+                                             p->len, p->why, p->exit_code, p->terminated);
+}
+
+/* out, exit_code and terminated are written through struct problem, which the check misses. */
+// NOLINTBEGIN(readability-non-const-parameter)
+struct json_object *session_failure_first_problem(struct json_object *pod, char *out, size_t len,
+                                                  const char **why, long long *exit_code,
+                                                  int *terminated, int *init)
+// NOLINTEND(readability-non-const-parameter)
+{
+    struct problem p = {out, len, why, exit_code, terminated};
+    return session_failure_find_container(pod, pick_problem, &p, init);
+}
+
 /* The session's CamelCase reason for a container complaint. */
 const char *session_failure_classify(int init, const char *container, const char *why)
 {
@@ -147,30 +191,21 @@ void session_failure_message(struct json_object *pod, const char *namespace, cha
                              char *reason, size_t reason_len, long long *exit_code)
 {
     struct json_object *status = jget(pod, "status");
-    const char *pod_name = or_empty(jget_string(jget(pod, "metadata"), "name"));
+    const char *pod_name = util_str_or_empty(jget_string(jget(pod, "metadata"), "name"));
     const char *pod_reason = jget_string(status, "reason");
-    const char *lists[] = {"initContainerStatuses", "containerStatuses"};
     char detail[1024] = "";
-    const char *container = NULL;
-    int terminated = 0;
+    const char *container = NULL, *why = NULL;
+    int terminated = 0, init = 0;
     /* The kubelet sets the pod's reason when it ended the pod itself (DeadlineExceeded at
      * activeDeadlineSeconds, Evicted, NodeLost): its containers then show the kill (exit 137),
      * which is the consequence, not the cause. Otherwise the reference runner's order holds. */
-    for (int l = 0; l < 2 && !container && !pod_reason; l++) {
-        struct json_object *arr = jget_array(status, lists[l]);
-        size_t n = arr ? json_object_array_length(arr) : 0;
-        for (size_t i = 0; i < n; i++) {
-            struct json_object *cs = json_object_array_get_idx(arr, i);
-            const char *why = NULL;
-            if (session_failure_container_problem(cs, l == 0 ? "init container" : "container",
-                                                  detail, sizeof(detail), &why, exit_code,
-                                                  &terminated)) {
-                container = or_empty(jget_string(cs, "name"));
-                snprintf(reason, reason_len, "%s",
-                         session_failure_classify(l == 0, container, why));
-                break;
-            }
-        }
+    struct json_object *cs = pod_reason
+                                 ? NULL
+                                 : session_failure_first_problem(pod, detail, sizeof(detail), &why,
+                                                                 exit_code, &terminated, &init);
+    if (cs) {
+        container = util_str_or_empty(jget_string(cs, "name"));
+        snprintf(reason, reason_len, "%s", session_failure_classify(init, container, why));
     }
     if (!container) {
         snprintf(reason, reason_len, "%s", pod_reason ? pod_reason : "PodFailed");

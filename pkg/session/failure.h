@@ -26,6 +26,21 @@ int session_failure_container_problem(struct json_object *cs, const char *label,
                                       size_t len, const char **why, long long *exit_code,
                                       int *terminated);
 
+/* The pod's container statuses, the init containers' then the containers', each list in order:
+ * the first for which pick(cs, init, ctx) returns non-zero (init: 1 for an init container's),
+ * with its init in *init (may be NULL); NULL when none does. */
+struct json_object *session_failure_find_container(struct json_object *pod,
+                                                   int (*pick)(struct json_object *cs, int init,
+                                                               void *ctx),
+                                                   void *ctx, int *init);
+
+/* The first container complaint of pod in that order (session_failure_container_problem, its
+ * label "init container" or "container"): its container status, with out, *why, *exit_code and
+ * *terminated as that function fills them and *init as above; NULL when no container has one. */
+struct json_object *session_failure_first_problem(struct json_object *pod, char *out, size_t len,
+                                                  const char **why, long long *exit_code,
+                                                  int *terminated, int *init);
+
 /* The session's CamelCase reason for a container complaint: init is 1 for an init container,
  * container its name, why the reason session_failure_container_problem gave. A static string. */
 const char *session_failure_classify(int init, const char *container, const char *why);

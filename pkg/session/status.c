@@ -7,43 +7,56 @@
 #include "session/phase.h"
 #include "session/runs.h"
 #include "util/jget.h"
+#include "util/str.h"
 #include "util/timefmt.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* --- small readers ----------------------------------------------------------------------- */
+/* --- progress ---------------------------------------------------------------------------- */
 
-static const char *or_empty(const char *s)
+struct waiting {
+    int (*accept)(const char *reason); /* NULL: any */
+    const char *reason;
+};
+
+static int pick_waiting(struct json_object *cs, int init, void *ctx)
 {
-    return s ? s : "";
+    (void)init;
+    struct waiting *w = ctx;
+    const char *r = jget_string(jget(jget(cs, "state"), "waiting"), "reason");
+    if (r == NULL || (w->accept != NULL && !w->accept(r)))
+        return 0;
+    w->reason = r;
+    return 1;
 }
 
-/* --- progress ---------------------------------------------------------------------------- */
+/* The first container status, of the init containers then the containers, that waits with a
+ * reason accept takes (any reason when accept is NULL); its reason in *reason. NULL when none. */
+static struct json_object *first_waiting(struct json_object *pod, int (*accept)(const char *reason),
+                                         const char **reason)
+{
+    struct waiting w = {accept, NULL};
+    struct json_object *cs = session_failure_find_container(pod, pick_waiting, &w, NULL);
+    *reason = w.reason;
+    return cs;
+}
 
 /* The reference runner's provision texts, from the first waiting reason of init containers,
  * then containers. */
 static const char *provision_progress(struct json_object *pod, const char **waiting_reason)
 {
     struct json_object *status = jget(pod, "status");
-    const char *lists[] = {"initContainerStatuses", "containerStatuses"};
-    for (int l = 0; l < 2; l++) {
-        struct json_object *arr = jget_array(status, lists[l]);
-        size_t n = arr ? json_object_array_length(arr) : 0;
-        for (size_t i = 0; i < n; i++) {
-            const char *reason = jget_string(
-                jget(jget(json_object_array_get_idx(arr, i), "state"), "waiting"), "reason");
-            if (!reason)
-                continue;
-            *waiting_reason = reason;
-            if (strcmp(reason, "ContainerCreating") == 0)
-                return "Creating container";
-            if (strcmp(reason, "PodInitializing") == 0)
-                return "Delivering application";
-            if (strcmp(reason, "ErrImagePull") == 0 || strcmp(reason, "ImagePullBackOff") == 0)
-                return "Pulling image";
-            return reason;
-        }
+    const char *reason = NULL;
+    if (first_waiting(pod, NULL, &reason) != NULL) {
+        *waiting_reason = reason;
+        if (strcmp(reason, "ContainerCreating") == 0)
+            return "Creating container";
+        if (strcmp(reason, "PodInitializing") == 0)
+            return "Delivering application";
+        if (strcmp(reason, "ErrImagePull") == 0 || strcmp(reason, "ImagePullBackOff") == 0)
+            return "Pulling image";
+        return reason;
     }
     /* Running init containers deliver the bundle. */
     struct json_object *inits = jget_array(status, "initContainerStatuses");
@@ -60,36 +73,35 @@ static const char *unschedulable(struct json_object *pod)
     size_t n = conds ? json_object_array_length(conds) : 0;
     for (size_t i = 0; i < n; i++) {
         struct json_object *c = json_object_array_get_idx(conds, i);
-        if (strcmp(or_empty(jget_string(c, "type")), "PodScheduled") == 0 &&
-            strcmp(or_empty(jget_string(c, "status")), "False") == 0 &&
-            strcmp(or_empty(jget_string(c, "reason")), "Unschedulable") == 0)
+        if (strcmp(util_str_or_empty(jget_string(c, "type")), "PodScheduled") == 0 &&
+            strcmp(util_str_or_empty(jget_string(c, "status")), "False") == 0 &&
+            strcmp(util_str_or_empty(jget_string(c, "reason")), "Unschedulable") == 0)
             return jget_string(c, "message") ? jget_string(c, "message") : "no node fits the pod";
     }
     return NULL;
 }
 
-/* The first blocking wait of any container that retrying cannot fix. */
-static const char *permanent_wait(struct json_object *pod, const char **container)
+/* A waiting reason that retrying cannot fix. */
+static int permanent_reason(const char *reason)
 {
     static const char *const permanent[] = {"InvalidImageName", "ErrImageNeverPull",
                                             "CreateContainerConfigError"};
-    struct json_object *status = jget(pod, "status");
-    const char *lists[] = {"initContainerStatuses", "containerStatuses"};
-    for (int l = 0; l < 2; l++) {
-        struct json_object *arr = jget_array(status, lists[l]);
-        size_t n = arr ? json_object_array_length(arr) : 0;
-        for (size_t i = 0; i < n; i++) {
-            struct json_object *cs = json_object_array_get_idx(arr, i);
-            const char *reason = jget_string(jget(jget(cs, "state"), "waiting"), "reason");
-            for (size_t p = 0; reason && p < sizeof(permanent) / sizeof(permanent[0]); p++) {
-                if (strcmp(reason, permanent[p]) == 0) {
-                    *container = or_empty(jget_string(cs, "name"));
-                    return reason;
-                }
-            }
-        }
+    for (size_t p = 0; p < sizeof(permanent) / sizeof(permanent[0]); p++) {
+        if (strcmp(reason, permanent[p]) == 0)
+            return 1;
     }
-    return NULL;
+    return 0;
+}
+
+/* The first blocking wait of any container that retrying cannot fix. */
+static const char *permanent_wait(struct json_object *pod, const char **container)
+{
+    const char *reason = NULL;
+    struct json_object *cs = first_waiting(pod, permanent_reason, &reason);
+    if (cs == NULL)
+        return NULL;
+    *container = util_str_or_empty(jget_string(cs, "name"));
+    return reason;
 }
 
 static long long session_exit_code(struct json_object *pod, int *found)
@@ -98,7 +110,7 @@ static long long session_exit_code(struct json_object *pod, int *found)
     size_t n = arr ? json_object_array_length(arr) : 0;
     for (size_t i = 0; i < n; i++) {
         struct json_object *cs = json_object_array_get_idx(arr, i);
-        if (strcmp(or_empty(jget_string(cs, "name")), SESSION_CONTAINER) != 0)
+        if (strcmp(util_str_or_empty(jget_string(cs, "name")), SESSION_CONTAINER) != 0)
             continue;
         struct json_object *term = jget(jget(cs, "state"), "terminated");
         if (term) {
@@ -209,7 +221,7 @@ static struct json_object *old_condition(struct json_object *old_status, const c
     size_t n = conds ? json_object_array_length(conds) : 0;
     for (size_t i = 0; i < n; i++) {
         struct json_object *c = json_object_array_get_idx(conds, i);
-        if (strcmp(or_empty(jget_string(c, "type")), type) == 0)
+        if (strcmp(util_str_or_empty(jget_string(c, "type")), type) == 0)
             return c;
     }
     return NULL;
@@ -226,7 +238,7 @@ static void add_condition(struct json_object *conds, struct json_object *old_sta
     json_object_object_add(c, "observedGeneration", json_object_new_int64(generation));
     /* lastTransitionTime moves only when the status flips (metav1.Condition convention). */
     struct json_object *old = old_condition(old_status, type);
-    if (old && strcmp(or_empty(jget_string(old, "status")), value) == 0 &&
+    if (old && strcmp(util_str_or_empty(jget_string(old, "status")), value) == 0 &&
         jget_string(old, "lastTransitionTime"))
         put_str(c, "lastTransitionTime", jget_string(old, "lastTransitionTime"));
     else {
@@ -275,7 +287,7 @@ static void image_condition(struct json_object *conds, const struct session_obse
                       s->generation, obs->now);
     else if (obs->keep_image && old)
         add_condition(conds, s->status, "ImageReady",
-                      strcmp(or_empty(jget_string(old, "status")), "True") == 0,
+                      strcmp(util_str_or_empty(jget_string(old, "status")), "True") == 0,
                       jget_string(old, "reason"), jget_string(old, "message"), s->generation,
                       obs->now);
     else
@@ -433,7 +445,7 @@ static void note_block(const struct session_observation *obs, struct draft *d)
         d->blocked = 1;
     } else if (obs->blocked_reason) {
         snprintf(d->reason, sizeof(d->reason), "%s", obs->blocked_reason);
-        snprintf(d->message, sizeof(d->message), "%s", or_empty(obs->blocked_message));
+        snprintf(d->message, sizeof(d->message), "%s", util_str_or_empty(obs->blocked_message));
         d->blocked = 1;
     }
 }
@@ -525,7 +537,7 @@ static void fail_unschedulable(const struct session_observation *obs, const char
              "describe pod -n %s %s",
              obs->cfg->start_deadline_seconds, sched,
              strcmp(session_failure_run_prefix(sched), ". Run:") == 0 ? "." : "", obs->s->namespace,
-             or_empty(d->pod_name));
+             util_str_or_empty(d->pod_name));
 }
 
 /* A pod that did not start within startDeadlineSeconds: the first container complaint (init
@@ -535,21 +547,13 @@ static void fail_start_timeout(const struct session_observation *obs, struct dra
     char detail[1024] = "";
     const char *why = NULL, *container = NULL;
     long long code = 0;
-    int terminated = 0;
-    const char *lists[] = {"initContainerStatuses", "containerStatuses"};
-    for (int l = 0; l < 2 && !why; l++) {
-        struct json_object *arr = jget_array(jget(obs->pod, "status"), lists[l]);
-        size_t n = arr ? json_object_array_length(arr) : 0;
-        for (size_t i = 0; i < n && !why; i++) {
-            struct json_object *cs = json_object_array_get_idx(arr, i);
-            if (session_failure_container_problem(cs, l == 0 ? "init container" : "container",
-                                                  detail, sizeof(detail), &why, &code,
-                                                  &terminated)) {
-                container = or_empty(jget_string(cs, "name"));
-                snprintf(d->reason, sizeof(d->reason), "%s",
-                         session_failure_classify(l == 0, container, why));
-            }
-        }
+    int terminated = 0, init = 0;
+    struct json_object *cs = session_failure_first_problem(obs->pod, detail, sizeof(detail), &why,
+                                                           &code, &terminated, &init);
+    if (cs) {
+        container = util_str_or_empty(jget_string(cs, "name"));
+        snprintf(d->reason, sizeof(d->reason), "%s",
+                 session_failure_classify(init, container, why));
     }
     if (!why)
         snprintf(d->reason, sizeof(d->reason), "StartTimeout");
@@ -559,7 +563,7 @@ static void fail_start_timeout(const struct session_observation *obs, struct dra
              "-n %s %s",
              obs->cfg->start_deadline_seconds, d->progress_message, *detail ? ": " : "", detail,
              *detail ? session_failure_run_prefix(detail) : ". Run:", obs->s->namespace,
-             or_empty(d->pod_name));
+             util_str_or_empty(d->pod_name));
 }
 
 /* A pod still Pending: provisioning, unless it cannot succeed or took too long. */
@@ -962,7 +966,7 @@ static void put_conditions(struct json_object *status, const struct session_obse
 /* An Event for every change of phase or reason: `kubectl describe` tells the story. */
 static void note_event(struct json_object *old, const struct draft *d, struct session_verdict *v)
 {
-    const char *old_reason = or_empty(jget_string(old, "reason"));
+    const char *old_reason = util_str_or_empty(jget_string(old, "reason"));
     const char *phase = session_phase_name(d->phase);
     if (session_phase_of(old) == d->phase && strcmp(old_reason, d->reason) == 0)
         return;

@@ -17,6 +17,11 @@ int telo_err_set(struct telo_err *err, int code, const char *fmt, ...)
     return -code;
 }
 
+int telo_err_oom(struct telo_err *err, const char *doing)
+{
+    return telo_err_set(err, TELO_ENOMEM, "out of memory %s", doing);
+}
+
 int telo_err_wrap(struct telo_err *err, const char *fmt, ...)
 {
     if (!err)

@@ -34,6 +34,9 @@ int telo_err_set(struct telo_err *err, int code, const char *fmt, ...)
  * context a lower layer cannot know (a file name, an object reference). */
 int telo_err_wrap(struct telo_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Sets err (if not NULL) to -TELO_ENOMEM with "out of memory DOING"; returns -TELO_ENOMEM. */
+int telo_err_oom(struct telo_err *err, const char *doing);
+
 /* Resets err to success. */
 void telo_err_clear(struct telo_err *err);
 

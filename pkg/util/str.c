@@ -32,3 +32,8 @@ void util_str_trim(char *s)
     if (lead)
         memmove(s, s + lead, n - lead + 1);
 }
+
+const char *util_str_or_empty(const char *s)
+{
+    return s != NULL ? s : "";
+}

@@ -1,4 +1,4 @@
-/* Small string helpers: formatted allocation and whitespace trimming. */
+/* Small string helpers: formatted allocation, whitespace trimming, NULL as "". */
 #ifndef TELO_UTIL_STR_H
 #define TELO_UTIL_STR_H
 
@@ -10,5 +10,8 @@ char *util_str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2))
  * strings.TrimSpace does for the ASCII ones (client-go trims token and namespace files so).
  * Cannot fail. */
 void util_str_trim(char *s);
+
+/* s, or "" when s is NULL (an optional JSON string read with jget_string, for strcmp or %s). */
+const char *util_str_or_empty(const char *s);
 
 #endif

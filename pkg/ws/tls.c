@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define READ_AHEAD ((size_t)65536) /* a client stream's read buffer with read-ahead */
+
 struct ws_tls_ctx {
     SSL_CTX *ctx;
 };
@@ -128,6 +130,12 @@ struct ws_tls *ws_tls_client_new(struct ssl_ctx_st *ctx, int fd, const char *ser
     }
     /* The connection's send queue moves and grows between a blocked write and its retry. */
     SSL_set_mode(t->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* A flood from the server (the attach upstream): OpenSSL reads what the socket holds, up to
+     * READ_AHEAD bytes, in one read instead of a record's header and body in two. Safe with
+     * ws_conn and the handshake, which call recv until it says EAGAIN (records OpenSSL holds are
+     * never left waiting for a socket event). */
+    SSL_set_read_ahead(t->ssl, 1);
+    SSL_set_default_read_buffer_len(t->ssl, READ_AHEAD);
     ASN1_OCTET_STRING *ip = server_name != NULL ? a2i_IPADDRESS(server_name) : NULL;
     if (ip == NULL && server_name != NULL && server_name[0] != '\0')
         SSL_set_tlsext_host_name(t->ssl, server_name); /* RFC 6066: no SNI for an address */

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "util/err.h"
+#include "util/str.h"
 
 #include <string.h>
 
@@ -52,6 +53,19 @@ static void long_messages_are_truncated_not_overflowed(void **state)
     assert_memory_equal(err.msg, "prefix: xxx", 11);
 }
 
+static void oom_names_what_was_going_on(void **state)
+{
+    (void)state;
+    struct telo_err err;
+    assert_int_equal(telo_err_oom(&err, "loading the Kubernetes configuration"), -TELO_ENOMEM);
+    assert_int_equal(err.code, TELO_ENOMEM);
+    assert_string_equal(err.msg, "out of memory loading the Kubernetes configuration");
+    assert_int_equal(telo_err_oom(NULL, "x"), -TELO_ENOMEM);
+    assert_string_equal(util_str_or_empty(NULL), "");
+    const char *s = "kept";
+    assert_ptr_equal(util_str_or_empty(s), s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -59,6 +73,7 @@ int main(void)
         cmocka_unit_test(set_accepts_null),
         cmocka_unit_test(wrap_prefixes_context),
         cmocka_unit_test(long_messages_are_truncated_not_overflowed),
+        cmocka_unit_test(oom_names_what_was_going_on),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
