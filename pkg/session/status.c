@@ -274,7 +274,7 @@ static void image_condition(struct json_object *conds, const struct session_obse
     /* A failed base-image freshness check (issue 17) stays said after the build progress is
      * gone: the condition outlives it. */
     snprintf(ready_message, sizeof(ready_message), "%.600s%s%.700s%s",
-             or_empty(plan ? plan->ref : ""), plan && plan->freshness[0] ? " (" : "",
+             util_str_or_empty(plan ? plan->ref : ""), plan && plan->freshness[0] ? " (" : "",
              plan ? plan->freshness : "", plan && plan->freshness[0] ? ")" : "");
     if (plan && plan->step == SESSION_IMAGE_READY)
         add_condition(conds, s->status, "ImageReady", 1, plan->reason,
@@ -392,7 +392,7 @@ static double start_anchor(const struct session_observation *obs, double pod_cre
     if (builds) {
         struct json_object *c = old_condition(obs->s->status, "ImageReady");
         double ready = obs->now;
-        if (c && strcmp(or_empty(jget_string(c, "status")), "True") == 0 &&
+        if (c && strcmp(util_str_or_empty(jget_string(c, "status")), "True") == 0 &&
             timefmt_parse(jget_string(c, "lastTransitionTime")) >= 0)
             ready = timefmt_parse(jget_string(c, "lastTransitionTime"));
         if (ready > start)
@@ -462,7 +462,7 @@ static void note_waiting(const struct session_observation *obs, enum session_own
         d->progress_message = "Waiting for the previous run's pod to go";
     } else if (obs->waiting_reason) {
         snprintf(d->reason, sizeof(d->reason), "%s", obs->waiting_reason);
-        snprintf(d->message, sizeof(d->message), "%s", or_empty(obs->waiting_message));
+        snprintf(d->message, sizeof(d->message), "%s", util_str_or_empty(obs->waiting_message));
         d->progress_message = "Waiting for a session slot";
     }
 }
@@ -617,7 +617,7 @@ static double app_started(const struct session_observation *obs)
     size_t n = arr ? json_object_array_length(arr) : 0;
     for (size_t i = 0; i < n; i++) {
         struct json_object *cs = json_object_array_get_idx(arr, i);
-        if (strcmp(or_empty(jget_string(cs, "name")), SESSION_CONTAINER) != 0)
+        if (strcmp(util_str_or_empty(jget_string(cs, "name")), SESSION_CONTAINER) != 0)
             continue;
         double t = timefmt_parse(jget_string(jget(jget(cs, "state"), "running"), "startedAt"));
         if (t > 0)
@@ -636,7 +636,7 @@ static int old_reach(const struct session_observation *obs, const struct draft *
     struct json_object *old = obs->s->status;
     const struct session_port *p = &obs->s->ports[i];
     memset(out, 0, sizeof(*out));
-    if (!d->pod_uid || strcmp(or_empty(jget_string(old, "podUID")), d->pod_uid) != 0)
+    if (!d->pod_uid || strcmp(util_str_or_empty(jget_string(old, "podUID")), d->pod_uid) != 0)
         return 0;
     struct json_object *eps = jget_array(old, "endpoints");
     size_t n = eps ? json_object_array_length(eps) : 0;
@@ -706,7 +706,7 @@ static void decide_reach(const struct session_observation *obs, struct draft *d,
                                        used_w ? ", " : "", p->port);
         }
     }
-    const char *ip = or_empty(d->pod_ip);
+    const char *ip = util_str_or_empty(d->pod_ip);
     if (d->degraded) {
         snprintf(d->reason, sizeof(d->reason), "AppUnreachable");
         snprintf(d->message, sizeof(d->message),
@@ -715,7 +715,7 @@ static void decide_reach(const struct session_observation *obs, struct draft *d,
                  "listens on 0.0.0.0:<port>, not 127.0.0.1, and that spec.ports is right. Run: "
                  "kubectl logs -n %s %s -c %s",
                  bad, ip, obs->cfg->reach_timeout_seconds, seen_text, s->namespace,
-                 or_empty(d->pod_name), SESSION_CONTAINER);
+                 util_str_or_empty(d->pod_name), SESSION_CONTAINER);
         snprintf(d->reach_text, sizeof(d->reach_text), "TCP port %s unreachable on %s", bad, ip);
     } else if (d->reach_waiting) {
         snprintf(d->reach_text, sizeof(d->reach_text),
