@@ -1,0 +1,231 @@
+"""Image builds for real (issue 18): the build Job the operator writes runs on the real node
+`telo.run/node=real` with the real kaniko executor (`hack/build-tools.sh kaniko`, packed by
+`hack/images/build.sh kaniko`), pushes the per-app image into the cluster's build registry (htpasswd
+Basic auth, `TELO_BUILD_REGISTRY=1 hack/cluster/up.sh`), and the session pod runs that image,
+pulled by containerd with the session's imagePullSecret.
+
+The base image (FROM) is this checkout's stand-in CLI telo-session-test, whose `telo install`
+records the entry's imports with the TELO_REGISTRY_URL it saw under TELO_CACHE_DIR
+(hack/images/README.md): the built image provably holds the install step's work, and the app
+prints it and serves it on its HTTP port.
+
+Where things are reached (hack/cluster/README.md, "The real node"): pods reach this machine only
+at the node's own address (its InternalIP), never at its loopback, and the build registry listens
+on loopback. So the test puts a TcpProxy to the registry on the node address, and that one
+address names the registry everywhere: in build.repository (kaniko pushes there from the build
+pod, the operator checks tags there from this machine), in FROM (kaniko pulls the base image
+there, with the push Secret's credentials), and in the session pod's image (containerd pulls it
+there with the imagePullSecret; the test adds the plain-HTTP hosts.toml containerd needs for it,
+as real-node.sh does for the local registry).
+
+The build namespace enforces Pod Security `baseline`: kaniko runs as root (it unpacks the base
+image's files as their owners and switches to the image's USER for RUN steps, which takes
+CAP_CHOWN, CAP_FOWNER, CAP_DAC_OVERRIDE, CAP_SETUID and CAP_SETGID of the runtime's defaults),
+which `restricted` forbids; the session namespace stays `restricted`.
+
+Skipped, with the reason, when no Ready real node exists."""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import ROOT, TcpProxy, wait_until
+from test_sessions import condition, get, get_ts, wait_phase
+from test_sessions_real_node import (REAL, _ready_real_node, bundle_configmap, curl,
+                                     real_session)
+
+TOOLS = ("umoci", "skopeo", "docker-registry", "htpasswd", "ctr")
+TELO_REGISTRY = "https://registry.telo.run"  # the operator's default registryUrl
+BUILD_TIMEOUT = 420  # a first build on the shared 2-core machine: pull, unpack, RUN, push
+
+pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
+                                reason="needs %s" % ", ".join(TOOLS))
+
+
+def _script(*argv, timeout=600):
+    proc = subprocess.run([os.path.join(ROOT, *argv[0].split("/"))] + list(argv[1:]),
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, "%s exited %d:\n%s" % (argv[0], proc.returncode,
+                                                       proc.stderr[-3000:])
+    return proc.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def real_node(cluster):
+    node = _ready_real_node(cluster)
+    if node is None:
+        pytest.skip("no Ready node labelled telo.run/node=real: builds cannot run for real "
+                    "(start it as root: TELO_REAL_NODE=1 hack/cluster/up.sh)")
+    return node
+
+
+@pytest.fixture(scope="module")
+def images(cluster, real_node):
+    """This checkout's stand-in, init and kaniko images, built, pushed to the real node's registry
+    and imported into its containerd (refs.json holds whatever checkout built last, so the refs
+    come from this checkout's build.sh). The executor is built once (cached by version)."""
+    _script("hack/build-tools.sh", "kaniko", timeout=3600)
+    _script("hack/images/build.sh", "telo-init", "telo-session-test", "kaniko", timeout=900)
+    return {name: _script("hack/images/build.sh", "--ref", name)
+            for name in ("telo-init", "telo-session-test", "kaniko")}
+
+
+@pytest.fixture(scope="module")
+def registry(cluster, real_node, images):
+    """The build registry where pods and containerd reach it: a TcpProxy on the node address,
+    the hosts.toml containerd needs for plain HTTP there, and the stand-in pushed into it as the
+    builds' base image."""
+    proc = subprocess.run([os.path.join(ROOT, "hack", "cluster", "up.sh")],
+                          env=dict(os.environ, TELO_BUILD_REGISTRY="1"),
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.fail("the build registry did not start: %s" % proc.stderr[-1500:])
+    with open(os.path.join(cluster.dir, "build-registry", "dockerconfig.json")) as f:
+        local = next(iter(json.load(f)["auths"].items()))
+    local_host, auth = local[0], local[1]["auth"]
+    user, password = base64.b64decode(auth).decode().split(":", 1)
+    node_ip = next(a["address"] for a in real_node["status"]["addresses"]
+                   if a["type"] == "InternalIP")
+    proxy = TcpProxy("127.0.0.1", int(local_host.rsplit(":", 1)[1]), bind_host=node_ip)
+    host = "%s:%d" % (node_ip, proxy.port)
+    certs = os.path.join(cluster.dir, "real-node", "containerd", "certs.d", host)
+    os.makedirs(certs, exist_ok=True)
+    with open(os.path.join(certs, "hosts.toml"), "w") as f:
+        f.write('server = "http://%s"\n\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n'
+                % (host, host))
+    # The base image, as the builds' FROM: this checkout's stand-in, from its OCI layout.
+    stand_in = images["telo-session-test"]
+    tag = stand_in.rsplit(":", 1)[1]
+    layout = os.path.join(cluster.dir, "real-node", "images", "oci", "telo-session-test")
+    base_path = "telo/base/telo-session-test:%s" % tag
+    subprocess.run(["skopeo", "copy", "--quiet", "--insecure-policy", "--dest-tls-verify=false",
+                    "--dest-creds", "%s:%s" % (user, password), "oci:%s:%s" % (layout, tag),
+                    "docker://%s/%s" % (local_host, base_path)],
+                   check=True, capture_output=True, timeout=120)
+    yield {"host": host, "local": local_host, "user": user, "password": password,
+           "auth": auth, "base": "%s/%s" % (host, base_path),
+           "repository": "%s/telo/apps" % host}
+    shutil.rmtree(certs, ignore_errors=True)
+    proxy.close()
+
+
+def dockerconfig_secret(name, namespace, host, auth):
+    config = json.dumps({"auths": {host: {"auth": auth}}})
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {".dockerconfigjson": base64.b64encode(config.encode()).decode()}}
+
+
+@pytest.fixture
+def real_builds(cluster, operator, pod_namespace, images, registry):
+    """real_builds(*sets) starts the operator with builds on the real node: the build namespace
+    (Pod Security baseline) with the push Secret as the chart makes it, the session namespace
+    (restricted) with the pull Secret; returns (session namespace, build namespace, operator)."""
+    ns, bns = pod_namespace, "e2e-real-builds-%s" % uuid.uuid4().hex[:8]
+    cluster.kubectl("label", "namespace", ns, "--overwrite",
+                    "pod-security.kubernetes.io/enforce=restricted",
+                    "pod-security.kubernetes.io/enforce-version=latest")
+    cluster.kubectl("create", "namespace", bns)
+    cluster.kubectl("label", "namespace", bns, "--overwrite",
+                    "pod-security.kubernetes.io/enforce=baseline",
+                    "pod-security.kubernetes.io/enforce-version=latest")
+    for name, where in (("push", bns), ("pull", ns)):
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(dockerconfig_secret(
+            name, where, registry["host"], registry["auth"])))
+    toleration = json.dumps([{"key": REAL, "operator": "Equal", "value": "real",
+                              "effect": "NoSchedule"}])
+
+    def run(*sets):
+        return ns, bns, operator(
+            "nodeSelector=%s=real" % REAL, "tolerations=" + toleration,
+            "images.init=" + images["telo-init"], "images.default=" + registry["base"],
+            "imagePullSecret=pull", "startDeadlineSeconds=120",
+            "build.repository=" + registry["repository"], "build.namespace=" + bns,
+            "build.pushSecret=push", "build.insecureRegistry=true",
+            "build.builderImage=" + images["kaniko"], "build.timeoutSeconds=%d" % BUILD_TIMEOUT,
+            "build.nodeSelector=%s=real" % REAL, "build.tolerations=" + toleration, *sets)
+    yield run
+    cluster.kubectl("delete", "namespace", bns, "--wait=false", check=False)
+
+
+def app(imports, greeting):
+    """A Telo manifest the operator reads for its imports; the stand-in acts out its `#! `
+    lines: print the greeting, serve what `telo install` recorded on port 8080."""
+    lines = ["#! print %s" % greeting, "#! http 8080 @installed", "kind: Telo.Application",
+             "metadata:", "  name: Hello", "  version: 1.0.0", "imports:"]
+    lines += ["  %s: %s" % kv for kv in imports]
+    return "\n".join(lines) + "\n"
+
+
+def pod_log(cluster, ns, pod):
+    return cluster.kubectl("logs", "-n", ns, pod, "-c", "session", check=False).stdout
+
+
+def build_log(cluster, bns):
+    return cluster.kubectl("logs", "-n", bns, "-l", "telo.run/build=true", "-c", "kaniko",
+                           "--tail=40", check=False).stdout
+
+
+def test_a_session_with_imports_runs_the_image_kaniko_built(cluster, real_builds, registry):
+    ns, bns, op = real_builds()
+    # Imports unique to this run, so the tag is new and the registry cannot already hold it.
+    run_id = uuid.uuid4().hex[:10]
+    imports = [("Http", "std/http-server@0.15.0"), ("Run", "e2e/run-%s@1.0.0" % run_id)]
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(
+        bundle_configmap("built-bundle", {"app/telo.yaml": app(imports, "hello from " + run_id)})))
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(
+        real_session("built", entry="app/telo.yaml", ports=(8080,))))
+    start = time.monotonic()
+    wait_phase(cluster, ns, "built", "Building", timeout=60)
+    try:
+        ts = wait_phase(cluster, ns, "built", "Running", timeout=BUILD_TIMEOUT + 60)
+    except AssertionError:
+        print("build log:\n" + build_log(cluster, bns))
+        print("session:\n" + json.dumps(get_ts(cluster, ns, "built"), indent=1)[-4000:])
+        raise
+    took = time.monotonic() - start
+    print("apply to Running through a real kaniko build: %.1f s" % took)
+    image = ts["status"]["image"]
+    tag = image["tag"]
+    assert image["ref"] == "%s:%s" % (registry["repository"], tag), image
+    assert image["reason"] == "Built", image
+    assert image.get("buildJob", "telo-build-" + tag) == "telo-build-" + tag, image
+    assert condition(ts, "ImageReady")["reason"] == "Built"
+    pod = get(cluster, ns, "pod", ts["status"]["podName"])
+    assert pod["spec"]["containers"][0]["image"] == image["ref"]
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "pull"}]
+
+    # The registry holds the tag (asked on loopback with the registry's credentials).
+    proc = subprocess.run(["curl", "-fsS", "-o", "/dev/null", "-w", "%{http_code}",
+                           "-u", "%s:%s" % (registry["user"], registry["password"]),
+                           "-H", "Accept: application/vnd.oci.image.manifest.v1+json, "
+                           "application/vnd.docker.distribution.manifest.v2+json",
+                           "http://%s/v2/telo/apps/manifests/%s" % (registry["local"], tag)],
+                          capture_output=True, text=True)
+    assert proc.stdout == "200", (proc.stdout, proc.stderr)
+
+    # The Job ran kaniko for real: its log is kaniko's, and it pushed the ref.
+    log = build_log(cluster, bns)
+    assert "Pushing image to %s" % image["ref"] in log or image["ref"] in log, log
+
+    # The app shows what `telo install` did at build time, with the registry URL it saw.
+    def logs_show_install():
+        out = pod_log(cluster, ns, ts["status"]["podName"])
+        return out if "telo:   import Run e2e/run-%s@1.0.0" % run_id in out else None
+    out = wait_until(logs_show_install, timeout=30, what="the install record in the app's log")
+    assert "telo:   registry %s" % TELO_REGISTRY in out, out
+    assert "telo:   import Http std/http-server@0.15.0" in out, out
+    assert "hello from " + run_id in out, out
+    ip = ts["status"].get("podIP") or get_ts(cluster, ns, "built")["status"]["podIP"]
+    rc, body = wait_until(lambda: (lambda r: r if r[0] == 0 else None)(
+        curl("http://%s:8080/" % ip)), timeout=30, what="the app's port")
+    assert body.splitlines() == ["registry " + TELO_REGISTRY,
+                                 "import Http std/http-server@0.15.0",
+                                 "import Run e2e/run-%s@1.0.0" % run_id], body
+    assert op.metric("telo_image_builds_total", {"result": "succeeded"}) == 1
