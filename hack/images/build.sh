@@ -195,7 +195,15 @@ if [ $# -gt 0 ]; then
 	images=("$@")
 fi
 
-mkdir -p "$out/refs"
+# refs.json lists the last ref of every image pushed from this cluster directory: what it held
+# (from any checkout's build.sh), with this run's images replaced.
+declare -A refs_of=()
+if [ -f "$out/refs.json" ]; then
+	for name in "${all_images[@]}"; do
+		old_ref=$(grep -o "\"$name\": \"[^\"]*\"" "$out/refs.json" | sed 's/.*: "\(.*\)"$/\1/' || true)
+		[ -z "$old_ref" ] || refs_of[$name]=$old_ref
+	done
+fi
 for name in "${images[@]}"; do
 	tag=$(image_tag "$name")
 	ref="$registry/telo/$name:$tag"
@@ -217,14 +225,14 @@ for name in "${images[@]}"; do
 		}
 		echo "images: imported $ref into containerd (k8s.io)" >&2
 	fi
-	echo "$ref" >"$out/refs/$name"
+	refs_of[$name]=$ref
 done
-# refs.json: every image this cluster directory has pushed and imported, the last of each name.
 refs="{"
 sep=""
 for name in "${all_images[@]}"; do
-	[ -f "$out/refs/$name" ] || continue
-	refs="$refs$sep\"$name\": \"$(cat "$out/refs/$name")\""
+	[ -n "${refs_of[$name]:-}" ] || continue
+	refs="$refs$sep\"$name\": \"${refs_of[$name]}\""
 	sep=", "
 done
-echo "$refs}" >"$out/refs.json"
+echo "$refs}" >"$out/refs.json.tmp"
+mv "$out/refs.json.tmp" "$out/refs.json"
