@@ -36,7 +36,7 @@ import uuid
 import pytest
 
 from conftest import ROOT, TcpProxy, wait_until
-from test_sessions import condition, get, get_ts, wait_phase
+from test_sessions import assert_failure, condition, get, get_ts, wait_phase
 from test_sessions_real_node import (REAL, _ready_real_node, bundle_configmap, curl,
                                      real_session)
 
@@ -167,32 +167,65 @@ def pod_log(cluster, ns, pod):
     return cluster.kubectl("logs", "-n", ns, pod, "-c", "session", check=False).stdout
 
 
-def build_log(cluster, bns):
-    return cluster.kubectl("logs", "-n", bns, "-l", "telo.run/build=true", "-c", "kaniko",
-                           "--tail=40", check=False).stdout
+def build_log(cluster, bns, tag=None):
+    selector = "telo.run/build=true" + (",telo.run/tag=" + tag if tag else "")
+    return cluster.kubectl("logs", "-n", bns, "-l", selector, "-c", "kaniko", "--tail=60",
+                           check=False).stdout
+
+
+def jobs(cluster, bns):
+    return sorted(j["metadata"]["name"] for j in cluster.kubectl_json(
+        "get", "jobs", "-n", bns, "-l", "telo.run/build=true")["items"])
+
+
+def start_session(cluster, ns, name, imports, greeting):
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(
+        bundle_configmap(name + "-bundle", {"app/telo.yaml": app(imports, greeting)})))
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(
+        real_session(name, entry="app/telo.yaml", ports=(8080,))))
+
+
+def wait_built(cluster, ns, bns, name):
+    try:
+        return wait_phase(cluster, ns, name, "Running", timeout=BUILD_TIMEOUT + 60)
+    except AssertionError:
+        print("build log:\n" + build_log(cluster, bns))
+        print("session:\n" + json.dumps(get_ts(cluster, ns, name), indent=1)[-4000:])
+        raise
+
+
+def app_output(cluster, ns, ts, marker):
+    """The session's log once it shows marker, and what its port 8080 serves."""
+    pod = ts["status"]["podName"]
+
+    def logs_show():
+        out = pod_log(cluster, ns, pod)
+        return out if marker in out else None
+    out = wait_until(logs_show, timeout=30, what="%r in the log of %s" % (marker, pod))
+    ip = ts["status"].get("podIP") or get(cluster, ns, "pod", pod)["status"]["podIP"]
+    _, body = wait_until(lambda: (lambda r: r if r[0] == 0 else None)(
+        curl("http://%s:8080/" % ip)), timeout=30, what="the port 8080 of %s" % pod)
+    return out, body
 
 
 def test_a_session_with_imports_runs_the_image_kaniko_built(cluster, real_builds, registry):
+    """The first Done-when bullet: a real build, the tag in the registry, the session running
+    it with the install step's output; the same imports with another body are a cache hit with
+    no Job; other imports build another tag."""
     ns, bns, op = real_builds()
     # Imports unique to this run, so the tag is new and the registry cannot already hold it.
     run_id = uuid.uuid4().hex[:10]
     imports = [("Http", "std/http-server@0.15.0"), ("Run", "e2e/run-%s@1.0.0" % run_id)]
-    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(
-        bundle_configmap("built-bundle", {"app/telo.yaml": app(imports, "hello from " + run_id)})))
-    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(
-        real_session("built", entry="app/telo.yaml", ports=(8080,))))
+    start_session(cluster, ns, "built", imports, "hello from " + run_id)
     start = time.monotonic()
     wait_phase(cluster, ns, "built", "Building", timeout=60)
-    try:
-        ts = wait_phase(cluster, ns, "built", "Running", timeout=BUILD_TIMEOUT + 60)
-    except AssertionError:
-        print("build log:\n" + build_log(cluster, bns))
-        print("session:\n" + json.dumps(get_ts(cluster, ns, "built"), indent=1)[-4000:])
-        raise
+    ts = wait_built(cluster, ns, bns, "built")
     took = time.monotonic() - start
-    print("apply to Running through a real kaniko build: %.1f s" % took)
     image = ts["status"]["image"]
     tag = image["tag"]
+    log = build_log(cluster, bns, tag)
+    print("apply to Running through a real kaniko build: %.1f s; the builder's log:\n%s"
+          % (took, log))
     assert image["ref"] == "%s:%s" % (registry["repository"], tag), image
     assert image["reason"] == "Built", image
     assert image.get("buildJob", "telo-build-" + tag) == "telo-build-" + tag, image
@@ -200,6 +233,17 @@ def test_a_session_with_imports_runs_the_image_kaniko_built(cluster, real_builds
     pod = get(cluster, ns, "pod", ts["status"]["podName"])
     assert pod["spec"]["containers"][0]["image"] == image["ref"]
     assert pod["spec"]["imagePullSecrets"] == [{"name": "pull"}]
+
+    # The build ran on the real node, as root (kaniko's need), and its log is kaniko's own.
+    (build_pod,) = cluster.kubectl_json("get", "pods", "-n", bns, "-l",
+                                        "telo.run/tag=" + tag)["items"]
+    assert build_pod["spec"]["nodeName"] == ts["status"].get("nodeName", pod["spec"]["nodeName"])
+    assert build_pod["status"]["phase"] == "Succeeded", build_pod["status"]
+    builder = build_pod["spec"]["containers"][0]
+    assert builder["securityContext"]["runAsUser"] == 0
+    assert builder["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "Pushing image to %s" % image["ref"] in log, log
+    assert "telo install: installed Run e2e/run-%s@1.0.0" % run_id in log, log
 
     # The registry holds the tag (asked on loopback with the registry's credentials).
     proc = subprocess.run(["curl", "-fsS", "-o", "/dev/null", "-w", "%{http_code}",
@@ -210,22 +254,52 @@ def test_a_session_with_imports_runs_the_image_kaniko_built(cluster, real_builds
                           capture_output=True, text=True)
     assert proc.stdout == "200", (proc.stdout, proc.stderr)
 
-    # The Job ran kaniko for real: its log is kaniko's, and it pushed the ref.
-    log = build_log(cluster, bns)
-    assert "Pushing image to %s" % image["ref"] in log or image["ref"] in log, log
-
     # The app shows what `telo install` did at build time, with the registry URL it saw.
-    def logs_show_install():
-        out = pod_log(cluster, ns, ts["status"]["podName"])
-        return out if "telo:   import Run e2e/run-%s@1.0.0" % run_id in out else None
-    out = wait_until(logs_show_install, timeout=30, what="the install record in the app's log")
-    assert "telo:   registry %s" % TELO_REGISTRY in out, out
-    assert "telo:   import Http std/http-server@0.15.0" in out, out
-    assert "hello from " + run_id in out, out
-    ip = ts["status"].get("podIP") or get_ts(cluster, ns, "built")["status"]["podIP"]
-    rc, body = wait_until(lambda: (lambda r: r if r[0] == 0 else None)(
-        curl("http://%s:8080/" % ip)), timeout=30, what="the app's port")
-    assert body.splitlines() == ["registry " + TELO_REGISTRY,
-                                 "import Http std/http-server@0.15.0",
-                                 "import Run e2e/run-%s@1.0.0" % run_id], body
-    assert op.metric("telo_image_builds_total", {"result": "succeeded"}) == 1
+    record = ["registry " + TELO_REGISTRY, "import Http std/http-server@0.15.0",
+              "import Run e2e/run-%s@1.0.0" % run_id]
+    out, body = app_output(cluster, ns, ts, "hello from " + run_id)
+    for line in record:
+        assert "telo:   " + line in out, out
+    assert body.splitlines() == record, body
+    assert jobs(cluster, bns) == ["telo-build-" + tag]
+
+    # The same imports, another body: the same image from the registry, no second Job.
+    start_session(cluster, ns, "again", imports, "another body " + run_id)
+    ts2 = wait_phase(cluster, ns, "again", "Running", timeout=120)
+    assert ts2["status"]["image"]["tag"] == tag, ts2["status"]["image"]
+    assert ts2["status"]["image"]["reason"] == "CacheHit", ts2["status"]["image"]
+    out, body = app_output(cluster, ns, ts2, "another body " + run_id)
+    assert body.splitlines() == record, body
+    assert jobs(cluster, bns) == ["telo-build-" + tag]
+
+    # Other imports: another tag, another real build.
+    other = imports + [("Extra", "e2e/extra-%s@2.0.0" % run_id)]
+    start_session(cluster, ns, "other", other, "other imports " + run_id)
+    ts3 = wait_built(cluster, ns, bns, "other")
+    tag3 = ts3["status"]["image"]["tag"]
+    assert tag3 != tag and ts3["status"]["image"]["reason"] == "Built", ts3["status"]["image"]
+    out, body = app_output(cluster, ns, ts3, "other imports " + run_id)
+    assert body.splitlines() == record + ["import Extra e2e/extra-%s@2.0.0" % run_id], body
+    assert jobs(cluster, bns) == sorted(["telo-build-" + tag, "telo-build-" + tag3])
+    assert op.metric("telo_image_builds_total", {"result": "succeeded"}) == 2
+    assert op.metric("telo_image_cache_hits_total") == 1
+
+
+def test_a_failing_install_step_fails_the_session_with_the_builders_last_lines(
+        cluster, real_builds):
+    """A Dockerfile step that fails for real (the stand-in's install exits 1 for a marked
+    import): BuildFailed, with kaniko's own last lines in the message."""
+    ns, bns, op = real_builds()
+    run_id = uuid.uuid4().hex[:10]
+    start_session(cluster, ns, "broken", [("Broken", "e2e/telo-install-fails-%s@1.0.0" % run_id)],
+                  "never runs")
+    ts = wait_phase(cluster, ns, "broken", "Failed", timeout=BUILD_TIMEOUT + 60)
+    print("the failed session's message:\n" + ts["status"].get("message", ""))
+    assert_failure(ts, "BuildFailed",
+                   "the stand-in fails imports marked telo-install-fails",
+                   "e2e/telo-install-fails-%s@1.0.0" % run_id)
+    # kaniko's own word that the RUN step failed, as the build pod's log has it.
+    log = build_log(cluster, bns)
+    assert "exit status 1" in log, log
+    assert "exit status 1" in ts["status"]["message"], ts["status"]["message"]
+    assert op.metric("telo_image_builds_total", {"result": "failed"}) == 1
