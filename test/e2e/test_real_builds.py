@@ -301,5 +301,31 @@ def test_a_failing_install_step_fails_the_session_with_the_builders_last_lines(
     # kaniko's own word that the RUN step failed, as the build pod's log has it.
     log = build_log(cluster, bns)
     assert "exit status 1" in log, log
-    assert "exit status 1" in ts["status"]["message"], ts["status"]["message"]
+    message = ts["status"]["message"]
+    assert "exit status 1" in message, message
+    # kaniko logs in colour unless told otherwise (--log-format=text): the message is plain text,
+    # with no escape sequence a terminal showing `kubectl describe` would obey.
+    assert "INFO[0000] RUN [\"telo\",\"install\",\"/app/app/telo.yaml\"]" in message, message
+    assert not any(ord(c) < 0x20 and c not in "\n\t" for c in message), repr(message)
     assert op.metric("telo_image_builds_total", {"result": "failed"}) == 1
+
+
+def test_a_build_step_cannot_read_the_push_credentials(cluster, real_builds, registry):
+    """A RUN step runs where kaniko has the push Secret mounted (/kaniko/.docker/config.json).
+    The operator mounts it 0400 (owned by root): kaniko, root, reads it; the install step runs
+    as the base image's USER (1000 here) and cannot, so it cannot bake the credentials into the
+    image. (A base image that installs as root could: the builds' base images are the
+    administrator's choice, images.default and build.allowedBaseImages.)"""
+    ns, bns, op = real_builds()
+    run_id = uuid.uuid4().hex[:10]
+    start_session(cluster, ns, "probe", [("Probe", "e2e/telo-install-reads-credentials-%s@1.0.0"
+                                          % run_id)], "probe " + run_id)
+    ts = wait_built(cluster, ns, bns, "probe")
+    out, body = app_output(cluster, ns, ts, "probe " + run_id)
+    print("the install record:\n" + body)
+    assert "credentials /kaniko/.docker/config.json: not readable by uid 1000" in body, body
+    assert registry["password"] not in body and registry["password"] not in out
+    (build_pod,) = cluster.kubectl_json("get", "pods", "-n", bns, "-l",
+                                        "telo.run/tag=" + ts["status"]["image"]["tag"])["items"]
+    (vol,) = [v for v in build_pod["spec"]["volumes"] if v["name"] == "docker-config"]
+    assert vol["secret"]["defaultMode"] == 0o400, vol
