@@ -303,9 +303,11 @@ def test_a_failing_install_step_fails_the_session_with_the_builders_last_lines(
     assert "exit status 1" in log, log
     message = ts["status"]["message"]
     assert "exit status 1" in message, message
-    # kaniko logs in colour unless told otherwise (--log-format=text): the message is plain text,
-    # with no escape sequence a terminal showing `kubectl describe` would obey.
-    assert "INFO[0000] RUN [\"telo\",\"install\",\"/app/app/telo.yaml\"]" in message, message
+    # kaniko logs in colour unless told otherwise (--log-format=text: logrus's key=value lines):
+    # the message is plain text, with no escape sequence a terminal showing `kubectl describe`
+    # would obey.
+    assert 'level=info msg="RUN [\\"telo\\",\\"install\\",\\"/app/app/telo.yaml\\"]"' in message, \
+        message
     assert not any(ord(c) < 0x20 and c not in "\n\t" for c in message), repr(message)
     assert op.metric("telo_image_builds_total", {"result": "failed"}) == 1
 
