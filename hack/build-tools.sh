@@ -10,7 +10,8 @@
 #   hack/build-tools.sh helm       also build helm (the chart's tests)
 #   hack/build-tools.sh netpol     also build telo-netpol (the real node's NetworkPolicy enforcer)
 #   hack/build-tools.sh gotty      also build gotty (the web terminal bench/gateway compares with)
-#   hack/build-tools.sh --print-dir k8s|etcd|kwok|cri-tools|helm|netpol|gotty   print the cache dir of a tool set
+#   hack/build-tools.sh kaniko     also build kaniko's executor (the image builder; hack/images packs it)
+#   hack/build-tools.sh --print-dir k8s|etcd|kwok|cri-tools|helm|netpol|gotty|kaniko   print the cache dir of a tool set
 #
 # Each build's log is kept next to the binaries (build-<name>.log) with its peak memory; a
 # failed build names the binary and the step and prints the tail of its log.
@@ -33,8 +34,9 @@ cri_tools_version=$(mod_version cri-tools sigs.k8s.io/cri-tools)
 helm_version=$(mod_version helm helm.sh/helm/v3)
 netpol_version=$(mod_version kube-network-policies sigs.k8s.io/kube-network-policies)
 gotty_version=$(mod_version gotty github.com/sorenisanerd/gotty)
+kaniko_version=$(mod_version kaniko github.com/GoogleContainerTools/kaniko)
 if [ -z "$k8s_version" ] || [ -z "$etcd_version" ] || [ -z "$kwok_version" ] || [ -z "$cri_tools_version" ] ||
-	[ -z "$helm_version" ] || [ -z "$netpol_version" ] || [ -z "$gotty_version" ]; then
+	[ -z "$helm_version" ] || [ -z "$netpol_version" ] || [ -z "$gotty_version" ] || [ -z "$kaniko_version" ]; then
 	echo "build-tools: cannot read the pinned versions from hack/tools/*/go.mod" >&2
 	exit 1
 fi
@@ -51,12 +53,13 @@ bin_dir() { # set -> directory
 	helm) echo "$cache/bin/helm-$helm_version-$go_version" ;;
 	netpol) echo "$cache/bin/kube-network-policies-$netpol_version-$netpol_src-$go_version" ;;
 	gotty) echo "$cache/bin/gotty-$gotty_version-$go_version" ;;
-	*) echo "unknown tool set '$1' (want k8s, etcd, kwok, cri-tools, helm, netpol or gotty)" >&2; return 2 ;;
+	kaniko) echo "$cache/bin/kaniko-$kaniko_version-$go_version" ;;
+	*) echo "unknown tool set '$1' (want k8s, etcd, kwok, cri-tools, helm, netpol, gotty or kaniko)" >&2; return 2 ;;
 	esac
 }
 
 if [ "${1:-}" = "--print-dir" ]; then
-	bin_dir "${2:?--print-dir needs k8s, etcd, kwok, cri-tools, helm, netpol or gotty}"
+	bin_dir "${2:?--print-dir needs k8s, etcd, kwok, cri-tools, helm, netpol, gotty or kaniko}"
 	exit 0
 fi
 
@@ -128,6 +131,9 @@ for extra in "$@"; do
 	helm) build helm helm helm.sh/helm/v3/cmd/helm "$(helm_ldflags)" ;;
 	netpol) build netpol telo-netpol . "" kube-network-policies ;;
 	gotty) build gotty gotty github.com/sorenisanerd/gotty "-X main.Version=$gotty_version" ;;
-	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet, crictl, helm, netpol, gotty)" >&2; exit 2 ;;
+	# As kaniko's Makefile (out/executor): static (CGO_ENABLED=0 above), the version stamped in.
+	kaniko) build kaniko executor github.com/GoogleContainerTools/kaniko/cmd/executor \
+		"-X github.com/GoogleContainerTools/kaniko/pkg/version.version=$kaniko_version" ;;
+	*) echo "build-tools: unknown extra binary '$extra' (known: kubelet, crictl, helm, netpol, gotty, kaniko)" >&2; exit 2 ;;
 	esac
 done

@@ -8,6 +8,9 @@
 #                                     containerd of the real node must be running: up.sh does it)
 #   hack/images/build.sh --ref NAME   print NAME's reference (no build)
 #   hack/images/build.sh --build-only build the OCI layouts only
+#   hack/images/build.sh kaniko       build, push and import the named images only (kaniko, the
+#                                     image builder, is made only when named: it packs the
+#                                     executor `hack/build-tools.sh kaniko` builds)
 #
 # The references are written to $TELO_CLUSTER_DIR/real-node/images/refs.json (tests read it).
 set -euo pipefail
@@ -16,6 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../cluster/lib.sh"
 
 images=(pause telo-init telo-session-test)
+all_images=(pause telo-init telo-session-test kaniko)
 out="$real_dir/images"
 registry="127.0.0.1:$registry_port"
 busybox_bin=${TELO_BUSYBOX:-/bin/busybox}
@@ -33,17 +37,24 @@ image_tag() { # name
 		(cd "$here/$name" && find . -type f | LC_ALL=C sort | xargs sha256sum)
 		case "$name" in
 		pause) cc --version 2>/dev/null | head -n 1 ;;
+		kaniko) sha256sum "$(kaniko_executor)" "$ca_bundle" ;;
 		*) sha256sum "$busybox_bin" ;;
 		esac
 	} | sha256sum | cut -c1-16
 }
+
+# kaniko's executor, built by hack/build-tools.sh kaniko (static, CGO_ENABLED=0).
+kaniko_executor() {
+	echo "$("$here/../build-tools.sh" --print-dir kaniko)/executor"
+}
+ca_bundle=${TELO_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 
 image_ref() { # name
 	echo "$registry/telo/$1:$(image_tag "$1")"
 }
 
 if [ "${1:-}" = "--ref" ]; then
-	image_ref "${2:?--ref needs an image name (${images[*]})}"
+	image_ref "${2:?--ref needs an image name (${all_images[*]})}"
 	exit 0
 fi
 
@@ -87,10 +98,32 @@ rootfs_telo-init() {
 rootfs_telo-session-test() {
 	with_busybox "$1"
 	install -m 0755 "$here/telo-session-test/telo" "$1/usr/local/bin/telo"
-	mkdir -p "$1/usr/lib/telo" "$1/app"
-	install -m 0755 "$here/telo-session-test/http-answer" "$here/telo-session-test/inspect-answer" "$1/usr/lib/telo/"
+	mkdir -p "$1/usr/lib/telo" "$1/app" "$1/telo-cache"
+	install -m 0755 "$here/telo-session-test/http-answer" "$here/telo-session-test/inspect-answer" \
+		"$here/telo-session-test/install" "$1/usr/lib/telo/"
+	# TELO_CACHE_DIR of the operator's build Dockerfile: `telo install` runs as the image's user
+	# (1000), and umoci's rootless repack records every file as root's, so it is world-writable.
+	chmod 1777 "$1/telo-cache"
 	install -m 0644 "$here/telo-session-test/example.telo" "$1/app/example.telo"
 	image_tag telo-session-test >"$1/usr/lib/telo/VERSION"
+}
+
+# The layout of kaniko's own images (its deploy/Dockerfile, kaniko-executor): the executor in
+# /kaniko, CA certificates in /kaniko/ssl/certs, an empty docker config dir /kaniko/.docker (the
+# push Secret is mounted there), /etc/nsswitch.conf, /workspace. No shell: kaniko unpacks the
+# base image over this root and runs the RUN steps with the base image's own tools.
+rootfs_kaniko() {
+	local exe
+	exe=$(kaniko_executor)
+	[ -x "$exe" ] || fail "kaniko: $exe is missing; run hack/build-tools.sh kaniko"
+	case "$(ldd "$exe" 2>&1 || true)" in *"not a dynamic executable"*) ;; *) false ;; esac ||
+		fail "kaniko: $exe is not statically linked"
+	[ -r "$ca_bundle" ] || fail "kaniko: $ca_bundle is missing (install ca-certificates)"
+	mkdir -p "$1/kaniko/ssl/certs" "$1/kaniko/.docker" "$1/etc" "$1/workspace"
+	install -m 0755 "$exe" "$1/kaniko/executor"
+	install -m 0644 "$ca_bundle" "$1/kaniko/ssl/certs/ca-certificates.crt"
+	chmod 0777 "$1/kaniko"
+	install -m 0644 "$here/kaniko/nsswitch.conf" "$1/etc/nsswitch.conf"
 }
 
 image_config() { # name -> the umoci config arguments in cfg
@@ -101,6 +134,18 @@ image_config() { # name -> the umoci config arguments in cfg
 		cfg=(--config.entrypoint /usr/local/bin/telo --config.cmd run --config.cmd /app/example.telo
 			--config.user 1000:1000 --config.workingdir /app)
 		;;
+	kaniko)
+		cfg=(--config.entrypoint /kaniko/executor --config.user 0:0 --config.workingdir /workspace
+			--config.env HOME=/root --config.env USER=root --config.env SSL_CERT_DIR=/kaniko/ssl/certs
+			--config.env DOCKER_CONFIG=/kaniko/.docker/)
+		;;
+	esac
+}
+
+image_path() { # name -> PATH of the image
+	case "$1" in
+	kaniko) echo /usr/local/bin:/kaniko ;;
+	*) echo /usr/local/bin:/usr/bin:/bin ;;
 	esac
 }
 
@@ -126,7 +171,7 @@ build_layout() { # name tag -> OCI layout $out/oci/<name> holding the tag
 			cp -a "$work/rootfs/." "$work/bundle/rootfs/" &&
 			umoci repack --image "$layout:$tag" "$work/bundle" &&
 			umoci config --image "$layout:$tag" --author telo-operator --os linux --architecture amd64 \
-				--config.env PATH=/usr/local/bin:/usr/bin:/bin "${cfg[@]}" &&
+				--config.env "PATH=$(image_path "$name")" "${cfg[@]}" &&
 			umoci gc --layout "$layout"
 	} >"$log" 2>&1 || {
 		tail -n 20 "$log" >&2
@@ -135,16 +180,35 @@ build_layout() { # name tag -> OCI layout $out/oci/<name> holding the tag
 	}
 }
 
-mkdir -p "$out"
-refs="{"
-sep=""
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then
+	build_only=1
+	shift
+fi
+if [ $# -gt 0 ]; then
+	for name in "$@"; do
+		case " ${all_images[*]} " in
+		*" $name "*) ;;
+		*) fail "unknown image '$name' (known: ${all_images[*]})" ;;
+		esac
+	done
+	images=("$@")
+fi
+
+# refs.json lists the last ref of every image pushed from this cluster directory: what it held
+# (from any checkout's build.sh), with this run's images replaced.
+declare -A refs_of=()
+if [ -f "$out/refs.json" ]; then
+	for name in "${all_images[@]}"; do
+		old_ref=$(grep -o "\"$name\": \"[^\"]*\"" "$out/refs.json" | sed 's/.*: "\(.*\)"$/\1/' || true)
+		[ -z "$old_ref" ] || refs_of[$name]=$old_ref
+	done
+fi
 for name in "${images[@]}"; do
 	tag=$(image_tag "$name")
 	ref="$registry/telo/$name:$tag"
 	build_layout "$name" "$tag"
-	refs="$refs$sep\"$name\": \"$ref\""
-	sep=", "
-	[ "${1:-}" = "--build-only" ] && continue
+	[ "$build_only" = 1 ] && continue
 	if ! curl -fsS -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
 		"http://$registry/v2/telo/$name/manifests/$tag" 2>/dev/null; then
 		skopeo copy --quiet --insecure-policy --dest-tls-verify=false \
@@ -161,5 +225,14 @@ for name in "${images[@]}"; do
 		}
 		echo "images: imported $ref into containerd (k8s.io)" >&2
 	fi
+	refs_of[$name]=$ref
 done
-echo "$refs}" >"$out/refs.json"
+refs="{"
+sep=""
+for name in "${all_images[@]}"; do
+	[ -n "${refs_of[$name]:-}" ] || continue
+	refs="$refs$sep\"$name\": \"${refs_of[$name]}\""
+	sep=", "
+done
+echo "$refs}" >"$out/refs.json.tmp"
+mv "$out/refs.json.tmp" "$out/refs.json"

@@ -293,6 +293,8 @@ static struct json_object *builder_container(const struct build_config *cfg,
     /* The pushed digest becomes the container's termination message; on a failure the message
      * falls back to the log's tail. */
     kube_obj_push_str(args, "--digest-file=/dev/termination-log");
+    /* kaniko logs in colour by default; its log tail becomes a failed session's message. */
+    kube_obj_push_str(args, "--log-format=text");
     if (cfg->insecure_registry) {
         kube_obj_push_str(args, "--insecure");
         kube_obj_push_str(args, "--skip-tls-verify");
@@ -368,9 +370,16 @@ struct json_object *build_desired_job(const struct build_config *cfg,
     if (in->bundle_url == NULL)
         kube_obj_push(volumes, kube_obj_configmap_volume("bundle", in->bundle_configmap,
                                                          BUILD_CONTEXT_KEY, BUILD_CONTEXT_KEY));
-    if (cfg->push_secret != NULL)
-        kube_obj_push(volumes, kube_obj_secret_volume("docker-config", cfg->push_secret,
-                                                      ".dockerconfigjson", "config.json"));
+    if (cfg->push_secret != NULL) {
+        /* 0400, root's: kaniko (root) reads it; RUN steps run as the base image's USER and
+         * cannot, so an install script cannot copy the push credentials into the image. */
+        struct json_object *creds = kube_obj_secret_volume("docker-config", cfg->push_secret,
+                                                           ".dockerconfigjson", "config.json"),
+                           *src = NULL;
+        if (json_object_object_get_ex(creds, "secret", &src))
+            kube_obj_put_int(src, "defaultMode", 0400);
+        kube_obj_push(volumes, creds);
+    }
     kube_obj_put(pod, "volumes", volumes);
     kube_obj_put(tmpl, "spec", pod);
     kube_obj_put(spec, "template", tmpl);
@@ -512,6 +521,42 @@ void build_status_read(const struct json_object *job, const char *job_name, cons
     out->requeue_after_s = created > 0 ? (long)(deadline - now) + 1 : timeout_seconds;
 }
 
+/* Copies n bytes of in to out (n + 1 bytes) for a terminal, as build_log_tail says; returns the
+ * length written. */
+static size_t log_clean(const char *in, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c == 0x1b) {
+            /* CSI: ESC '[', parameter and intermediate bytes, one final byte; a lone ESC goes
+             * alone. */
+            if (i + 1 < n && in[i + 1] == '[') {
+                i += 2;
+                while (i < n && (unsigned char)in[i] >= 0x20 && (unsigned char)in[i] <= 0x3f)
+                    i++;
+                /* i is on the final byte (or past the end): the loop's i++ steps over it. */
+            }
+            continue;
+        }
+        if (c == '\r')
+            continue;
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+            out[o++] = '?';
+            continue;
+        }
+        if (c == 0xc2 && i + 1 < n && (unsigned char)in[i + 1] >= 0x80 &&
+            (unsigned char)in[i + 1] <= 0x9f) {
+            out[o++] = '?'; /* a C1 control (U+0080..U+009F, CSI among them) */
+            i++;
+            continue;
+        }
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return o;
+}
+
 size_t build_log_tail(const char *log, size_t log_len, int lines, char *out, size_t len)
 {
     if (len == 0)
@@ -540,7 +585,5 @@ size_t build_log_tail(const char *log, size_t log_len, int lines, char *out, siz
             n--;
         }
     }
-    memcpy(out, log + start, n);
-    out[n] = '\0';
-    return n;
+    return log_clean(log + start, n, out);
 }

@@ -95,8 +95,10 @@ char *build_dockerfile(const char *base_image, const char *entry, struct telo_er
  * ttlSecondsAfterFinished; an init container fetches the context (the ConfigMap's or the URL's
  * bundle, checked against its sha256) into /workspace and writes the Dockerfile to /build; the
  * builder gets --context=dir:///workspace --dockerfile=/build/Dockerfile --destination=<ref>
- * --build-arg=TELO_REGISTRY_URL=<url> (plus --insecure --skip-tls-verify --insecure-pull
- * --skip-tls-verify-pull when insecure) and writes the pushed digest to its termination message.
+ * --build-arg=TELO_REGISTRY_URL=<url> --log-format=text (plus --insecure --skip-tls-verify
+ * --insecure-pull --skip-tls-verify-pull when insecure) and writes the pushed digest to its
+ * termination message; the push Secret is mounted at /kaniko/.docker with mode 0400, so RUN
+ * steps running as the base image's (non-root) USER cannot read it.
  * No service-account token, RuntimeDefault seccomp, no privilege escalation; the init container
  * runs as uid 1000 with a read-only root; the builder runs as root, which kaniko needs to unpack
  * the base image's files as their owners. Inputs reach the shell only through environment
@@ -139,7 +141,11 @@ void build_status_read(const struct json_object *job, const char *job_name, cons
                        long timeout_seconds, double now, struct build_status *out);
 
 /* The last `lines` lines of a build log (trailing blank lines dropped) into out, at most len - 1
- * bytes (the tail is kept when it must be cut). Returns the length written. */
+ * bytes (the tail is kept when it must be cut). Returns the length written. The text is made
+ * safe to show on a terminal (it lands in status.message, and a RUN step's output is the
+ * tenant's): ANSI escape sequences (a builder's colours, ESC '[' ... final byte) and carriage
+ * returns are dropped, any other control character (C0 but newline and tab, DEL, C1 as UTF-8)
+ * becomes '?'. */
 size_t build_log_tail(const char *log, size_t log_len, int lines, char *out, size_t len);
 
 #endif

@@ -247,6 +247,7 @@ static void job_from_a_configmap_bundle(void **state)
                                ("--destination=127.0.0.1:5000/telo/apps:" TAG),
                                "--build-arg=TELO_REGISTRY_URL=https://registry.example",
                                "--digest-file=/dev/termination-log",
+                               "--log-format=text",
                                "--insecure",
                                "--skip-tls-verify",
                                "--insecure-pull",
@@ -258,6 +259,16 @@ static void job_from_a_configmap_bundle(void **state)
                             want_args[i]);
     assert_string_equal(str_at(kaniko, "volumeMounts.2.name"), "docker-config");
     assert_string_equal(str_at(kaniko, "volumeMounts.2.mountPath"), "/kaniko/.docker");
+    /* The push credentials: root's alone, out of reach of RUN steps running as the image's user.
+     */
+    struct json_object *creds = NULL;
+    for (size_t i = 0; i < json_object_array_length(at(pod, "volumes")); i++)
+        if (strcmp(str_at(json_object_array_get_idx(at(pod, "volumes"), i), "name"),
+                   "docker-config") == 0)
+            creds = json_object_array_get_idx(at(pod, "volumes"), i);
+    assert_non_null(creds);
+    assert_string_equal(str_at(creds, "secret.secretName"), "push-creds");
+    assert_int_equal(json_object_get_int(at(creds, "secret.defaultMode")), 0400);
     assert_false(json_object_get_boolean(at(kaniko, "securityContext.allowPrivilegeEscalation")));
     assert_string_equal(str_at(kaniko, "securityContext.capabilities.drop.0"), "NET_RAW");
     assert_null(at(kaniko, "resources"));
@@ -306,7 +317,7 @@ static void job_from_a_url_bundle_with_defaults(void **state)
     assert_int_equal(json_object_get_int(at(job, "spec.ttlSecondsAfterFinished")), 300);
     struct json_object *pod = at(job, "spec.template.spec");
     assert_string_equal(str_at(pod, "containers.0.image"), "gcr.io/kaniko-project/executor:latest");
-    assert_int_equal(json_object_array_length(at(pod, "containers.0.args")), 5);
+    assert_int_equal(json_object_array_length(at(pod, "containers.0.args")), 6);
     assert_string_equal(str_at(pod, "containers.0.args.3"),
                         "--build-arg=TELO_REGISTRY_URL=https://registry.telo.run");
     assert_string_equal(str_at(pod, "containers.0.resources.limits.memory"), "2Gi");
@@ -441,6 +452,20 @@ static void log_tails(void **state)
     assert_string_equal(out, "cd");
     build_log_tail(NULL, 0, 3, out, sizeof(out));
     assert_string_equal(out, "");
+    /* What reaches status.message is safe on a terminal: kaniko's colours (its default
+     * --log-format, seen on the real node) and carriage returns go, other controls become '?'. */
+    char big[256];
+    const char *coloured = "\x1b[36mINFO\x1b[0m[0000] RUN [\"telo\"]\r\n"
+                           "telo install: \x1b]0;title\x07"
+                           "bad\x1b[2J\x7f\tend\xc2\x9b"
+                           "2J \xc3\xa9\n";
+    assert_int_equal(
+        build_log_tail(coloured, strlen(coloured), 2, big, sizeof(big)),
+        strlen("INFO[0000] RUN [\"telo\"]\ntelo install: ]0;title?bad?\tend?2J \xc3\xa9"));
+    assert_string_equal(big,
+                        "INFO[0000] RUN [\"telo\"]\ntelo install: ]0;title?bad?\tend?2J \xc3\xa9");
+    build_log_tail("a\x1b[", 3, 1, out, sizeof(out)); /* a sequence cut by the log's end */
+    assert_string_equal(out, "a");
 }
 
 int main(void)
