@@ -315,8 +315,8 @@ static void finish(struct ctrl_reconcile *rec, const struct ctrl_result *res, in
     snprintf(key_copy, sizeof(key_copy), "%s", key);
     wq_done(c->q, key, now);
     /* -v 4: every reconcile, as klog's V(4) traces controller-runtime's. */
-    telo_log(TELO_LOG_DEBUG, "reconciled", "controller=%s key=%s outcome=%s took_ms=%.1f",
-             c->name, key_copy, ctrl_outcome_name(outcome), (now - rec->started) * 1000);
+    telo_log(TELO_LOG_DEBUG, "reconciled", "controller=%s key=%s outcome=%s took_ms=%.1f", c->name,
+             key_copy, ctrl_outcome_name(outcome), (now - rec->started) * 1000);
     switch (outcome) {
     case CTRL_SUCCESS:
         wq_forget(c->q, key_copy);

@@ -53,7 +53,10 @@ static void world_init(struct world *w, const char *spec_extra, const char *stat
     struct json_object *spec = json_object_object_get(w->obj, "spec");
     if (spec_extra) {
         struct json_object *extra = json_tokener_parse(spec_extra);
-        json_object_object_foreach(extra, k, v) json_object_object_add(spec, k, json_object_get(v));
+        json_object_object_foreach(extra, k, v)
+        {
+            json_object_object_add(spec, k, json_object_get(v));
+        }
         json_object_put(extra);
     }
     if (status)
