@@ -2,6 +2,7 @@
  * multi-socket on a libev loop, one request at a time per call, no retries of its own. */
 #include "imagebuild/http.h"
 
+#include "util/cidr.h"
 #include "util/curlev.h"
 
 #include <arpa/inet.h>
@@ -86,17 +87,6 @@ int build_cidr_parse(const char *text, struct build_cidr *out, struct telo_err *
     return 0;
 }
 
-static int prefix_match(const unsigned char *a, const unsigned char *net, unsigned prefix)
-{
-    unsigned full = prefix / 8, rest = prefix % 8;
-    if (memcmp(a, net, full) != 0)
-        return 0;
-    if (rest == 0)
-        return 1;
-    unsigned char mask = (unsigned char)(0xff << (8 - rest));
-    return (a[full] & mask) == (net[full] & mask);
-}
-
 struct net_class {
     int family;
     unsigned char net[16];
@@ -154,11 +144,11 @@ int build_address_allowed(const struct sockaddr *sa, const struct build_cidr *al
         family = AF_INET;
     }
     for (size_t i = 0; i < nallow; i++)
-        if (allow[i].family == family && prefix_match(a, allow[i].addr, allow[i].prefix))
+        if (allow[i].family == family && util_cidr_contains(allow[i].addr, allow[i].prefix, a))
             return 1;
     for (size_t i = 0; i < sizeof(refused_nets) / sizeof(refused_nets[0]); i++) {
         const struct net_class *c = &refused_nets[i];
-        if (c->family == family && prefix_match(a, c->net, c->prefix)) {
+        if (c->family == family && util_cidr_contains(c->net, c->prefix, a)) {
             snprintf(why, len, "the address %s is %s", text, c->what);
             return 0;
         }

@@ -2,6 +2,7 @@
  * state from the prober's results and the clock. Pure: no I/O, no clock but the caller's. */
 #include "session/reach.h"
 
+#include "util/cidr.h"
 #include "util/jget.h"
 #include "util/timefmt.h"
 
@@ -32,17 +33,6 @@ enum session_reach_state session_reach_state_parse(const char *text)
     return SESSION_REACH_NONE;
 }
 
-static int prefix_match(const unsigned char *a, const unsigned char *net, unsigned prefix)
-{
-    unsigned full = prefix / 8, rest = prefix % 8;
-    if (memcmp(a, net, full) != 0)
-        return 0;
-    if (rest == 0)
-        return 1;
-    unsigned char mask = (unsigned char)(0xff << (8 - rest));
-    return (a[full] & mask) == (net[full] & mask);
-}
-
 int session_reach_address_in(const struct session_cidrs *cidrs, const char *ip)
 {
     unsigned char a[16];
@@ -63,7 +53,7 @@ int session_reach_address_in(const struct session_cidrs *cidrs, const char *ip)
     }
     for (size_t i = 0; i < cidrs->n; i++) {
         const struct build_cidr *c = &cidrs->items[i];
-        if (c->family == family && prefix_match(a, c->addr, c->prefix))
+        if (c->family == family && util_cidr_contains(c->addr, c->prefix, a))
             return 1;
     }
     return 0;
