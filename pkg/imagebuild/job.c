@@ -147,30 +147,33 @@ int build_base_image_check(const char *image, struct telo_err *err)
     return 0;
 }
 
-void build_tag_for_namespace(const char *tag, const char *ns, char *out)
+void build_tag_of_records(const struct build_tag_record *recs, size_t n, char *out)
 {
     static const char hex[] = "0123456789abcdef";
-    /* The reference's record form: a name, NUL, the value, NUL. Namespaces are DNS labels (63)
-     * and tags 32 characters, so the records always fit whole. */
-    unsigned char rec[sizeof("namespace") + 254 + sizeof("tag") + 65];
-    size_t nl = strnlen(ns, 253), tl = strnlen(tag, 64), n = 0;
-    memcpy(rec + n, "namespace", sizeof("namespace"));
-    n += sizeof("namespace");
-    memcpy(rec + n, ns, nl);
-    n += nl;
-    rec[n++] = '\0';
-    memcpy(rec + n, "tag", sizeof("tag"));
-    n += sizeof("tag");
-    memcpy(rec + n, tag, tl);
-    n += tl;
-    rec[n++] = '\0';
+    unsigned char rec[BUILD_TAG_RECORDS_MAX * (32 + BUILD_TAG_VALUE_MAX + 2)];
+    size_t used = 0;
+    for (size_t r = 0; r < n && r < BUILD_TAG_RECORDS_MAX; r++) {
+        size_t nl = strnlen(recs[r].name, 31), vl = strnlen(recs[r].value, BUILD_TAG_VALUE_MAX);
+        memcpy(rec + used, recs[r].name, nl);
+        used += nl;
+        rec[used++] = '\0';
+        memcpy(rec + used, recs[r].value, vl);
+        used += vl;
+        rec[used++] = '\0';
+    }
     unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256(rec, n, digest);
+    SHA256(rec, used, digest);
     for (size_t i = 0; i < BUILD_TAG_LEN / 2; i++) {
         out[2 * i] = hex[digest[i] >> 4];
         out[2 * i + 1] = hex[digest[i] & 15];
     }
     out[BUILD_TAG_LEN] = '\0';
+}
+
+void build_tag_for_namespace(const char *tag, const char *ns, char *out)
+{
+    const struct build_tag_record recs[] = {{"namespace", ns}, {"tag", tag}};
+    build_tag_of_records(recs, 2, out);
 }
 
 /* s as the body of a JSON string: quote, backslash and control characters escaped. */

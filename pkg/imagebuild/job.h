@@ -71,6 +71,19 @@ int build_entry_check(const char *entry, struct telo_err *err);
  * word). Returns 0, or -TELO_EINVAL with err naming spec.image. */
 int build_base_image_check(const char *image, struct telo_err *err);
 
+/* One record of a derived tag: a name and its value (at most BUILD_TAG_VALUE_MAX bytes count). */
+struct build_tag_record {
+    const char *name;
+    const char *value;
+};
+#define BUILD_TAG_VALUE_MAX   256
+#define BUILD_TAG_RECORDS_MAX 4
+
+/* A tag derived from records in the reference runner's form: the first BUILD_TAG_LEN hex
+ * characters of sha256 over "<name>\0<value>\0" for each record in order (at most
+ * BUILD_TAG_RECORDS_MAX; names under 32 bytes). out holds BUILD_TAG_LEN + 1 bytes. */
+void build_tag_of_records(const struct build_tag_record *recs, size_t n, char *out);
+
 /* The tag of a build that is not shared across namespaces: the first BUILD_TAG_LEN hex
  * characters of sha256 over "namespace\0<ns>\0tag\0<tag>\0", where tag is the reference
  * runner's tag (build_tag_compute). So no namespace ever runs an image another namespace's

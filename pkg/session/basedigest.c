@@ -2,9 +2,9 @@
 #include "session/basedigest.h"
 
 #include "imagebuild/depkey.h"
+#include "imagebuild/job.h"
 #include "util/strmap.h"
 
-#include <openssl/sha.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,32 +37,12 @@ int session_base_digest_wanted(const char *pull_policy, const char *image)
 
 void session_base_digest_tag(const char *tag, const struct session_base_digest *d, char *out)
 {
-    static const char hex[] = "0123456789abcdef";
     if (!d || d->state == SESSION_DIGEST_NONE || !d->digest[0]) {
         snprintf(out, BUILD_TAG_LEN + 1, "%s", tag);
         return;
     }
-    /* The reference's record form: a name, NUL, the value, NUL. */
-    unsigned char
-        rec[sizeof("tag") + BUILD_TAG_LEN + 1 + sizeof("base-digest") + SESSION_DIGEST_MAX + 1];
-    size_t tl = strnlen(tag, BUILD_TAG_LEN), dl = strnlen(d->digest, SESSION_DIGEST_MAX), n = 0;
-    memcpy(rec + n, "tag", sizeof("tag"));
-    n += sizeof("tag");
-    memcpy(rec + n, tag, tl);
-    n += tl;
-    rec[n++] = '\0';
-    memcpy(rec + n, "base-digest", sizeof("base-digest"));
-    n += sizeof("base-digest");
-    memcpy(rec + n, d->digest, dl);
-    n += dl;
-    rec[n++] = '\0';
-    unsigned char sum[SHA256_DIGEST_LENGTH];
-    SHA256(rec, n, sum);
-    for (size_t i = 0; i < BUILD_TAG_LEN / 2; i++) {
-        out[2 * i] = hex[sum[i] >> 4];
-        out[2 * i + 1] = hex[sum[i] & 15];
-    }
-    out[BUILD_TAG_LEN] = '\0';
+    const struct build_tag_record recs[] = {{"tag", tag}, {"base-digest", d->digest}};
+    build_tag_of_records(recs, 2, out);
 }
 
 const char *session_base_digest_note(const struct session_base_digest *d, char *out, size_t len)
