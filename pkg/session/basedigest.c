@@ -5,7 +5,6 @@
 #include "imagebuild/job.h"
 #include "util/strmap.h"
 
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
