@@ -5,6 +5,8 @@
 #include "session/failure.h"
 #include "session/owner.h"
 #include "session/phase.h"
+#include "session/podview.h"
+#include "session/reachsummary.h"
 #include "session/runs.h"
 #include "util/jget.h"
 #include "util/str.h"
@@ -12,130 +14,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-/* --- progress ---------------------------------------------------------------------------- */
-
-struct waiting {
-    int (*accept)(const char *reason); /* NULL: any */
-    const char *reason;
-};
-
-static int pick_waiting(struct json_object *cs, int init, void *ctx)
-{
-    (void)init;
-    struct waiting *w = ctx;
-    const char *r = jget_string(jget(jget(cs, "state"), "waiting"), "reason");
-    if (r == NULL || (w->accept != NULL && !w->accept(r)))
-        return 0;
-    w->reason = r;
-    return 1;
-}
-
-/* The first container status, of the init containers then the containers, that waits with a
- * reason accept takes (any reason when accept is NULL); its reason in *reason. NULL when none. */
-static struct json_object *first_waiting(struct json_object *pod, int (*accept)(const char *reason),
-                                         const char **reason)
-{
-    struct waiting w = {accept, NULL};
-    struct json_object *cs = session_failure_find_container(pod, pick_waiting, &w, NULL);
-    *reason = w.reason;
-    return cs;
-}
-
-/* The reference runner's provision texts, from the first waiting reason of init containers,
- * then containers. */
-static const char *provision_progress(struct json_object *pod, const char **waiting_reason)
-{
-    struct json_object *status = jget(pod, "status");
-    const char *reason = NULL;
-    if (first_waiting(pod, NULL, &reason) != NULL) {
-        *waiting_reason = reason;
-        if (strcmp(reason, "ContainerCreating") == 0)
-            return "Creating container";
-        if (strcmp(reason, "PodInitializing") == 0)
-            return "Delivering application";
-        if (strcmp(reason, "ErrImagePull") == 0 || strcmp(reason, "ImagePullBackOff") == 0)
-            return "Pulling image";
-        return reason;
-    }
-    /* Running init containers deliver the bundle. */
-    struct json_object *inits = jget_array(status, "initContainerStatuses");
-    if (inits && json_object_array_length(inits) &&
-        jget(jget(json_object_array_get_idx(inits, 0), "state"), "running"))
-        return "Delivering application";
-    return "Scheduling";
-}
-
-/* The scheduler's complaint when the pod cannot be placed, or NULL. */
-static const char *unschedulable(struct json_object *pod)
-{
-    struct json_object *conds = jget_array(jget(pod, "status"), "conditions");
-    size_t n = conds ? json_object_array_length(conds) : 0;
-    for (size_t i = 0; i < n; i++) {
-        struct json_object *c = json_object_array_get_idx(conds, i);
-        if (strcmp(util_str_or_empty(jget_string(c, "type")), "PodScheduled") == 0 &&
-            strcmp(util_str_or_empty(jget_string(c, "status")), "False") == 0 &&
-            strcmp(util_str_or_empty(jget_string(c, "reason")), "Unschedulable") == 0)
-            return jget_string(c, "message") ? jget_string(c, "message") : "no node fits the pod";
-    }
-    return NULL;
-}
-
-/* A waiting reason that retrying cannot fix. */
-static int permanent_reason(const char *reason)
-{
-    static const char *const permanent[] = {"InvalidImageName", "ErrImageNeverPull",
-                                            "CreateContainerConfigError"};
-    for (size_t p = 0; p < sizeof(permanent) / sizeof(permanent[0]); p++) {
-        if (strcmp(reason, permanent[p]) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* The first blocking wait of any container that retrying cannot fix. */
-static const char *permanent_wait(struct json_object *pod, const char **container)
-{
-    const char *reason = NULL;
-    struct json_object *cs = first_waiting(pod, permanent_reason, &reason);
-    if (cs == NULL)
-        return NULL;
-    *container = util_str_or_empty(jget_string(cs, "name"));
-    return reason;
-}
-
-static long long session_exit_code(struct json_object *pod, int *found)
-{
-    struct json_object *arr = jget_array(jget(pod, "status"), "containerStatuses");
-    size_t n = arr ? json_object_array_length(arr) : 0;
-    for (size_t i = 0; i < n; i++) {
-        struct json_object *cs = json_object_array_get_idx(arr, i);
-        if (strcmp(util_str_or_empty(jget_string(cs, "name")), SESSION_CONTAINER) != 0)
-            continue;
-        struct json_object *term = jget(jget(cs, "state"), "terminated");
-        if (term) {
-            *found = 1;
-            int64_t code = 0;
-            (void)jget_int(term, "exitCode", &code);
-            return code;
-        }
-    }
-    *found = 0;
-    return 0;
-}
-
-static const char *container_finished_at(struct json_object *pod)
-{
-    struct json_object *arr = jget_array(jget(pod, "status"), "containerStatuses");
-    size_t n = arr ? json_object_array_length(arr) : 0;
-    for (size_t i = 0; i < n; i++) {
-        struct json_object *term =
-            jget(jget(json_object_array_get_idx(arr, i), "state"), "terminated");
-        if (term && jget_string(term, "finishedAt"))
-            return jget_string(term, "finishedAt");
-    }
-    return NULL;
-}
 
 /* --- assembling the status --------------------------------------------------------------- */
 
@@ -150,12 +28,8 @@ struct draft {
     const char *pod_name, *pod_ip, *pod_uid;
     int blocked; /* Pending until the user fixes something */
     char progress_text[96];
-    /* Reachability (issue 17), decided for a Running session: each port's state and why it is
-     * not probed; waiting: a probed port not Reachable yet; degraded: one Unreachable. */
-    struct session_reach_view reach[SESSION_MAX_PORTS];
-    char reach_why[SESSION_MAX_PORTS][160];
-    int reach_decided, reach_probed, reach_waiting, degraded;
-    char reach_text[400];
+    /* Reachability (issue 17), decided for a Running session (session/reachsummary.h). */
+    struct session_reach_summary reach;
     /* A refused write sets the reason (issue 17): 1, or 2 when retrying cannot help until
      * something changes (Stalled). Never Ready then. */
     int refused;
@@ -180,8 +54,6 @@ static void put_time_once(struct json_object *status, struct json_object *old, c
     timefmt_format(t, text, sizeof(text));
     put_str(status, key, text);
 }
-
-static void put_reach(struct json_object *e, const struct draft *d, size_t i);
 
 static struct json_object *endpoints(const struct session *s, const struct session_config *cfg,
                                      const struct draft *d)
@@ -209,7 +81,7 @@ static struct json_object *endpoints(const struct session *s, const struct sessi
             snprintf(host, sizeof(host), "%s.%s.svc", svc, s->namespace);
             put_str(e, "host", host);
         }
-        put_reach(e, d, i);
+        session_reach_summary_put(e, &d->reach, i);
         json_object_array_add(list, e);
     }
     return list;
@@ -508,7 +380,7 @@ static int decide_by_pod_phase(const struct session_observation *obs, struct dra
     }
     if (pod_phase == SESSION_POD_SUCCEEDED) {
         d->phase = SESSION_PHASE_SUCCEEDED;
-        d->exit_code = session_exit_code(pod, &d->has_exit_code);
+        d->exit_code = session_podview_exit_code(pod, &d->has_exit_code);
         d->has_exit_code = 1;
         snprintf(d->reason, sizeof(d->reason), "AppExited");
         snprintf(d->message, sizeof(d->message), "the app exited with code %lld", d->exit_code);
@@ -519,7 +391,7 @@ static int decide_by_pod_phase(const struct session_observation *obs, struct dra
         long long code = 0;
         session_failure_message(pod, obs->s->namespace, d->message, sizeof(d->message), d->reason,
                                 sizeof(d->reason), &code);
-        d->exit_code = session_exit_code(pod, &d->has_exit_code);
+        d->exit_code = session_podview_exit_code(pod, &d->has_exit_code);
         return 1;
     }
     return 0;
@@ -572,7 +444,7 @@ static void decide_provisioning(const struct session_observation *obs, struct dr
 {
     struct json_object *pod = obs->pod;
     const char *container = NULL;
-    if (permanent_wait(pod, &container)) {
+    if (session_podview_permanent_wait(pod, &container)) {
         d->phase = SESSION_PHASE_FAILED;
         long long code = 0;
         session_failure_message(pod, obs->s->namespace, d->message, sizeof(d->message), d->reason,
@@ -583,8 +455,8 @@ static void decide_provisioning(const struct session_observation *obs, struct dr
     const char *waiting = NULL;
     d->phase = SESSION_PHASE_PROVISIONING;
     d->progress_phase = "provision";
-    d->progress_message = provision_progress(pod, &waiting);
-    const char *sched_text = unschedulable(pod);
+    d->progress_message = session_podview_progress(pod, &waiting);
+    const char *sched_text = session_podview_unschedulable(pod);
     char sched[1024];
     if (sched_text) {
         snprintf(sched, sizeof(sched), "%s", sched_text);
@@ -605,150 +477,6 @@ static void decide_provisioning(const struct session_observation *obs, struct dr
         fail_unschedulable(obs, sched, d);
     else
         fail_start_timeout(obs, d);
-}
-
-/* --- reachability (issue 17) --------------------------------------------------------------- */
-
-/* When the app started: the session container's running.startedAt, else the pod's startTime,
- * else the startTime written before, else now. */
-static double app_started(const struct session_observation *obs)
-{
-    struct json_object *arr = jget_array(jget(obs->pod, "status"), "containerStatuses");
-    size_t n = arr ? json_object_array_length(arr) : 0;
-    for (size_t i = 0; i < n; i++) {
-        struct json_object *cs = json_object_array_get_idx(arr, i);
-        if (strcmp(util_str_or_empty(jget_string(cs, "name")), SESSION_CONTAINER) != 0)
-            continue;
-        double t = timefmt_parse(jget_string(jget(jget(cs, "state"), "running"), "startedAt"));
-        if (t > 0)
-            return t;
-    }
-    double t = timefmt_parse(jget_string(jget(obs->pod, "status"), "startTime"));
-    if (t <= 0)
-        t = timefmt_parse(jget_string(obs->s->status, "startTime"));
-    return t > 0 ? t : obs->now;
-}
-
-/* The state written before for port i, when it was of this same pod. */
-static int old_reach(const struct session_observation *obs, const struct draft *d, size_t i,
-                     struct session_reach_view *out)
-{
-    struct json_object *old = obs->s->status;
-    const struct session_port *p = &obs->s->ports[i];
-    memset(out, 0, sizeof(*out));
-    if (!d->pod_uid || strcmp(util_str_or_empty(jget_string(old, "podUID")), d->pod_uid) != 0)
-        return 0;
-    struct json_object *eps = jget_array(old, "endpoints");
-    size_t n = eps ? json_object_array_length(eps) : 0;
-    for (size_t j = 0; j < n; j++) {
-        struct json_object *e = json_object_array_get_idx(eps, j);
-        int64_t port = 0;
-        if (jget_int(e, "port", &port) == 0 && port == p->port &&
-            jget_string_is(e, "protocol", p->protocol)) {
-            session_reach_view_of(e, out);
-            return out->state != SESSION_REACH_NONE && out->state != SESSION_REACH_NOT_PROBED;
-        }
-    }
-    return 0;
-}
-
-/* Each port's state of a Running session; a port Unreachable for the timeout degrades it
- * (Stalled, not Failed: the app may still start listening). */
-static void decide_reach(const struct session_observation *obs, struct draft *d,
-                         struct session_verdict *v)
-{
-    const struct session *s = obs->s;
-    double started = app_started(obs), timeout = (double)obs->cfg->reach_timeout_seconds;
-    char waiting[160] = "", bad[160] = "", seen_text[96] = "";
-    const char *first_why = NULL;
-    size_t used_w = 0, used_b = 0;
-    d->reach_decided = 1;
-    for (size_t i = 0; i < s->nports; i++) {
-        const struct session_port *p = &s->ports[i];
-        struct session_reach_view *view = &d->reach[i];
-        if (!obs->reach) {
-            view->state = SESSION_REACH_NOT_PROBED;
-            snprintf(d->reach_why[i], sizeof(d->reach_why[i]),
-                     "the operator runs no reachability prober");
-        } else if (!session_reach_probed(obs->cfg, d->pod_ip, p->protocol, d->reach_why[i],
-                                         sizeof(d->reach_why[i]))) {
-            view->state = SESSION_REACH_NOT_PROBED;
-        }
-        if (view->state == SESSION_REACH_NOT_PROBED) {
-            if (!first_why)
-                first_why = d->reach_why[i];
-            continue;
-        }
-        d->reach_probed++;
-        struct session_reach_view old;
-        double deadline = 0;
-        int had = old_reach(obs, d, i, &old);
-        session_reach_decide(&obs->reach[i], had ? &old : NULL, started, timeout, obs->now, view,
-                             &deadline);
-        if (deadline > obs->now &&
-            (v->requeue_after == 0 || deadline - obs->now < v->requeue_after))
-            v->requeue_after = deadline - obs->now + 0.05;
-        if (view->state == SESSION_REACH_REACHABLE)
-            continue;
-        d->reach_waiting++;
-        if (view->state == SESSION_REACH_UNREACHABLE) {
-            if (!d->degraded && view->last_seen > 0) {
-                char t[32];
-                timefmt_format(view->last_seen, t, sizeof(t));
-                snprintf(seen_text, sizeof(seen_text), " (last reachable at %s)", t);
-            }
-            d->degraded++;
-            if (used_b < sizeof(bad))
-                used_b += (size_t)snprintf(bad + used_b, sizeof(bad) - used_b, "%s%d",
-                                           used_b ? ", " : "", p->port);
-        } else if (used_w < sizeof(waiting)) {
-            used_w += (size_t)snprintf(waiting + used_w, sizeof(waiting) - used_w, "%s%d",
-                                       used_w ? ", " : "", p->port);
-        }
-    }
-    const char *ip = util_str_or_empty(d->pod_ip);
-    if (d->degraded) {
-        snprintf(d->reason, sizeof(d->reason), "AppUnreachable");
-        snprintf(d->message, sizeof(d->message),
-                 "TCP port %s of the session's pod (%s) has not accepted a connection for %lds%s: "
-                 "the app runs but does not listen there. Check that it "
-                 "listens on 0.0.0.0:<port>, not 127.0.0.1, and that spec.ports is right. Run: "
-                 "kubectl logs -n %s %s -c %s",
-                 bad, ip, obs->cfg->reach_timeout_seconds, seen_text, s->namespace,
-                 util_str_or_empty(d->pod_name), SESSION_CONTAINER);
-        snprintf(d->reach_text, sizeof(d->reach_text), "TCP port %s unreachable on %s", bad, ip);
-    } else if (d->reach_waiting) {
-        snprintf(d->reach_text, sizeof(d->reach_text),
-                 "waiting for TCP port %s to accept connections on %s", waiting, ip);
-    } else if (d->reach_probed) {
-        snprintf(d->reach_text, sizeof(d->reach_text),
-                 "every probed TCP port accepts connections on %s", ip);
-    } else {
-        snprintf(d->reach_text, sizeof(d->reach_text), "no port is probed%s%s",
-                 first_why ? ": " : "", first_why ? first_why : "");
-    }
-}
-
-/* status.endpoints[i]'s state (a Running session's only): state, since, lastSeen, message. */
-static void put_reach(struct json_object *e, const struct draft *d, size_t i)
-{
-    const struct session_reach_view *view = &d->reach[i];
-    char t[32];
-    if (!d->reach_decided || view->state == SESSION_REACH_NONE)
-        return;
-    put_str(e, "state", session_reach_state_name(view->state));
-    if (view->state == SESSION_REACH_NOT_PROBED) {
-        put_str(e, "message", d->reach_why[i]);
-        return;
-    }
-    if (view->since > 0) {
-        timefmt_format(view->since, t, sizeof(t));
-        put_str(e, "since", t);
-    }
-    if (view->state != SESSION_REACH_REACHABLE && view->last_seen > 0) {
-        timefmt_format(view->last_seen, t, sizeof(t));
-        put_str(e, "lastSeen", t);
-    }
 }
 
 /* A refused write of a child the session wants (issue 17) is its reason while nothing else is:
@@ -781,8 +509,13 @@ static void decide(const struct session_observation *obs, enum session_owner own
         decide_without_pod(obs, owner, d, v);
     else if (!decide_by_pod_phase(obs, d))
         decide_provisioning(obs, d, v);
-    if (d->phase == SESSION_PHASE_RUNNING)
-        decide_reach(obs, d, v);
+    if (d->phase == SESSION_PHASE_RUNNING) {
+        session_reach_summary_decide(obs, &d->reach, &v->requeue_after);
+        if (d->reach.degraded) {
+            snprintf(d->reason, sizeof(d->reason), "%s", d->reach.reason);
+            snprintf(d->message, sizeof(d->message), "%s", d->reach.message);
+        }
+    }
     note_refusal(obs, d);
 }
 
@@ -906,7 +639,7 @@ static void put_times(struct json_object *status, const struct session_observati
         first = created;
     put_time_once(status, old, "startTime", first);
     if (terminal) {
-        const char *finished = container_finished_at(obs->pod);
+        const char *finished = session_podview_finished_at(obs->pod);
         put_time_once(status, old, "completionTime", finished ? timefmt_parse(finished) : obs->now);
     }
 }
@@ -914,7 +647,7 @@ static void put_times(struct json_object *status, const struct session_observati
 /* Stalled: the session failed, or waits for the user (or for an obstacle to a write). */
 static int stalled(const struct draft *d)
 {
-    return d->phase == SESSION_PHASE_FAILED || d->blocked || d->degraded || d->refused == 2;
+    return d->phase == SESSION_PHASE_FAILED || d->blocked || d->reach.degraded || d->refused == 2;
 }
 
 /* Ready, ImageReady, Reconciling and Stalled. */
@@ -929,37 +662,37 @@ static void put_conditions(struct json_object *status, const struct session_obse
     /* A Running session whose ports are not all reachable yet is still on its way (kstatus:
      * InProgress); one with a port Unreachable for the timeout is Stalled (Degraded). A refused
      * write (issue 17) keeps it from Ready whatever its ports say. */
-    int waiting = running && d->reach_waiting && !d->degraded && !d->refused;
-    int ready = running && !d->reach_waiting && !d->degraded && !d->refused;
+    int waiting = running && d->reach.waiting && !d->reach.degraded && !d->refused;
+    int ready = running && !d->reach.waiting && !d->reach.degraded && !d->refused;
     int progressing =
         (!running && !session_phase_is_terminal(d->phase) && !d->blocked && d->refused != 2) ||
         waiting;
     add_condition(conds, old, "Ready", ready,
-                  ready || !running           ? phase
-                  : d->degraded || d->refused ? d->reason
-                                              : "WaitingForPorts",
-                  ready                                   ? "the session is running"
-                  : !running || d->degraded || d->refused ? d->message
-                                                          : d->reach_text,
+                  ready || !running                 ? phase
+                  : d->reach.degraded || d->refused ? d->reason
+                                                    : "WaitingForPorts",
+                  ready                                         ? "the session is running"
+                  : !running || d->reach.degraded || d->refused ? d->message
+                                                                : d->reach.text,
                   s->generation, obs->now);
     image_condition(conds, obs);
     add_condition(conds, old, "Reconciling", progressing,
                   waiting       ? "WaitingForPorts"
                   : progressing ? phase
                                 : "Reconciled",
-                  waiting       ? d->reach_text
+                  waiting       ? d->reach.text
                   : progressing ? d->progress_message
                                 : "",
                   s->generation, obs->now);
     add_condition(conds, old, "Stalled", stuck, stuck ? d->reason : "NotStalled",
                   stuck ? d->message : "", s->generation, obs->now);
     if (running)
-        add_condition(conds, old, "AppReachable", !d->reach_waiting && !d->degraded,
-                      d->degraded        ? "Unreachable"
-                      : d->reach_waiting ? "Checking"
-                      : d->reach_probed  ? "Reachable"
+        add_condition(conds, old, "AppReachable", !d->reach.waiting && !d->reach.degraded,
+                      d->reach.degraded  ? "Unreachable"
+                      : d->reach.waiting ? "Checking"
+                      : d->reach.probed  ? "Reachable"
                                          : "NotProbed",
-                      d->reach_text, s->generation, obs->now);
+                      d->reach.text, s->generation, obs->now);
     json_object_object_add(status, "conditions", conds);
 }
 
