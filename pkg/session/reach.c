@@ -100,6 +100,16 @@ static void failing(double base, double last_seen, double timeout, double now,
         *deadline = base + timeout;
 }
 
+/* When the state written before (NULL: none) last saw the endpoint reachable; 0: never. */
+static double seen_before(const struct session_reach_view *old)
+{
+    if (!old)
+        return 0;
+    if (old->last_seen > 0)
+        return old->last_seen;
+    return old->state == SESSION_REACH_REACHABLE ? old->since : 0;
+}
+
 void session_reach_decide(const struct session_reach_facts *f, const struct session_reach_view *old,
                           double started, double timeout, double now,
                           struct session_reach_view *out, double *deadline)
@@ -108,10 +118,7 @@ void session_reach_decide(const struct session_reach_facts *f, const struct sess
     if (deadline)
         *deadline = 0;
     enum session_reach_state was = old ? old->state : SESSION_REACH_NONE;
-    double old_seen = !old                             ? 0
-                      : old->last_seen > 0             ? old->last_seen
-                      : was == SESSION_REACH_REACHABLE ? old->since
-                                                       : 0;
+    double old_seen = seen_before(old);
     if (!f || f->results == 0) {
         /* Nothing learnt yet (a new pod, or an operator restarted): what was written stands. */
         if (was == SESSION_REACH_REACHABLE || was == SESSION_REACH_UNREACHABLE) {

@@ -650,6 +650,37 @@ static int stalled(const struct draft *d)
     return d->phase == SESSION_PHASE_FAILED || d->blocked || d->reach.degraded || d->refused == 2;
 }
 
+/* The Ready condition. A Running session whose ports are not all reachable yet is still on its
+ * way (WaitingForPorts); one with a port Unreachable for the timeout is not Ready (its reason
+ * says why), nor is one with a refused write (issue 17) whatever its ports say. */
+static void ready_condition(struct json_object *conds, const struct session_observation *obs,
+                            const struct draft *d)
+{
+    const char *reason = session_phase_name(d->phase), *message = d->message;
+    int running = d->phase == SESSION_PHASE_RUNNING;
+    int ready = running && !d->reach.waiting && !d->reach.degraded && !d->refused;
+    if (ready) {
+        message = "the session is running";
+    } else if (running && (d->reach.degraded || d->refused)) {
+        reason = d->reason;
+    } else if (running) {
+        reason = "WaitingForPorts";
+        message = d->reach.text;
+    }
+    add_condition(conds, obs->s->status, "Ready", ready, reason, message, obs->s->generation,
+                  obs->now);
+}
+
+/* The AppReachable condition's reason (a Running session's only). */
+static const char *reach_reason(const struct session_reach_summary *r)
+{
+    if (r->degraded)
+        return "Unreachable";
+    if (r->waiting)
+        return "Checking";
+    return r->probed ? "Reachable" : "NotProbed";
+}
+
 /* Ready, ImageReady, Reconciling and Stalled. */
 static void put_conditions(struct json_object *status, const struct session_observation *obs,
                            const struct draft *d)
@@ -660,21 +691,12 @@ static void put_conditions(struct json_object *status, const struct session_obse
     int running = d->phase == SESSION_PHASE_RUNNING;
     int stuck = stalled(d);
     /* A Running session whose ports are not all reachable yet is still on its way (kstatus:
-     * InProgress); one with a port Unreachable for the timeout is Stalled (Degraded). A refused
-     * write (issue 17) keeps it from Ready whatever its ports say. */
+     * InProgress); one with a port Unreachable for the timeout is Stalled (Degraded). */
     int waiting = running && d->reach.waiting && !d->reach.degraded && !d->refused;
-    int ready = running && !d->reach.waiting && !d->reach.degraded && !d->refused;
     int progressing =
         (!running && !session_phase_is_terminal(d->phase) && !d->blocked && d->refused != 2) ||
         waiting;
-    add_condition(conds, old, "Ready", ready,
-                  ready || !running                 ? phase
-                  : d->reach.degraded || d->refused ? d->reason
-                                                    : "WaitingForPorts",
-                  ready                                         ? "the session is running"
-                  : !running || d->reach.degraded || d->refused ? d->message
-                                                                : d->reach.text,
-                  s->generation, obs->now);
+    ready_condition(conds, obs, d);
     image_condition(conds, obs);
     add_condition(conds, old, "Reconciling", progressing,
                   waiting       ? "WaitingForPorts"
@@ -688,11 +710,7 @@ static void put_conditions(struct json_object *status, const struct session_obse
                   stuck ? d->message : "", s->generation, obs->now);
     if (running)
         add_condition(conds, old, "AppReachable", !d->reach.waiting && !d->reach.degraded,
-                      d->reach.degraded  ? "Unreachable"
-                      : d->reach.waiting ? "Checking"
-                      : d->reach.probed  ? "Reachable"
-                                         : "NotProbed",
-                      d->reach.text, s->generation, obs->now);
+                      reach_reason(&d->reach), d->reach.text, s->generation, obs->now);
     json_object_object_add(status, "conditions", conds);
 }
 
