@@ -61,6 +61,74 @@ static int old_reach(const struct session_observation *obs, const char *pod_uid,
     return 0;
 }
 
+/* The ports named so far in the summary's texts. */
+struct tally {
+    char waiting[160], bad[160], seen_text[96];
+    size_t used_w, used_b;
+    const char *first_why; /* why the first port not probed is not */
+};
+
+/* Whether port i is probed; when not, its view says NotProbed and d->why[i] why. */
+static int port_probed(const struct session_observation *obs, const char *pod_ip, size_t i,
+                       struct session_reach_summary *d)
+{
+    if (!obs->reach) {
+        snprintf(d->why[i], sizeof(d->why[i]), "the operator runs no reachability prober");
+    } else if (session_reach_probed(obs->cfg, pod_ip, obs->s->ports[i].protocol, d->why[i],
+                                    sizeof(d->why[i]))) {
+        return 1;
+    }
+    d->view[i].state = SESSION_REACH_NOT_PROBED;
+    return 0;
+}
+
+/* Counts a probed port that is not Reachable: waiting, and degraded when Unreachable. */
+static void count_unreachable(const struct session_port *p, const struct session_reach_view *view,
+                              struct session_reach_summary *d, struct tally *t)
+{
+    d->waiting++;
+    if (view->state == SESSION_REACH_UNREACHABLE) {
+        if (!d->degraded && view->last_seen > 0) {
+            char when[32];
+            timefmt_format(view->last_seen, when, sizeof(when));
+            snprintf(t->seen_text, sizeof(t->seen_text), " (last reachable at %s)", when);
+        }
+        d->degraded++;
+        if (t->used_b < sizeof(t->bad))
+            t->used_b += (size_t)snprintf(t->bad + t->used_b, sizeof(t->bad) - t->used_b, "%s%d",
+                                          t->used_b ? ", " : "", p->port);
+    } else if (t->used_w < sizeof(t->waiting)) {
+        t->used_w += (size_t)snprintf(t->waiting + t->used_w, sizeof(t->waiting) - t->used_w,
+                                      "%s%d", t->used_w ? ", " : "", p->port);
+    }
+}
+
+/* The AppReachable text, and the AppUnreachable reason and message when degraded. */
+static void say(const struct session_observation *obs, const char *pod_name, const char *pod_ip,
+                const struct tally *t, struct session_reach_summary *d)
+{
+    const char *ip = util_str_or_empty(pod_ip);
+    if (d->degraded) {
+        snprintf(d->reason, sizeof(d->reason), "AppUnreachable");
+        snprintf(d->message, sizeof(d->message),
+                 "TCP port %s of the session's pod (%s) has not accepted a connection for %lds%s: "
+                 "the app runs but does not listen there. Check that it "
+                 "listens on 0.0.0.0:<port>, not 127.0.0.1, and that spec.ports is right. Run: "
+                 "kubectl logs -n %s %s -c %s",
+                 t->bad, ip, obs->cfg->reach_timeout_seconds, t->seen_text, obs->s->namespace,
+                 util_str_or_empty(pod_name), SESSION_CONTAINER);
+        snprintf(d->text, sizeof(d->text), "TCP port %s unreachable on %s", t->bad, ip);
+    } else if (d->waiting) {
+        snprintf(d->text, sizeof(d->text), "waiting for TCP port %s to accept connections on %s",
+                 t->waiting, ip);
+    } else if (d->probed) {
+        snprintf(d->text, sizeof(d->text), "every probed TCP port accepts connections on %s", ip);
+    } else {
+        snprintf(d->text, sizeof(d->text), "no port is probed%s%s", t->first_why ? ": " : "",
+                 t->first_why ? t->first_why : "");
+    }
+}
+
 void session_reach_summary_decide(const struct session_observation *obs,
                                   struct session_reach_summary *d, double *requeue_after)
 {
@@ -69,24 +137,15 @@ void session_reach_summary_decide(const struct session_observation *obs,
     const char *pod_name = jget_string(jget(obs->pod, "metadata"), "name");
     const char *pod_uid = jget_string(jget(obs->pod, "metadata"), "uid");
     double started = app_started(obs), timeout = (double)obs->cfg->reach_timeout_seconds;
-    char waiting[160] = "", bad[160] = "", seen_text[96] = "";
-    const char *first_why = NULL;
-    size_t used_w = 0, used_b = 0;
+    struct tally t;
+    memset(&t, 0, sizeof(t));
     memset(d, 0, sizeof(*d));
     d->decided = 1;
     for (size_t i = 0; i < s->nports; i++) {
-        const struct session_port *p = &s->ports[i];
         struct session_reach_view *view = &d->view[i];
-        if (!obs->reach) {
-            view->state = SESSION_REACH_NOT_PROBED;
-            snprintf(d->why[i], sizeof(d->why[i]), "the operator runs no reachability prober");
-        } else if (!session_reach_probed(obs->cfg, pod_ip, p->protocol, d->why[i],
-                                         sizeof(d->why[i]))) {
-            view->state = SESSION_REACH_NOT_PROBED;
-        }
-        if (view->state == SESSION_REACH_NOT_PROBED) {
-            if (!first_why)
-                first_why = d->why[i];
+        if (!port_probed(obs, pod_ip, i, d)) {
+            if (!t.first_why)
+                t.first_why = d->why[i];
             continue;
         }
         d->probed++;
@@ -97,44 +156,10 @@ void session_reach_summary_decide(const struct session_observation *obs,
                              &deadline);
         if (deadline > obs->now && (*requeue_after == 0 || deadline - obs->now < *requeue_after))
             *requeue_after = deadline - obs->now + 0.05;
-        if (view->state == SESSION_REACH_REACHABLE)
-            continue;
-        d->waiting++;
-        if (view->state == SESSION_REACH_UNREACHABLE) {
-            if (!d->degraded && view->last_seen > 0) {
-                char t[32];
-                timefmt_format(view->last_seen, t, sizeof(t));
-                snprintf(seen_text, sizeof(seen_text), " (last reachable at %s)", t);
-            }
-            d->degraded++;
-            if (used_b < sizeof(bad))
-                used_b += (size_t)snprintf(bad + used_b, sizeof(bad) - used_b, "%s%d",
-                                           used_b ? ", " : "", p->port);
-        } else if (used_w < sizeof(waiting)) {
-            used_w += (size_t)snprintf(waiting + used_w, sizeof(waiting) - used_w, "%s%d",
-                                       used_w ? ", " : "", p->port);
-        }
+        if (view->state != SESSION_REACH_REACHABLE)
+            count_unreachable(&s->ports[i], view, d, &t);
     }
-    const char *ip = util_str_or_empty(pod_ip);
-    if (d->degraded) {
-        snprintf(d->reason, sizeof(d->reason), "AppUnreachable");
-        snprintf(d->message, sizeof(d->message),
-                 "TCP port %s of the session's pod (%s) has not accepted a connection for %lds%s: "
-                 "the app runs but does not listen there. Check that it "
-                 "listens on 0.0.0.0:<port>, not 127.0.0.1, and that spec.ports is right. Run: "
-                 "kubectl logs -n %s %s -c %s",
-                 bad, ip, obs->cfg->reach_timeout_seconds, seen_text, s->namespace,
-                 util_str_or_empty(pod_name), SESSION_CONTAINER);
-        snprintf(d->text, sizeof(d->text), "TCP port %s unreachable on %s", bad, ip);
-    } else if (d->waiting) {
-        snprintf(d->text, sizeof(d->text), "waiting for TCP port %s to accept connections on %s",
-                 waiting, ip);
-    } else if (d->probed) {
-        snprintf(d->text, sizeof(d->text), "every probed TCP port accepts connections on %s", ip);
-    } else {
-        snprintf(d->text, sizeof(d->text), "no port is probed%s%s", first_why ? ": " : "",
-                 first_why ? first_why : "");
-    }
+    say(obs, pod_name, pod_ip, &t, d);
 }
 
 void session_reach_summary_put(struct json_object *e, const struct session_reach_summary *d,
