@@ -1,6 +1,7 @@
 /* A TeloSession's status, computed from observed state only, and what that state calls for. */
 #include "session/status.h"
 
+#include "session/access.h"
 #include "session/desired.h"
 #include "session/failure.h"
 #include "session/owner.h"
@@ -53,38 +54,6 @@ static void put_time_once(struct json_object *status, struct json_object *old, c
     char text[32];
     timefmt_format(t, text, sizeof(text));
     put_str(status, key, text);
-}
-
-static struct json_object *endpoints(const struct session *s, const struct session_config *cfg,
-                                     const struct draft *d)
-{
-    struct json_object *list = json_object_new_array();
-    char id[64], svc[64];
-    session_host_id(s, id, sizeof(id));
-    session_child_name(s, svc, sizeof(svc));
-    for (size_t i = 0; i < s->nports; i++) {
-        const struct session_port *p = &s->ports[i];
-        struct json_object *e = json_object_new_object();
-        char name[16], host[320], url[340];
-        snprintf(name, sizeof(name), "p%d%s", p->port,
-                 strcmp(p->protocol, "UDP") == 0 ? "-udp" : "");
-        put_str(e, "name", p->name ? p->name : name);
-        json_object_object_add(e, "port", json_object_new_int(p->port));
-        put_str(e, "protocol", p->protocol);
-        if (cfg->ingress_base_domain && strcmp(p->protocol, "TCP") == 0) {
-            snprintf(host, sizeof(host), "%d-%s.%s", p->port, id, cfg->ingress_base_domain);
-            snprintf(url, sizeof(url), "%s://%s", cfg->ingress_tls_secret ? "https" : "http", host);
-            put_str(e, "host", host);
-            put_str(e, "url", url);
-        } else {
-            /* Reachable inside the cluster through the session's Service. */
-            snprintf(host, sizeof(host), "%s.%s.svc", svc, s->namespace);
-            put_str(e, "host", host);
-        }
-        session_reach_summary_put(e, &d->reach, i);
-        json_object_array_add(list, e);
-    }
-    return list;
 }
 
 static struct json_object *old_condition(struct json_object *old_status, const char *type)
@@ -597,34 +566,6 @@ static void put_pod(struct json_object *status, const struct session_observation
         json_object_object_add(status, "exitCode", json_object_new_int64(d->exit_code));
 }
 
-/* endpoints, attach (the token Secret, the gateway's URL) and inspectUrl. */
-static void put_access(struct json_object *status, const struct session_observation *obs,
-                       const struct draft *d)
-{
-    const struct session *s = obs->s;
-    const struct session_config *cfg = obs->cfg;
-    char url[700];
-    if (s->nports)
-        json_object_object_add(status, "endpoints", endpoints(s, cfg, d));
-    if (obs->attach_secret) {
-        struct json_object *attach = json_object_new_object();
-        char secret[80];
-        session_secret_name(s, secret, sizeof(secret));
-        put_str(attach, "secretName", secret);
-        if (cfg->gateway_url) {
-            snprintf(url, sizeof(url), "%s/v1/namespaces/%s/telosessions/%s/attach",
-                     cfg->gateway_url, s->namespace, s->name);
-            put_str(attach, "url", url);
-        }
-        json_object_object_add(status, "attach", attach);
-    }
-    if (s->inspect && cfg->gateway_url) {
-        snprintf(url, sizeof(url), "%s/v1/namespaces/%s/telosessions/%s/debug", cfg->gateway_url,
-                 s->namespace, s->name);
-        put_str(status, "inspectUrl", url);
-    }
-}
-
 /* startTime at the session's first reconcile (issue 17: the start deadline counts from it; a
  * new session's first status may wait for its pod, whose creation is then the earlier time),
  * completionTime once it finished: written once, kept. */
@@ -744,7 +685,7 @@ static struct json_object *draft_status(const struct session_observation *obs,
     put_phase(status, d);
     json_object_object_add(status, "image", image_status(obs));
     put_pod(status, obs, owner, d);
-    put_access(status, obs, d);
+    session_access_put(status, obs, &d->reach);
     put_times(status, obs, d);
     json_object_object_add(status, "observedGeneration", json_object_new_int64(obs->s->generation));
     put_conditions(status, obs, d);
