@@ -23,7 +23,7 @@ struct session_reach_summary {
     char text[400]; /* the AppReachable condition's message */
     /* degraded: the session's reason ("AppUnreachable") and message, naming the ports. */
     char reason[32];
-    char message[1536];
+    char message[3072]; /* the size of the status message status.c holds */
 };
 
 /* Decides out for a Running session: obs->pod is its own pod, obs->s->status what was written
