@@ -1,7 +1,8 @@
 /* The I/O edge of image builds for the session reconciler: a bundle's tag (memoised), the
  * registry's answer about an image, a failed build pod's log tail. Answers wait in tables on the
  * libev loop; the sessions that asked are queued again when one arrives, and read it as observed
- * state in their next reconcile. */
+ * state in their next reconcile. The log tails (buildlog.c) and the base images' digests
+ * (baselookup.c) have their own files; this one is their single entry point. */
 #include "session/builds.h"
 
 #include "imagebuild/bundle.h"
@@ -9,8 +10,9 @@
 #include "imagebuild/registry.h"
 #include "kube/rest.h"
 #include "session/baselookup.h"
+#include "session/buildlog.h"
 #include "session/desired.h"
-#include "session/failure.h"
+#include "session/waiters.h"
 #include "util/base64.h"
 #include "util/jget.h"
 #include "util/log.h"
@@ -29,10 +31,7 @@
  * are also cached by pkg/imagebuild's registry check, which answers from memory. */
 #define ANSWER_TTL_S  5.0
 #define PRESENT_TTL_S 60.0
-#define LOG_TTL_S     600.0
-#define LOG_LINES     20
 #define MEMO_MAX      256
-#define MAX_WAITERS   4096
 #define TABLE_MAX     4096
 #define SECRET_KEY    ".dockerconfigjson"
 /* URL bundles: the download's cap, its timeout, and how long a failed download's answer stands
@@ -43,11 +42,6 @@
 #define DOWNLOAD_TIMEOUT_MS 60000L
 #define FETCH_ERROR_TTL_S   30.0
 
-struct waiters {
-    char **keys;
-    size_t n, cap;
-};
-
 /* The registry's answer about one tag, or the question in flight. */
 struct answer {
     struct session_builds *b;
@@ -56,21 +50,9 @@ struct answer {
     enum session_presence presence;
     char message[1024];
     double at;
-    struct waiters w;
+    struct session_waiters w;
     struct build_registry_check *check;
     struct kube_call *secret_call;
-};
-
-/* A failed build's log tail, or its fetch in flight. */
-struct log_entry {
-    struct session_builds *b;
-    char uid[128];
-    char job[128];
-    int in_flight;
-    char tail[2048];
-    double at;
-    struct waiters w;
-    struct kube_call *call;
 };
 
 struct memo_entry {
@@ -86,7 +68,7 @@ struct fetch {
     int in_flight;
     struct session_bundle_key failed; /* when !in_flight: why it could not be used */
     double at;
-    struct waiters w;
+    struct session_waiters w;
     struct build_http_call *call;
     int queued;         /* in_flight, waiting for a download slot */
     struct fetch *next; /* the queue */
@@ -99,57 +81,16 @@ struct session_builds {
     void *ud;
     struct build_registry *registry;
     struct build_http *http;
-    struct strmap *answers, *logs, *memo, *fetches;
+    struct strmap *answers, *memo, *fetches;
     size_t downloading;                /* downloads in flight */
     struct fetch *queue, *queue_tail;  /* fetches waiting for a download slot, oldest first */
+    struct session_build_logs *logs;   /* failed builds' log tails */
     struct session_base_lookups *base; /* base-image freshness */
 };
 
 static double now_of(const struct session_builds *b)
 {
     return ev_now(kube_transport_loop(b->t));
-}
-
-/* --- waiters ----------------------------------------------------------------------------- */
-
-static void waiters_add(struct waiters *w, const char *key)
-{
-    for (size_t i = 0; i < w->n; i++) {
-        if (strcmp(w->keys[i], key) == 0)
-            return;
-    }
-    if (w->n == MAX_WAITERS)
-        return; /* they are requeued by their own requeue-after */
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 4;
-        char **keys = realloc(w->keys, cap * sizeof(*keys));
-        if (!keys)
-            return;
-        w->keys = keys;
-        w->cap = cap;
-    }
-    char *copy = strdup(key);
-    if (copy)
-        w->keys[w->n++] = copy;
-}
-
-/* Queues every waiter again and forgets them. */
-static void waiters_wake(struct session_builds *b, struct waiters *w)
-{
-    for (size_t i = 0; i < w->n; i++) {
-        b->requeue(b->ud, w->keys[i]);
-        free(w->keys[i]);
-    }
-    w->n = 0;
-}
-
-static void waiters_free(struct waiters *w)
-{
-    for (size_t i = 0; i < w->n; i++)
-        free(w->keys[i]);
-    free(w->keys);
-    w->keys = NULL;
-    w->n = w->cap = 0;
 }
 
 /* --- setup ------------------------------------------------------------------------------- */
@@ -199,8 +140,9 @@ struct session_builds *session_builds_new(struct kube_transport *t,
     b->cfg = cfg;
     b->requeue = requeue;
     b->ud = ud;
-    if (!(b->answers = strmap_new()) || !(b->logs = strmap_new()) || !(b->memo = strmap_new()) ||
-        !(b->fetches = strmap_new()) ||
+    if (!(b->answers = strmap_new()) ||
+        !(b->logs = session_build_logs_new(t, cfg, requeue, ud, err)) ||
+        !(b->memo = strmap_new()) || !(b->fetches = strmap_new()) ||
         !(b->registry = build_registry_new(kube_transport_loop(t), NULL, err)) ||
         !(b->base = session_base_lookups_new(t, cfg, requeue, ud, err)) ||
         !(b->http = build_http_new(kube_transport_loop(t), err))) {
@@ -217,17 +159,8 @@ static void answer_free(struct answer *a)
         return;
     build_registry_check_cancel(a->check);
     kube_call_cancel(a->secret_call);
-    waiters_free(&a->w);
+    session_waiters_free(&a->w);
     free(a);
-}
-
-static void log_free(struct log_entry *l)
-{
-    if (!l)
-        return;
-    kube_call_cancel(l->call);
-    waiters_free(&l->w);
-    free(l);
 }
 
 static void fetch_free(struct fetch *f)
@@ -250,7 +183,7 @@ static void fetch_free(struct fetch *f)
     if (f->call)
         b->downloading--;
     build_http_cancel(f->call);
-    waiters_free(&f->w);
+    session_waiters_free(&f->w);
     free(f);
 }
 
@@ -277,9 +210,6 @@ void session_builds_free(struct session_builds *b)
     while (b->answers && strmap_next(b->answers, &it, &key, &value))
         answer_free(value);
     it = (struct strmap_iter){0};
-    while (b->logs && strmap_next(b->logs, &it, &key, &value))
-        log_free(value);
-    it = (struct strmap_iter){0};
     while (b->fetches && strmap_next(b->fetches, &it, &key, &value))
         fetch_free(value);
     if (b->memo)
@@ -288,7 +218,7 @@ void session_builds_free(struct session_builds *b)
     strmap_free(b->fetches);
     build_http_free(b->http);
     strmap_free(b->answers);
-    strmap_free(b->logs);
+    session_build_logs_free(b->logs);
     strmap_free(b->memo);
     build_registry_free(b->registry);
     free(b);
@@ -448,13 +378,13 @@ static void on_download(struct build_http_call *call, const struct build_http_re
     if (!detail[0]) {
         /* In the memo now: the fetch is done with. */
         strmap_remove(b->fetches, f->key);
-        waiters_wake(b, &f->w);
+        session_waiters_wake(&f->w, b->requeue, b->ud);
         fetch_free(f);
     } else {
         fetch_failed(f, detail);
         telo_log(TELO_LOG_WARN, "bundle download failed", "url=%s error=\"%s\" detail=\"%s\"",
                  f->url, detail, resp->rc < 0 && resp->err ? resp->err->msg : "");
-        waiters_wake(b, &f->w);
+        session_waiters_wake(&f->w, b->requeue, b->ud);
     }
     pump_downloads(b);
 }
@@ -484,7 +414,7 @@ static int start_download(struct fetch *f)
     f->at = now_of(b);
     fetch_failed(f,
                  "download of spec.bundle.url failed: the URL must start with http:// or https://");
-    waiters_wake(b, &f->w);
+    session_waiters_wake(&f->w, b->requeue, b->ud);
     return -1;
 }
 
@@ -526,7 +456,7 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
         f = NULL;
     }
     if (f) {
-        waiters_add(&f->w, waiter);
+        session_waiters_add(&f->w, waiter);
         return 0;
     }
     if (strmap_len(b->fetches) >= TABLE_MAX || !(f = calloc(1, sizeof(*f))))
@@ -544,7 +474,7 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
         free(f);
         return 0;
     }
-    waiters_add(&f->w, waiter);
+    session_waiters_add(&f->w, waiter);
     if (b->downloading >= (size_t)b->cfg->bundle_max_downloads) {
         /* Waits its turn, in flight for the sessions that ask meanwhile. */
         f->queued = 1;
@@ -577,7 +507,7 @@ static void answered(struct answer *a, enum session_presence presence, const cha
                  : TELO_LOG_INFO,
              "registry answer", "tag=%s presence=%d%s%s", a->tag, (int)presence,
              *a->message ? " message=" : "", a->message);
-    waiters_wake(a->b, &a->w);
+    session_waiters_wake(&a->w, a->b->requeue, a->b->ud);
 }
 
 static void on_registry(struct build_registry_check *check, const struct build_registry_result *res,
@@ -706,7 +636,7 @@ enum session_presence session_builds_presence(struct session_builds *b, const ch
     if (!ask)
         return SESSION_PRESENCE_NONE;
     if (a) {
-        waiters_add(&a->w, waiter);
+        session_waiters_add(&a->w, waiter);
         return SESSION_PRESENCE_NONE;
     }
     if (strmap_len(b->answers) >= TABLE_MAX)
@@ -720,7 +650,7 @@ enum session_presence session_builds_presence(struct session_builds *b, const ch
         free(a);
         return SESSION_PRESENCE_NONE;
     }
-    waiters_add(&a->w, waiter);
+    session_waiters_add(&a->w, waiter);
     if (!b->cfg->build_push_secret) {
         start_check(a, NULL, 0);
         return SESSION_PRESENCE_NONE;
@@ -739,135 +669,11 @@ enum session_presence session_builds_presence(struct session_builds *b, const ch
 
 /* --- the failed build's log -------------------------------------------------------------- */
 
-static void log_done(struct log_entry *l, const char *tail)
-{
-    l->in_flight = 0;
-    l->call = NULL;
-    l->at = now_of(l->b);
-    snprintf(l->tail, sizeof(l->tail), "%s", tail);
-    waiters_wake(l->b, &l->w);
-}
-
-static void on_log(const struct kube_result *res, void *ud)
-{
-    struct log_entry *l = ud;
-    char tail[2048];
-    if (res->rc < 0) {
-        snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)",
-                 res->err ? res->err->msg : "failed");
-    } else {
-        build_log_tail(res->body && res->body->data ? res->body->data : "",
-                       res->body ? res->body->len : 0, LOG_LINES, tail, sizeof(tail));
-    }
-    log_done(l, tail);
-}
-
-static int pick_failed(struct json_object *cs, int init, void *ctx)
-{
-    (void)init;
-    (void)ctx;
-    int64_t code = 0;
-    return jget_int(jget(jget(cs, "state"), "terminated"), "exitCode", &code) == 0 && code != 0 &&
-           jget_string(cs, "name") != NULL;
-}
-
-/* The container whose failure failed the build: the context's delivery, else the builder. */
-static const char *failed_container(struct json_object *pod)
-{
-    struct json_object *cs = session_failure_find_container(pod, pick_failed, NULL, NULL);
-    return cs != NULL ? jget_string(cs, "name") : BUILD_CONTAINER;
-}
-
-static void on_pods(const struct kube_result *res, void *ud)
-{
-    struct log_entry *l = ud;
-    l->call = NULL;
-    struct json_object *items = res->rc < 0 ? NULL : jget_array(res->object, "items");
-    const char *name =
-        items && json_object_array_length(items) > 0
-            ? jget_string(jget(json_object_array_get_idx(items, 0), "metadata"), "name")
-            : NULL;
-    if (!name) {
-        char tail[1024];
-        snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)",
-                 res->rc < 0 && res->err ? res->err->msg : "the Job has no pod left");
-        log_done(l, tail);
-        return;
-    }
-    struct json_object *pod = json_object_array_get_idx(items, 0);
-    char query[256];
-    snprintf(query, sizeof(query), "?container=%s&tailLines=%d", failed_container(pod), LOG_LINES);
-    struct kube_ref ref = {.version = "v1",
-                           .resource = "pods",
-                           .namespace = l->b->cfg->build_namespace,
-                           .name = name,
-                           .subresource = "log"};
-    struct telo_err err;
-    l->call = kube_rest_get_text(l->b->t, &ref, query, on_log, l, &err);
-    if (!l->call) {
-        char tail[1024];
-        snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)", err.msg);
-        log_done(l, tail);
-    }
-}
-
-static void sweep_logs(struct session_builds *b, double now)
-{
-    struct strmap_iter it = {0};
-    const char *key;
-    void *value;
-    while (strmap_next(b->logs, &it, &key, &value)) {
-        struct log_entry *l = value;
-        if (!l->in_flight && now - l->at > LOG_TTL_S) {
-            strmap_remove(b->logs, key);
-            log_free(l);
-        }
-    }
-}
-
 enum session_build_log session_builds_log(struct session_builds *b, const char *job_name,
                                           const char *job_uid, const char *waiter, int ask,
                                           const char **tail)
 {
-    *tail = "";
-    struct log_entry *l = strmap_get(b->logs, job_uid);
-    if (l && !l->in_flight) {
-        *tail = l->tail;
-        return SESSION_LOG_DONE;
-    }
-    if (l) {
-        waiters_add(&l->w, waiter);
-        return SESSION_LOG_FETCHING;
-    }
-    if (!ask)
-        return SESSION_LOG_NONE;
-    double now = now_of(b);
-    sweep_logs(b, now);
-    if (strmap_len(b->logs) >= TABLE_MAX || !(l = calloc(1, sizeof(*l))))
-        return SESSION_LOG_NONE;
-    l->b = b;
-    snprintf(l->uid, sizeof(l->uid), "%s", job_uid);
-    snprintf(l->job, sizeof(l->job), "%s", job_name);
-    l->in_flight = 1;
-    if (strmap_put(b->logs, l->uid, l) < 0) {
-        free(l);
-        return SESSION_LOG_NONE;
-    }
-    waiters_add(&l->w, waiter);
-    char selector[256];
-    snprintf(selector, sizeof(selector), "batch.kubernetes.io/job-name=%s", job_name);
-    struct kube_ref ref = {
-        .version = "v1", .resource = "pods", .namespace = b->cfg->build_namespace};
-    struct kube_list_opts o = {.label_selector = selector};
-    struct telo_err err;
-    l->call = kube_rest_list(b->t, &ref, &o, on_pods, l, &err);
-    if (!l->call) {
-        char msg[1024];
-        snprintf(msg, sizeof(msg), "(the build pod's log could not be read: %s)", err.msg);
-        log_done(l, msg);
-        return SESSION_LOG_DONE;
-    }
-    return SESSION_LOG_FETCHING;
+    return session_build_logs_get(b->logs, job_name, job_uid, waiter, ask, tail);
 }
 
 /* --- base-image freshness ---------------------------------------------------------------- */
