@@ -94,6 +94,38 @@ int session_base_digest_valid(const char *digest)
     return 1;
 }
 
+/* The length of the first path component of name (nlen bytes) when it names a registry host
+ * (it has a '.' or a ':', or is "localhost"), else 0: a Docker Hub path. */
+static size_t host_len(const char *name, size_t nlen)
+{
+    const char *first_end = memchr(name, '/', nlen);
+    size_t flen = first_end ? (size_t)(first_end - name) : 0;
+    if (flen == 0)
+        return 0;
+    if (memchr(name, '.', flen) || memchr(name, ':', flen) ||
+        (flen == 9 && memcmp(name, "localhost", 9) == 0))
+        return flen;
+    return 0;
+}
+
+/* Whether host (len bytes) is one of Docker Hub's names. */
+static int docker_hub(const char *host, size_t len)
+{
+    return (len == 9 && memcmp(host, "docker.io", 9) == 0) ||
+           (len == 15 && memcmp(host, "index.docker.io", 15) == 0);
+}
+
+/* Docker Hub's repository for path (plen bytes) into repository (rlen bytes): an official image
+ * ("node") is under library/. Returns snprintf's count, or -1 for an empty path. */
+static int hub_repository(const char *path, size_t plen, char *repository, size_t rlen)
+{
+    if (plen == 0)
+        return -1;
+    int library = memchr(path, '/', plen) == NULL;
+    return snprintf(repository, rlen, "registry-1.docker.io/%s%.*s", library ? "library/" : "",
+                    (int)plen, path);
+}
+
 int session_base_image_split(const char *image, char *repository, size_t rlen, char *tag,
                              size_t tlen)
 {
@@ -105,23 +137,13 @@ int session_base_image_split(const char *image, char *repository, size_t rlen, c
     const char *t = colon ? colon + 1 : "latest";
     if (nlen == 0 || !*t)
         return -1;
-    const char *first_end = memchr(image, '/', nlen);
-    size_t flen = first_end ? (size_t)(first_end - image) : 0;
-    int hostlike = first_end && flen > 0 &&
-                   (memchr(image, '.', flen) || memchr(image, ':', flen) ||
-                    (flen == 9 && memcmp(image, "localhost", 9) == 0));
+    size_t hlen = host_len(image, nlen);
     int n;
-    if (hostlike && !((flen == 9 && memcmp(image, "docker.io", 9) == 0) ||
-                      (flen == 15 && memcmp(image, "index.docker.io", 15) == 0))) {
+    if (hlen > 0 && !docker_hub(image, hlen)) {
         n = snprintf(repository, rlen, "%.*s", (int)nlen, image);
     } else {
-        const char *path = hostlike ? first_end + 1 : image;
-        size_t plen = nlen - (size_t)(path - image);
-        if (plen == 0)
-            return -1;
-        int library = memchr(path, '/', plen) == NULL;
-        n = snprintf(repository, rlen, "registry-1.docker.io/%s%.*s", library ? "library/" : "",
-                     (int)plen, path);
+        const char *path = hlen > 0 ? image + hlen + 1 : image;
+        n = hub_repository(path, nlen - (size_t)(path - image), repository, rlen);
     }
     if (n < 0 || (size_t)n >= rlen || repository[n - 1] == '/')
         return -1;

@@ -1,15 +1,18 @@
 /* The I/O edge of image builds for the session reconciler: a bundle's tag (memoised), the
  * registry's answer about an image, a failed build pod's log tail. Answers wait in tables on the
  * libev loop; the sessions that asked are queued again when one arrives, and read it as observed
- * state in their next reconcile. */
+ * state in their next reconcile. The log tails (buildlog.c) and the base images' digests
+ * (baselookup.c) have their own files; this one is their single entry point. */
 #include "session/builds.h"
 
 #include "imagebuild/bundle.h"
 #include "imagebuild/http.h"
 #include "imagebuild/registry.h"
 #include "kube/rest.h"
+#include "session/baselookup.h"
+#include "session/buildlog.h"
 #include "session/desired.h"
-#include "session/failure.h"
+#include "session/waiters.h"
 #include "util/base64.h"
 #include "util/jget.h"
 #include "util/log.h"
@@ -28,10 +31,7 @@
  * are also cached by pkg/imagebuild's registry check, which answers from memory. */
 #define ANSWER_TTL_S  5.0
 #define PRESENT_TTL_S 60.0
-#define LOG_TTL_S     600.0
-#define LOG_LINES     20
 #define MEMO_MAX      256
-#define MAX_WAITERS   4096
 #define TABLE_MAX     4096
 #define SECRET_KEY    ".dockerconfigjson"
 /* URL bundles: the download's cap, its timeout, and how long a failed download's answer stands
@@ -42,11 +42,6 @@
 #define DOWNLOAD_TIMEOUT_MS 60000L
 #define FETCH_ERROR_TTL_S   30.0
 
-struct waiters {
-    char **keys;
-    size_t n, cap;
-};
-
 /* The registry's answer about one tag, or the question in flight. */
 struct answer {
     struct session_builds *b;
@@ -55,21 +50,9 @@ struct answer {
     enum session_presence presence;
     char message[1024];
     double at;
-    struct waiters w;
+    struct session_waiters w;
     struct build_registry_check *check;
     struct kube_call *secret_call;
-};
-
-/* A failed build's log tail, or its fetch in flight. */
-struct log_entry {
-    struct session_builds *b;
-    char uid[128];
-    char job[128];
-    int in_flight;
-    char tail[2048];
-    double at;
-    struct waiters w;
-    struct kube_call *call;
 };
 
 struct memo_entry {
@@ -85,7 +68,7 @@ struct fetch {
     int in_flight;
     struct session_bundle_key failed; /* when !in_flight: why it could not be used */
     double at;
-    struct waiters w;
+    struct session_waiters w;
     struct build_http_call *call;
     int queued;         /* in_flight, waiting for a download slot */
     struct fetch *next; /* the queue */
@@ -98,71 +81,16 @@ struct session_builds {
     void *ud;
     struct build_registry *registry;
     struct build_http *http;
-    struct strmap *answers, *logs, *memo, *fetches;
-    size_t downloading;               /* downloads in flight */
-    struct fetch *queue, *queue_tail; /* fetches waiting for a download slot, oldest first */
-    /* Base-image freshness: the digests (pure table) and the lookups in flight. */
-    struct session_base_digests *digests;
-    struct build_registry *digest_registry; /* no positive cache: a tag's digest moves */
-    struct digest_lookup *lookups;
-};
-
-/* One base image's digest lookup in flight. */
-struct digest_lookup {
-    struct session_builds *b;
-    struct digest_lookup *prev, *next;
-    char image[600];
-    char repository[600], tag[200];
-    int own_registry; /* in build.repository's registry: asked as the tag check asks */
-    struct build_registry_check *check;
-    struct kube_call *secret_call;
+    struct strmap *answers, *memo, *fetches;
+    size_t downloading;                /* downloads in flight */
+    struct fetch *queue, *queue_tail;  /* fetches waiting for a download slot, oldest first */
+    struct session_build_logs *logs;   /* failed builds' log tails */
+    struct session_base_lookups *base; /* base-image freshness */
 };
 
 static double now_of(const struct session_builds *b)
 {
     return ev_now(kube_transport_loop(b->t));
-}
-
-/* --- waiters ----------------------------------------------------------------------------- */
-
-static void waiters_add(struct waiters *w, const char *key)
-{
-    for (size_t i = 0; i < w->n; i++) {
-        if (strcmp(w->keys[i], key) == 0)
-            return;
-    }
-    if (w->n == MAX_WAITERS)
-        return; /* they are requeued by their own requeue-after */
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 4;
-        char **keys = realloc(w->keys, cap * sizeof(*keys));
-        if (!keys)
-            return;
-        w->keys = keys;
-        w->cap = cap;
-    }
-    char *copy = strdup(key);
-    if (copy)
-        w->keys[w->n++] = copy;
-}
-
-/* Queues every waiter again and forgets them. */
-static void waiters_wake(struct session_builds *b, struct waiters *w)
-{
-    for (size_t i = 0; i < w->n; i++) {
-        b->requeue(b->ud, w->keys[i]);
-        free(w->keys[i]);
-    }
-    w->n = 0;
-}
-
-static void waiters_free(struct waiters *w)
-{
-    for (size_t i = 0; i < w->n; i++)
-        free(w->keys[i]);
-    free(w->keys);
-    w->keys = NULL;
-    w->n = w->cap = 0;
 }
 
 /* --- setup ------------------------------------------------------------------------------- */
@@ -203,10 +131,6 @@ struct session_builds *session_builds_new(struct kube_transport *t,
                                           session_builds_requeue_fn *requeue, void *ud,
                                           struct telo_err *err)
 {
-    /* The reference gives the digest lookup one 10 s try; one more after a transient failure
-     * (a 503 blip) costs at most 10.5 s more and spares a needless fallback. */
-    const struct build_registry_opts digest_opts = {
-        .max_attempts = 2, .timeout_ms = 10000, .no_cache = 1};
     struct session_builds *b = calloc(1, sizeof(*b));
     if (!b) {
         telo_err_set(err, TELO_ENOMEM, "image builds: out of memory");
@@ -216,11 +140,11 @@ struct session_builds *session_builds_new(struct kube_transport *t,
     b->cfg = cfg;
     b->requeue = requeue;
     b->ud = ud;
-    if (!(b->answers = strmap_new()) || !(b->logs = strmap_new()) || !(b->memo = strmap_new()) ||
-        !(b->fetches = strmap_new()) ||
+    if (!(b->answers = strmap_new()) ||
+        !(b->logs = session_build_logs_new(t, cfg, requeue, ud, err)) ||
+        !(b->memo = strmap_new()) || !(b->fetches = strmap_new()) ||
         !(b->registry = build_registry_new(kube_transport_loop(t), NULL, err)) ||
-        !(b->digests = session_base_digests_new(0)) ||
-        !(b->digest_registry = build_registry_new(kube_transport_loop(t), &digest_opts, err)) ||
+        !(b->base = session_base_lookups_new(t, cfg, requeue, ud, err)) ||
         !(b->http = build_http_new(kube_transport_loop(t), err))) {
         session_builds_free(b);
         telo_err_set(err, TELO_ENOMEM, "image builds: out of memory");
@@ -235,32 +159,8 @@ static void answer_free(struct answer *a)
         return;
     build_registry_check_cancel(a->check);
     kube_call_cancel(a->secret_call);
-    waiters_free(&a->w);
+    session_waiters_free(&a->w);
     free(a);
-}
-
-static void lookup_free(struct digest_lookup *l)
-{
-    if (!l)
-        return;
-    build_registry_check_cancel(l->check);
-    kube_call_cancel(l->secret_call);
-    if (l->prev)
-        l->prev->next = l->next;
-    else
-        l->b->lookups = l->next;
-    if (l->next)
-        l->next->prev = l->prev;
-    free(l);
-}
-
-static void log_free(struct log_entry *l)
-{
-    if (!l)
-        return;
-    kube_call_cancel(l->call);
-    waiters_free(&l->w);
-    free(l);
 }
 
 static void fetch_free(struct fetch *f)
@@ -283,7 +183,7 @@ static void fetch_free(struct fetch *f)
     if (f->call)
         b->downloading--;
     build_http_cancel(f->call);
-    waiters_free(&f->w);
+    session_waiters_free(&f->w);
     free(f);
 }
 
@@ -310,21 +210,15 @@ void session_builds_free(struct session_builds *b)
     while (b->answers && strmap_next(b->answers, &it, &key, &value))
         answer_free(value);
     it = (struct strmap_iter){0};
-    while (b->logs && strmap_next(b->logs, &it, &key, &value))
-        log_free(value);
-    it = (struct strmap_iter){0};
     while (b->fetches && strmap_next(b->fetches, &it, &key, &value))
         fetch_free(value);
     if (b->memo)
         memo_clear(b->memo);
-    while (b->lookups)
-        lookup_free(b->lookups);
-    session_base_digests_free(b->digests);
-    build_registry_free(b->digest_registry);
+    session_base_lookups_free(b->base);
     strmap_free(b->fetches);
     build_http_free(b->http);
     strmap_free(b->answers);
-    strmap_free(b->logs);
+    session_build_logs_free(b->logs);
     strmap_free(b->memo);
     build_registry_free(b->registry);
     free(b);
@@ -484,13 +378,13 @@ static void on_download(struct build_http_call *call, const struct build_http_re
     if (!detail[0]) {
         /* In the memo now: the fetch is done with. */
         strmap_remove(b->fetches, f->key);
-        waiters_wake(b, &f->w);
+        session_waiters_wake(&f->w, b->requeue, b->ud);
         fetch_free(f);
     } else {
         fetch_failed(f, detail);
         telo_log(TELO_LOG_WARN, "bundle download failed", "url=%s error=\"%s\" detail=\"%s\"",
                  f->url, detail, resp->rc < 0 && resp->err ? resp->err->msg : "");
-        waiters_wake(b, &f->w);
+        session_waiters_wake(&f->w, b->requeue, b->ud);
     }
     pump_downloads(b);
 }
@@ -520,7 +414,7 @@ static int start_download(struct fetch *f)
     f->at = now_of(b);
     fetch_failed(f,
                  "download of spec.bundle.url failed: the URL must start with http:// or https://");
-    waiters_wake(b, &f->w);
+    session_waiters_wake(&f->w, b->requeue, b->ud);
     return -1;
 }
 
@@ -562,7 +456,7 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
         f = NULL;
     }
     if (f) {
-        waiters_add(&f->w, waiter);
+        session_waiters_add(&f->w, waiter);
         return 0;
     }
     if (strmap_len(b->fetches) >= TABLE_MAX || !(f = calloc(1, sizeof(*f))))
@@ -580,7 +474,7 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
         free(f);
         return 0;
     }
-    waiters_add(&f->w, waiter);
+    session_waiters_add(&f->w, waiter);
     if (b->downloading >= (size_t)b->cfg->bundle_max_downloads) {
         /* Waits its turn, in flight for the sessions that ask meanwhile. */
         f->queued = 1;
@@ -613,7 +507,7 @@ static void answered(struct answer *a, enum session_presence presence, const cha
                  : TELO_LOG_INFO,
              "registry answer", "tag=%s presence=%d%s%s", a->tag, (int)presence,
              *a->message ? " message=" : "", a->message);
-    waiters_wake(a->b, &a->w);
+    session_waiters_wake(&a->w, a->b->requeue, a->b->ud);
 }
 
 static void on_registry(struct build_registry_check *check, const struct build_registry_result *res,
@@ -742,7 +636,7 @@ enum session_presence session_builds_presence(struct session_builds *b, const ch
     if (!ask)
         return SESSION_PRESENCE_NONE;
     if (a) {
-        waiters_add(&a->w, waiter);
+        session_waiters_add(&a->w, waiter);
         return SESSION_PRESENCE_NONE;
     }
     if (strmap_len(b->answers) >= TABLE_MAX)
@@ -756,7 +650,7 @@ enum session_presence session_builds_presence(struct session_builds *b, const ch
         free(a);
         return SESSION_PRESENCE_NONE;
     }
-    waiters_add(&a->w, waiter);
+    session_waiters_add(&a->w, waiter);
     if (!b->cfg->build_push_secret) {
         start_check(a, NULL, 0);
         return SESSION_PRESENCE_NONE;
@@ -775,306 +669,17 @@ enum session_presence session_builds_presence(struct session_builds *b, const ch
 
 /* --- the failed build's log -------------------------------------------------------------- */
 
-static void log_done(struct log_entry *l, const char *tail)
-{
-    l->in_flight = 0;
-    l->call = NULL;
-    l->at = now_of(l->b);
-    snprintf(l->tail, sizeof(l->tail), "%s", tail);
-    waiters_wake(l->b, &l->w);
-}
-
-static void on_log(const struct kube_result *res, void *ud)
-{
-    struct log_entry *l = ud;
-    char tail[2048];
-    if (res->rc < 0) {
-        snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)",
-                 res->err ? res->err->msg : "failed");
-    } else {
-        build_log_tail(res->body && res->body->data ? res->body->data : "",
-                       res->body ? res->body->len : 0, LOG_LINES, tail, sizeof(tail));
-    }
-    log_done(l, tail);
-}
-
-static int pick_failed(struct json_object *cs, int init, void *ctx)
-{
-    (void)init;
-    (void)ctx;
-    int64_t code = 0;
-    return jget_int(jget(jget(cs, "state"), "terminated"), "exitCode", &code) == 0 && code != 0 &&
-           jget_string(cs, "name") != NULL;
-}
-
-/* The container whose failure failed the build: the context's delivery, else the builder. */
-static const char *failed_container(struct json_object *pod)
-{
-    struct json_object *cs = session_failure_find_container(pod, pick_failed, NULL, NULL);
-    return cs != NULL ? jget_string(cs, "name") : BUILD_CONTAINER;
-}
-
-static void on_pods(const struct kube_result *res, void *ud)
-{
-    struct log_entry *l = ud;
-    l->call = NULL;
-    struct json_object *items = res->rc < 0 ? NULL : jget_array(res->object, "items");
-    const char *name =
-        items && json_object_array_length(items) > 0
-            ? jget_string(jget(json_object_array_get_idx(items, 0), "metadata"), "name")
-            : NULL;
-    if (!name) {
-        char tail[1024];
-        snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)",
-                 res->rc < 0 && res->err ? res->err->msg : "the Job has no pod left");
-        log_done(l, tail);
-        return;
-    }
-    struct json_object *pod = json_object_array_get_idx(items, 0);
-    char query[256];
-    snprintf(query, sizeof(query), "?container=%s&tailLines=%d", failed_container(pod), LOG_LINES);
-    struct kube_ref ref = {.version = "v1",
-                           .resource = "pods",
-                           .namespace = l->b->cfg->build_namespace,
-                           .name = name,
-                           .subresource = "log"};
-    struct telo_err err;
-    l->call = kube_rest_get_text(l->b->t, &ref, query, on_log, l, &err);
-    if (!l->call) {
-        char tail[1024];
-        snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)", err.msg);
-        log_done(l, tail);
-    }
-}
-
-static void sweep_logs(struct session_builds *b, double now)
-{
-    struct strmap_iter it = {0};
-    const char *key;
-    void *value;
-    while (strmap_next(b->logs, &it, &key, &value)) {
-        struct log_entry *l = value;
-        if (!l->in_flight && now - l->at > LOG_TTL_S) {
-            strmap_remove(b->logs, key);
-            log_free(l);
-        }
-    }
-}
-
 enum session_build_log session_builds_log(struct session_builds *b, const char *job_name,
                                           const char *job_uid, const char *waiter, int ask,
                                           const char **tail)
 {
-    *tail = "";
-    struct log_entry *l = strmap_get(b->logs, job_uid);
-    if (l && !l->in_flight) {
-        *tail = l->tail;
-        return SESSION_LOG_DONE;
-    }
-    if (l) {
-        waiters_add(&l->w, waiter);
-        return SESSION_LOG_FETCHING;
-    }
-    if (!ask)
-        return SESSION_LOG_NONE;
-    double now = now_of(b);
-    sweep_logs(b, now);
-    if (strmap_len(b->logs) >= TABLE_MAX || !(l = calloc(1, sizeof(*l))))
-        return SESSION_LOG_NONE;
-    l->b = b;
-    snprintf(l->uid, sizeof(l->uid), "%s", job_uid);
-    snprintf(l->job, sizeof(l->job), "%s", job_name);
-    l->in_flight = 1;
-    if (strmap_put(b->logs, l->uid, l) < 0) {
-        free(l);
-        return SESSION_LOG_NONE;
-    }
-    waiters_add(&l->w, waiter);
-    char selector[256];
-    snprintf(selector, sizeof(selector), "batch.kubernetes.io/job-name=%s", job_name);
-    struct kube_ref ref = {
-        .version = "v1", .resource = "pods", .namespace = b->cfg->build_namespace};
-    struct kube_list_opts o = {.label_selector = selector};
-    struct telo_err err;
-    l->call = kube_rest_list(b->t, &ref, &o, on_pods, l, &err);
-    if (!l->call) {
-        char msg[1024];
-        snprintf(msg, sizeof(msg), "(the build pod's log could not be read: %s)", err.msg);
-        log_done(l, msg);
-        return SESSION_LOG_DONE;
-    }
-    return SESSION_LOG_FETCHING;
+    return session_build_logs_get(b->logs, job_name, job_uid, waiter, ask, tail);
 }
 
 /* --- base-image freshness ---------------------------------------------------------------- */
 
-static void wake_waiter(void *ud, const char *waiter)
-{
-    struct session_builds *b = ud;
-    b->requeue(b->ud, waiter);
-}
-
-/* Ends l's lookup with digest (the registry's answer, valid) or reason, and frees l. */
-static void lookup_done(struct digest_lookup *l, const char *digest, const char *reason)
-{
-    struct session_builds *b = l->b;
-    l->check = NULL;
-    l->secret_call = NULL;
-    char image[sizeof(l->image)];
-    snprintf(image, sizeof(image), "%s", l->image);
-    if (digest)
-        telo_log(TELO_LOG_INFO, "base image digest", "image=%s digest=%s", image, digest);
-    else
-        telo_log(TELO_LOG_WARN, "base image freshness check failed; using the cached image",
-                 "image=%s error=\"%s\"", image, reason);
-    lookup_free(l);
-    session_base_digests_settle(b->digests, image, digest, reason, now_of(b), wake_waiter, b);
-}
-
-static void on_digest(struct build_registry_check *check, const struct build_registry_result *res,
-                      void *ud)
-{
-    (void)check;
-    struct digest_lookup *l = ud;
-    l->check = NULL;
-    char reason[512];
-    switch (res->presence) {
-    case BUILD_IMAGE_PRESENT:
-        if (session_base_digest_valid(res->digest)) {
-            lookup_done(l, res->digest, NULL);
-            return;
-        }
-        /* The registry's word, checked: a missing or odd header is no digest to key on. */
-        snprintf(reason, sizeof(reason),
-                 "%.300s: the registry answered without a valid Docker-Content-Digest", l->image);
-        break;
-    case BUILD_IMAGE_ABSENT:
-        snprintf(reason, sizeof(reason), "%.300s: the registry has no such image (HTTP 404)",
-                 l->image);
-        break;
-    case BUILD_IMAGE_UNKNOWN:
-        snprintf(reason, sizeof(reason), "%.200s: %.300s", l->image,
-                 res->last_error && *res->last_error ? res->last_error : res->message);
-        break;
-    case BUILD_IMAGE_DENIED:
-    default:
-        snprintf(reason, sizeof(reason), "%.400s", res->message);
-        break;
-    }
-    lookup_done(l, NULL, reason);
-}
-
-static void digest_check(struct digest_lookup *l, const char *config, size_t config_len)
-{
-    const struct session_config *cfg = l->b->cfg;
-    char secret[320] = "";
-    if (config && cfg->build_push_secret)
-        snprintf(secret, sizeof(secret), "%s/%s", cfg->build_namespace, cfg->build_push_secret);
-    struct build_registry_query q = {
-        .repository = l->repository,
-        .tag = l->tag,
-        .api_url = l->own_registry ? cfg->build_registry_api_url : NULL,
-        .dockerconfigjson = config,
-        .dockerconfigjson_len = config_len,
-        .secret_name = secret[0] ? secret : NULL,
-        .insecure = l->own_registry ? cfg->build_insecure : 0,
-    };
-    struct telo_err err;
-    telo_err_clear(&err);
-    l->check = build_registry_check(l->b->digest_registry, &q, on_digest, l, &err);
-    if (!l->check) {
-        char reason[512];
-        snprintf(reason, sizeof(reason), "%.200s: %.300s", l->image, err.msg);
-        lookup_done(l, NULL, reason);
-    }
-}
-
-static void on_digest_secret(const struct kube_result *res, void *ud)
-{
-    struct digest_lookup *l = ud;
-    l->secret_call = NULL;
-    const char *text = res->rc < 0 ? NULL : jget_string(jget(res->object, "data"), SECRET_KEY);
-    size_t len = 0;
-    unsigned char *config = text ? util_base64_decode(text, strlen(text), &len) : NULL;
-    if (!config) {
-        char reason[512];
-        snprintf(reason, sizeof(reason),
-                 "%.150s: the push Secret %.60s/%.60s cannot be read (%.200s)", l->image,
-                 l->b->cfg->build_namespace, l->b->cfg->build_push_secret,
-                 res->rc < 0 ? (res->err ? res->err->msg : "failed") : "no " SECRET_KEY);
-        lookup_done(l, NULL, reason);
-        return;
-    }
-    digest_check(l, (const char *)config, len);
-    free(config);
-}
-
-/* Whether repository ("host/path") is in build.repository's registry. */
-static int own_registry(const struct session_config *cfg, const char *repository)
-{
-    char host[256], path[512], own[256];
-    struct telo_err err;
-    telo_err_clear(&err);
-    if (!cfg->build_repository ||
-        build_repository_split(cfg->build_repository, own, sizeof(own), path, sizeof(path), &err) <
-            0 ||
-        build_repository_split(repository, host, sizeof(host), path, sizeof(path), &err) < 0)
-        return 0;
-    return strcmp(host, own) == 0;
-}
-
-/* Starts image's lookup (the table said LOOKUP). */
-static void start_lookup(struct session_builds *b, const char *image)
-{
-    struct digest_lookup *l = calloc(1, sizeof(*l));
-    if (!l) {
-        session_base_digests_settle(b->digests, image, NULL, "out of memory", now_of(b),
-                                    wake_waiter, b);
-        return;
-    }
-    l->b = b;
-    snprintf(l->image, sizeof(l->image), "%s", image);
-    l->next = b->lookups;
-    if (b->lookups)
-        b->lookups->prev = l;
-    b->lookups = l;
-    if (session_base_image_split(image, l->repository, sizeof(l->repository), l->tag,
-                                 sizeof(l->tag)) < 0) {
-        char reason[512];
-        snprintf(reason, sizeof(reason),
-                 "%.300s: not an image reference the registry can be "
-                 "asked about",
-                 image);
-        lookup_done(l, NULL, reason);
-        return;
-    }
-    l->own_registry = own_registry(b->cfg, l->repository);
-    if (!l->own_registry || !b->cfg->build_push_secret) {
-        digest_check(l, NULL, 0);
-        return;
-    }
-    /* Read for every lookup, as the tag check reads it: a fixed password takes effect at once. */
-    struct kube_ref ref = {.version = "v1",
-                           .resource = "secrets",
-                           .namespace = b->cfg->build_namespace,
-                           .name = b->cfg->build_push_secret};
-    struct telo_err err;
-    telo_err_clear(&err);
-    l->secret_call = kube_rest_get(b->t, &ref, on_digest_secret, l, &err);
-    if (!l->secret_call) {
-        char reason[512];
-        snprintf(reason, sizeof(reason), "%.200s: %.300s", image, err.msg);
-        lookup_done(l, NULL, reason);
-    }
-}
-
 void session_builds_base_digest(struct session_builds *b, const char *image, const char *waiter,
                                 int ask, struct session_base_digest *out)
 {
-    double now = now_of(b), ttl = (double)b->cfg->build_base_digest_ttl_seconds;
-    session_base_digests_get(b->digests, image, now, ttl, out);
-    if (!ask || out->state != SESSION_DIGEST_NONE)
-        return;
-    if (session_base_digests_ask(b->digests, image, now, ttl, waiter) == SESSION_DIGEST_LOOKUP)
-        start_lookup(b, image);
+    session_base_lookups_get(b->base, image, waiter, ask, out);
 }

@@ -1,7 +1,8 @@
 /* The I/O edge of image builds for the session reconciler: a bundle's tag (memoised), the
  * registry's answer about an image, a failed build pod's log tail. Answers wait in tables on the
  * libev loop; the sessions that asked are queued again when one arrives, and read it as observed
- * state in their next reconcile. */
+ * state in their next reconcile. The log tails (buildlog.c) and the base images' digests
+ * (baselookup.c) have their own files; this one is their single entry point. */
 #ifndef TELO_SESSION_BUILDS_H
 #define TELO_SESSION_BUILDS_H
 

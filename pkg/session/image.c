@@ -136,11 +136,10 @@ static void follow_job(const struct session_image_obs *obs, int following, const
     }
 }
 
-void session_image_decide(const struct session_image_obs *obs, struct session_image_plan *out)
+/* The steps decided before the tag matters: a bundle that cannot be used, one with nothing to
+ * install, a base digest still unknown. Returns 1 when out is decided. */
+static int decide_without_tag(const struct session_image_obs *obs, struct session_image_plan *out)
 {
-    memset(out, 0, sizeof(*out));
-    out->tag = obs->tag;
-    out->ref = obs->ref;
     if (obs->bundle_error) {
         out->tag = NULL;
         out->ref = NULL;
@@ -148,13 +147,13 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
         snprintf(out->message, sizeof(out->message),
                  "%s; fix the bundle (spec.bundle) and create the session again",
                  obs->bundle_error);
-        return;
+        return 1;
     }
     if (obs->no_dependencies) {
         /* `telo install` would bake nothing: the base image runs the app as it is. */
         out->tag = NULL;
         ready(out, obs->base_image, "BaseImage", NULL);
-        return;
+        return 1;
     }
     if (obs->base_digest_wanted &&
         (!obs->base_digest || obs->base_digest->state == SESSION_DIGEST_NONE)) {
@@ -162,8 +161,71 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
          * TTL, shared by every session that asks meanwhile). */
         out->step = SESSION_IMAGE_WAIT;
         out->check_base_digest = 1;
-        return;
+        return 1;
     }
+    return 0;
+}
+
+/* A new build's registry answer (obs->presence). Returns 1 when out is decided; else the build
+ * goes on, with *note replaced by the registry's word when it is unsure (notes holds the text
+ * with the freshness note, nlen bytes). */
+static int decide_by_registry(const struct session_image_obs *obs, const char *freshness,
+                              char *notes, size_t nlen, const char **note,
+                              struct session_image_plan *out)
+{
+    switch (obs->presence) {
+    case SESSION_PRESENCE_NONE:
+        out->step = SESSION_IMAGE_WAIT;
+        out->check_registry = 1;
+        return 1;
+    case SESSION_PRESENCE_PRESENT:
+        ready(out, obs->ref, "CacheHit", freshness ? freshness : BUILD_PROGRESS_CACHED);
+        return 1;
+    case SESSION_PRESENCE_DENIED:
+        /* Building would fail to push with the same credentials: no build, no loop. */
+        out->step = SESSION_IMAGE_BLOCKED;
+        snprintf(out->failure, sizeof(out->failure), "RegistryAuthFailed");
+        snprintf(out->message, sizeof(out->message), "%s",
+                 obs->presence_message && *obs->presence_message
+                     ? obs->presence_message
+                     : "the registry refused the operator's credentials");
+        return 1;
+    case SESSION_PRESENCE_UNKNOWN:
+        *note = obs->presence_message;
+        if (freshness) {
+            snprintf(notes, nlen, "%s; %.700s", freshness,
+                     obs->presence_message ? obs->presence_message : "");
+            *note = notes;
+        }
+        break;
+    case SESSION_PRESENCE_ABSENT:
+        break;
+    }
+    return 0;
+}
+
+/* The followed Job is gone before we saw it end: the registry says whether it pushed. */
+static void followed_job_gone(const struct session_image_obs *obs, struct session_image_plan *out)
+{
+    if (obs->presence == SESSION_PRESENCE_PRESENT) {
+        ready(out, obs->ref, "Built", BUILD_PROGRESS_BUILT);
+    } else if (obs->presence == SESSION_PRESENCE_NONE) {
+        out->step = SESSION_IMAGE_WAIT;
+        out->check_registry = 1;
+    } else {
+        char job_key[320];
+        snprintf(job_key, sizeof(job_key), "%s/%s", obs->build_namespace, obs->job_name);
+        vanished(obs, job_key, out);
+    }
+}
+
+void session_image_decide(const struct session_image_obs *obs, struct session_image_plan *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->tag = obs->tag;
+    out->ref = obs->ref;
+    if (decide_without_tag(obs, out))
+        return;
     /* A failed lookup: the tag was made with the last digest known (or none), and the progress
      * says so, in the reference runner's words. */
     char fresh[640], notes[1400];
@@ -179,36 +241,8 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
                     strcmp(old_job, obs->job_name) == 0;
     char kept[sizeof(out->progress)];
     const char *note = following ? kept_note(obs->old, kept, sizeof(kept)) : freshness;
-    if (!following) {
-        switch (obs->presence) {
-        case SESSION_PRESENCE_NONE:
-            out->step = SESSION_IMAGE_WAIT;
-            out->check_registry = 1;
-            return;
-        case SESSION_PRESENCE_PRESENT:
-            ready(out, obs->ref, "CacheHit", freshness ? freshness : BUILD_PROGRESS_CACHED);
-            return;
-        case SESSION_PRESENCE_DENIED:
-            /* Building would fail to push with the same credentials: no build, no loop. */
-            out->step = SESSION_IMAGE_BLOCKED;
-            snprintf(out->failure, sizeof(out->failure), "RegistryAuthFailed");
-            snprintf(out->message, sizeof(out->message), "%s",
-                     obs->presence_message && *obs->presence_message
-                         ? obs->presence_message
-                         : "the registry refused the operator's credentials");
-            return;
-        case SESSION_PRESENCE_UNKNOWN:
-            note = obs->presence_message;
-            if (freshness) {
-                snprintf(notes, sizeof(notes), "%s; %.700s", freshness,
-                         obs->presence_message ? obs->presence_message : "");
-                note = notes;
-            }
-            break;
-        case SESSION_PRESENCE_ABSENT:
-            break;
-        }
-    }
+    if (!following && decide_by_registry(obs, freshness, notes, sizeof(notes), &note, out))
+        return;
     out->build_job = obs->job_name;
     if (obs->job) {
         follow_job(obs, following, note, out);
@@ -219,17 +253,7 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
         return;
     }
     if (following) {
-        /* The Job is gone before we saw it end: the registry says whether it pushed. */
-        if (obs->presence == SESSION_PRESENCE_PRESENT) {
-            ready(out, obs->ref, "Built", BUILD_PROGRESS_BUILT);
-        } else if (obs->presence == SESSION_PRESENCE_NONE) {
-            out->step = SESSION_IMAGE_WAIT;
-            out->check_registry = 1;
-        } else {
-            char job_key[320];
-            snprintf(job_key, sizeof(job_key), "%s/%s", obs->build_namespace, obs->job_name);
-            vanished(obs, job_key, out);
-        }
+        followed_job_gone(obs, out);
         return;
     }
     out->create_job = 1;

@@ -23,21 +23,10 @@ static long long number(struct json_object *obj, const char *key, long long miss
     return jget_int(obj, key, &v) == 0 ? (long long)v : missing;
 }
 
-int session_spec_parse(struct json_object *obj, struct session *s, struct telo_err *err)
+/* spec.selfContained, spec.entry and spec.bundle into s. Returns 0, or -TELO_EINVAL with err
+ * filled (s keeps what was read before the fault). */
+static int parse_bundle(struct json_object *spec, struct session *s, struct telo_err *err)
 {
-    memset(s, 0, sizeof(*s));
-    struct json_object *meta = jget(obj, "metadata"), *spec = jget(obj, "spec");
-    s->name = jget_string(meta, "name");
-    s->namespace = jget_string(meta, "namespace");
-    s->uid = jget_string(meta, "uid");
-    if (!s->name || !s->namespace || !s->uid)
-        return telo_err_set(err, TELO_EINVAL, "metadata: name, namespace and uid are required");
-    s->generation = number(meta, "generation", 0);
-    s->deleting = jget(meta, "deletionTimestamp") != NULL;
-    s->status = jget(obj, "status");
-    if (!spec)
-        return telo_err_set(err, TELO_EINVAL, "spec: required");
-
     s->self_contained = flag(spec, "selfContained");
     s->entry = jget_string(spec, "entry");
     struct json_object *bundle = jget(spec, "bundle");
@@ -59,23 +48,13 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
             return telo_err_set(err, TELO_EINVAL,
                                 "spec.bundle.url.sha256: want 64 lowercase hex characters");
     }
-    s->image = jget_string(spec, "image");
-    s->pull_policy = jget_string(spec, "pullPolicy");
-    s->registry_url = jget_string(spec, "registryUrl");
-    s->env = jget_array(spec, "env");
-    s->inspect = flag(spec, "inspect");
-    struct json_object *res = jget(spec, "resources");
-    s->cpu = jget_string(res, "cpu");
-    s->memory = jget_string(res, "memory");
-    s->ephemeral_storage = jget_string(res, "ephemeralStorage");
-    s->ttl_seconds = number(spec, "ttlSeconds", 0);
-    s->stopped = flag(spec, "stopped");
-    s->ttl_after_finished = number(spec, "ttlSecondsAfterFinished", -1);
-    s->restart_generation = number(spec, "restartGeneration", 0);
-    if (s->restart_generation < 0)
-        return telo_err_set(err, TELO_EINVAL, "spec.restartGeneration: %lld is negative",
-                            s->restart_generation);
+    return 0;
+}
 
+/* spec.ports into s->ports and s->nports. Returns 0, or -TELO_EINVAL with err filled (s->ports
+ * keeps the ports checked before the fault; s->nports is set only on success). */
+static int parse_ports(struct json_object *spec, struct session *s, struct telo_err *err)
+{
     struct json_object *ports = jget(spec, "ports");
     size_t n =
         ports && json_object_is_type(ports, json_type_array) ? json_object_array_length(ports) : 0;
@@ -98,6 +77,45 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
         s->ports[i] = (struct session_port){(int)port, proto, jget_string(p, "name")};
     }
     s->nports = n;
+    return 0;
+}
+
+int session_spec_parse(struct json_object *obj, struct session *s, struct telo_err *err)
+{
+    memset(s, 0, sizeof(*s));
+    struct json_object *meta = jget(obj, "metadata"), *spec = jget(obj, "spec");
+    s->name = jget_string(meta, "name");
+    s->namespace = jget_string(meta, "namespace");
+    s->uid = jget_string(meta, "uid");
+    if (!s->name || !s->namespace || !s->uid)
+        return telo_err_set(err, TELO_EINVAL, "metadata: name, namespace and uid are required");
+    s->generation = number(meta, "generation", 0);
+    s->deleting = jget(meta, "deletionTimestamp") != NULL;
+    s->status = jget(obj, "status");
+    if (!spec)
+        return telo_err_set(err, TELO_EINVAL, "spec: required");
+
+    if (parse_bundle(spec, s, err) < 0)
+        return -TELO_EINVAL;
+    s->image = jget_string(spec, "image");
+    s->pull_policy = jget_string(spec, "pullPolicy");
+    s->registry_url = jget_string(spec, "registryUrl");
+    s->env = jget_array(spec, "env");
+    s->inspect = flag(spec, "inspect");
+    struct json_object *res = jget(spec, "resources");
+    s->cpu = jget_string(res, "cpu");
+    s->memory = jget_string(res, "memory");
+    s->ephemeral_storage = jget_string(res, "ephemeralStorage");
+    s->ttl_seconds = number(spec, "ttlSeconds", 0);
+    s->stopped = flag(spec, "stopped");
+    s->ttl_after_finished = number(spec, "ttlSecondsAfterFinished", -1);
+    s->restart_generation = number(spec, "restartGeneration", 0);
+    if (s->restart_generation < 0)
+        return telo_err_set(err, TELO_EINVAL, "spec.restartGeneration: %lld is negative",
+                            s->restart_generation);
+
+    if (parse_ports(spec, s, err) < 0)
+        return -TELO_EINVAL;
     s->obj = json_object_get(obj);
     return 0;
 }
