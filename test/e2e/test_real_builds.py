@@ -35,7 +35,7 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, TcpProxy, wait_until
+from conftest import AS_SERVICE_ACCOUNT, ROOT, TcpProxy, wait_until
 from test_sessions import assert_failure, condition, get, get_ts, wait_phase
 from test_sessions_real_node import (REAL, _ready_real_node, bundle_configmap, curl,
                                      real_session)
@@ -135,6 +135,13 @@ def real_builds(cluster, operator, pod_namespace, images, registry):
     cluster.kubectl("label", "namespace", bns, "--overwrite",
                     "pod-security.kubernetes.io/enforce=baseline",
                     "pod-security.kubernetes.io/enforce-version=latest")
+    if AS_SERVICE_ACCOUNT:
+        # Under the operator's ServiceAccount (in-cluster, or test_rbac.py): the build rules of
+        # config/rbac, bound in this test's build namespace as build_role.yaml binds them in
+        # telo-builds.
+        cluster.kubectl("create", "rolebinding", "telo-operator-builds", "-n", bns,
+                        "--clusterrole=telo-operator-builds",
+                        "--serviceaccount=telo-system:telo-operator")
     for name, where in (("push", bns), ("pull", ns)):
         cluster.kubectl("apply", "-f", "-", input=json.dumps(dockerconfig_secret(
             name, where, registry["host"], registry["auth"])))
