@@ -942,7 +942,8 @@ static const char *plan_condition(const struct session_plan *plan, const char *t
     struct json_object *conds = json_object_object_get(plan->verdict.status, "conditions");
     for (size_t i = 0; conds && i < json_object_array_length(conds); i++) {
         struct json_object *c = json_object_array_get_idx(conds, i);
-        if (strcmp(json_object_get_string(json_object_object_get(c, "type")), type) == 0)
+        const char *t = json_object_get_string(json_object_object_get(c, "type"));
+        if (t && strcmp(t, type) == 0)
             return json_object_get_string(json_object_object_get(c, field));
     }
     return "?";
