@@ -12,7 +12,7 @@ C_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.c' '*.h')
 LINT_SOURCES = $(filter pkg/% cmd/% test/unit/%,$(filter %.c,$(C_SOURCES)))
 
 .PHONY: deps build build-asan unit unit-asan valgrind e2e test run cluster-up cluster-down \
-        cluster-status fmt fmt-check lint tools clean install fuzz image
+        cluster-status fmt fmt-check lint tools clean install fuzz image bench-report
 
 deps:
 	@hack/install-deps.sh
@@ -54,6 +54,10 @@ test: build build-asan
 
 run: build
 	@hack/run.sh $(BUILD_DIR)
+
+# PNG plots of the latest bench results on this machine (bench/report/README.md).
+bench-report:
+	@bench/report/run.sh
 
 # The operator's OCI image (hack/image.sh): built without a daemon, pushed to the real node.
 image: build

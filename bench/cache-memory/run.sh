@@ -3,7 +3,7 @@
 # session reconciler's pod projection), beside a second kube-controller-manager running only its
 # job controller, which caches the same pods, on the same cluster in the same run.
 #
-#   bench/cache-memory/run.sh [N]      (default 10000)
+#   bench/cache-memory/run.sh [N]      (default 10000; TELO_BENCH_OUT: where cache-memory.json goes)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 count=${1:-10000}
@@ -91,3 +91,11 @@ printf '%-44s %10s B\n' "telo-informer RSS per pod" "$per_pod"
 printf '%-44s %10s B\n' "store's own estimate per pod" "$((store_bytes / count))"
 printf '%-44s %10s KiB\n' "kube-controller-manager (job only) RSS" "$kcm_rss"
 printf '%-44s %12s\n' "ratio kcm / telo-informer" "$(awk -v a="$kcm_rss" -v b="$inf_rss" 'BEGIN{printf "%.1fx", a/b}')"
+
+# The figures as JSON, for bench/report/run.sh (TELO_BENCH_OUT: the results directory).
+out=${TELO_BENCH_OUT:-${TMPDIR:-/tmp}/telo-bench-cache-memory-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$out"
+printf '{"count": %d, "empty_rss_kib": %d, "informer_rss_kib": %d, "store_bytes": %d, "kcm_rss_kib": %d, "date": "%s"}\n' \
+	"$count" "$empty_rss" "$inf_rss" "${store_bytes:-0}" "$kcm_rss" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+	>"$out/cache-memory.json"
+echo "bench: results in $out/cache-memory.json" >&2
