@@ -78,6 +78,7 @@ void operator_cmd_usage(FILE *out)
     session_config_describe(out);
 }
 
+/* 0: run with o; 1: --help was asked for; -1: a bad argument (said on stderr). */
 static int parse_args(int argc, char **argv, struct options *o)
 {
     o->http_address = "0.0.0.0:8080";
@@ -87,6 +88,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         struct util_arg arg;
         util_arg_read(argc, argv, i, &arg);
         const char *a = arg.name, *v = arg.value;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return 1;
         if (strcmp(a, "--leader-elect") == 0) {
             /* A switch: bare, or =true / =false as Go's boolean flags take it. */
             if (arg.joined && strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
@@ -271,9 +274,14 @@ int operator_cmd_main(int argc, char **argv)
 {
     struct run_state op;
     memset(&op, 0, sizeof(op));
-    if (parse_args(argc, argv, &op.opt) < 0) {
+    int parsed = parse_args(argc, argv, &op.opt);
+    if (parsed < 0) {
         operator_cmd_usage(stderr);
         return 2;
+    }
+    if (parsed > 0) { /* --help */
+        operator_cmd_usage(stdout);
+        return 0;
     }
     struct telo_err err;
     telo_err_clear(&err);

@@ -634,16 +634,21 @@ static void put_conditions(struct json_object *status, const struct session_obse
     /* A Running session whose ports are not all reachable yet is still on its way (kstatus:
      * InProgress); one with a port Unreachable for the timeout is Stalled (Degraded). */
     int waiting = running && d->reach.waiting && !d->reach.degraded && !d->refused;
+    /* A Running session retrying a refused write (409, 429, 5xx) is on its way too: read as
+     * Current it would look done while not Ready. */
+    int retrying = running && d->refused == 1 && !d->reach.degraded;
     int progressing =
         (!running && !session_phase_is_terminal(d->phase) && !d->blocked && d->refused != 2) ||
-        waiting;
+        waiting || retrying;
     ready_condition(conds, obs, d);
     image_condition(conds, obs);
     add_condition(conds, old, "Reconciling", progressing,
                   waiting       ? "WaitingForPorts"
+                  : retrying    ? d->reason
                   : progressing ? phase
                                 : "Reconciled",
                   waiting       ? d->reach.text
+                  : retrying    ? d->message
                   : progressing ? d->progress_message
                                 : "",
                   s->generation, obs->now);

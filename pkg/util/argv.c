@@ -6,7 +6,8 @@
 void util_arg_read(int argc, char **argv, int i, struct util_arg *arg)
 {
     const char *a = argv[i];
-    const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+    /* "-v=4" as well as "--v=4": Go's flag package and pflag's shorthands take both. */
+    const char *eq = a[0] == '-' && a[1] != '\0' && a[1] != '=' ? strchr(a, '=') : NULL;
     arg->joined = eq != NULL && (size_t)(eq - a) < sizeof(arg->buf);
     if (arg->joined) {
         snprintf(arg->buf, sizeof(arg->buf), "%.*s", (int)(eq - a), a);

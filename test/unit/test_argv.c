@@ -42,6 +42,18 @@ static void reads_a_value_joined_with_an_equals_sign(void **state)
     assert_true(arg.joined);
 }
 
+static void reads_a_short_flag_joined_with_an_equals_sign(void **state)
+{
+    (void)state;
+    char *argv[] = {"-v=4", "next"}; /* as kube components take -v=4 */
+    struct util_arg arg;
+    util_arg_read(2, argv, 0, &arg);
+    assert_true(arg.joined);
+    assert_string_equal(arg.name, "-v");
+    assert_string_equal(arg.value, "4");
+    assert_int_equal(util_arg_consumed(&arg), 0);
+}
+
 static void leaves_other_words_whole(void **state)
 {
     (void)state;
@@ -50,7 +62,7 @@ static void leaves_other_words_whole(void **state)
     memcpy(long_name, "--", 2);
     long_name[80] = '=';
     long_name[99] = '\0';
-    char *argv[] = {"a=b", "-x=1", long_name, "v"};
+    char *argv[] = {"a=b", "-=1", long_name, "v"};
     struct util_arg arg;
     for (int i = 0; i < 3; i++) {
         util_arg_read(4, argv, i, &arg);
@@ -111,6 +123,7 @@ int main(void)
         cmocka_unit_test(take_advances_past_the_value),
         cmocka_unit_test(kube_flags_are_read_as_kubectl_takes_them),
         cmocka_unit_test(reads_a_value_joined_with_an_equals_sign),
+        cmocka_unit_test(reads_a_short_flag_joined_with_an_equals_sign),
         cmocka_unit_test(leaves_other_words_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

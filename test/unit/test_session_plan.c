@@ -1036,6 +1036,30 @@ static void only_refusals_that_need_a_change_are_stalled(void **state)
     }
 }
 
+/* A Running session whose Service write is refused with a code worth retrying is not Ready and
+ * still on its way (kstatus InProgress, Argo CD Progressing), never read as Current. */
+static void a_running_session_retrying_a_refused_write_is_reconciling(void **state)
+{
+    (void)state;
+    static const long codes[] = {409, 429, 503};
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        struct row row = {
+            .name = "retrying", .status = RUNNING, .pod = "running", .pod_who = OWN, .now = 1};
+        struct world w;
+        world_init(&w, &row);
+        refuse(&w, SESSION_PLAN_SERVICE, codes[i], "try again later", 0, 1);
+        struct session_plan plan;
+        assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+        assert_string_equal(status_text(&plan, "phase"), "Running");
+        assert_string_equal(plan_condition(&plan, "Ready", "status"), "False");
+        assert_string_equal(plan_condition(&plan, "Stalled", "status"), "False");
+        assert_string_equal(plan_condition(&plan, "Reconciling", "status"), "True");
+        assert_string_equal(plan_condition(&plan, "Reconciling", "reason"), "ServiceRejected");
+        session_plan_release(&plan);
+        world_free(&w);
+    }
+}
+
 /* The backoff: 5 s doubling per refusal in a row, at most 5 min; once over, the write is tried
  * again (the status still names the refusal until it succeeds); a new generation tries at once. */
 static void a_refused_write_is_retried_after_its_backoff(void **state)
@@ -1256,6 +1280,7 @@ int main(void)
         cmocka_unit_test(plain_sessions),
         cmocka_unit_test(each_childs_refusal_is_its_reason_and_held_back),
         cmocka_unit_test(only_refusals_that_need_a_change_are_stalled),
+        cmocka_unit_test(a_running_session_retrying_a_refused_write_is_reconciling),
         cmocka_unit_test(a_refused_write_is_retried_after_its_backoff),
         cmocka_unit_test(a_refusal_is_cleared_by_success_or_when_no_longer_wanted),
         cmocka_unit_test(a_session_that_never_got_a_pod_times_out_naming_the_refusal),
