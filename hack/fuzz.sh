@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (test/fuzz/fuzz_<parser>.c) with clang, ASan and UBSan into
-# build-fuzz/ and runs each for FUZZ_SECONDS over its corpus, one after another (the machine has
-# few cores; a target's run is single-process). Seeds and the inputs worth keeping are in
+# build-fuzz/ and runs each for FUZZ_SECONDS over its corpus, FUZZ_JOBS (one per core) at a time
+# (a target's run is single-process). Seeds and the inputs worth keeping are in
 # test/fuzz/corpus/<parser>/; what a run finds goes to build-fuzz/corpus/<parser>/ and only
 # enters the repository through --merge (minimised: only inputs that add coverage).
 #
@@ -65,33 +65,33 @@ if [ "${1:-}" = "--merge" ]; then
 	exit 0
 fi
 
-build
-failed=0
-for t in $(targets "$@"); do
-	bin="$out/fuzz/fuzz_$t"
+# run_one TARGET: one target's run; prints its line and returns 1 on a finding.
+run_one() {
+	local t=$1 bin="$out/fuzz/fuzz_$1"
 	if [ ! -x "$bin" ]; then
 		echo "fuzz: no target fuzz_$t (test/fuzz/fuzz_$t.c)" >&2
-		failed=1
-		continue
+		return 1
 	fi
 	mkdir -p "test/fuzz/corpus/$t" "$out/corpus/$t"
-	log="$out/$t.log"
+	local log="$out/$t.log" result
 	# New inputs go to the first directory (build-fuzz), seeds come from both. -rss_limit_mb
 	# bounds a run on a shared machine; leaks are findings too, and so is one input that takes
 	# longer than FUZZ_TIMEOUT seconds (a hang would otherwise outlast max_total_time). No
 	# target reads stdin.
 	# test/fuzz/dict/<target>.dict: the tokens and member names of the format, which the fuzzer
 	# cannot discover from coverage inside json-c and libyaml (not instrumented).
-	dict=()
+	local dict=()
 	[ -f "test/fuzz/dict/$t.dict" ] && dict=(-dict="test/fuzz/dict/$t.dict")
+	local rc=0
 	if "$bin" -max_total_time="$seconds" -print_final_stats=1 -rss_limit_mb=1024 \
 		-timeout="${FUZZ_TIMEOUT:-30}" -artifact_prefix="$out/crash-$t-" "${dict[@]}" \
 		"$out/corpus/$t" "test/fuzz/corpus/$t" </dev/null >"$log" 2>&1; then
 		result=ok
 	else
 		result="FINDING (see $log and $out/crash-$t-*)"
-		failed=1
+		rc=1
 	fi
+	local execs rate last cov ft corp
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
 	# The last status line: cov (edges), ft (features) and corp (inputs/bytes) of the corpus.
@@ -101,5 +101,24 @@ for t in $(targets "$@"); do
 	corp=$(grep -o 'corp: [0-9]*/[0-9]*[a-zA-Z]*' <<<"$last" | cut -d' ' -f2 || true)
 	echo "fuzz: $t: ${seconds}s, ${execs:-?} executions (${rate:-?} exec/s), cov ${cov:-?}" \
 		"ft ${ft:-?}, corpus ${corp:-?} (inputs/size): $result"
+	return $rc
+}
+
+build
+# FUZZ_JOBS targets at a time (default: one per core); each run is one process.
+jobs=${FUZZ_JOBS:-$(nproc)}
+failed=0
+running=0
+for t in $(targets "$@"); do
+	if [ "$running" -ge "$jobs" ]; then
+		wait -n || failed=1
+		running=$((running - 1))
+	fi
+	run_one "$t" &
+	running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+	wait -n || failed=1
+	running=$((running - 1))
 done
 exit $failed

@@ -8,7 +8,8 @@ build=${1:-build}
 asan=${2:-build-asan}
 cd "$root"
 
-step() { printf '\n=== %s\n' "$*"; }
+# Each step says when it started (seconds into the run), so a CI log shows where the time goes.
+step() { printf '\n=== %s (at %ds)\n' "$*" "$SECONDS"; }
 
 step "unit tests"
 ctest --test-dir "$build" --output-on-failure
@@ -18,8 +19,8 @@ step "unit tests under ASan+UBSan"
 ctest --test-dir "$asan" --output-on-failure
 # Every libFuzzer target of test/fuzz (clang, ASan+UBSan, built in build-fuzz/) for a short smoke
 # pass over its corpus: a crash, a leak, a hang or a failed check is a failed make test, with the
-# input in build-fuzz/crash-<target>-*. 10 s each keeps the 20 targets near 3.5 minutes; make fuzz
-# runs them longer (FUZZ_SECONDS).
+# input in build-fuzz/crash-<target>-*. 10 s each, two at a time on two cores (FUZZ_JOBS), keeps
+# the 20 targets near 2 minutes; make fuzz runs them longer (FUZZ_SECONDS).
 smoke=${FUZZ_SMOKE_SECONDS:-10}
 step "fuzz smoke pass (${smoke}s per target; FUZZ_SMOKE_SECONDS)"
 hack/fuzz.sh --build
