@@ -612,8 +612,12 @@ static int offer_token(struct buf *b, const char *token, struct telo_err *err)
     size_t len = util_base64_encode_into(enc, token, n);
     while (len > 0 && enc[len - 1] == '=')
         len--;
-    for (size_t i = 0; i < len; i++)
-        enc[i] = enc[i] == '+' ? '-' : enc[i] == '/' ? '_' : enc[i];
+    for (size_t i = 0; i < len; i++) {
+        if (enc[i] == '+')
+            enc[i] = '-';
+        else if (enc[i] == '/')
+            enc[i] = '_';
+    }
     int rc = buf_printf(b, ", %s%.*s", BEARER_PROTOCOL, (int)len, enc);
     OPENSSL_cleanse(enc, len);
     free(enc);
