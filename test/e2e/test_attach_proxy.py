@@ -221,3 +221,38 @@ def test_a_user_without_services_proxy_is_told_what_to_check_until_bound(proxied
         cluster.kubectl("delete", "role,rolebinding", *[d["metadata"]["name"] for d in docs
                                                          if d["kind"] == "Role"],
                         "-n", gw_ns, check=False)
+
+
+def test_the_gateway_serves_a_renewed_certificate_without_a_restart(cluster, tmp_path):
+    """telo-gateway with --tls-cert-file/--tls-private-key-file: the pair is replaced the way a
+    Secret volume's update replaces it (a new file renamed over the old); the next connection,
+    a second later, is served the new certificate by the same process."""
+    import ssl
+    import time
+
+    def pair(name):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                        "/CN=" + name, "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", str(tmp_path / (name + ".key")),
+                        "-out", str(tmp_path / (name + ".crt"))], check=True, capture_output=True)
+        with open(tmp_path / (name + ".crt")) as f:
+            return ssl.DER_cert_to_PEM_cert(ssl.PEM_cert_to_DER_cert(f.read()))
+
+    first, second = pair("first"), pair("second")
+    for ext in ("crt", "key"):
+        os.link(tmp_path / ("first." + ext), tmp_path / ("tls." + ext))
+    gw = Gateway(cluster, str(tmp_path / "gateway.log"),
+                 ["--tls-cert-file", str(tmp_path / "tls.crt"),
+                  "--tls-private-key-file", str(tmp_path / "tls.key")])
+    try:
+        assert ssl.get_server_certificate(("127.0.0.1", gw.port)) == first
+        for ext in ("crt", "key"):
+            os.link(tmp_path / ("second." + ext), tmp_path / ("new." + ext))
+            os.rename(tmp_path / ("new." + ext), tmp_path / ("tls." + ext))
+        time.sleep(1.1)  # the files are looked at, at most once a second
+        assert wait_until(lambda: ssl.get_server_certificate(("127.0.0.1", gw.port)) == second,
+                          timeout=5, what="the renewed certificate served")
+        assert 'msg="tls certificate reloaded"' in gw.log(), gw.log()
+    finally:
+        assert gw.stop() == 0, gw.log()
