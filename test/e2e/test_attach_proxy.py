@@ -217,6 +217,27 @@ def test_a_user_without_services_proxy_is_told_what_to_check_until_bound(proxied
             assert t.wait() == 0, t.seen[-2000:]
         finally:
             t.close()
+        # Without get on Secrets the user's own token goes in the subprotocol, and the gateway
+        # checks it (TokenReview, SubjectAccessReview for telosessions/attach).
+        _apply(cluster, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "read-sessions", "namespace": ns},
+            "rules": [{"apiGroups": ["telo.run"], "resources": ["telosessions"],
+                       "verbs": ["get"]},
+                      {"apiGroups": ["telo.run"], "resources": ["telosessions/attach"],
+                       "verbs": ["create"]}]})
+        t = Terminal(argv)
+        try:
+            t.expect(b"attached to px (gateway, through the API server's service proxy)",
+                     timeout=30)
+            t.type(b"with-my-own-token\r")
+            t.expect(b"echo: with-my-own-token")
+            t.type(b"\x10\x11")
+            assert t.wait() == 0, t.seen[-2000:]
+        finally:
+            t.close()
+        wait_until(lambda: 'session=%s/px subject="system:serviceaccount:%s:%s"' % (ns, ns, sa)
+                   in proxied["gw"].log(), timeout=10, what="the gateway's record of the user")
     finally:
         cluster.kubectl("delete", "role,rolebinding", *[d["metadata"]["name"] for d in docs
                                                          if d["kind"] == "Role"],
