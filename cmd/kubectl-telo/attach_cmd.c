@@ -4,25 +4,34 @@
 
 #include "kube/attach.h"
 #include "kube/config.h"
+#include "kube/svcproxy.h"
 #include "session/phase.h"
 #include "util/base64.h"
 #include "util/buf.h"
+#include "util/jget.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <ev.h>
+#include <fcntl.h>
 #include <json.h>
+#include <netdb.h>
 #include <openssl/crypto.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <termios.h>
 #include <unistd.h>
 
 #define CONTAINER "session" /* the session pod's container (pkg/session/desired.h) */
 #define CTRL_P    0x10
 #define CTRL_Q    0x11
+#define PROBE_S   3.0 /* --via=auto: how long the gateway's URL has to answer a TCP connect */
 
 static int is_terminal_phase(const char *phase)
 {
@@ -122,12 +131,205 @@ static char *session_token(struct kt *kt, const char *secret)
     return token;
 }
 
+/* ---- the way to the gateway ---- */
+
+int kt_via_parse(const char *s, int *via)
+{
+    static const char *const names[] = {"auto", "direct", "proxy"};
+    for (int i = 0; i < 3; i++) {
+        if (s != NULL && strcmp(s, names[i]) == 0) {
+            *via = i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* url's host (an IPv6 address without brackets) and port (the scheme's default when none) into
+ * host and port. Returns 0, or -1 with why filled. */
+static int host_port(const char *url, char *host, size_t hostlen, char *port, size_t portlen,
+                     char *why, size_t whylen)
+{
+    CURLU *u = curl_url();
+    char *h = NULL, *p = NULL, *scheme = NULL;
+    int rc = -1;
+    if (u == NULL || curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &h, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+        snprintf(why, whylen, "cannot parse the URL");
+        goto out;
+    }
+    size_t n = strlen(h);
+    const char *start = h;
+    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+        start++;
+        n -= 2;
+    }
+    snprintf(host, hostlen, "%.*s", (int)n, start);
+    int tls = strcasecmp(scheme, "https") == 0 || strcasecmp(scheme, "wss") == 0;
+    if (curl_url_get(u, CURLUPART_PORT, &p, 0) == CURLUE_OK)
+        snprintf(port, portlen, "%s", p);
+    else
+        snprintf(port, portlen, "%s", tls ? "443" : "80");
+    rc = 0;
+out:
+    curl_free(h);
+    curl_free(p);
+    curl_free(scheme);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+/* Whether a TCP connection to url's host and port opens within timeout_s (every address of the
+ * host together): 0, or -1 with why filled with the lookup's or the connect's error or the
+ * timeout. It blocks (the command has nothing else to do yet) and sends nothing: the gateway sees
+ * a connection that closes before its request. */
+static int probe(const char *url, double timeout_s, char *why, size_t whylen)
+{
+    char host[256], port[16];
+    if (host_port(url, host, sizeof(host), port, sizeof(port), why, whylen) != 0)
+        return -1;
+    struct addrinfo hints, *addrs = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+    int gai = getaddrinfo(host, port, &hints, &addrs);
+    if (gai != 0 || addrs == NULL) {
+        snprintf(why, whylen, "cannot resolve %s: %s", host,
+                 gai != 0 ? gai_strerror(gai) : "no address");
+        if (addrs != NULL)
+            freeaddrinfo(addrs);
+        return -1;
+    }
+    ev_tstamp deadline = ev_time() + timeout_s;
+    int rc = -1;
+    snprintf(why, whylen, "no TCP answer from %s port %s within %.0f s", host, port, timeout_s);
+    for (struct addrinfo *ai = addrs; ai != NULL && rc != 0; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            snprintf(why, whylen, "socket: %s", strerror(errno));
+            continue;
+        }
+        int error = 0;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+            error = errno;
+            if (error == EINPROGRESS) {
+                struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+                double left = deadline - ev_time();
+                int ready = left > 0 ? poll(&pfd, 1, (int)(left * 1000) + 1) : 0;
+                socklen_t elen = sizeof(error);
+                if (ready <= 0)
+                    error = ETIMEDOUT;
+                else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &elen) != 0)
+                    error = errno;
+            }
+        }
+        close(fd);
+        if (error == 0)
+            rc = 0;
+        else if (error == ETIMEDOUT)
+            snprintf(why, whylen, "no TCP answer from %s port %s within %.0f s", host, port,
+                     timeout_s);
+        else
+            snprintf(why, whylen, "cannot connect to %s port %s: %s", host, port, strerror(error));
+        if (ev_time() >= deadline)
+            break;
+    }
+    freeaddrinfo(addrs);
+    return rc;
+}
+
+/* Whether the user may get services/proxy with the resource name "SCHEME:NAME:PORT" of svc: 1
+ * yes, 0 no, -1 unknown (the review failed). */
+static int may_proxy(struct kt *kt, const struct kube_service_url *svc)
+{
+    char name[160];
+    snprintf(name, sizeof(name), "%s:%s:%d", svc->scheme, svc->name, svc->port);
+    struct kube_ref ref = {
+        .group = "authorization.k8s.io", .version = "v1", .resource = "selfsubjectaccessreviews"};
+    struct json_object *body = json_object_new_object(), *spec = json_object_new_object(),
+                       *attrs = json_object_new_object();
+    json_object_object_add(attrs, "namespace", json_object_new_string(svc->namespace));
+    json_object_object_add(attrs, "verb", json_object_new_string("get"));
+    json_object_object_add(attrs, "resource", json_object_new_string("services"));
+    json_object_object_add(attrs, "subresource", json_object_new_string("proxy"));
+    json_object_object_add(attrs, "name", json_object_new_string(name));
+    json_object_object_add(spec, "resourceAttributes", attrs);
+    json_object_object_add(body, "apiVersion", json_object_new_string("authorization.k8s.io/v1"));
+    json_object_object_add(body, "kind", json_object_new_string("SelfSubjectAccessReview"));
+    json_object_object_add(body, "spec", spec);
+    struct kt_result res;
+    kt_create(kt, &ref, body, &res);
+    json_object_put(body);
+    int allowed = 0;
+    int known = res.rc == 0 && jget_bool(jget(res.obj, "status"), "allowed", &allowed) == 0;
+    kt_result_release(&res);
+    return known ? (allowed != 0) : -1;
+}
+
+/* Says that neither way to the gateway worked, what each attempt met, and what to check. direct
+ * is what the direct attempt met (NULL: not tried); proxy_what what the proxy attempt met. */
+static void print_no_way(struct kt *kt, const char *name, const char *gateway_url,
+                         const char *direct, const char *proxy_what)
+{
+    struct kube_service_url svc;
+    struct telo_err err;
+    int is_svc = kube_service_url_parse(gateway_url, &svc, &err) == 0;
+    fprintf(stderr, "kubectl-telo: cannot reach the gateway of session %s:\n", name);
+    fprintf(stderr, "  directly at %s: %s\n", gateway_url,
+            direct != NULL ? direct : "not tried (--via=proxy)");
+    fprintf(stderr, "  through the API server's service proxy: %s\n", proxy_what);
+    if (is_svc) {
+        fprintf(stderr,
+                "  check: that you may get services/proxy there (kubectl auth can-i get "
+                "services/%s:%s:%d --subresource=proxy -n %s; the chart's gateway-proxy Role "
+                "grants it), and that the gateway Service %s/%s exists with a Ready pod "
+                "(kubectl get endpoints %s -n %s)\n",
+                svc.scheme, svc.name, svc.port, svc.namespace, svc.namespace, svc.name, svc.name,
+                svc.namespace);
+    }
+    fprintf(stderr,
+            "  or attach without the gateway: kubectl telo attach %s%s%s --direct (the API "
+            "server's pods/attach)\n",
+            name, strcmp(kt->namespace, kt->cfg->namespace) ? " -n " : "",
+            strcmp(kt->namespace, kt->cfg->namespace) ? kt->namespace : "");
+}
+
+/* What a failed attempt through the service proxy met, in words: the HTTP refusal and who sent
+ * it (a SelfSubjectAccessReview tells the API server's 403 from the gateway's), else err. */
+static void proxy_failure(struct kt *kt, const char *gateway_url, long http_status, const char *err,
+                          char *out, size_t outlen)
+{
+    struct kube_service_url svc;
+    struct telo_err perr;
+    int is_svc = kube_service_url_parse(gateway_url, &svc, &perr) == 0;
+    if (http_status == 403 && is_svc && may_proxy(kt, &svc) == 0)
+        snprintf(out, outlen,
+                 "HTTP 403 from the API server: you may not get services/proxy \"%s:%s:%d\" in "
+                 "namespace %s",
+                 svc.scheme, svc.name, svc.port, svc.namespace);
+    else if (http_status == 401 || http_status == 403)
+        snprintf(out, outlen, "HTTP %ld from the gateway (%s)", http_status,
+                 http_status == 401 ? "the credential was not accepted"
+                                    : "not allowed to attach to this session");
+    else if ((http_status == 404 || http_status == 503) && is_svc)
+        snprintf(out, outlen, "HTTP %ld: no Service %s/%s with port %d, or no Ready pod behind it",
+                 http_status, svc.namespace, svc.name, svc.port);
+    else if (http_status != 0)
+        snprintf(out, outlen, "HTTP %ld", http_status);
+    else
+        snprintf(out, outlen, "%s", err);
+}
+
 /* ---- the terminal ---- */
 
 struct session {
     struct kt *kt;
     const char *name;
     int via_gateway;
+    int via_proxy; /* the gateway through the API server's service proxy */
+    int opened;    /* the upgrade succeeded */
     struct kube_attach *attach;
     int tty;
     struct termios saved;
@@ -201,9 +403,12 @@ static void on_open(struct kube_attach *a, const char *protocol, void *ud)
     (void)a;
     (void)protocol;
     struct session *s = ud;
+    s->opened = 1;
     /* Raw mode is on: end lines with CR LF ourselves. */
     fprintf(stderr, "kubectl-telo: attached to %s (%s)%s\r\n", s->name,
-            s->via_gateway ? "gateway" : "API server pods/attach",
+            s->via_proxy     ? "gateway, through the API server's service proxy"
+            : s->via_gateway ? "gateway"
+                             : "API server pods/attach",
             s->tty ? "; detach with ctrl-p ctrl-q" : "");
     send_size(s, 1);
     ev_io_start(s->kt->loop, &s->in);
@@ -456,8 +661,58 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
         return 1;
     }
 
-    struct session s = {
-        .kt = kt, .name = name, .via_gateway = via_gateway, .tty = isatty(STDIN_FILENO)};
+    /* The way to the gateway: its URL is often an in-cluster Service name, which resolves only
+     * inside the cluster; the API server's service proxy reaches the same Service with nothing
+     * but the kubeconfig. */
+    int via_proxy = 0;
+    char direct_why[320] = "", *gateway_url = NULL;
+    if (via_gateway && flags->via != KT_VIA_PROXY &&
+        probe(url, PROBE_S, direct_why, sizeof(direct_why)) != 0) {
+        if (flags->via == KT_VIA_DIRECT) {
+            fprintf(stderr,
+                    "kubectl-telo: cannot reach the gateway at %s: %s (--via=direct); from "
+                    "outside the cluster network --via=proxy (or auto, the default) goes through "
+                    "the API server's service proxy with your kubeconfig\n",
+                    url, direct_why);
+            free(token);
+            free(url);
+            return 1;
+        }
+        fprintf(stderr,
+                "kubectl-telo: the gateway at %s is not reachable from here (%s); going through "
+                "the API server's service proxy\n",
+                url, direct_why);
+        via_proxy = 1;
+    } else if (via_gateway && flags->via == KT_VIA_PROXY) {
+        via_proxy = 1;
+    }
+    if (via_proxy) {
+        struct buf b;
+        struct telo_err perr;
+        buf_init(&b, 16384);
+        if (kube_service_proxy_url(kt->cfg->server, url, &b, &perr) != 0) {
+            buf_release(&b);
+            print_no_way(kt, name, url, flags->via == KT_VIA_PROXY ? NULL : direct_why, perr.msg);
+            free(token);
+            free(url);
+            return 1;
+        }
+        gateway_url = url;
+        url = buf_steal(&b);
+        if (url == NULL) {
+            fprintf(stderr, "kubectl-telo: out of memory\n");
+            free(token);
+            free(gateway_url);
+            return 1;
+        }
+    }
+    const char *direct_seen = flags->via == KT_VIA_PROXY ? NULL : direct_why;
+
+    struct session s = {.kt = kt,
+                        .name = name,
+                        .via_gateway = via_gateway,
+                        .via_proxy = via_proxy,
+                        .tty = isatty(STDIN_FILENO)};
     ev_io_init(&s.in, stdin_cb, STDIN_FILENO, EV_READ);
     s.in.data = &s;
     ev_signal_init(&s.winch, winch_cb, SIGWINCH);
@@ -467,18 +722,25 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
 
     /* Through the gateway the session token is the credential (or, when the user may not read
      * the Secret, their own token, which the gateway checks with TokenReview); its TLS is not
-     * the API server's, so the kubeconfig's CA does not apply. */
+     * the API server's, so the kubeconfig's CA does not apply. Through the service proxy the
+     * kubeconfig's credential and TLS are the API server's, which removes the Authorization
+     * header it authenticated: the gateway's token goes as the bearer subprotocol, which the
+     * gateway reads and the API server passes on (it reads that subprotocol only from a request
+     * no client certificate or Authorization header authenticated). */
+    int direct_gw = via_gateway && !via_proxy;
     struct kube_attach_opts opts = {.url = url,
-                                    .cfg = via_gateway ? NULL : kt->cfg,
-                                    .token = token,
-                                    .ca_file = via_gateway ? flags->gateway_ca_file : NULL,
-                                    .insecure_skip_tls_verify = flags->insecure,
-                                    .user_agent = "kubectl-telo/" TELO_VERSION};
+                                    .cfg = direct_gw ? NULL : kt->cfg,
+                                    .token = via_proxy ? NULL : token,
+                                    .ca_file = direct_gw ? flags->gateway_ca_file : NULL,
+                                    .insecure_skip_tls_verify = via_proxy ? 0 : flags->insecure,
+                                    .user_agent = "kubectl-telo/" TELO_VERSION,
+                                    .protocol_token = via_proxy ? token : NULL};
     struct telo_err err;
-    if ((!via_gateway || token == NULL) && credentials_ready(kt, &err) != 0) {
+    if ((!direct_gw || token == NULL) && credentials_ready(kt, &err) != 0) {
         fprintf(stderr, "kubectl-telo: %s\n", err.msg);
         free(token);
         free(url);
+        free(gateway_url);
         return 1;
     }
     if (via_gateway && token == NULL) {
@@ -491,7 +753,10 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
         const char *own = NULL;
         if (token == NULL && kube_config_token(kt->cfg, &own, &terr) == 0 && own != NULL)
             token = strdup(own);
-        opts.token = token;
+        if (via_proxy)
+            opts.protocol_token = token;
+        else
+            opts.token = token;
     }
     struct kube_attach_callbacks cb = {
         .on_open = on_open, .on_output = on_output, .on_end = on_end};
@@ -501,8 +766,12 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
         free(token);
     }
     if (s.attach == NULL) {
-        fprintf(stderr, "kubectl-telo: %s\n", err.msg);
+        if (via_proxy)
+            print_no_way(kt, name, gateway_url, direct_seen, err.msg);
+        else
+            fprintf(stderr, "kubectl-telo: %s\n", err.msg);
         free(url);
+        free(gateway_url);
         return 1;
     }
     free(url);
@@ -520,8 +789,17 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
                 "to come back)\n",
                 name, name, strcmp(kt->namespace, kt->cfg->namespace) ? " -n " : "",
                 strcmp(kt->namespace, kt->cfg->namespace) ? kt->namespace : "");
+        free(gateway_url);
         return 0;
     }
+    if (s.end_rc != 0 && via_proxy && !s.opened) {
+        char what[512];
+        proxy_failure(kt, gateway_url, s.http_status, s.err.msg, what, sizeof(what));
+        print_no_way(kt, name, gateway_url, direct_seen, what);
+        free(gateway_url);
+        return 1;
+    }
+    free(gateway_url);
     if (s.end_rc != 0) {
         if (s.http_status == 401 || s.http_status == 403)
             fprintf(stderr, "kubectl-telo: %s refused the attach with HTTP %ld (%s)\n",

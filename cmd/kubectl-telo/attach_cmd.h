@@ -13,7 +13,19 @@ struct kt_attach_flags {
     const char *gateway_ca_file; /* PEM CAs to trust for the gateway; NULL: the system's */
     const char *token_audience;  /* the gateway's --token-audience; NULL: $TELO_TOKEN_AUDIENCE */
     double wait_s;               /* how long to wait for the session to be Running */
+    int via;                     /* enum kt_via: how to reach the gateway */
 };
+
+/* How kubectl telo attach reaches the gateway at status.attach.url (--via). */
+enum kt_via {
+    KT_VIA_AUTO = 0, /* direct when the URL answers a TCP connect within a few seconds, else the
+                      * API server's service proxy (when the URL names a Service) */
+    KT_VIA_DIRECT,   /* the URL only */
+    KT_VIA_PROXY,    /* the API server's service proxy only: needs only the kubeconfig */
+};
+
+/* Parses a --via value ("auto", "direct", "proxy"). Returns 0 with *via set, -1 otherwise. */
+int kt_via_parse(const char *s, int *via);
 
 /* Waits until session name is Running, printing its progress to stderr. Returns 0 with *session
  * set (the caller puts it), or the exit status for the command: the session's exit code when it

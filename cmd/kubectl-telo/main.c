@@ -42,11 +42,15 @@ static void usage(FILE *out)
             "        Application manifest, relative to DIR (default telo.yaml). PORT is 8080,\n"
             "        8080/tcp or 5353/udp; repeat --port for several. NAME defaults to DIR's\n"
             "        name.\n"
-            "  attach NAME [--direct]\n"
+            "  attach NAME [--direct] [--via auto|direct|proxy]\n"
             "        the session's terminal in this one: detach with ctrl-p ctrl-q; exits with\n"
             "        the session's exit code when it ends. Goes through the terminal gateway\n"
             "        when the session publishes one (status.attach.url), else (or with\n"
-            "        --direct) through the API server's pods/attach.\n"
+            "        --direct) through the API server's pods/attach. --via says how to reach\n"
+            "        the gateway: direct (its URL only), proxy (the API server's service proxy\n"
+            "        to the gateway's Service: only the kubeconfig is needed, and RBAC get on\n"
+            "        services/proxy there) or auto (default: direct when the URL answers a TCP\n"
+            "        connect within 3 s, else proxy).\n"
             "  status NAME [-o json]\n"
             "        what the session reports: phase, reason, message, endpoints, exit code.\n"
             "  logs NAME [-f]\n"
@@ -77,6 +81,7 @@ struct args {
     const char *ports[MAX_PORTS];
     int nports;
     int follow, no_attach, direct, insecure;
+    int via; /* enum kt_via */
     double wait_s;
 };
 
@@ -135,6 +140,11 @@ static int parse_args(int argc, char **argv, struct args *a)
             if (a->nports == MAX_PORTS)
                 return usage_error("--port: at most %d ports", MAX_PORTS);
             a->ports[a->nports++] = util_arg_take(&arg, &i);
+            continue;
+        } else if (strcmp(s, "--via") == 0) {
+            if (kt_via_parse(v, &a->via) != 0)
+                return usage_error("--via needs auto, direct or proxy, got \"%s\"", v ? v : "");
+            util_arg_take(&arg, &i);
             continue;
         } else if (strcmp(s, "--wait") == 0) {
             char *end = NULL;
@@ -446,7 +456,8 @@ static int cmd_run(struct kt *kt, const struct args *a)
                                     .insecure = a->insecure,
                                     .gateway_ca_file = a->gateway_ca_file,
                                     .token_audience = a->token_audience,
-                                    .wait_s = a->wait_s};
+                                    .wait_s = a->wait_s,
+                                    .via = a->via};
     return kt_attach(kt, name, &flags);
 }
 
@@ -638,7 +649,8 @@ int main(int argc, char **argv)
                                         .insecure = a.insecure,
                                         .gateway_ca_file = a.gateway_ca_file,
                                         .token_audience = a.token_audience,
-                                        .wait_s = a.wait_s};
+                                        .wait_s = a.wait_s,
+                                        .via = a.via};
         rc = kt_attach(&kt, a.target, &flags);
     }
     kt_close(&kt);

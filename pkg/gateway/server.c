@@ -35,6 +35,7 @@
 #define LINGER_MAX       256 /* refused connections read to their end before the close */
 #define LINGER_S         2.0
 #define ACCEPT_BACKOFF_S 0.2  /* out of descriptors: accept again this much later */
+#define TLS_RELOAD_S     1.0  /* a renewed certificate file is looked for this often, at most */
 #define RETRY_AFTER_S    5    /* over a client cap: when to try again */
 #define WRITE_S          10.0 /* an answer not taken by the peer within this: dropped */
 
@@ -638,10 +639,25 @@ static void accept_resume(struct ev_loop *loop, ev_timer *w, int revents)
     ev_io_start(loop, &srv->accept_io);
 }
 
+/* A renewed certificate (cert-manager, a Secret volume's update) is served from the next
+ * connection on: the files are looked at, at most every TLS_RELOAD_S, when connections arrive. */
+static void reload_tls(struct gw_server *srv, double now)
+{
+    struct telo_err err = {0};
+    int rc = ws_tls_ctx_reload(srv->tls, now, TLS_RELOAD_S, &err);
+    if (rc > 0)
+        telo_log(TELO_LOG_INFO, "tls certificate reloaded", "cert=%s", srv->cfg.tls_cert_path);
+    else if (rc < 0)
+        telo_log(TELO_LOG_WARN, "tls certificate reload failed; serving the previous one",
+                 "error=\"%s\"", err.msg);
+}
+
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)revents;
     struct gw_server *srv = w->data;
+    if (srv->tls != NULL)
+        reload_tls(srv, ev_now(loop));
     for (;;) {
         struct sockaddr_storage addr;
         socklen_t alen = sizeof(addr);

@@ -16,7 +16,8 @@ struct gw_server;
 struct gw_server_config {
     const char *address;        /* IPv4 or IPv6 literal; NULL or "": every interface */
     int port;                   /* 0: the kernel picks (read it with gw_server_port) */
-    const char *tls_cert_path;  /* PEM chain; with tls_key_path serves HTTPS/WSS (read at start) */
+    const char *tls_cert_path;  /* PEM chain; with tls_key_path serves HTTPS/WSS (read at start,
+                                 * and again when the files change: ws_tls_ctx_reload) */
     const char *tls_key_path;   /* PEM key; both NULL: plain HTTP */
     const char *const *origins; /* allowed browser Origin values ("*": any); none: a request
                                  * with an Origin header is refused (one without is no

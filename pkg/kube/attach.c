@@ -14,6 +14,7 @@
 #include "kube/attach_tls.h"
 #include "kube/config.h"
 #include "kube/rest.h"
+#include "util/base64.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/url.h"
@@ -41,17 +42,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define MAX_PROTOCOLS 8
-#define QUEUE_MAX     ((size_t)1 << 20) /* stdin bytes waiting for the server */
-#define CHUNK_MAX     ((size_t)32768)   /* payload bytes of one stdin message */
-#define STATUS_MAX    KUBE_CHANNEL_JSON_MAX
-#define TOKEN_MAX     16384
-#define URL_MAX       8192
-#define REQUEST_MAX   (URL_MAX + TOKEN_MAX + 2048) /* the upgrade request's head */
-#define HEAD_MAX      16384                        /* the response's head */
-#define MESSAGE_MAX   ((size_t)1 << 20)            /* one message from the server */
-#define HANDSHAKE_S   30.0                         /* from connect to 101: the whole upgrade */
-#define HOST_MAX      256                          /* a DNS name is at most 253 */
+#define MAX_PROTOCOLS   8
+#define QUEUE_MAX       ((size_t)1 << 20) /* stdin bytes waiting for the server */
+#define CHUNK_MAX       ((size_t)32768)   /* payload bytes of one stdin message */
+#define STATUS_MAX      KUBE_CHANNEL_JSON_MAX
+#define TOKEN_MAX       16384
+#define URL_MAX         8192
+#define REQUEST_MAX     (URL_MAX + TOKEN_MAX + 2048) /* the upgrade request's head */
+#define HEAD_MAX        16384                        /* the response's head */
+#define MESSAGE_MAX     ((size_t)1 << 20)            /* one message from the server */
+#define HANDSHAKE_S     30.0                         /* from connect to 101: the whole upgrade */
+#define HOST_MAX        256                          /* a DNS name is at most 253 */
+#define BEARER_PROTOCOL "base64url.bearer.authorization.k8s.io."
 
 enum phase { P_CONNECT, P_TLS, P_REQUEST, P_HEAD, P_OPEN, P_DONE };
 
@@ -123,6 +125,8 @@ static void destroy(struct kube_attach *a)
     if (a->token != NULL)
         OPENSSL_cleanse(a->token, strlen(a->token));
     free(a->token);
+    if (a->offer != NULL)
+        OPENSSL_cleanse(a->offer, strlen(a->offer)); /* it may hold a token */
     free(a->offer);
     free(a);
 }
@@ -318,6 +322,7 @@ static void upgrade(struct kube_attach *a, size_t hlen)
     const char *protocol = ws_http_header(&h, "Sec-WebSocket-Protocol");
     if (protocol != NULL &&
         (strlen(protocol) >= sizeof(a->protocol) || strchr(protocol, ',') != NULL ||
+         strncmp(protocol, BEARER_PROTOCOL, strlen(BEARER_PROTOCOL)) == 0 ||
          !ws_http_list_has(a->offer, protocol)))
         return fail(a, TELO_EPROTO,
                     "attach: the server chose the subprotocol %.64s, not one we offered", protocol);
@@ -592,7 +597,37 @@ static int split_url(struct kube_attach *a, const char *url, struct telo_err *er
     return rc;
 }
 
-static int make_offer(struct kube_attach *a, const char *const *protocols, struct telo_err *err)
+/* Appends ", base64url.bearer.authorization.k8s.io.<unpadded base64url of token>" to b. */
+static int offer_token(struct buf *b, const char *token, struct telo_err *err)
+{
+    size_t n = strlen(token);
+    if (n == 0 || n > TOKEN_MAX || strpbrk(token, "\r\n") != NULL)
+        return telo_err_set(err, TELO_EINVAL,
+                            "attach: the subprotocol token is empty, longer than %d bytes or "
+                            "holds a line break",
+                            TOKEN_MAX);
+    char *enc = malloc(UTIL_BASE64_ENCODED_SIZE(n));
+    if (enc == NULL)
+        return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
+    size_t len = util_base64_encode_into(enc, token, n);
+    while (len > 0 && enc[len - 1] == '=')
+        len--;
+    for (size_t i = 0; i < len; i++) {
+        if (enc[i] == '+')
+            enc[i] = '-';
+        else if (enc[i] == '/')
+            enc[i] = '_';
+    }
+    int rc = buf_printf(b, ", %s%.*s", BEARER_PROTOCOL, (int)len, enc);
+    OPENSSL_cleanse(enc, len);
+    free(enc);
+    if (rc != 0)
+        return telo_err_set(err, TELO_EINVAL, "attach: subprotocol list too long");
+    return 0;
+}
+
+static int make_offer(struct kube_attach *a, const char *const *protocols,
+                      const char *protocol_token, struct telo_err *err)
 {
     static const char *const defaults[] = {KUBE_CHANNEL_V5, KUBE_CHANNEL_V4, NULL};
     if (protocols == NULL || protocols[0] == NULL)
@@ -607,6 +642,16 @@ static int make_offer(struct kube_attach *a, const char *const *protocols, struc
         if (buf_printf(&b, "%s%s", i ? ", " : "", protocols[i]) != 0) {
             buf_release(&b);
             return telo_err_set(err, TELO_EINVAL, "attach: subprotocol list too long");
+        }
+    }
+    if (protocol_token != NULL) {
+        b.max += (size_t)TOKEN_MAX * 2; /* room for the encoded token */
+        int rc = offer_token(&b, protocol_token, err);
+        if (rc != 0) {
+            if (b.data != NULL)
+                OPENSSL_cleanse(b.data, b.len);
+            buf_release(&b);
+            return rc;
         }
     }
     a->offer = buf_steal(&b);
@@ -723,7 +768,8 @@ struct kube_attach *kube_attach_open(struct ev_loop *loop, const struct kube_att
     ev_timer_init(&a->later, later_cb, 0., 0.);
     a->watcher.data = a->deadline.data = a->later.data = a;
 
-    if (split_url(a, opts->url, err) != 0 || make_offer(a, opts->protocols, err) != 0 ||
+    if (split_url(a, opts->url, err) != 0 ||
+        make_offer(a, opts->protocols, opts->protocol_token, err) != 0 ||
         take_token(a, opts, err) != 0 || take_user_agent(a, opts->user_agent, err) != 0 ||
         build_request(a, err) != 0)
         goto fail;

@@ -64,6 +64,13 @@ struct kube_attach_opts {
     /* The User-Agent the API server's audit log shows ("telo-gateway/0.1.0"); NULL:
      * "telo/<version>". Copied; at most 95 bytes, no line break. */
     const char *user_agent;
+    /* A bearer token for the server behind a proxy: offered as one more subprotocol,
+     * base64url.bearer.authorization.k8s.io.<base64url(token)>, after protocols, while token (or
+     * cfg's credential) authenticates to the proxy. The API server's service proxy removes the
+     * Authorization header it authenticated (and never forwards the user's identity) but passes
+     * the other subprotocols on; the gateway takes its token from there. NULL: none. Copied; a
+     * server that chooses this subprotocol ends the attempt as one that chose a foreign one. */
+    const char *protocol_token;
 };
 
 /* Starts connecting to opts->url on loop; the callbacks report what happens. loop is borrowed and

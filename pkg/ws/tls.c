@@ -11,11 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define READ_AHEAD ((size_t)65536) /* a client stream's read buffer with read-ahead */
 
 struct ws_tls_ctx {
     SSL_CTX *ctx;
+    /* For ws_tls_ctx_reload: the files and what stat said of them when last loaded. */
+    char *cert_path, *key_path;
+    struct stat cert_seen, key_seen;
+    double checked; /* when the files were last looked at; 0: never */
 };
 
 struct ws_tls {
@@ -59,23 +64,24 @@ static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outle
     return SSL_TLSEXT_ERR_OK;
 }
 
-struct ws_tls_ctx *ws_tls_ctx_new(const char *cert_path, const char *key_path, struct telo_err *err)
+/* A server context with cert_path and key_path loaded: NULL with err filled when they cannot be
+ * used. */
+static SSL_CTX *server_ctx(const char *cert_path, const char *key_path, struct telo_err *err)
 {
-    struct ws_tls_ctx *c = calloc(1, sizeof(*c));
-    if (c == NULL || (c->ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
-        free(c);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL) {
         telo_err_set(err, TELO_ENOMEM, "tls: out of memory");
         return NULL;
     }
-    SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     /* The connection's send queue moves and grows between a blocked write and its retry. */
-    SSL_CTX_set_mode(c->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    SSL_CTX_set_alpn_select_cb(c->ctx, select_alpn, NULL);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
     const char *bad = NULL;
-    if (SSL_CTX_use_certificate_chain_file(c->ctx, cert_path) != 1)
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert_path) != 1)
         bad = cert_path;
-    else if (SSL_CTX_use_PrivateKey_file(c->ctx, key_path, SSL_FILETYPE_PEM) != 1 ||
-             SSL_CTX_check_private_key(c->ctx) != 1)
+    else if (SSL_CTX_use_PrivateKey_file(ctx, key_path, SSL_FILETYPE_PEM) != 1 ||
+             SSL_CTX_check_private_key(ctx) != 1)
         bad = key_path;
     if (bad != NULL) {
         char why[256];
@@ -85,10 +91,71 @@ struct ws_tls_ctx *ws_tls_ctx_new(const char *cert_path, const char *key_path, s
                      "tls: cannot use %s (a PEM certificate chain, and the PEM key that matches "
                      "it): %s",
                      bad, why);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* What identifies a file's content for a reload: a Secret volume's update swaps a symlink (a new
+ * inode), an in-place write changes the modification time or size. A file that cannot be
+ * stat'ed reads as all zero. */
+static void fingerprint(const char *path, struct stat *st)
+{
+    if (stat(path, st) != 0)
+        memset(st, 0, sizeof(*st));
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+struct ws_tls_ctx *ws_tls_ctx_new(const char *cert_path, const char *key_path, struct telo_err *err)
+{
+    struct ws_tls_ctx *c = calloc(1, sizeof(*c));
+    if (c != NULL) {
+        c->cert_path = strdup(cert_path);
+        c->key_path = strdup(key_path);
+    }
+    if (c == NULL || c->cert_path == NULL || c->key_path == NULL) {
+        ws_tls_ctx_free(c);
+        telo_err_set(err, TELO_ENOMEM, "tls: out of memory");
+        return NULL;
+    }
+    /* Seen before loading: a change while loading is picked up by the next reload. */
+    fingerprint(cert_path, &c->cert_seen);
+    fingerprint(key_path, &c->key_seen);
+    if ((c->ctx = server_ctx(cert_path, key_path, err)) == NULL) {
         ws_tls_ctx_free(c);
         return NULL;
     }
     return c;
+}
+
+int ws_tls_ctx_reload(struct ws_tls_ctx *ctx, double now, double min_interval_s,
+                      struct telo_err *err)
+{
+    if (ctx == NULL || (ctx->checked > 0 && now - ctx->checked < min_interval_s))
+        return 0;
+    ctx->checked = now;
+    struct stat cert, key;
+    fingerprint(ctx->cert_path, &cert);
+    fingerprint(ctx->key_path, &key);
+    if (same_file(&cert, &ctx->cert_seen) && same_file(&key, &ctx->key_seen))
+        return 0;
+    /* Seen whether or not they load: a broken pair is not retried until it changes again (a
+     * key written after its certificate is such a change). */
+    ctx->cert_seen = cert;
+    ctx->key_seen = key;
+    SSL_CTX *fresh = server_ctx(ctx->cert_path, ctx->key_path, err);
+    if (fresh == NULL)
+        return -err->code;
+    /* Connections made from the old context hold their own reference to it. */
+    SSL_CTX_free(ctx->ctx);
+    ctx->ctx = fresh;
+    return 1;
 }
 
 void ws_tls_ctx_free(struct ws_tls_ctx *ctx)
@@ -96,6 +163,8 @@ void ws_tls_ctx_free(struct ws_tls_ctx *ctx)
     if (ctx == NULL)
         return;
     SSL_CTX_free(ctx->ctx);
+    free(ctx->cert_path);
+    free(ctx->key_path);
     free(ctx);
 }
 

@@ -21,6 +21,16 @@ struct ws_tls;
 struct ws_tls_ctx *ws_tls_ctx_new(const char *cert_path, const char *key_path,
                                   struct telo_err *err);
 
+/* Loads ctx's certificate and key files again when either changed since they were last loaded
+ * (stat: inode, device, size, modification time; a Secret volume's update swaps a symlink), so a
+ * renewed certificate is served to new connections without a restart. Looks at the files at most
+ * once per min_interval_s (now is the caller's clock in seconds). Returns 1 when the new pair is
+ * in use, 0 when nothing changed or it was too early to look, or a negative code with err filled
+ * when the changed files do not load: the previous certificate stays in use, and the pair is
+ * tried again when it changes again. Connections already made keep their certificate. */
+int ws_tls_ctx_reload(struct ws_tls_ctx *ctx, double now, double min_interval_s,
+                      struct telo_err *err);
+
 /* Frees ctx; connections made from it keep what they need. NULL is a no-op. */
 void ws_tls_ctx_free(struct ws_tls_ctx *ctx);
 

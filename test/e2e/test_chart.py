@@ -126,7 +126,8 @@ def test_one_session_namespace_gets_role_bindings_there(helm):
                      ("RoleBinding", "telo-operator-gateway", "team-a"),
                      ("ClusterRoleBinding", "telo-operator-auth", None),
                      ("RoleBinding", "telo-operator-leader-election", "telo-system"),
-                     ("RoleBinding", "telo-operator-builds", "telo-builds")}, kinds
+                     ("RoleBinding", "telo-operator-builds", "telo-builds"),
+                     ("RoleBinding", "telo-operator-gateway-proxy", "telo-system")}, kinds
     ns = next(d for d in docs if d["kind"] == "Namespace" and d["metadata"]["name"] == "team-a")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 

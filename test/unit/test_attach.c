@@ -686,6 +686,75 @@ static void the_request_carries_host_and_offer(void **state)
     client_done(loop, a, &c);
 }
 
+/* Behind the API server's service proxy: the token for the proxy goes in Authorization, the one
+ * for the server behind it as the bearer subprotocol (unpadded base64url: "a>?b" is YT4/Yg== in
+ * standard base64), after the protocols; the server chooses a real protocol. */
+static void a_protocol_token_is_offered_as_the_bearer_subprotocol(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    const char *const protocols[] = {KUBE_CHANNEL_V5, NULL};
+    server_start(loop, protocols);
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/proxy/v1/attach", srv.port);
+    struct client c;
+    memset(&c, 0, sizeof(c));
+    buf_init(&c.out, 1024);
+    struct kube_attach_opts opts = {.url = url, .token = "for-the-proxy", .protocol_token = "a>?b"};
+    struct telo_err err;
+    struct kube_attach *a = kube_attach_open(loop, &opts, &callbacks, &c, &err);
+    if (a == NULL)
+        fail_msg("%s", err.msg);
+    run_until(loop, &c.opened);
+    assert_string_equal(srv.auth, "Bearer for-the-proxy");
+    assert_string_equal(srv.offer, KUBE_CHANNEL_V5
+                        ", " KUBE_CHANNEL_V4 ", base64url.bearer.authorization.k8s.io.YT4_Yg");
+    assert_string_equal(c.protocol, KUBE_CHANNEL_V5);
+    client_done(loop, a, &c);
+}
+
+/* A server that "chooses" the bearer subprotocol echoes the token: not a protocol we speak. */
+static void a_server_choosing_the_bearer_subprotocol_is_refused(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    const char *const protocols[] = {"base64url.bearer.authorization.k8s.io.dA", NULL};
+    server_start(loop, protocols);
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/proxy/v1/attach", srv.port);
+    struct client c;
+    memset(&c, 0, sizeof(c));
+    buf_init(&c.out, 1024);
+    const char *const offer[] = {KUBE_CHANNEL_V5, NULL};
+    struct kube_attach_opts opts = {.url = url, .protocols = offer, .protocol_token = "t"};
+    struct telo_err err;
+    struct kube_attach *a = kube_attach_open(loop, &opts, &callbacks, &c, &err);
+    if (a == NULL)
+        fail_msg("%s", err.msg);
+    run_until(loop, &c.ended);
+    assert_int_equal(c.opened, 0);
+    assert_int_equal(c.end.rc, -TELO_EPROTO);
+    assert_non_null(strstr(c.end.err->msg, "not one we offered"));
+    client_done(loop, a, &c);
+}
+
+/* An empty protocol token, or one with a line break, is refused before connecting. */
+static void a_bad_protocol_token_is_refused_at_open(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct client c;
+    memset(&c, 0, sizeof(c));
+    const char *bad[] = {"", "a\r\nX-Injected: 1"};
+    for (int i = 0; i < 2; i++) {
+        struct kube_attach_opts opts = {.url = "http://127.0.0.1:1/x", .protocol_token = bad[i]};
+        struct telo_err err;
+        assert_null(kube_attach_open(loop, &opts, &callbacks, &c, &err));
+        assert_int_equal(err.code, TELO_EINVAL);
+    }
+    ev_loop_destroy(loop);
+}
+
 /* A name with more than one address (localhost: ::1 and 127.0.0.1 where both are configured):
  * the one nobody listens on is skipped for the next. */
 static void a_name_is_resolved_and_its_addresses_tried_in_turn(void **state)
@@ -958,6 +1027,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pod_attach_url_is_escaped_and_asks_for_a_tty),
+        cmocka_unit_test(a_protocol_token_is_offered_as_the_bearer_subprotocol),
+        cmocka_unit_test(a_server_choosing_the_bearer_subprotocol_is_refused),
+        cmocka_unit_test(a_bad_protocol_token_is_refused_at_open),
         cmocka_unit_test(typed_resized_and_ended_with_a_status),
         cmocka_unit_test(typed_bytes_leave_before_the_loop_turns),
         cmocka_unit_test(output_sent_together_is_read_in_few_turns),

@@ -63,7 +63,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $_ := set $config.build "namespace" .Values.namespaces.builds -}}
 {{- end -}}
 {{- if and .Values.gateway.enabled (not $config.gatewayUrl) -}}
-{{- $_ := set $config "gatewayUrl" (printf "http://%s-gateway.%s.svc:%v" (include "telo.fullname" .) .Release.Namespace .Values.service.gateway.port) -}}
+{{- $_ := set $config "gatewayUrl" (printf "%s://%s-gateway.%s.svc:%v" (ternary "https" "http" (not (empty .Values.gateway.tls.secretName))) (include "telo.fullname" .) .Release.Namespace .Values.service.gateway.port) -}}
+{{- /* With a public Ingress host, the URL clients outside the cluster can reach. */ -}}
+{{- if and .Values.gateway.ingress.enabled .Values.gateway.ingress.host -}}
+{{- $_ := set $config "gatewayUrl" (printf "%s://%s" (ternary "https" "http" (not (empty .Values.gateway.ingress.tls.secretName))) .Values.gateway.ingress.host) -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
