@@ -11,7 +11,7 @@
 /* Bounds: entries per map, and the bytes of an annotation map's keys and values together (the
  * API server refuses an object whose annotations exceed 256 KiB; ours leave room for others). */
 #define SESSION_META_MAX_ENTRIES     64
-#define SESSION_META_MAX_ANNOT_BYTES (64 * 1024)
+#define SESSION_META_MAX_ANNOT_BYTES 65536
 
 enum session_meta_kind {
     SESSION_META_LABELS,

@@ -361,3 +361,31 @@ def test_session_pod_and_ingress_carry_the_charts_labels_and_annotations(cluster
     assert ann["cert-manager.io/cluster-issuer"] == "le", ann
     assert ann["nginx.ingress.kubernetes.io/proxy-read-timeout"] == "3600", ann
     assert "team" not in ing["metadata"]["labels"]
+
+
+# --- a GitOps tool's renderer --------------------------------------------------------------------
+
+def test_argo_cds_helm_template_invocation_renders_the_plain_file_chart(helm, tmp_path):
+    """Argo CD's repo-server renders a Helm source by running helm itself (util/helm: `helm
+    template <path> --name-template <app> --namespace <ns> --kube-version <v> --api-versions ...
+    --include-crds` plus the Application's values), from the Git checkout. The chart as such a
+    checkout without symbolic links, with those arguments: the CRD, the RBAC with the aggregated
+    roles, and a values file of the Application's (a ServiceMonitor, the cluster has its API)."""
+    copy = tmp_path / "checkout" / "charts" / "telo-operator"
+    shutil.copytree(CHART, copy, ignore=lambda d, names: [n for n in names if os.path.islink(
+        os.path.join(d, n))])
+    values = tmp_path / "app-values.yaml"
+    values.write_text(yaml.safe_dump({"serviceMonitor": {"enabled": True},
+                                      "config": {"ingress": {"annotations": {
+                                          "cert-manager.io/cluster-issuer": "le"}}}}))
+    proc = helm("template", str(copy), "--name-template", "telo", "--namespace", "telo-system",
+                "--kube-version", "1.31.0", "--api-versions", "monitoring.coreos.com/v1",
+                "--api-versions", "policy/v1", "--include-crds", "--values", str(values))
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    kinds = {d["kind"] for d in docs}
+    assert {"CustomResourceDefinition", "ServiceMonitor", "ClusterRole",
+            "Deployment"} <= kinds, kinds
+    aggregated = [d["metadata"]["name"] for d in by_kind(docs, "ClusterRole")
+                  if "rbac.authorization.k8s.io/aggregate-to-edit" in d["metadata"]["labels"]]
+    assert sorted(aggregated) == ["telo-telo-operator-attach", "telo-telo-operator-edit",
+                                  "telo-telo-operator-view"], aggregated
