@@ -2,6 +2,7 @@
 #include "session/config.h"
 
 #include "imagebuild/job.h"
+#include "session/meta.h"
 #include "session/quantity.h"
 #include "util/buf.h"
 #include "util/jget.h"
@@ -22,7 +23,9 @@ enum kind {
     K_URL,
     K_BOOL,
     K_CIDRLIST,
-    K_COUNT, /* a whole number from 0 (none) to POSINT_MAX */
+    K_COUNT,    /* a whole number from 0 (none) to POSINT_MAX */
+    K_LABELMAP, /* labels added to session children (session/meta.h) */
+    K_ANNOTMAP, /* annotations added to session children */
 };
 
 /* One key: its dotted path, its kind, where it lives in the struct, and its help line. */
@@ -98,6 +101,11 @@ static const struct key keys[] = {
      "SessionLimit)"},
     {"limits.maxSessionsPerNamespace", K_COUNT, AT(max_sessions_per_namespace),
      "sessions holding a slot at once per namespace; 0: no limit"},
+    {"ingress.annotations", K_ANNOTMAP, AT(ingress_annotations),
+     "annotations of session Ingresses (cert-manager, external-dns, timeouts); not telo.run/*"},
+    {"pod.labels", K_LABELMAP, AT(pod_labels),
+     "labels of session pods besides the operator's own (telo.run/*, managed-by)"},
+    {"pod.annotations", K_ANNOTMAP, AT(pod_annotations), "annotations of session pods"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -173,6 +181,8 @@ void session_config_free(struct session_config *c)
             break;
         case K_STRMAP:
         case K_ARRAY:
+        case K_LABELMAP:
+        case K_ANNOTMAP:
             json_object_put(*(struct json_object **)field);
             break;
         case K_STRLIST:
@@ -409,6 +419,17 @@ static int set_array(struct session_config *c, const struct key *k, struct json_
     return keep_json(c, k, v);
 }
 
+/* K_LABELMAP, K_ANNOTMAP: a map of strings with valid keys, none of the operator's own
+ * (session/meta.h). */
+static int set_metamap(struct session_config *c, const struct key *k, struct json_object *v,
+                       const char *source, struct telo_err *err)
+{
+    int rc =
+        session_meta_check(k->kind == K_LABELMAP ? SESSION_META_LABELS : SESSION_META_ANNOTATIONS,
+                           v, source, k->path, err);
+    return rc < 0 ? rc : keep_json(c, k, v);
+}
+
 /* K_CIDRLIST: a list of CIDRs. */
 static int set_cidrlist(struct session_config *c, const struct key *k, struct json_object *v,
                         const char *source, struct telo_err *err)
@@ -442,10 +463,10 @@ static int set_cidrlist(struct session_config *c, const struct key *k, struct js
  * stores it, or leaves the field as it was and says what is wrong. */
 static int (*const setters[])(struct session_config *c, const struct key *k, struct json_object *v,
                               const char *source, struct telo_err *err) = {
-    [K_STRING] = set_text,     [K_QUANTITY] = set_text, [K_POSINT] = set_posint,
-    [K_STRLIST] = set_strlist, [K_STRMAP] = set_strmap, [K_ARRAY] = set_array,
-    [K_URL] = set_text,        [K_BOOL] = set_bool,     [K_CIDRLIST] = set_cidrlist,
-    [K_COUNT] = set_posint,
+    [K_STRING] = set_text,     [K_QUANTITY] = set_text,    [K_POSINT] = set_posint,
+    [K_STRLIST] = set_strlist, [K_STRMAP] = set_strmap,    [K_ARRAY] = set_array,
+    [K_URL] = set_text,        [K_BOOL] = set_bool,        [K_CIDRLIST] = set_cidrlist,
+    [K_COUNT] = set_posint,    [K_LABELMAP] = set_metamap, [K_ANNOTMAP] = set_metamap,
 };
 
 /* Sets one key from a JSON value (from the file, or made from a --set string). */
@@ -534,7 +555,9 @@ static struct json_object *flag_value(const struct key *k, const char *value, st
         free(copy);
         return v;
     }
-    case K_STRMAP: {
+    case K_STRMAP:
+    case K_LABELMAP:
+    case K_ANNOTMAP: {
         v = json_object_new_object();
         char *copy = strdup(value);
         char *save = NULL;

@@ -71,6 +71,11 @@ struct session_config {
     /* Session limits (issue 17): sessions over them wait in Pending (SessionLimit). 0: none. */
     long max_sessions;               /* limits.maxSessions: 0 */
     long max_sessions_per_namespace; /* limits.maxSessionsPerNamespace: 0 */
+    /* Metadata added to session children (issue 19), checked by session/meta.h: valid keys,
+     * none of the operator's own. NULL: none. */
+    struct json_object *ingress_annotations; /* ingress.annotations: {} */
+    struct json_object *pod_labels;          /* pod.labels: {} */
+    struct json_object *pod_annotations;     /* pod.annotations: {} */
 };
 
 /* Returns the defaults, or NULL when out of memory. Free with session_config_free. */

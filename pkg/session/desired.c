@@ -3,6 +3,7 @@
 
 #include "imagebuild/job.h"
 #include "kube/objects.h"
+#include "session/meta.h"
 #include "session/quantity.h"
 #include "session/reach.h"
 #include "util/jget.h"
@@ -186,7 +187,10 @@ struct json_object *session_desired_pod(const struct session *s, const struct se
     session_limits(s, cfg, &lim);
     int bundle = !s->self_contained;
 
-    struct json_object *pod = kube_obj_new("v1", "Pod", metadata(s, cfg, name));
+    struct json_object *meta = metadata(s, cfg, name);
+    session_meta_add(meta, "labels", cfg->pod_labels);
+    session_meta_add(meta, "annotations", cfg->pod_annotations);
+    struct json_object *pod = kube_obj_new("v1", "Pod", meta);
     struct json_object *spec = json_object_new_object();
     kube_obj_put_str(spec, "restartPolicy", "Never");
     kube_obj_put_int(spec, "activeDeadlineSeconds", lim.ttl_seconds);
@@ -329,8 +333,9 @@ struct json_object *session_desired_ingress(const struct session *s,
         json_object_put(hosts);
         return NULL;
     }
-    struct json_object *ing =
-        kube_obj_new("networking.k8s.io/v1", "Ingress", metadata(s, cfg, name));
+    struct json_object *meta = metadata(s, cfg, name);
+    session_meta_add(meta, "annotations", cfg->ingress_annotations);
+    struct json_object *ing = kube_obj_new("networking.k8s.io/v1", "Ingress", meta);
     struct json_object *spec = json_object_new_object();
     if (cfg->ingress_class)
         kube_obj_put_str(spec, "ingressClassName", cfg->ingress_class);

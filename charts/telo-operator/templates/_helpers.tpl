@@ -1,14 +1,25 @@
-{{/* The release's name, prefixed with the chart's unless it already holds it. */}}
+{{/* The chart's name, or nameOverride (Helm's scaffold semantics). */}}
+{{- define "telo.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* fullnameOverride; else the release's name, prefixed with the chart's (or nameOverride)
+     unless it already holds it. 50 characters at most: names get suffixes ("-gateway"). */}}
 {{- define "telo.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "telo.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "telo.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "telo.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -72,13 +83,26 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- toYaml $config -}}
 {{- end -}}
 
-{{/* The hardened container securityContext both containers share. */}}
+{{/* The hardened container securityContext both containers share: values securityContext;
+     with openshift: true without runAsUser and runAsGroup (restricted-v2 assigns them). */}}
 {{- define "telo.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-capabilities:
-  drop: ["ALL"]
-seccompProfile:
-  type: RuntimeDefault
+{{- $sc := deepCopy (default dict .Values.securityContext) -}}
+{{- if .Values.openshift -}}
+{{- $sc = omit $sc "runAsUser" "runAsGroup" -}}
+{{- end -}}
+{{- toYaml $sc -}}
+{{- end -}}
+
+{{/* The pods' securityContext: values podSecurityContext, likewise. */}}
+{{- define "telo.podSecurityContext" -}}
+{{- $sc := deepCopy (default dict .Values.podSecurityContext) -}}
+{{- if .Values.openshift -}}
+{{- $sc = omit $sc "runAsUser" "runAsGroup" "fsGroup" -}}
+{{- end -}}
+{{- toYaml $sc -}}
+{{- end -}}
+
+{{/* A pod template's labels: podLabels, then the selector labels (which win). */}}
+{{- define "telo.podLabels" -}}
+{{- toYaml (merge (fromYaml .selector) (deepCopy (default dict .root.Values.podLabels))) -}}
 {{- end -}}
