@@ -34,7 +34,8 @@ static const char *const pod_paths[] = {
     "status.containerStatuses[].lastState",
 };
 static const char *const service_paths[] = {"metadata.labels", "spec.ports"};
-static const char *const ingress_paths[] = {"metadata.labels", "spec"};
+/* The annotations too: the operator's (ingress.annotations) are compared with the config's. */
+static const char *const ingress_paths[] = {"metadata.labels", "metadata.annotations", "spec"};
 static const char *const secret_paths[] = {"metadata.labels"};
 static const char *const session_paths[] = {"metadata.labels", "metadata.creationTimestamp", "spec",
                                             "status"};

@@ -250,10 +250,27 @@ static int same_field(struct json_object *cached_obj, struct json_object *desire
     return (a == NULL && b == NULL) || (a && b && json_object_equal(a, b));
 }
 
+/* Every annotation the operator wants (ingress.annotations) is on the object with its value.
+ * Others' annotations (cert-manager's, an ingress controller's) do not count. */
+static int has_annotations(struct json_object *have, struct json_object *want)
+{
+    struct json_object *wanted = jget_object(jget(want, "metadata"), "annotations");
+    struct json_object *there = jget_object(jget(have, "metadata"), "annotations");
+    if (wanted == NULL)
+        return 1;
+    json_object_object_foreach(wanted, key, value)
+    {
+        struct json_object *v = jget(there, key);
+        if (v == NULL || !json_object_equal(v, value))
+            return 0;
+    }
+    return 1;
+}
+
 static int same_ingress(struct json_object *have, struct json_object *want)
 {
     return same_field(have, want, "spec", "rules") && same_field(have, want, "spec", "tls") &&
-           same_field(have, want, "spec", "ingressClassName");
+           same_field(have, want, "spec", "ingressClassName") && has_annotations(have, want);
 }
 
 /* Service and Ingress follow the spec while the session lives (wanted), and go once it is

@@ -1036,6 +1036,45 @@ static void only_refusals_that_need_a_change_are_stalled(void **state)
     }
 }
 
+/* An Ingress made before ingress.annotations changed is applied again: the spec alone is not
+ * the whole of what the operator wants; others' annotations do not count. */
+static void an_ingress_without_the_configured_annotations_is_applied_again(void **state)
+{
+    (void)state;
+    struct row row = {.name = "annotations",
+                      .status = RUNNING,
+                      .pod = "running",
+                      .pod_who = OWN,
+                      .secret = OWN,
+                      .service = OWN,
+                      .ingress = OWN,
+                      .now = 5};
+    struct world w;
+    world_init(&w, &row);
+    struct telo_err err;
+    assert_int_equal(
+        session_config_set(w.cfg, "ingress.annotations=example.com/timeout=3600", &err), 0);
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plans_write(&plan, SESSION_PLAN_INGRESS));
+    session_plan_release(&plan);
+
+    struct json_object *meta = json_object_object_get(w.ingress, "metadata");
+    struct json_object *ann = json_object_new_object();
+    json_object_object_add(ann, "cert-manager.io/issuer", json_object_new_string("theirs"));
+    json_object_object_add(ann, "example.com/timeout", json_object_new_string("3600"));
+    json_object_object_add(meta, "annotations", ann);
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_false(plans_write(&plan, SESSION_PLAN_INGRESS));
+    session_plan_release(&plan);
+
+    json_object_object_add(ann, "example.com/timeout", json_object_new_string("60"));
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plans_write(&plan, SESSION_PLAN_INGRESS));
+    session_plan_release(&plan);
+    world_free(&w);
+}
+
 /* A Running session whose Service write is refused with a code worth retrying is not Ready and
  * still on its way (kstatus InProgress, Argo CD Progressing), never read as Current. */
 static void a_running_session_retrying_a_refused_write_is_reconciling(void **state)
@@ -1281,6 +1320,7 @@ int main(void)
         cmocka_unit_test(each_childs_refusal_is_its_reason_and_held_back),
         cmocka_unit_test(only_refusals_that_need_a_change_are_stalled),
         cmocka_unit_test(a_running_session_retrying_a_refused_write_is_reconciling),
+        cmocka_unit_test(an_ingress_without_the_configured_annotations_is_applied_again),
         cmocka_unit_test(a_refused_write_is_retried_after_its_backoff),
         cmocka_unit_test(a_refusal_is_cleared_by_success_or_when_no_longer_wanted),
         cmocka_unit_test(a_session_that_never_got_a_pod_times_out_naming_the_refusal),
