@@ -133,7 +133,7 @@ start telo-operator "$operator_pid" "$operator_log" "$metrics_port" TELO_OPERATO
 echo "telo-operator running (pid $(cat "$operator_pid"), log $operator_log, metrics http://127.0.0.1:$metrics_port/metrics)"
 
 step "sample session"
-kubectl_cmd create namespace "$demo_ns" --dry-run=client -o yaml | kubectl_cmd apply -f - >/dev/null
+kubectl_cmd get namespace "$demo_ns" >/dev/null 2>&1 || kubectl_cmd create namespace "$demo_ns" >/dev/null
 # Session pods are hardened to Pod Security `restricted`: the namespace enforces it.
 kubectl_cmd label namespace "$demo_ns" --overwrite pod-security.kubernetes.io/enforce=restricted >/dev/null
 kubectl_cmd apply -n "$demo_ns" -f "crds/samples/$sample.yaml"
