@@ -5,8 +5,9 @@
 # attaches to its terminal.
 #
 # Where the session runs: on the local real node (containerd, runc, a kubelet: pods run for
-# real) when this machine can run one (root and the packages, hack/cluster/real-node.sh), else on
-# kwok's simulated nodes, with the reason in one line. TELO_REAL_NODE=1 insists on the real node
+# real) when this machine can run one (root and the packages, hack/cluster/real-node.sh; as root,
+# missing packages are installed first, as make test does), else on kwok's simulated nodes, with
+# the reason in one line. TELO_REAL_NODE=1 insists on the real node
 # (failing when it cannot start), TELO_REAL_NODE=0 uses kwok. A kwok run never stops a real node
 # that is already up (hack/cluster/up.sh leaves it alone).
 # The real node runs the stand-in CLI image telo-session-test (hack/images/), because the real
@@ -36,6 +37,15 @@ case "${TELO_REAL_NODE:-}" in
 1) ;; # up.sh fails with the reason when the machine cannot
 *)
 	problem=$(real_node_host_problem)
+	# As root with packages missing: install them, as make test does (a fresh machine).
+	if [[ $problem == "containerd missing on this machine"* ]]; then
+		echo "run: the real node's packages are missing; installing them (TELO_REAL_NODE=1 hack/install-deps.sh)"
+		if TELO_REAL_NODE=1 hack/install-deps.sh; then
+			problem=$(real_node_host_problem)
+		else
+			problem="containerd installing its packages failed (TELO_REAL_NODE=1 hack/install-deps.sh, above)"
+		fi
+	fi
 	[ -z "$problem" ] || why_kwok=${problem#* }
 	;;
 esac
