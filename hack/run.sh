@@ -20,8 +20,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
-build_bin=$(cd "$build/bin" && pwd)
 cd "$root"
+build_bin=$(cd "$build/bin" && pwd) # absolute: the attach command printed below works anywhere
 t0=$SECONDS
 # shellcheck source=cluster/lib.sh
 source hack/cluster/lib.sh
