@@ -143,17 +143,19 @@ start telo-operator "$operator_pid" "$operator_log" "$metrics_port" TELO_OPERATO
 echo "telo-operator running (pid $(cat "$operator_pid"), log $operator_log, metrics http://127.0.0.1:$metrics_port/metrics)"
 
 step "sample session"
+# The resource by its full name (telosessions.telo.run): a CRD of another group with the same kind
+# would make `telosession` ambiguous for kubectl.
 kubectl_cmd get namespace "$demo_ns" >/dev/null 2>&1 || kubectl_cmd create namespace "$demo_ns" >/dev/null
 # Session pods are hardened to Pod Security `restricted`: the namespace enforces it.
 kubectl_cmd label namespace "$demo_ns" --overwrite pod-security.kubernetes.io/enforce=restricted >/dev/null
 kubectl_cmd apply -n "$demo_ns" -f "crds/samples/$sample.yaml"
-if ! kubectl_cmd wait -n "$demo_ns" --for=condition=Ready "telosession/$sample" --timeout="${wait_s}s" >/dev/null; then
+if ! kubectl_cmd wait -n "$demo_ns" --for=condition=Ready "telosessions.telo.run/$sample" --timeout="${wait_s}s" >/dev/null; then
 	echo "run: the sample did not become Ready within ${wait_s}s; its status and the operator's log:" >&2
-	kubectl_cmd get telosession "$sample" -n "$demo_ns" -o yaml >&2
+	kubectl_cmd get telosessions.telo.run "$sample" -n "$demo_ns" -o yaml >&2
 	tail -n 20 "$operator_log" >&2
 	exit 1
 fi
-kubectl_cmd get telosessions -n "$demo_ns" -o wide
+kubectl_cmd get telosessions.telo.run -n "$demo_ns" -o wide
 
 k="$k8s_bin/kubectl --kubeconfig $kubeconfig"
 if [ -n "$why_kwok" ]; then
@@ -163,8 +165,8 @@ Ready in $((SECONDS - t0)) s. The session runs on kwok's simulated nodes ($why_k
 reported Running with no container behind it, so nothing answers on its port and there is no
 terminal to attach to. As root with the real node's packages (TELO_REAL_NODE=1
 hack/install-deps.sh), make run starts the real node and shows the app's answer and its terminal.
-  $k describe telosession $sample -n $demo_ns
-  $k delete telosession $sample -n $demo_ns     # clean up
+  $k describe telosessions.telo.run $sample -n $demo_ns
+  $k delete telosessions.telo.run $sample -n $demo_ns     # clean up
 Stop everything: make cluster-down (the operator: kill \$(cat $operator_pid); the gateway:
 kill \$(cat $gateway_pid))
 EOF
@@ -175,7 +177,7 @@ fi
 # (There is no kube-proxy on the local cluster, so a ClusterIP routes nowhere from this
 # machine; the API server's service proxy goes to the Service's endpoint, the pod.)
 step "the app's answer"
-pod=$(kubectl_cmd get telosession "$sample" -n "$demo_ns" -o jsonpath='{.status.podName}')
+pod=$(kubectl_cmd get telosessions.telo.run "$sample" -n "$demo_ns" -o jsonpath='{.status.podName}')
 svc=$(kubectl_cmd get service -n "$demo_ns" -l "telo.run/session=$sample" -o jsonpath='{.items[0].metadata.name}')
 port=$(kubectl_cmd get service "$svc" -n "$demo_ns" -o jsonpath='{.spec.ports[0].name}')
 path="/api/v1/namespaces/$demo_ns/services/$svc:$port/proxy/hello"
@@ -203,9 +205,9 @@ Attach to its terminal (type a line: the stand-in echoes it; detach with ctrl-p 
   $attach
 
 More:
-  $k describe telosession $sample -n $demo_ns
+  $k describe telosessions.telo.run $sample -n $demo_ns
   $k logs -n $demo_ns $pod -c session
-  $k delete telosession $sample -n $demo_ns     # clean up
+  $k delete telosessions.telo.run $sample -n $demo_ns     # clean up
 Stop everything: make cluster-down (the operator: kill \$(cat $operator_pid); the gateway:
 kill \$(cat $gateway_pid))
 EOF

@@ -62,7 +62,7 @@ def make_run(cluster, namespace):
         return proc
 
     yield run
-    cluster.kubectl("delete", "telosessions", "--all", "-n", namespace, "--timeout=60s",
+    cluster.kubectl("delete", "telosessions.telo.run", "--all", "-n", namespace, "--timeout=60s",
                     check=False)
     for path in pids:
         try:
@@ -143,6 +143,6 @@ def test_make_run_says_in_one_line_why_it_uses_kwok(cluster, namespace, make_run
     assert why == ["the session runs on kwok's simulated nodes (nothing runs behind them), not "
                    "the real node: TELO_REAL_NODE=0 is set"], why
     assert "kubectl telo attach" not in proc.stdout, proc.stdout
-    phase = cluster.kubectl("get", "ts", "hello", "-n", namespace, "-o",
+    phase = cluster.kubectl("get", "telosessions.telo.run", "hello", "-n", namespace, "-o",
                             "jsonpath={.status.phase}", check=False).stdout
     assert phase == "Running", phase
