@@ -52,6 +52,8 @@ e2e: build
 test: build build-asan
 	@hack/test.sh $(BUILD_DIR) $(ASAN_DIR)
 
+# The local cluster (as root with the real node: hack/run.sh says which and why), the gateway, the
+# operator and a sample session; prints its app's answer and the command that attaches to it.
 run: build
 	@hack/run.sh $(BUILD_DIR)
 

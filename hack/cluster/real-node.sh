@@ -17,18 +17,33 @@ real_sysctls=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_
 	kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
 
 # --- up ---------------------------------------------------------------------------------------
-real_node_check_host() {
-	[ "$(id -u)" -eq 0 ] || fail kubelet "the real node needs root (containerd, runc, network interfaces, cgroups)"
+# Why this machine cannot run the real node (one line: the component it concerns, a space, the
+# reason), or nothing when it can. hack/run.sh asks it to choose between the real node and kwok.
+real_node_host_problem() {
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "kubelet the real node needs root (containerd, runc, network interfaces, cgroups)"
+		return
+	fi
 	local missing=() b
-	for b in containerd containerd-shim-runc-v2 ctr runc docker-registry umoci skopeo ip; do
+	for b in containerd containerd-shim-runc-v2 ctr runc docker-registry umoci skopeo ip iptables; do
 		command -v "$b" >/dev/null || missing+=("$b")
 	done
 	for b in bridge host-local loopback portmap; do
 		[ -x "/usr/lib/cni/$b" ] || missing+=("/usr/lib/cni/$b")
 	done
-	[ ${#missing[@]} -eq 0 ] ||
-		fail containerd "missing on this machine: ${missing[*]}; run TELO_REAL_NODE=1 hack/install-deps.sh"
-	grep -qw overlay /proc/filesystems || fail containerd "the kernel has no overlay filesystem"
+	# The images' rootfs (hack/images/build.sh): busybox-static.
+	[ -x "${TELO_BUSYBOX:-/bin/busybox}" ] || missing+=("${TELO_BUSYBOX:-/bin/busybox}")
+	if [ ${#missing[@]} -ne 0 ]; then
+		echo "containerd missing on this machine: ${missing[*]}; run TELO_REAL_NODE=1 hack/install-deps.sh"
+		return
+	fi
+	grep -qw overlay /proc/filesystems || echo "containerd the kernel has no overlay filesystem"
+}
+
+real_node_check_host() {
+	local problem
+	problem=$(real_node_host_problem)
+	[ -z "$problem" ] || fail "${problem%% *}" "${problem#* }"
 	"$cluster_root/hack/build-tools.sh" kubelet crictl
 }
 

@@ -33,7 +33,8 @@ fail() {
 image_tag() { # name
 	local name=$1
 	{
-		sha256sum "$here/build.sh"
+		# By content, not path: every checkout of the same tree gets the same tag.
+		(cd "$here" && sha256sum build.sh)
 		(cd "$here/$name" && find . -type f | LC_ALL=C sort | xargs sha256sum)
 		case "$name" in
 		pause) cc --version 2>/dev/null | head -n 1 ;;
@@ -195,6 +196,8 @@ if [ $# -gt 0 ]; then
 	images=("$@")
 fi
 
+# A fresh cluster directory has no images directory yet (build_layout makes its work dir there).
+mkdir -p "$out"
 # refs.json lists the last ref of every image pushed from this cluster directory: what it held
 # (from any checkout's build.sh), with this run's images replaced.
 declare -A refs_of=()

@@ -147,6 +147,30 @@ def test_make_bundle_is_deterministic(tmp_path):
     subprocess.run([str(copy / "make-bundle.sh")], check=True, capture_output=True)
     with open(os.path.join(SAMPLES_DIR, "hello.yaml")) as committed:
         assert (copy / "hello.yaml").read_text() == committed.read()
+    with open(os.path.join(SAMPLES_DIR, "hello-standin.yaml")) as committed:
+        assert (copy / "hello-standin.yaml").read_text() == committed.read()
+
+
+def test_hello_standin_bundle_is_its_app_directory():
+    """hello-standin.yaml (make run's sample on the real node, for the stand-in CLI) holds exactly
+    crds/samples/hello-standin-app/ packed as app/, whose `#! http` line answers on its port."""
+    with open(os.path.join(SAMPLES_DIR, "hello-standin.yaml")) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    (ts,) = [d for d in docs if d["kind"] == "TeloSession"]
+    assert ts["metadata"]["name"] == "hello-standin"
+    assert ts["spec"]["bundle"]["configMap"]["name"] == cm["metadata"]["name"]
+    assert ts["spec"]["entry"] == "app/telo.yaml"
+    assert ts["spec"]["ports"] == [{"port": 8080, "protocol": "TCP", "name": "http"}]
+    packed = {}
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(cm["binaryData"]["bundle.tgz"])),
+                      mode="r:gz") as tar:
+        for member in tar.getmembers():
+            if member.isfile():
+                packed[member.name] = tar.extractfile(member).read()
+    with open(os.path.join(SAMPLES_DIR, "hello-standin-app", "telo.yaml"), "rb") as f:
+        assert packed == {"app/telo.yaml": f.read()}, "hello-standin.yaml is stale: run make-bundle.sh"
+    assert b"\n#! http 8080 Hello from telo-operator" in packed["app/telo.yaml"]
 
 
 # Against the cluster.
