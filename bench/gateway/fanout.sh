@@ -24,10 +24,10 @@ flock 9
 bench_namespace
 bench_start_operator
 bench_sessions bench
-$kubectl wait -n "$ns" ts/bench --for=jsonpath='{.status.phase}'=Running --timeout=120s >/dev/null
+$kubectl wait -n "$ns" telosessions.telo.run/bench --for=jsonpath='{.status.phase}'=Running --timeout=120s >/dev/null
 sessions=${TELO_BENCH_SESSIONS:-100}
-secret=$($kubectl get ts bench -n "$ns" -o jsonpath='{.status.attach.secretName}')
-pod=$($kubectl get ts bench -n "$ns" -o jsonpath='{.status.podName}')
+secret=$($kubectl get telosessions.telo.run bench -n "$ns" -o jsonpath='{.status.attach.secretName}')
+pod=$($kubectl get telosessions.telo.run bench -n "$ns" -o jsonpath='{.status.podName}')
 token=$($kubectl get secret "$secret" -n "$ns" -o jsonpath='{.data.token}' | base64 -d)
 $kubectl get --raw "/apis/telo.run/v1alpha1/namespaces/$ns/telosessions/bench" >"$out/session.json"
 $kubectl get --raw "/api/v1/namespaces/$ns/secrets/$secret" >"$out/secret.json"

@@ -250,13 +250,19 @@ def test_the_chart_works_as_a_subchart_and_edit_users_may_create_sessions(cluste
 
 # --- the CRD upgrade ---------------------------------------------------------------------------
 
+UPGRADE_KIND, UPGRADE_PLURAL = "UpgradeTestSession", "upgradetestsessions"
+
 def crd_of_group(group, drop=None):
-    """The chart's CRD under another API group (so the shared cluster's telo.run CRD, and every
-    TeloSession of other tests, stay untouched), without spec.<drop> if asked: an older CRD."""
+    """The chart's CRD under another API group and names (so the shared cluster's telo.run CRD,
+    and every TeloSession of other tests, stay untouched, and no `kubectl get telosession` or
+    `ts` of a later test resolves to this group from kubectl's discovery cache), without
+    spec.<drop> if asked: an older CRD."""
     with open(os.path.join(CHART, "crds", CRD_FILE)) as f:
         crd = yaml.safe_load(f)
-    crd["metadata"]["name"] = "telosessions." + group
+    crd["metadata"]["name"] = UPGRADE_PLURAL + "." + group
     crd["spec"]["group"] = group
+    crd["spec"]["names"] = {"kind": UPGRADE_KIND, "listKind": UPGRADE_KIND + "List",
+                            "plural": UPGRADE_PLURAL, "singular": UPGRADE_PLURAL[:-1]}
     if drop:
         for version in crd["spec"]["versions"]:
             del version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][drop]
@@ -287,17 +293,18 @@ def test_crd_upgrade_the_readme_way_keeps_a_new_field(cluster, helm, tmp_path):
             builds_ns, "--set", "rbac.sessionAttachRole=false", "--set", "gateway.enabled=false"]
     ts = session("upgraded", restartGeneration=3)
     ts["apiVersion"] = group + "/v1alpha1"
+    ts["kind"] = UPGRADE_KIND
     cluster.kubectl("create", "namespace", release_ns)
     try:
         helm("install", release, str(old), "-n", release_ns, *sets, "--timeout", "120s")
-        crd_name = "telosessions." + group
+        crd_name = UPGRADE_PLURAL + "." + group
 
         def spec_fields():
             crd = cluster.kubectl_json("get", "crd", crd_name)
             return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
                 "spec"]["properties"]
         assert "restartGeneration" not in spec_fields()
-        wait_until(lambda: cluster.kubectl("get", "telosessions." + group, "-n", sessions_ns,
+        wait_until(lambda: cluster.kubectl("get", crd_name, "-n", sessions_ns,
                                            check=False).returncode == 0,
                    timeout=30, what="the old CRD served")
         # The old CRD: the field is unknown (kubectl's strict validation refuses it).
@@ -319,11 +326,11 @@ def test_crd_upgrade_the_readme_way_keeps_a_new_field(cluster, helm, tmp_path):
         wait_until(lambda: cluster.kubectl("apply", "-n", sessions_ns, "-f", "-",
                                            input=json.dumps(ts), check=False).returncode == 0,
                    timeout=30, what="the new field accepted")
-        got = cluster.kubectl_json("get", "telosessions." + group, "upgraded", "-n", sessions_ns)
+        got = cluster.kubectl_json("get", crd_name, "upgraded", "-n", sessions_ns)
         assert got["spec"]["restartGeneration"] == 3, got["spec"]
     finally:
         helm("uninstall", release, "-n", release_ns, "--timeout", "120s", check=False)
-        cluster.kubectl("delete", "crd", "telosessions." + group, "--wait=false",
+        cluster.kubectl("delete", "crd", UPGRADE_PLURAL + "." + group, "--wait=false",
                         "--ignore-not-found", check=False)
         for ns in (release_ns, sessions_ns, builds_ns):
             cluster.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found",
