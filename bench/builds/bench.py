@@ -826,6 +826,7 @@ def cmd_run(a):
     res = {"schema": SCHEMA, "bench": "builds", "commit": git_describe(),
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "host": {"cores": os.cpu_count(), "load_before": loadavg()},
+           "label": a.label, "operator": os.path.abspath(a.operator),
            "config": {"repeats": a.repeats, "shared_sessions": a.shared,
                       "hand": "the operator's Job pod template as a bare pod in the build "
                               "namespace, same node, context ConfigMap copied, own "
@@ -886,6 +887,7 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--shared", type=int, default=10)
     p.add_argument("--metrics-port", type=int, default=16330)
+    p.add_argument("--label", default="")
     return cmd_run(p.parse_args())
 
 

@@ -8,8 +8,10 @@
 #
 #   bench/builds/run.sh      (TELO_BENCH_REPEATS=3, TELO_BENCH_SHARED=10 sessions,
 #                             TELO_BENCH_OUT=results file; default
-#                             bench/builds/results/builds-<UTC date>-<commit>.json, the logs
-#                             beside it in a directory of the same name)
+#                             bench/builds/results/builds-<UTC date>-<commit>[-<label>].json,
+#                             the logs beside it in a directory of the same name;
+#                             TELO_BENCH_OPERATOR=another telo-operator binary (an A/B run),
+#                             TELO_BENCH_LABEL=a name for it in the results)
 #
 # Needs the real node (TELO_REAL_NODE=1 hack/cluster/up.sh, as root); starts the build registry
 # (TELO_BUILD_REGISTRY=1 hack/cluster/up.sh), builds the kaniko executor and the images if this
@@ -20,8 +22,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-operator="$root/build/bin/telo-operator"
+operator=${TELO_BENCH_OPERATOR:-$root/build/bin/telo-operator}
 [ -x "$operator" ] || { echo "bench: build first (cmake --build build)" >&2; exit 1; }
+label=${TELO_BENCH_LABEL:-}
 kubeconfig=${TELO_CLUSTER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/telo-operator/cluster}/kubeconfig
 refs_file=$(dirname "$kubeconfig")/real-node/images/refs.json
 [ -f "$refs_file" ] || { echo "bench: no real node (TELO_REAL_NODE=1 hack/cluster/up.sh)" >&2; exit 1; }
@@ -49,14 +52,14 @@ trap 'rm -f "$refs"' EXIT
 } >"$refs"
 
 commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
-out=${TELO_BENCH_OUT:-$root/bench/builds/results/builds-$(date -u +%Y%m%dT%H%M%SZ)-$commit.json}
+out=${TELO_BENCH_OUT:-$root/bench/builds/results/builds-$(date -u +%Y%m%dT%H%M%SZ)-$commit${label:+-$label}.json}
 logs=${out%.json}
 mkdir -p "$(dirname "$out")" "$logs"
 venv=$(hack/install-deps.sh --venv)
 echo "bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$venv/bin/python" bench/builds/bench.py run --kubeconfig "$kubeconfig" --operator "$operator" \
 	--refs "$refs" --out "$out" --log-dir "$logs" --repeats "${TELO_BENCH_REPEATS:-3}" \
-	--shared "${TELO_BENCH_SHARED:-10}" --metrics-port "${TELO_BENCH_OPERATOR_PORT:-16330}" |
+	--shared "${TELO_BENCH_SHARED:-10}" --metrics-port "${TELO_BENCH_OPERATOR_PORT:-16330}" --label "$label" |
 	tee "$logs/summary.txt"
 rc=${PIPESTATUS[0]}
 echo "bench: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
