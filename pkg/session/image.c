@@ -100,6 +100,12 @@ static void follow_job(const struct session_image_obs *obs, int following, const
     build_status_read(obs->job, job_key, obs->self, obs->timeout_seconds, obs->now, &st);
     switch (st.state) {
     case BUILD_RUNNING:
+        if (obs->build_pod_succeeded) {
+            /* The builder exited 0 after its push; the Job's Complete comes a batch later. */
+            out->job_result = "succeeded";
+            ready(out, obs->ref, "Built", BUILD_PROGRESS_BUILT);
+            return;
+        }
         building(out, st.progress, note);
         out->requeue_after = (double)st.requeue_after_s;
         return;

@@ -48,6 +48,8 @@ struct session_image_obs {
      * image's registry digest, and what is held of it (tag was made with it); NULL: none. */
     int base_digest_wanted;
     const struct session_base_digest *base_digest;
+    /* The Job's pod has Succeeded (buildpod.h): the builder pushed, the Job has not said so. */
+    int build_pod_succeeded;
 };
 
 /* The next step of the session. */

@@ -4,6 +4,7 @@
 
 #include "cache/transform.h"
 #include "imagebuild/job.h"
+#include "session/buildpod.h"
 #include "session/desired.h"
 #include "session/phase.h"
 #include "util/jget.h"
@@ -122,6 +123,31 @@ static int add_jobs(struct session_informers *r, struct ctrl_manager *m,
     return 0;
 }
 
+/* The build Jobs' pods in the build namespace, indexed by their tag: a Succeeded pod ends the
+ * build before its Job says so (buildpod.h); their events queue the sessions waiting on the tag
+ * as the Jobs' do. */
+static int add_build_pods(struct session_informers *r, struct ctrl_manager *m,
+                          const struct session_config *c, struct telo_err *err)
+{
+    static const struct cache_index_def idx[] = {
+        {BUILD_POD_INDEX_TAG, cache_index_label, BUILD_LABEL_TAG}};
+    char selector[320];
+    snprintf(selector, sizeof(selector), SESSION_MANAGED_BY "=%s," BUILD_LABEL_BUILD "=true",
+             c->managed_by);
+    struct cache_reflector_config cfg = {
+        .ref = {.version = "v1", .resource = "pods", .namespace = c->build_namespace},
+        .label_selector = selector,
+        .transform = project,
+        .transform_arg = &pod_projection,
+        .indexes = idx,
+        .nindexes = 1,
+    };
+    if (!(r->build_pods = ctrl_manager_add_informer(m, "build-pods", &cfg, err)) ||
+        ctrl_controller_watch_mapped(r->c, r->build_pods, job_to_sessions, r, err) < 0)
+        return -err->code;
+    return 0;
+}
+
 static struct ctrl_informer *child_informer(struct session_informers *r, struct ctrl_manager *m,
                                             const struct session_config *c, const char *name,
                                             const char *group, const char *resource,
@@ -175,7 +201,8 @@ int session_informers_register(struct session_informers *inf, struct ctrl_manage
                                           "ingresses", &ingress_projection, selector, err)) ||
         !(inf->secrets = child_informer(inf, m, cfg, "secrets", NULL, "secrets", &secret_projection,
                                         selector, err)) ||
-        (cfg->build_repository && add_jobs(inf, m, cfg, err) < 0))
+        (cfg->build_repository && add_jobs(inf, m, cfg, err) < 0) ||
+        (cfg->build_repository && add_build_pods(inf, m, cfg, err) < 0))
         return -err->code;
     return 0;
 }

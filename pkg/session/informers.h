@@ -14,6 +14,8 @@ struct session_informers {
     struct ctrl_informer *sessions, *pods, *services, *ingresses, *secrets;
     struct ctrl_informer *jobs; /* NULL without build.repository */
     struct ctrl_controller *c;  /* the telosession controller: fn on every session key */
+    /* The build Jobs' pods (buildpod.h); NULL without build.repository. */
+    struct ctrl_informer *build_pods;
 };
 
 /* Registers on m the TeloSession informer and its controller (fn called with ud), the informers

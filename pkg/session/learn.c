@@ -2,6 +2,7 @@
  * URL bundle's tag, and with builds the image step's observation (registry, Job, build log). */
 #include "session/pass.h"
 
+#include "session/buildpod.h"
 #include "util/base64.h"
 #include "util/jget.h"
 
@@ -76,6 +77,7 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
         .now = session_pass_now(r),
         .base_digest_wanted = wanted,
         .base_digest = &digest,
+        .build_pod_succeeded = uid && session_build_pods_succeeded(r->inf.build_pods, k->tag, uid),
     };
     session_pass_converge(p, NULL, NULL, &obs);
     json_object_put(job);
