@@ -343,6 +343,14 @@ class TcpProxy:
         self.drop_all()
 
 
+def run_tool(*argv, timeout=120):
+    """Runs a command-line tool (umoci, skopeo) of a test; fails the test with the end of its
+    stderr when it exits non-zero."""
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, "%s exited %d: %s" % (argv[0], proc.returncode,
+                                                     proc.stderr[-2000:])
+
+
 def http_get(url):
     """(status, body) of a GET; (0, error) when nothing answers."""
     import urllib.error

@@ -18,11 +18,10 @@ import pytest
 
 from conftest import TcpProxy, pod_reachable_host, wait_until
 from test_image_builds import (TOOLS, app_bundle, builds, job_creates, jobs, progress,  # noqa: F401
-                               registry)
+                               push_one_file_image, registry)
 from test_sessions import apply, condition, get_ts, session, session_node, start, wait_phase  # noqa: F401
 
 import shutil
-import subprocess
 
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
                                 reason="needs %s" % ", ".join(TOOLS))
@@ -35,22 +34,9 @@ def push(registry, repo, tag, content, tmp):
     """A one-file image whose file holds content (so another content is another manifest
     digest), pushed as repo:tag with skopeo."""
     layout, rootfs = tmp / ("oci-%s" % uuid.uuid4().hex[:6]), tmp / ("rootfs-%s" % uuid.uuid4().hex[:6])
-    image = "%s:%s" % (layout, "t")
-
-    def run(*argv):
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, "%s exited %d: %s" % (argv[0], proc.returncode,
-                                                         proc.stderr[-2000:])
-    run("umoci", "init", "--layout", str(layout))
-    run("umoci", "new", "--image", image)
-    run("umoci", "unpack", "--rootless", "--image", image, str(rootfs))
-    (rootfs / "rootfs" / "content.txt").write_text(content)
-    run("umoci", "repack", "--image", image, str(rootfs))
-    run("umoci", "config", "--image", image, "--os", "linux", "--architecture", "amd64")
     local = registry["local"].rsplit("/", 2)[0]
-    run("skopeo", "copy", "--quiet", "--insecure-policy", "--dest-tls-verify=false",
-        "--dest-creds", "%s:%s" % (registry["user"], registry["password"]),
-        "oci:" + image, "docker://%s/%s:%s" % (local, repo, tag))
+    push_one_file_image(registry, "%s/%s:%s" % (local, repo, tag), layout, rootfs, "t",
+                        "content.txt", content)
 
 
 def take_down(proxy):

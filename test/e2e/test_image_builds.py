@@ -28,7 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import AS_SERVICE_ACCOUNT, ROOT, TcpProxy, pod_reachable_host, wait_until
+from conftest import (AS_SERVICE_ACCOUNT, ROOT, TcpProxy, pod_reachable_host, run_tool,
+                      wait_until)
 from test_sessions import (SESSION_NODE_KEY, Audit, Hold, apply, condition, get, get_ts,  # noqa: F401
                            hello_bundle, session, session_node, start, wait_phase)
 
@@ -139,24 +140,26 @@ def tag_of(data, namespace=None):
     return out.split()[0][len("tag="):]
 
 
+def push_one_file_image(registry, dest, layout, rootfs, layout_tag, filename, content):
+    """A one-file image (filename holding content) built with umoci in layout (as layout_tag)
+    and rootfs, and pushed with skopeo to dest (host/repo:tag) as the registry's user."""
+    image = "%s:%s" % (layout, layout_tag)
+    run_tool("umoci", "init", "--layout", str(layout))
+    run_tool("umoci", "new", "--image", image)
+    run_tool("umoci", "unpack", "--rootless", "--image", image, str(rootfs))
+    (rootfs / "rootfs" / filename).write_text(content)
+    run_tool("umoci", "repack", "--image", image, str(rootfs))
+    run_tool("umoci", "config", "--image", image, "--os", "linux", "--architecture", "amd64")
+    run_tool("skopeo", "copy", "--quiet", "--insecure-policy", "--dest-tls-verify=false",
+             "--dest-creds", "%s:%s" % (registry["user"], registry["password"]),
+             "oci:" + image, "docker://" + dest)
+
+
 def push_image(registry, tag, tmp):
     """A one-file image built with umoci and pushed with skopeo as the registry's user."""
-    layout, rootfs = tmp / "oci", tmp / "unpacked"
-    image = "%s:%s" % (layout, tag)
-
-    def run(*argv):
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, "%s exited %d: %s" % (argv[0], proc.returncode,
-                                                         proc.stderr[-2000:])
-    run("umoci", "init", "--layout", str(layout))
-    run("umoci", "new", "--image", image)
-    run("umoci", "unpack", "--rootless", "--image", image, str(rootfs))
-    (rootfs / "rootfs" / "hello.txt").write_text("built by the e2e test, not by a Job\n")
-    run("umoci", "repack", "--image", image, str(rootfs))
-    run("umoci", "config", "--image", image, "--os", "linux", "--architecture", "amd64")
-    run("skopeo", "copy", "--quiet", "--insecure-policy", "--dest-tls-verify=false",
-        "--dest-creds", "%s:%s" % (registry["user"], registry["password"]),
-        "oci:" + image, "docker://%s:%s" % (registry["local"], tag))
+    push_one_file_image(registry, "%s:%s" % (registry["local"], tag), tmp / "oci",
+                        tmp / "unpacked", tag, "hello.txt",
+                        "built by the e2e test, not by a Job\n")
 
 
 # --- the operator with builds --------------------------------------------------------------------

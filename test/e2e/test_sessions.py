@@ -24,15 +24,24 @@ node: test_sessions_real_node.py runs sessions there (bundle delivery by URL wit
 sha256 or an unreachable URL among them) and is skipped when it is not up.
 
 Writes are counted from the API server's audit log (user agent telo-operator/...), so "nothing
-created twice" and "steady state writes nothing" are the server's word."""
+created twice" and "steady state writes nothing" are the server's word.
+
+kwok's pod IPs are made up and routed off this machine, so the operator here probes none of them
+(NotProbed). The 100-session steady state is the exception: its kwok node's pods take addresses
+from a network this machine makes local for the module (LOOPBACK_POD_CIDR, an AnyIP route on lo,
+as root), and the test listens on their port itself, so every probe connects and stays here."""
 
 import collections
 import glob
 import hashlib
+import ipaddress
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
+import threading
 import time
 import uuid
 
@@ -179,13 +188,12 @@ def chaos(cluster, ns, pod, stage, exit_code, container, message):
 SESSION_NODE_KEY = "e2e.telo.run/sessions"
 
 
-@pytest.fixture(scope="module")
-def session_node(cluster):
-    """A kwok node of this module's own, labelled and tainted so that only the session pods of
-    these tests land there (the operator gets the matching nodeSelector and toleration). The
-    shared kwok nodes may be full of other suites' and benchmarks' pods; a full node would turn
-    every test here into an Unschedulable one."""
-    name = "e2e-sessions-%s" % uuid.uuid4().hex[:6]
+def own_kwok_node(cluster, prefix="e2e-sessions", pod_cidr=None):
+    """A kwok node of a test's own, labelled and tainted (SESSION_NODE_KEY=<its name>) so that
+    only the session pods of an operator given the matching nodeSelector and toleration land
+    there; with pod_cidr, kwok gives its pods addresses from that network (spec.podCIDR).
+    A generator: yields the node's name once kwok made it Ready, deletes it when closed."""
+    name = "%s-%s" % (prefix, uuid.uuid4().hex[:6])
     node = {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name,
@@ -201,6 +209,8 @@ def session_node(cluster):
                                 "ephemeral-storage": "100Ti"},
                    "nodeInfo": {"architecture": "amd64", "kubeletVersion": "fake",
                                 "kubeProxyVersion": "fake", "operatingSystem": "linux"}}}
+    if pod_cidr:
+        node["spec"].update(podCIDR=pod_cidr, podCIDRs=[pod_cidr])
     cluster.kubectl("create", "-f", "-", input=json.dumps(node))
     try:
         wait_until(lambda: any(c["type"] == "Ready" and c["status"] == "True" for c in
@@ -210,6 +220,15 @@ def session_node(cluster):
         yield name
     finally:
         cluster.kubectl("delete", "node", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def session_node(cluster):
+    """A kwok node of this module's own, labelled and tainted so that only the session pods of
+    these tests land there (the operator gets the matching nodeSelector and toleration). The
+    shared kwok nodes may be full of other suites' and benchmarks' pods; a full node would turn
+    every test here into an Unschedulable one."""
+    yield from own_kwok_node(cluster)
 
 
 class Hold:
@@ -237,12 +256,13 @@ def hold(cluster, session_node):
 
 @pytest.fixture
 def start(operator, session_node):
-    """start(*sets, hold=None, node_selector=None, args=()): the operator fixture, with session
-    pods sent to the tests' kwok node (nodeSelector and toleration), held back by a Hold when
-    given; node_selector replaces that nodeSelector (and drops the toleration)."""
-    def run(*sets, hold=None, node_selector=None, args=()):
+    """start(*sets, hold=None, node_selector=None, args=(), node=None): the operator fixture,
+    with session pods sent to the tests' kwok node (nodeSelector and toleration), or to node (one
+    of own_kwok_node's), held back by a Hold when given; node_selector replaces that nodeSelector
+    (and drops the toleration)."""
+    def run(*sets, hold=None, node_selector=None, args=(), node=None):
         if node_selector is None:
-            selector = {SESSION_NODE_KEY: session_node}
+            selector = {SESSION_NODE_KEY: node or session_node}
             if hold:
                 selector[hold.key] = "yes"
             base = ["nodeSelector=" + ",".join("%s=%s" % kv for kv in selector.items()),
@@ -1090,40 +1110,260 @@ def test_a_burst_on_one_bundle_reads_it_once_and_writes_each_session_lean(
     assert all((e.get("series") or {}).get("count", 1) == 1 for e in ours), ours
 
 
+# --- reachability at scale: kwok pods on a loopback pod network ---------------------------------
+
+# kwok's pods have made-up addresses, routed off this machine: no test may connect to them. The
+# 100-session steady state wants them probed and Reachable all the same, so its kwok node takes
+# its pods' addresses from a network of its own that this machine makes local for the test (an
+# AnyIP route, `ip route add local CIDR dev lo`): a connection to any address in it is delivered
+# to this machine's own listener, never leaves it (in-cluster, the operator's pod reaches it
+# through the real node's bridge, as it does the node).
+LOOPBACK_POD_CIDR = os.environ.get("TELO_E2E_LOOPBACK_POD_CIDR", "10.87.0.0/16")
+ROUTE_KINDS = ("local", "broadcast", "unicast", "unreachable", "blackhole", "prohibit", "throw",
+               "anycast", "multicast", "nat")
+
+
+def ip_cmd(*args, check=True):
+    proc = subprocess.run(("ip",) + args, capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 0 or not check, "ip %s: %s" % (" ".join(args), proc.stderr)
+    return proc.stdout
+
+
+def routes_into(net):
+    """This machine's routes (every table) and interface addresses that overlap net."""
+    found = []
+    for line in ip_cmd("-4", "route", "show", "table", "all").splitlines():
+        words = line.split()
+        if not words:
+            continue
+        dst = words[1] if words[0] in ROUTE_KINDS and len(words) > 1 else words[0]
+        try:
+            if dst != "default" and ipaddress.ip_network(dst, strict=False).overlaps(net):
+                found.append(line)
+        except ValueError:
+            pass
+    for line in ip_cmd("-4", "-o", "addr", "show").splitlines():
+        words = line.split()
+        if "inet" in words and ipaddress.ip_interface(words[words.index("inet") + 1]) \
+                .network.overlaps(net):
+            found.append(line)
+    return found
+
+
+@pytest.fixture(scope="module")
+def loopback_pod_network():
+    """LOOPBACK_POD_CIDR made local to this machine for the module (so torn down after every
+    operator of its tests stopped), checked unused first and checked with `ip route get` to
+    resolve to `local ... dev lo` at both ends before any test uses it."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("a loopback pod network needs root and ip(8)")
+    net = ipaddress.ip_network(LOOPBACK_POD_CIDR)
+    ours = "local %s dev lo" % net
+    found = routes_into(net)
+    others = [line for line in found if not line.startswith(ours)]
+    if others:
+        pytest.fail("%s is in use on this machine (%s); set TELO_E2E_LOOPBACK_POD_CIDR to a free "
+                    "network" % (net, "; ".join(others)), pytrace=False)
+    if not found:  # else the route of a run killed before its teardown: ours to reuse and remove
+        ip_cmd("route", "add", "local", str(net), "dev", "lo")
+    try:
+        for host in (net[1], net[-2]):
+            got = ip_cmd("route", "get", str(host)).splitlines()[0]
+            assert got.startswith("local %s dev lo" % host), \
+                "%s would not stay on this machine: %s" % (host, got)
+        yield str(net)
+    finally:
+        ip_cmd("route", "del", "local", str(net), "dev", "lo", check=False)
+
+
+@pytest.fixture(scope="module")
+def probed_node(cluster, loopback_pod_network):
+    """A kwok node of the module's own whose pods get addresses on the loopback pod network."""
+    yield from own_kwok_node(cluster, "e2e-probed", pod_cidr=loopback_pod_network)
+
+
+class AppListener:
+    """The sessions' app: a TCP listener of the test on 0.0.0.0 (a free port, which the sessions
+    declare), accepting and closing every connection and counting them, so the test sees the
+    operator's probes arrive. close() makes every later connect refused at once."""
+
+    def __init__(self, port=0):
+        self.sock = socket.create_server(("0.0.0.0", port), backlog=1024)
+        self.port = self.sock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.accepted = 0
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.close()
+            with self.lock:
+                self.accepted += 1
+
+    def count(self):
+        with self.lock:
+            return self.accepted
+
+    def close(self):
+        # shutdown first: a close alone leaves accept() blocked, taking one more connection.
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+@pytest.fixture
+def app_listeners():
+    """app_listeners(port=0): a new AppListener, closed at teardown."""
+    made = []
+
+    def make(port=0):
+        made.append(AppListener(port))
+        return made[-1]
+    yield make
+    for listener in made:
+        listener.close()
+
+
+def status_writes(events):
+    """Successful status writes per session name, from audit events."""
+    return collections.Counter(e["objectRef"]["name"] for e in events
+                               if e["objectRef"]["resource"] == "telosessions"
+                               and e["objectRef"].get("subresource") == "status"
+                               and e.get("responseStatus", {}).get("code", 0) < 300)
+
+
+def by_resource(events):
+    return dict(collections.Counter("%s%s" % (e["objectRef"]["resource"],
+                                              "/" + e["objectRef"]["subresource"]
+                                              if e["objectRef"].get("subresource") else "")
+                                    for e in events))
+
+
 @pytest.mark.slow
-def test_steady_state_with_100_running_sessions_writes_nothing(cluster, start, pod_namespace):
+@pytest.mark.timeout(420)
+def test_steady_state_with_100_running_sessions_writes_nothing(
+        cluster, probed_node, loopback_pod_network, start, pod_namespace, app_listeners):
+    """100 sessions Running and Ready with their port probed and Reachable (issue 17): in a
+    minute of steady state, with the operator resyncing every 20 s and probing every port again
+    at each resync, the audit log shows no write; nor after a restart. Then the app stops
+    listening: every session goes Unreachable (Degraded), its status written for that change
+    only, and nothing is written while it stays so; the app back, each is Ready again."""
     ns = pod_namespace
     audit = Audit(cluster, ns)
     n = 100
+    app = app_listeners()
+    net = ipaddress.ip_network(loopback_pod_network)
     op = start("ingress.baseDomain=sessions.example.test", "startDeadlineSeconds=120",
-                  args=["--resync-period", "20"])
-    apply(cluster, ns, hello_bundle(), *[session("s%03d" % i) for i in range(n)])
+               "reachability.podCIDRs=" + loopback_pod_network, "reachability.timeoutSeconds=5",
+               args=["--resync-period", "20"], node=probed_node)
+    names = ["s%03d" % i for i in range(n)]
+    t0 = time.monotonic()
+    apply(cluster, ns, hello_bundle(), *[session(name, ports=((app.port, "TCP"),))
+                                         for name in names])
 
-    def running():
-        items = cluster.kubectl_json("get", "ts", "-n", ns)["items"]
-        phases = collections.Counter(i.get("status", {}).get("phase") for i in items)
-        return phases if phases.get("Running") == n else None
-    wait_until(running, timeout=90, interval=1, what="%d sessions Running" % n)
+    def sessions_where(check):
+        def poll():
+            items = cluster.kubectl_json("get", "ts", "-n", ns)["items"]
+            return items if len(items) == n and all(check(i) for i in items) else None
+        return poll
+
+    def ready(ts):
+        st = ts.get("status", {})
+        return (st.get("phase") == "Running" and
+                [e.get("state") for e in st.get("endpoints", [])] == ["Reachable"] and
+                any(c["type"] == "Ready" and c["status"] == "True"
+                    for c in st.get("conditions", [])))
+    items = wait_until(sessions_where(ready), timeout=120, interval=1,
+                       what="%d sessions Running, Ready, their port Reachable" % n)
+    print("%d sessions applied, Ready and Reachable in %.1f s" % (n, time.monotonic() - t0))
+    for ts in items:
+        st = ts["status"]
+        assert ipaddress.ip_address(st["podIP"]) in net, st  # probed where it stays local
+        assert condition(ts, "AppReachable")["status"] == "True", st
+        assert condition(ts, "AppReachable")["reason"] == "Reachable", st
     # Each became Running once: one startup observation each (a reconcile reading a status the
     # cache had not caught up with recomputed the transition and counted it again).
     assert op.metric("telo_session_startup_seconds_count") == n
     # Let the last status writes and Events land, then watch 60 s of nothing changing.
     time.sleep(3)
-    start = now_rfc3339()
+    since = now_rfc3339()
     reconciles = op.metric("controller_runtime_reconcile_total")
+    probes = app.count()
     time.sleep(60)
-    writes = audit.writes(since=start)
+    writes = audit.writes(since=since)
     resynced = op.metric("controller_runtime_reconcile_total") - reconciles
+    probed = app.count() - probes
+    print("steady 60 s: %d writes, %d reconciles, %d probes accepted" % (len(writes), resynced,
+                                                                          probed))
     assert not writes, "steady state wrote %d times: %s" % (len(writes),
                                                             Audit.describe(writes)[:20])
-    # --resync-period 20: at least two resyncs of every session happened in that minute.
+    # --resync-period 20: at least two resyncs of every session happened in that minute, and
+    # each probed its Reachable port again: the probes kept running, they wrote nothing.
     assert resynced >= 2 * n, "only %d reconciles in 60 s with --resync-period 20" % resynced
+    assert probed >= 2 * n, "only %d probes in 60 s with --resync-period 20" % probed
 
-    # A restart is the strongest resync: a fresh list of everything, every session reconciled.
-    start = now_rfc3339()
+    # A restart is the strongest resync: a fresh list of everything, every session reconciled,
+    # every port probed afresh (a prober that knows nothing yet keeps what the status says).
+    since = now_rfc3339()
+    probes = app.count()
     op.restart()
     wait_until(lambda: op.metric("controller_runtime_reconcile_total") >= n, timeout=30,
                what="every session reconciled after the restart")
+    wait_until(lambda: app.count() - probes >= n, timeout=30,
+               what="every port probed after the restart")
     time.sleep(3)
-    writes = audit.writes(since=start)
+    writes = audit.writes(since=since)
+    print("restart: %d writes, %d probes accepted" % (len(writes), app.count() - probes))
     assert not writes, "a restart wrote %d times: %s" % (len(writes), Audit.describe(writes)[:20])
+
+    # The app stops listening: at the next resync's probe each session goes Checking, then
+    # Unreachable (Degraded, AppUnreachable) reachability.timeoutSeconds later.
+    since = now_rfc3339()
+    app.close()
+    t0 = time.monotonic()
+    items = wait_until(sessions_where(
+        lambda ts: ts.get("status", {}).get("reason") == "AppUnreachable"), timeout=60,
+        interval=1, what="every session Degraded (AppUnreachable)")
+    print("%d sessions AppUnreachable %.1f s after the app closed" % (n, time.monotonic() - t0))
+    for ts in items:
+        st = ts["status"]
+        assert st["phase"] == "Running", st  # Degraded, not Failed
+        assert [e["state"] for e in st["endpoints"]] == ["Unreachable"], st
+        assert condition(ts, "AppReachable")["reason"] == "Unreachable", st
+        assert condition(ts, "Ready")["status"] == "False", st
+    time.sleep(3)
+    down = [e for e in audit.writes(since=since)
+            if e.get("responseStatus", {}).get("code", 0) < 300]
+    per = status_writes(down)
+    print("outage: writes %s, status writes per session %s" % (
+        by_resource(down), dict(collections.Counter(per.values()))))
+    # One status write for each change the session went through: Checking, then Unreachable.
+    assert set(per) == set(names) and set(per.values()) == {2}, per
+    # Unreachable and staying so: probed every intervalSeconds, and at the resync; no write.
+    since = now_rfc3339()
+    time.sleep(21)
+    writes = audit.writes(since=since)
+    print("unreachable 21 s: %d writes" % len(writes))
+    assert not writes, "an unreachable steady state wrote %d times: %s" % (
+        len(writes), Audit.describe(writes)[:20])
+
+    # The app back on its port: the next probe (every intervalSeconds) finds it, one write each.
+    since = now_rfc3339()
+    app = app_listeners(app.port)
+    t0 = time.monotonic()
+    wait_until(sessions_where(ready), timeout=30, interval=1,
+               what="every session Ready again")
+    print("%d sessions Ready again %.1f s after the app came back" % (n, time.monotonic() - t0))
+    time.sleep(3)
+    back = [e for e in audit.writes(since=since)
+            if e.get("responseStatus", {}).get("code", 0) < 300]
+    per = status_writes(back)
+    print("recovery: writes %s, status writes per session %s" % (
+        by_resource(back), dict(collections.Counter(per.values()))))
+    assert set(per) == set(names) and set(per.values()) == {1}, per
