@@ -5,6 +5,7 @@
 #include "imagebuild/job.h"
 #include "session/phase.h"
 #include "util/jget.h"
+#include "util/timefmt.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -24,12 +25,20 @@ static void ready(struct session_image_plan *out, const char *ref, const char *r
     }
 }
 
-static void building(struct session_image_plan *out, const char *progress, const char *note)
+/* detail: where the build stands ("step 3/6, 40 s", build_step_describe), or NULL. */
+static void building_at(struct session_image_plan *out, const char *progress, const char *detail,
+                        const char *note)
 {
     out->step = SESSION_IMAGE_BUILDING;
     /* A failed registry check is why this build runs: the progress says so. */
-    snprintf(out->progress, sizeof(out->progress), "%s%s%.700s%s", progress,
+    snprintf(out->progress, sizeof(out->progress), "%s%s%s%s%.700s%s", progress,
+             detail && *detail ? " " : "", detail && *detail ? detail : "",
              note && *note ? " (" : "", note && *note ? note : "", note && *note ? ")" : "");
+}
+
+static void building(struct session_image_plan *out, const char *progress, const char *note)
+{
+    building_at(out, progress, NULL, note);
 }
 
 static void fail(struct session_image_plan *out, const char *reason)
@@ -72,9 +81,16 @@ static const char *kept_note(const struct json_object *old, char *buf, size_t le
     static const char *const bases[] = {BUILD_PROGRESS_BUILDING, BUILD_PROGRESS_WAITING};
     for (size_t i = 0; text && i < 2; i++) {
         size_t n = strlen(bases[i]), tl = strlen(text);
-        if (tl > n + 3 && strncmp(text, bases[i], n) == 0 && strncmp(text + n, " (", 2) == 0 &&
-            text[tl - 1] == ')') {
-            snprintf(buf, len, "%.*s", (int)(tl - n - 3), text + n + 2);
+        if (tl <= n + 3 || strncmp(text, bases[i], n) != 0 || text[tl - 1] != ')')
+            continue;
+        /* The build's step and time may stand between the base and the note: our own words,
+         * with no parenthesis ("step 3/6, 40 s"). */
+        size_t at = n;
+        while (at < tl && strncmp(text + at, " (", 2) != 0 &&
+               strchr("abcdefghijklmnopqrstuvwxyz0123456789/, ", text[at]) != NULL)
+            at++;
+        if (tl > at + 3 && strncmp(text + at, " (", 2) == 0) {
+            snprintf(buf, len, "%.*s", (int)(tl - at - 3), text + at + 2);
             return buf;
         }
     }
@@ -99,10 +115,17 @@ static void follow_job(const struct session_image_obs *obs, int following, const
     struct build_status st;
     build_status_read(obs->job, job_key, obs->self, obs->timeout_seconds, obs->now, &st);
     switch (st.state) {
-    case BUILD_RUNNING:
-        building(out, st.progress, note);
+    case BUILD_RUNNING: {
+        char detail[96] = "";
+        if (obs->build_step)
+            build_step_describe(obs->build_step, st.created > 0 ? obs->now - st.created : 0, detail,
+                                sizeof(detail));
+        building_at(out, st.progress, detail, note);
+        out->fetch_progress = 1;
+        out->build_deadline = st.deadline;
         out->requeue_after = (double)st.requeue_after_s;
         return;
+    }
     case BUILD_SUCCEEDED:
         out->job_result = "succeeded";
         ready(out, obs->ref, "Built", BUILD_PROGRESS_BUILT);
@@ -244,6 +267,7 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
     if (!following && decide_by_registry(obs, freshness, notes, sizeof(notes), &note, out))
         return;
     out->build_job = obs->job_name;
+    out->build_namespace = obs->build_namespace;
     if (obs->job) {
         follow_job(obs, following, note, out);
         return;
@@ -274,4 +298,21 @@ struct json_object *session_image_status(const struct session_image_plan *plan)
     if (plan->build_job)
         json_object_object_add(image, "buildJob", json_object_new_string(plan->build_job));
     return image;
+}
+
+struct json_object *session_image_build_status(const struct session_image_plan *plan)
+{
+    if (!plan->build_job || !plan->build_namespace)
+        return NULL;
+    struct json_object *build = json_object_new_object();
+    if (!build)
+        return NULL;
+    json_object_object_add(build, "namespace", json_object_new_string(plan->build_namespace));
+    json_object_object_add(build, "job", json_object_new_string(plan->build_job));
+    if (plan->step == SESSION_IMAGE_BUILDING && plan->build_deadline > 0) {
+        char when[40];
+        timefmt_format(plan->build_deadline, when, sizeof(when));
+        json_object_object_add(build, "deadline", json_object_new_string(when));
+    }
+    return build;
 }

@@ -56,6 +56,8 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
     const char *uid = jget_string(jget(job, "metadata"), "uid");
     enum session_build_log log =
         uid ? session_builds_log(r->builds, p->job_name, uid, self, 0, &tail) : SESSION_LOG_NONE;
+    struct build_step step;
+    session_builds_progress(r->builds, job, self, 0, &step);
     struct session_image_obs obs = {
         .self = self,
         .base_image = session_image(&p->s, cfg),
@@ -76,6 +78,7 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
         .now = session_pass_now(r),
         .base_digest_wanted = wanted,
         .base_digest = &digest,
+        .build_step = &step,
     };
     session_pass_converge(p, NULL, NULL, &obs);
     json_object_put(job);
