@@ -7,6 +7,7 @@
 #include "session/phase.h"
 #include "util/base64.h"
 #include "util/buf.h"
+#include "util/timefmt.h"
 
 #include <errno.h>
 #include <ev.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CONTAINER "session" /* the session pod's container (pkg/session/desired.h) */
@@ -54,6 +56,7 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
 {
     struct kube_ref ref = kt_session_ref(kt, name);
     ev_tstamp deadline = ev_time() + timeout_s;
+    int waited_for_build = 0;
     char last[512] = "";
     for (;;) {
         struct kt_result res;
@@ -91,12 +94,23 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
             fprintf(stderr, "kubectl-telo: session %s: %s\n", name, now);
             snprintf(last, sizeof(last), "%s", now);
         }
+        /* A build has its own deadline, which may be past ours (build.timeoutSeconds is 600 by
+         * default): wait for it, then as long again as asked for the pod to start. */
+        double build_deadline = session_phase_parse(phase) == SESSION_PHASE_BUILDING
+                                    ? timefmt_parse(kt_str(res.obj, "status", "build", "deadline"))
+                                    : -1;
+        if (build_deadline > 0 && build_deadline + timeout_s > deadline) {
+            /* Wall clock against the API server's: both are the same UTC. */
+            deadline = ev_time() + (build_deadline - (double)time(NULL)) + timeout_s;
+            waited_for_build = 1;
+        }
         kt_result_release(&res);
         if (ev_time() > deadline) {
             fprintf(stderr,
-                    "kubectl-telo: session %s is not Running after %.0f s (%s); see kubectl telo "
+                    "kubectl-telo: session %s is not Running %s%.0f s%s (%s); see kubectl telo "
                     "status %s\n",
-                    name, timeout_s, last, name);
+                    name, waited_for_build ? "" : "after ", timeout_s,
+                    waited_for_build ? " after its build's deadline" : "", last, name);
             return 1;
         }
         kt_sleep(kt, 0.5);
