@@ -47,17 +47,48 @@ static void fail(struct session_image_plan *out, const char *reason)
     snprintf(out->failure, sizeof(out->failure), "%s", reason);
 }
 
+/* Whether a build log's tail says the registry refused the builder's push: kaniko checks it may
+ * push before it builds ("error checking push permissions ... UNAUTHORIZED: authentication
+ * required", v1.23) and says "failed to push to destination" when the push itself is refused. A
+ * refused pull of the base image is not this (its registry may be another's). */
+static int push_refused(const char *tail)
+{
+    if (!tail || (!strstr(tail, "push permission") && !strstr(tail, "failed to push")))
+        return 0;
+    static const char *const refusals[] = {"UNAUTHORIZED",  "401 Unauthorized",
+                                           "unauthorized:", "authentication required",
+                                           "DENIED",        "403 Forbidden"};
+    for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+        if (strstr(tail, refusals[i]))
+            return 1;
+    return 0;
+}
+
 /* The build pod's log tail is the heart of the message: what kaniko or `telo install` said. */
 static void build_failed(const struct session_image_obs *obs, const char *job_key,
                          struct session_image_plan *out)
 {
     fail(out, "BuildFailed");
     const char *tail = obs->log_tail && *obs->log_tail ? obs->log_tail : "(the log was empty)";
+    char why[640] = "";
+    if (push_refused(obs->log_tail) && obs->push_secret)
+        snprintf(why, sizeof(why),
+                 "; the registry refused the push credentials: the push Secret %s "
+                 "(build.pushSecret) was not accepted for %.400s (fix its password or token: "
+                 "kubectl create secret docker-registry ... --dry-run=client -o yaml | kubectl "
+                 "apply -f -)",
+                 obs->push_secret, obs->ref ? obs->ref : "the image");
+    else if (push_refused(obs->log_tail))
+        snprintf(why, sizeof(why),
+                 "; the registry refused the push: %.400s needs credentials, and no push Secret "
+                 "is set (create a docker-registry Secret in the build namespace and name it in "
+                 "build.pushSecret)",
+                 obs->ref ? obs->ref : "the image");
     snprintf(out->message, sizeof(out->message),
-             "image build failed (job '%s'); the last lines of its log:\n%s\nRun: kubectl logs "
+             "image build failed (job '%s')%s; the last lines of its log:\n%s\nRun: kubectl logs "
              "-n %s job/%s --all-containers; after fixing the cause, delete the Job to build "
              "again: kubectl delete job -n %s %s",
-             job_key, tail, obs->build_namespace, obs->job_name, obs->build_namespace,
+             job_key, why, tail, obs->build_namespace, obs->job_name, obs->build_namespace,
              obs->job_name);
 }
 

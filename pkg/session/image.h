@@ -51,6 +51,9 @@ struct session_image_obs {
     const struct session_base_digest *base_digest;
     /* A running build's step as its log shows it (buildprogress.h), or NULL: none read. */
     const struct build_step *build_step;
+    /* "ns/name" of the push Secret (build.pushSecret), or NULL: a failed build whose log says
+     * the registry refused the push names it. */
+    const char *push_secret;
 };
 
 /* The next step of the session. */

@@ -376,6 +376,44 @@ static void a_failed_job_waits_for_its_log_then_fails_with_it(void **state)
     world_free(&w);
 }
 
+static void a_refused_push_names_the_push_secret(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w);
+    world_old(&w, "Building", JOB);
+    world_job(&w, "demo/a",
+              "{\"failed\":1,\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\","
+              "\"reason\":\"BackoffLimitExceeded\"}]}");
+    w.obs.log = SESSION_LOG_DONE;
+    w.obs.push_secret = "telo-builds/push";
+    /* kaniko v1.23's words when the registry refuses the push credentials. */
+    w.obs.log_tail = "error checking push permissions -- make sure you entered the correct tag "
+                     "name, and that you are authenticated correctly, and try again: checking "
+                     "push permission for \"" REF "\": POST http://127.0.0.1:5001/v2/telo/apps/"
+                     "blobs/uploads/: UNAUTHORIZED: authentication required; [map[Action:push "
+                     "Class: Name:telo/apps Type:repository]]";
+    decide(&w);
+    assert_string_equal(w.plan.failure, "BuildFailed");
+    assert_non_null(strstr(w.plan.message,
+                           "image build failed (job 'telo-builds/" JOB "'); the registry refused "
+                           "the push credentials: the push Secret telo-builds/push "
+                           "(build.pushSecret) was not accepted for " REF " (fix its password"));
+    assert_non_null(strstr(w.plan.message, "the last lines of its log:\nerror checking push "));
+    /* No Secret configured: said so. */
+    w.obs.push_secret = NULL;
+    decide(&w);
+    assert_non_null(strstr(w.plan.message, "the registry refused the push: " REF
+                                           " needs credentials, and no push Secret is set"));
+    /* A refused pull of the base image is not the push Secret's fault. */
+    w.obs.push_secret = "telo-builds/push";
+    w.obs.log_tail = "error building image: GET https://index.docker.io/v2/x/manifests/1: "
+                     "UNAUTHORIZED: authentication required";
+    decide(&w);
+    assert_null(strstr(w.plan.message, "push credentials"));
+    world_free(&w);
+}
+
 static void a_job_past_its_deadline_times_out(void **state)
 {
     (void)state;
@@ -482,6 +520,7 @@ int main(void)
         cmocka_unit_test(a_following_session_does_not_ask_the_registry_again),
         cmocka_unit_test(a_finished_job_gives_a_built_image),
         cmocka_unit_test(a_failed_job_waits_for_its_log_then_fails_with_it),
+        cmocka_unit_test(a_refused_push_names_the_push_secret),
         cmocka_unit_test(a_job_past_its_deadline_times_out),
         cmocka_unit_test(a_vanished_job_asks_the_registry_then_fails),
     };
