@@ -358,17 +358,19 @@ STEP = re.compile(r"^(Building image|Waiting for in-progress build)\u2026 (start
 
 
 def test_an_operator_killed_mid_build_follows_the_same_job(cluster, real_builds, tmp_path):
-    """`kubectl telo run` of an app with new imports: the session's progress follows the
-    builder's steps ("Building image… step 3/6, 40 s"), which the plugin prints while it waits
-    past its --wait for the build; the operator is SIGKILLed while kaniko builds, and the one it
-    starts again follows the same Job (no second Job, the same uid) to Running. `kubectl telo
-    logs --build` then shows kaniko's log."""
+    """`kubectl telo run` of an app with new imports whose install takes 30 s: the session's
+    progress follows the builder's steps ("Building image… step 6/6, 20 s"), which the plugin
+    prints while it waits past its --wait for the build; the operator is SIGKILLed while kaniko
+    runs the install step, and the one started again follows the same Job (no second Job, the
+    same uid) to Running. `kubectl telo logs --build` then shows kaniko's log."""
     ns, bns, op = real_builds()
     run_id = uuid.uuid4().hex[:10]
     app_dir = tmp_path / "killed"
     app_dir.mkdir()
-    (app_dir / "telo.yaml").write_text(app([("Run", "e2e/killed-%s@1.0.0" % run_id)],
-                                           "after the kill " + run_id))
+    # Installing it takes 30 s (the stand-in's telo-install-sleeps-<N>): the RUN step runs long
+    # enough to be seen and to stop the operator during it.
+    source = "e2e/telo-install-sleeps-30-%s@1.0.0" % run_id
+    (app_dir / "telo.yaml").write_text(app([("Run", source)], "after the kill " + run_id))
     started = time.monotonic()
     plugin = subprocess.Popen(plugin_argv(cluster, ns, "run", str(app_dir), "--port", "8080",
                                           "--no-attach", "--wait", "20"),
@@ -401,7 +403,7 @@ def test_an_operator_killed_mid_build_follows_the_same_job(cluster, real_builds,
         # status.build stays, without a deadline once built.
         assert ts["status"]["build"] == {"namespace": bns, "job": "telo-build-" + tag}, ts
         out, body = app_output(cluster, ns, ts, "after the kill " + run_id)
-        assert "import Run e2e/killed-%s@1.0.0" % run_id in body, body
+        assert "import Run " + source in body, body
         _, err = plugin.communicate(timeout=60)
         took = time.monotonic() - started
     finally:
@@ -423,7 +425,7 @@ def test_an_operator_killed_mid_build_follows_the_same_job(cluster, real_builds,
     assert proc.returncode == 0, proc.stderr
     assert "Pushing image to %s:%s" % (ts["status"]["image"]["ref"].rsplit(":", 1)[0], tag) \
         in proc.stdout, proc.stdout[-3000:]
-    assert "telo install: installed Run e2e/killed-%s@1.0.0" % run_id in proc.stdout
+    assert "telo install: installed Run " + source in proc.stdout, proc.stdout[-3000:]
 
 
 class OpenRegistry:
