@@ -147,7 +147,7 @@ void build_step_scan(const char *dockerfile, const char *log, size_t log_len,
                      struct build_step *out)
 {
     memset(out, 0, sizeof(*out));
-    struct instruction ins[BUILD_STEP_MAX_INSTRUCTIONS];
+    struct instruction ins[BUILD_STEP_MAX_INSTRUCTIONS] = {{0}};
     int nins = read_instructions(dockerfile, ins);
     out->steps = nins;
     if (log == NULL)
