@@ -136,7 +136,8 @@ static void scan_line(const char *line, size_t n, const struct instruction *ins,
         return;
     }
     for (int i = nins - 1; i >= out->step; i--) {
-        if (ins[i].len == (size_t)len && memcmp(ins[i].text, msg, (size_t)len) == 0) {
+        if (ins[i].text != NULL && ins[i].len == (size_t)len &&
+            memcmp(ins[i].text, msg, (size_t)len) == 0) {
             out->step = i + 1;
             return;
         }
