@@ -121,7 +121,7 @@ static void hostile_and_cut_logs(void **state)
     assert_int_equal(st.step, 0);
     assert_false(st.started);
     /* A huge line is skipped whole, even one that would match at its end. */
-    size_t big = 3 * BUILD_STEP_MAX_LINE;
+    size_t big = (size_t)3 * BUILD_STEP_MAX_LINE;
     char *log = malloc(big + 64);
     assert_non_null(log);
     memset(log, 'a', big);
@@ -130,8 +130,8 @@ static void hostile_and_cut_logs(void **state)
     build_step_scan(d, log, strlen(log), &st);
     assert_int_equal(st.step, 1);
     /* NUL bytes in the log: lengths, not strings. */
-    memcpy(log, "msg=\"COPY . /app\"\0\nmsg=\"ARG TELO_REGISTRY_URL\"\n", 47);
-    build_step_scan(d, log, 47, &st);
+    static const char with_nul[] = "msg=\"COPY . /app\"\0\nmsg=\"ARG TELO_REGISTRY_URL\"\n";
+    build_step_scan(d, with_nul, sizeof(with_nul) - 1, &st);
     assert_int_equal(st.step, 3);
     /* Nothing to scan, no Dockerfile. */
     build_step_scan(d, NULL, 10, &st);
