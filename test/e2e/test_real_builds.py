@@ -358,8 +358,8 @@ STEP = re.compile(r"^(Building image|Waiting for in-progress build)\u2026 (start
 
 
 def test_an_operator_killed_mid_build_follows_the_same_job(cluster, real_builds, tmp_path):
-    """`kubectl telo run` of an app with new imports whose install takes 30 s: the session's
-    progress follows the builder's steps ("Building image… step 6/6, 20 s"), which the plugin
+    """`kubectl telo run` of an app with new imports whose install takes 20 s: the session's
+    progress follows the builder's steps ("Building image… step 6/6, 10 s"), which the plugin
     prints while it waits past its --wait for the build; the operator is SIGKILLed while kaniko
     runs the install step, and the one started again follows the same Job (no second Job, the
     same uid) to Running. `kubectl telo logs --build` then shows kaniko's log."""
@@ -367,13 +367,13 @@ def test_an_operator_killed_mid_build_follows_the_same_job(cluster, real_builds,
     run_id = uuid.uuid4().hex[:10]
     app_dir = tmp_path / "killed"
     app_dir.mkdir()
-    # Installing it takes 30 s (the stand-in's telo-install-sleeps-<N>): the RUN step runs long
-    # enough to be seen and to stop the operator during it.
-    source = "e2e/telo-install-sleeps-30-%s@1.0.0" % run_id
+    # Installing it takes 20 s (the stand-in's telo-install-sleeps-<N>): the RUN step runs long
+    # enough to be seen (the log is read every 5 s) and to stop the operator during it.
+    source = "e2e/telo-install-sleeps-20-%s@1.0.0" % run_id
     (app_dir / "telo.yaml").write_text(app([("Run", source)], "after the kill " + run_id))
     started = time.monotonic()
     plugin = subprocess.Popen(plugin_argv(cluster, ns, "run", str(app_dir), "--port", "8080",
-                                          "--no-attach", "--wait", "20"),
+                                          "--no-attach", "--wait", "10"),
                               env=plugin_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     try:
@@ -415,11 +415,11 @@ def test_an_operator_killed_mid_build_follows_the_same_job(cluster, real_builds,
     building = [m for m in seen if m.startswith(("Building image", "Waiting for"))]
     assert all(STEP.match(m) or m in ("Building image\u2026", "Waiting for in-progress build"
                                       "\u2026") for m in building), building
-    # The plugin printed the same progress, and waited past its --wait 20 for the build.
+    # The plugin printed the same progress, and waited past its --wait 10 for the build.
     assert plugin.returncode == 0, err
     assert re.search(r"session killed: Building: Building image\u2026 (starting|step)", err), err
     assert "session killed is Running" in err, err
-    assert took > 20, "the build took under --wait: the test shows nothing; took %.1f s" % took
+    assert took > 10, "the build took under --wait: the test shows nothing; took %.1f s" % took
     # The build's log, as the user follows it.
     proc = telo(cluster, ns, "logs", "killed", "--build", timeout=60)
     assert proc.returncode == 0, proc.stderr
