@@ -19,12 +19,13 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <termios.h>
-#include <time.h>
 #include <unistd.h>
 
 #define CONTAINER "session" /* the session pod's container (pkg/session/desired.h) */
 #define CTRL_P    0x10
 #define CTRL_Q    0x11
+/* The operator's default build.timeoutSeconds and the grace it gives a Job past it. */
+#define DEFAULT_BUILD_DEADLINE_S (600.0 + 30.0)
 
 static int is_terminal_phase(const char *phase)
 {
@@ -57,6 +58,7 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
     struct kube_ref ref = kt_session_ref(kt, name);
     ev_tstamp deadline = ev_time() + timeout_s;
     int waited_for_build = 0;
+    double build_seen = 0;
     char last[512] = "";
     for (;;) {
         struct kt_result res;
@@ -95,13 +97,19 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
             snprintf(last, sizeof(last), "%s", now);
         }
         /* A build has its own deadline, which may be past ours (build.timeoutSeconds is 600 by
-         * default): wait for it, then as long again as asked for the pod to start. */
-        double build_deadline = session_phase_parse(phase) == SESSION_PHASE_BUILDING
-                                    ? timefmt_parse(kt_str(res.obj, "status", "build", "deadline"))
-                                    : -1;
+         * default): wait for it, then as long again as asked for the pod to start. An operator
+         * that writes no status.build gets the default's (600 s and its 30 s grace) from when
+         * the build was first seen. ev_time() is wall-clock time, as the deadline is. */
+        double build_deadline = -1;
+        if (session_phase_parse(phase) == SESSION_PHASE_BUILDING) {
+            build_deadline = timefmt_parse(kt_str(res.obj, "status", "build", "deadline"));
+            if (build_seen == 0)
+                build_seen = ev_time();
+            if (build_deadline <= 0)
+                build_deadline = build_seen + DEFAULT_BUILD_DEADLINE_S;
+        }
         if (build_deadline > 0 && build_deadline + timeout_s > deadline) {
-            /* Wall clock against the API server's: both are the same UTC. */
-            deadline = ev_time() + (build_deadline - (double)time(NULL)) + timeout_s;
+            deadline = build_deadline + timeout_s;
             waited_for_build = 1;
         }
         kt_result_release(&res);
