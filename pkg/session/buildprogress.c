@@ -1,6 +1,6 @@
 /* The I/O edge of a running image build's progress: the builder's log read now and then (one
  * read per Job however many sessions wait on it, bounded in bytes and lines), its step kept by
- * Job uid, and the sessions that asked queued again when the step changes. */
+ * Job uid, and the sessions that asked queued again when what they show changes. */
 #include "session/buildprogress.h"
 
 #include "imagebuild/job.h"

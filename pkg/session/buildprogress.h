@@ -1,6 +1,6 @@
 /* The I/O edge of a running image build's progress: the builder's log read now and then (one
  * read per Job however many sessions wait on it, bounded in bytes and lines), its step kept by
- * Job uid, and the sessions that asked queued again when the step changes. */
+ * Job uid, and the sessions that asked queued again when what they show changes. */
 #ifndef TELO_SESSION_BUILDPROGRESS_H
 #define TELO_SESSION_BUILDPROGRESS_H
 
@@ -33,9 +33,10 @@ void session_build_progress_free(struct session_build_progress *p);
 
 /* What is known of the running build Job job (the object as observed: its uid keys the table,
  * its context container's DOCKERFILE counts the steps) into *out (zero: nothing yet). With ask,
- * the log is read again when the last read is SESSION_BUILD_PROGRESS_POLL_S old, and waiter (a
- * session key) is queued again when it shows another step. Cannot fail: a read that fails
- * leaves what was known. */
+ * the log is read every SESSION_BUILD_PROGRESS_POLL_S while sessions keep asking (reads stop a
+ * minute after the last ask), and waiter (a session key) is queued again when what it shows
+ * would change: another step, or once the builder is at work the next 10 s of the elapsed
+ * time. Cannot fail: a read that fails leaves what was known. */
 void session_build_progress_get(struct session_build_progress *p, const struct json_object *job,
                                 const char *waiter, int ask, struct build_step *out);
 
