@@ -103,7 +103,8 @@ void session_builds_base_digest(struct session_builds *b, const char *image, con
 
 /* What is known of the running build Job job's step (buildprogress.h) into *out (zero:
  * nothing). With ask, its log is read again when the last read is old (one read per Job and
- * SESSION_BUILD_PROGRESS_POLL_S) and waiter (a session key) queued again when the step moves. */
+ * SESSION_BUILD_PROGRESS_POLL_S) and waiter (a session key) queued again when the step or the 10 s
+ * step of the time moves. */
 void session_builds_progress(struct session_builds *b, const struct json_object *job,
                              const char *waiter, int ask, struct build_step *out);
 
