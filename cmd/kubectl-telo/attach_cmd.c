@@ -9,6 +9,7 @@
 #include "util/base64.h"
 #include "util/buf.h"
 #include "util/jget.h"
+#include "util/timefmt.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -32,6 +33,8 @@
 #define CTRL_P    0x10
 #define CTRL_Q    0x11
 #define PROBE_S   3.0 /* --via=auto: how long the gateway's URL has to answer a TCP connect */
+/* The operator's default build.timeoutSeconds and the grace it gives a Job past it. */
+#define DEFAULT_BUILD_DEADLINE_S (600.0 + 30.0)
 
 static int is_terminal_phase(const char *phase)
 {
@@ -63,6 +66,8 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
 {
     struct kube_ref ref = kt_session_ref(kt, name);
     ev_tstamp deadline = ev_time() + timeout_s;
+    int waited_for_build = 0;
+    double build_seen = 0;
     char last[512] = "";
     for (;;) {
         struct kt_result res;
@@ -100,12 +105,29 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
             fprintf(stderr, "kubectl-telo: session %s: %s\n", name, now);
             snprintf(last, sizeof(last), "%s", now);
         }
+        /* A build has its own deadline, which may be past ours (build.timeoutSeconds is 600 by
+         * default): wait for it, then as long again as asked for the pod to start. An operator
+         * that writes no status.build gets the default's (600 s and its 30 s grace) from when
+         * the build was first seen. ev_time() is wall-clock time, as the deadline is. */
+        double build_deadline = -1;
+        if (session_phase_parse(phase) == SESSION_PHASE_BUILDING) {
+            build_deadline = timefmt_parse(kt_str(res.obj, "status", "build", "deadline"));
+            if (build_seen == 0)
+                build_seen = ev_time();
+            if (build_deadline <= 0)
+                build_deadline = build_seen + DEFAULT_BUILD_DEADLINE_S;
+        }
+        if (build_deadline > 0 && build_deadline + timeout_s > deadline) {
+            deadline = build_deadline + timeout_s;
+            waited_for_build = 1;
+        }
         kt_result_release(&res);
         if (ev_time() > deadline) {
             fprintf(stderr,
-                    "kubectl-telo: session %s is not Running after %.0f s (%s); see kubectl telo "
+                    "kubectl-telo: session %s is not Running %s%.0f s%s (%s); see kubectl telo "
                     "status %s\n",
-                    name, timeout_s, last, name);
+                    name, waited_for_build ? "" : "after ", timeout_s,
+                    waited_for_build ? " after its build's deadline" : "", last, name);
             return 1;
         }
         kt_sleep(kt, 0.5);

@@ -123,6 +123,15 @@ void kt_delete(struct kt *kt, const struct kube_ref *ref, struct kt_result *res)
     wait_for(kt, kube_rest_delete(kt->t, ref, NULL, on_result, &p, &res->err), &p);
 }
 
+void kt_list(struct kt *kt, const struct kube_ref *ref, const char *selector, long limit,
+             struct kt_result *res)
+{
+    reset(res);
+    struct pending p = {.res = res};
+    struct kube_list_opts o = {.label_selector = selector, .limit = limit};
+    wait_for(kt, kube_rest_list(kt->t, ref, &o, on_result, &p, &res->err), &p);
+}
+
 struct stream {
     int done, fd, rc;
     struct telo_err *err;

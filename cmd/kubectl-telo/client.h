@@ -47,6 +47,11 @@ void kt_patch(struct kt *kt, const struct kube_ref *ref, const char *merge_patch
               struct kt_result *res);
 void kt_delete(struct kt *kt, const struct kube_ref *ref, struct kt_result *res);
 
+/* Lists ref's collection with label selector (NULL: all), one page of at most limit items (0:
+ * the server's default), blocking; res->obj is the List. */
+void kt_list(struct kt *kt, const struct kube_ref *ref, const char *selector, long limit,
+             struct kt_result *res);
+
 /* Streams GET path's body to fd as it arrives (pod logs). Returns 0 when the body ended, or a
  * negative code with err filled (an HTTP error's Status message, a write error on fd). */
 int kt_stream(struct kt *kt, const char *path, int fd, struct telo_err *err);

@@ -6,6 +6,7 @@
 #include "imagebuild/pack.h"
 #include "kube/objects.h"
 #include "kube/status.h"
+#include "session/phase.h"
 #include "util/argv.h"
 #include "util/base64.h"
 #include "util/buf.h"
@@ -53,14 +54,18 @@ static void usage(FILE *out)
             "        connect within 3 s, else proxy).\n"
             "  status NAME [-o json]\n"
             "        what the session reports: phase, reason, message, endpoints, exit code.\n"
-            "  logs NAME [-f]\n"
-            "        the session's output (its pod's log); -f follows it.\n"
+            "  logs NAME [-f] [--build]\n"
+            "        the session's output (its pod's log); -f follows it. With --build: the\n"
+            "        log of the build of the session's image (the builder's, followed while it\n"
+            "        runs; status.build names the Job), or why there is none.\n"
             "\n"
             "Flags for every command:\n"
             "  -n, --namespace NS          the namespace (default: the kubeconfig context's)\n"
             "  --kubeconfig FILE           as kubectl (default: $KUBECONFIG, ~/.kube/config)\n"
             "  --context NAME              as kubectl\n"
-            "  --wait SECONDS              how long run and attach wait for Running (300)\n"
+            "  --wait SECONDS              how long run and attach wait for Running (300);\n"
+            "                              while the session's image builds they wait for the\n"
+            "                              build too, up to its deadline (status.build)\n"
             "  --gateway-ca-file FILE      trust the gateway's certificate if a CA in this PEM\n"
             "                              file signed it (a private CA), not the system's CAs\n"
             "  --insecure-skip-tls-verify  do not verify the gateway's certificate\n"
@@ -83,6 +88,7 @@ struct args {
     int follow, no_attach, direct, insecure;
     int via; /* enum kt_via */
     double wait_s;
+    int build; /* logs --build */
 };
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -112,6 +118,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             exit(0);
         } else if (strcmp(s, "-f") == 0 || strcmp(s, "--follow") == 0) {
             a->follow = 1;
+        } else if (strcmp(s, "--build") == 0) {
+            a->build = 1;
         } else if (strcmp(s, "--no-attach") == 0) {
             a->no_attach = 1;
         } else if (strcmp(s, "--direct") == 0) {
@@ -563,6 +571,144 @@ static int cmd_status(struct kt *kt, const struct args *a)
 
 /* ---- logs ---- */
 
+/* Why session name (ts) has no build to show, on stderr. */
+static void say_no_build(const char *name, struct json_object *ts)
+{
+    const char *reason = kt_str(ts, "status", "image", "reason");
+    const char *ref = or_else(kt_str(ts, "status", "image", "ref"), "?");
+    const char *phase = or_else(kt_str(ts, "status", "phase"), "none yet");
+    if (reason && strcmp(reason, "CacheHit") == 0)
+        fprintf(stderr,
+                "kubectl-telo: session %s had no build: its image %s was in the registry "
+                "already (CacheHit)\n",
+                name, ref);
+    else if (reason && strcmp(reason, "BaseImage") == 0)
+        fprintf(stderr,
+                "kubectl-telo: session %s has no build: its bundle imports nothing, so the base "
+                "image %s runs as it is (BaseImage)\n",
+                name, ref);
+    else
+        fprintf(stderr,
+                "kubectl-telo: session %s has no build (phase %s): the operator builds an image "
+                "only for a bundle with imports, when it is configured to (build.repository)\n",
+                name, phase);
+}
+
+/* The container of a build pod whose log to show: the builder once it has started, the
+ * context's delivery when that failed; NULL while neither has anything (*waiting says why). */
+static const char *build_container(struct json_object *pod, const char **waiting)
+{
+    struct json_object *st = jget_object(pod, "status");
+    struct json_object *inits = jget_array(st, "initContainerStatuses");
+    for (size_t i = 0; inits && i < json_object_array_length(inits); i++) {
+        struct json_object *c = json_object_array_get_idx(inits, i);
+        long long code = 0;
+        if (jget_string_is(c, "name", "context") &&
+            kt_int(c, &code, "state", "terminated", "exitCode") && code != 0)
+            return "context";
+    }
+    struct json_object *cs = jget_array(st, "containerStatuses");
+    for (size_t i = 0; cs && i < json_object_array_length(cs); i++) {
+        struct json_object *c = json_object_array_get_idx(cs, i);
+        if (!jget_string_is(c, "name", "kaniko"))
+            continue;
+        if (jget(jget(c, "state"), "running") || jget(jget(c, "state"), "terminated"))
+            return "kaniko";
+        *waiting = kt_str(c, "state", "waiting", "reason");
+    }
+    if (!*waiting)
+        *waiting = kt_str(pod, "status", "phase");
+    return NULL;
+}
+
+/* The build pod of session name's build (status.build): waits for its builder to start while
+ * the session builds, then follows its log. Returns the exit status. */
+static int build_logs(struct kt *kt, const char *name, struct json_object *ts)
+{
+    char bns[256], job[256], selector[320];
+    const char *ns_of = kt_str(ts, "status", "build", "namespace");
+    const char *job_of = kt_str(ts, "status", "build", "job");
+    if (!ns_of || !job_of || !ns_of[0] || !job_of[0]) {
+        say_no_build(name, ts);
+        return 1;
+    }
+    snprintf(bns, sizeof(bns), "%s", ns_of);
+    snprintf(job, sizeof(job), "%s", job_of);
+    snprintf(selector, sizeof(selector), "batch.kubernetes.io/job-name=%s", job);
+    struct kube_ref pods = {.version = "v1", .resource = "pods", .namespace = bns};
+    char pod[256] = "", said[1024] = "";
+    const char *container = NULL;
+    for (;;) {
+        struct kt_result res;
+        kt_list(kt, &pods, selector, 0, &res);
+        if (res.rc != 0) {
+            fprintf(stderr, "kubectl-telo: the pods of build Job %s/%s: %s%s\n", bns, job,
+                    res.err.msg,
+                    res.code == 403 ? " (reading a build's log takes list on pods and get on "
+                                      "pods/log in the build namespace)"
+                                    : "");
+            return 1;
+        }
+        struct json_object *items = jget_array(res.obj, "items");
+        size_t n = items ? json_object_array_length(items) : 0;
+        struct json_object *item = n > 0 ? json_object_array_get_idx(items, n - 1) : NULL;
+        const char *waiting = NULL, *pod_name = jget_string(jget(item, "metadata"), "name");
+        if (pod_name) {
+            snprintf(pod, sizeof(pod), "%s", pod_name);
+            container = build_container(item, &waiting);
+        }
+        kt_result_release(&res);
+        if (container)
+            break;
+        /* Nothing to read yet: wait while the session builds. */
+        struct kt_result sres;
+        struct kube_ref ref = kt_session_ref(kt, name);
+        kt_get(kt, &ref, &sres);
+        int building = sres.rc == 0 && session_phase_parse(kt_str(sres.obj, "status", "phase")) ==
+                                           SESSION_PHASE_BUILDING;
+        kt_result_release(&sres);
+        if (!building) {
+            if (pod[0])
+                fprintf(stderr, "kubectl-telo: build pod %s/%s has no log (%s)\n", bns, pod,
+                        waiting ? waiting : "not started");
+            else
+                fprintf(stderr,
+                        "kubectl-telo: build Job %s/%s has no pod left (a finished Job goes "
+                        "with its pod after the operator's build.ttlSecondsAfterFinished)\n",
+                        bns, job);
+            return 1;
+        }
+        char now[1024];
+        snprintf(now, sizeof(now), "waiting for build pod %s/%s to start%s%s%s", bns,
+                 pod[0] ? pod : job, waiting ? " (" : "", waiting ? waiting : "",
+                 waiting ? ")" : "");
+        if (strcmp(now, said) != 0) {
+            fprintf(stderr, "kubectl-telo: %s\n", now);
+            snprintf(said, sizeof(said), "%s", now);
+        }
+        kt_sleep(kt, 1.0);
+    }
+    struct buf path;
+    buf_init(&path, 4096);
+    buf_append_str(&path, "/api/v1/namespaces/");
+    url_escape(&path, bns);
+    buf_append_str(&path, "/pods/");
+    url_escape(&path, pod);
+    buf_append_str(&path, "/log");
+    url_query_add(&path, "container", container);
+    url_query_add(&path, "follow", "true");
+    fprintf(stderr, "kubectl-telo: build of session %s: pod %s/%s, container %s\n", name, bns, pod,
+            container);
+    struct telo_err err;
+    int rc = kt_stream(kt, path.data, STDOUT_FILENO, &err);
+    buf_release(&path);
+    if (rc != 0) {
+        fprintf(stderr, "kubectl-telo: build log of %s: %s\n", name, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 static int cmd_logs(struct kt *kt, const struct args *a)
 {
     if (a->target == NULL)
@@ -570,6 +716,11 @@ static int cmd_logs(struct kt *kt, const struct args *a)
     struct kt_result res;
     if (kt_get_session(kt, a->target, &res) != 0)
         return 1;
+    if (a->build) {
+        int rc = build_logs(kt, a->target, res.obj);
+        kt_result_release(&res);
+        return rc;
+    }
     const char *pod = kt_str(res.obj, "status", "podName");
     if (pod == NULL) {
         const char *phase = kt_str(res.obj, "status", "phase");

@@ -522,6 +522,8 @@ void build_status_read(const struct json_object *job, const char *job_name, cons
     }
     out->state = BUILD_RUNNING;
     out->requeue_after_s = created > 0 ? (long)(deadline - now) + 1 : timeout_seconds;
+    out->created = created > 0 ? created : 0;
+    out->deadline = created > 0 ? deadline : 0;
 }
 
 /* Copies n bytes of in to out (n + 1 bytes) for a terminal, as build_log_tail says; returns the

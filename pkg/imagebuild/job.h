@@ -142,6 +142,8 @@ struct build_status {
     int done;             /* the progress is final */
     char message[512];    /* for FAILED, VANISHED, TIMED_OUT: one actionable sentence */
     long requeue_after_s; /* RUNNING: seconds until the operator-side deadline, else 0 */
+    double created;       /* the Job's creationTimestamp (Unix time), 0 when unknown */
+    double deadline;      /* RUNNING: the operator-side deadline (Unix time), 0 when unknown */
 };
 
 /* Reads job (the Job object as observed, or NULL when it was not found) into out. job_name is

@@ -11,6 +11,7 @@
 #include "kube/rest.h"
 #include "session/baselookup.h"
 #include "session/buildlog.h"
+#include "session/buildprogress.h"
 #include "session/desired.h"
 #include "session/waiters.h"
 #include "util/base64.h"
@@ -82,10 +83,11 @@ struct session_builds {
     struct build_registry *registry;
     struct build_http *http;
     struct strmap *answers, *memo, *fetches;
-    size_t downloading;                /* downloads in flight */
-    struct fetch *queue, *queue_tail;  /* fetches waiting for a download slot, oldest first */
-    struct session_build_logs *logs;   /* failed builds' log tails */
-    struct session_base_lookups *base; /* base-image freshness */
+    size_t downloading;                      /* downloads in flight */
+    struct fetch *queue, *queue_tail;        /* fetches waiting for a download slot, oldest first */
+    struct session_build_logs *logs;         /* failed builds' log tails */
+    struct session_base_lookups *base;       /* base-image freshness */
+    struct session_build_progress *progress; /* running builds' steps */
 };
 
 static double now_of(const struct session_builds *b)
@@ -145,7 +147,8 @@ struct session_builds *session_builds_new(struct kube_transport *t,
         !(b->memo = strmap_new()) || !(b->fetches = strmap_new()) ||
         !(b->registry = build_registry_new(kube_transport_loop(t), NULL, err)) ||
         !(b->base = session_base_lookups_new(t, cfg, requeue, ud, err)) ||
-        !(b->http = build_http_new(kube_transport_loop(t), err))) {
+        !(b->http = build_http_new(kube_transport_loop(t), err)) ||
+        !(b->progress = session_build_progress_new(t, cfg, requeue, ud, err))) {
         session_builds_free(b);
         telo_err_set(err, TELO_ENOMEM, "image builds: out of memory");
         return NULL;
@@ -215,6 +218,7 @@ void session_builds_free(struct session_builds *b)
     if (b->memo)
         memo_clear(b->memo);
     session_base_lookups_free(b->base);
+    session_build_progress_free(b->progress);
     strmap_free(b->fetches);
     build_http_free(b->http);
     strmap_free(b->answers);
@@ -682,4 +686,12 @@ void session_builds_base_digest(struct session_builds *b, const char *image, con
                                 int ask, struct session_base_digest *out)
 {
     session_base_lookups_get(b->base, image, waiter, ask, out);
+}
+
+/* --- running builds' progress ------------------------------------------------------------ */
+
+void session_builds_progress(struct session_builds *b, const struct json_object *job,
+                             const char *waiter, int ask, struct build_step *out)
+{
+    session_build_progress_get(b->progress, job, waiter, ask, out);
 }

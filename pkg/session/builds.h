@@ -6,6 +6,7 @@
 #ifndef TELO_SESSION_BUILDS_H
 #define TELO_SESSION_BUILDS_H
 
+#include "imagebuild/buildstep.h"
 #include "imagebuild/depkey.h"
 #include "imagebuild/job.h"
 #include "session/basedigest.h"
@@ -99,5 +100,12 @@ enum session_build_log session_builds_log(struct session_builds *b, const char *
  * token service included). */
 void session_builds_base_digest(struct session_builds *b, const char *image, const char *waiter,
                                 int ask, struct session_base_digest *out);
+
+/* What is known of the running build Job job's step (buildprogress.h) into *out (zero:
+ * nothing). With ask, its log is read again when the last read is old (one read per Job and
+ * SESSION_BUILD_PROGRESS_POLL_S) and waiter (a session key) queued again when the step or the 10 s
+ * step of the time moves. */
+void session_builds_progress(struct session_builds *b, const struct json_object *job,
+                             const char *waiter, int ask, struct build_step *out);
 
 #endif

@@ -5,6 +5,7 @@
 #include "imagebuild/job.h"
 #include "session/phase.h"
 #include "util/jget.h"
+#include "util/timefmt.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -24,12 +25,20 @@ static void ready(struct session_image_plan *out, const char *ref, const char *r
     }
 }
 
-static void building(struct session_image_plan *out, const char *progress, const char *note)
+/* detail: where the build stands ("step 3/6, 40 s", build_step_describe), or NULL. */
+static void building_at(struct session_image_plan *out, const char *progress, const char *detail,
+                        const char *note)
 {
     out->step = SESSION_IMAGE_BUILDING;
     /* A failed registry check is why this build runs: the progress says so. */
-    snprintf(out->progress, sizeof(out->progress), "%s%s%.700s%s", progress,
+    snprintf(out->progress, sizeof(out->progress), "%s%s%s%s%.700s%s", progress,
+             detail && *detail ? " " : "", detail && *detail ? detail : "",
              note && *note ? " (" : "", note && *note ? note : "", note && *note ? ")" : "");
+}
+
+static void building(struct session_image_plan *out, const char *progress, const char *note)
+{
+    building_at(out, progress, NULL, note);
 }
 
 static void fail(struct session_image_plan *out, const char *reason)
@@ -38,17 +47,48 @@ static void fail(struct session_image_plan *out, const char *reason)
     snprintf(out->failure, sizeof(out->failure), "%s", reason);
 }
 
+/* Whether a build log's tail says the registry refused the builder's push: kaniko checks it may
+ * push before it builds ("error checking push permissions ... UNAUTHORIZED: authentication
+ * required", v1.23) and says "failed to push to destination" when the push itself is refused. A
+ * refused pull of the base image is not this (its registry may be another's). */
+static int push_refused(const char *tail)
+{
+    if (!tail || (!strstr(tail, "push permission") && !strstr(tail, "failed to push")))
+        return 0;
+    static const char *const refusals[] = {"UNAUTHORIZED",  "401 Unauthorized",
+                                           "unauthorized:", "authentication required",
+                                           "DENIED",        "403 Forbidden"};
+    for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+        if (strstr(tail, refusals[i]))
+            return 1;
+    return 0;
+}
+
 /* The build pod's log tail is the heart of the message: what kaniko or `telo install` said. */
 static void build_failed(const struct session_image_obs *obs, const char *job_key,
                          struct session_image_plan *out)
 {
     fail(out, "BuildFailed");
     const char *tail = obs->log_tail && *obs->log_tail ? obs->log_tail : "(the log was empty)";
+    char why[640] = "";
+    if (push_refused(obs->log_tail) && obs->push_secret)
+        snprintf(why, sizeof(why),
+                 "; the registry refused the push credentials: the push Secret %s "
+                 "(build.pushSecret) was not accepted for %.400s (fix its password or token: "
+                 "kubectl create secret docker-registry ... --dry-run=client -o yaml | kubectl "
+                 "apply -f -)",
+                 obs->push_secret, obs->ref ? obs->ref : "the image");
+    else if (push_refused(obs->log_tail))
+        snprintf(why, sizeof(why),
+                 "; the registry refused the push: %.400s needs credentials, and no push Secret "
+                 "is set (create a docker-registry Secret in the build namespace and name it in "
+                 "build.pushSecret)",
+                 obs->ref ? obs->ref : "the image");
     snprintf(out->message, sizeof(out->message),
-             "image build failed (job '%s'); the last lines of its log:\n%s\nRun: kubectl logs "
+             "image build failed (job '%s')%s; the last lines of its log:\n%s\nRun: kubectl logs "
              "-n %s job/%s --all-containers; after fixing the cause, delete the Job to build "
              "again: kubectl delete job -n %s %s",
-             job_key, tail, obs->build_namespace, obs->job_name, obs->build_namespace,
+             job_key, why, tail, obs->build_namespace, obs->job_name, obs->build_namespace,
              obs->job_name);
 }
 
@@ -72,9 +112,16 @@ static const char *kept_note(const struct json_object *old, char *buf, size_t le
     static const char *const bases[] = {BUILD_PROGRESS_BUILDING, BUILD_PROGRESS_WAITING};
     for (size_t i = 0; text && i < 2; i++) {
         size_t n = strlen(bases[i]), tl = strlen(text);
-        if (tl > n + 3 && strncmp(text, bases[i], n) == 0 && strncmp(text + n, " (", 2) == 0 &&
-            text[tl - 1] == ')') {
-            snprintf(buf, len, "%.*s", (int)(tl - n - 3), text + n + 2);
+        if (tl <= n + 3 || strncmp(text, bases[i], n) != 0 || text[tl - 1] != ')')
+            continue;
+        /* The build's step and time may stand between the base and the note: our own words,
+         * with no parenthesis ("step 3/6, 40 s"). */
+        size_t at = n;
+        while (at < tl && strncmp(text + at, " (", 2) != 0 &&
+               strchr("abcdefghijklmnopqrstuvwxyz0123456789/, ", text[at]) != NULL)
+            at++;
+        if (tl > at + 3 && strncmp(text + at, " (", 2) == 0) {
+            snprintf(buf, len, "%.*s", (int)(tl - at - 3), text + at + 2);
             return buf;
         }
     }
@@ -99,16 +146,23 @@ static void follow_job(const struct session_image_obs *obs, int following, const
     struct build_status st;
     build_status_read(obs->job, job_key, obs->self, obs->timeout_seconds, obs->now, &st);
     switch (st.state) {
-    case BUILD_RUNNING:
+    case BUILD_RUNNING: {
         if (obs->build_pod_succeeded) {
             /* The builder exited 0 after its push; the Job's Complete comes a batch later. */
             out->job_result = "succeeded";
             ready(out, obs->ref, "Built", BUILD_PROGRESS_BUILT);
             return;
         }
-        building(out, st.progress, note);
+        char detail[96] = "";
+        if (obs->build_step)
+            build_step_describe(obs->build_step, st.created > 0 ? obs->now - st.created : 0, detail,
+                                sizeof(detail));
+        building_at(out, st.progress, detail, note);
+        out->fetch_progress = 1;
+        out->build_deadline = st.deadline;
         out->requeue_after = (double)st.requeue_after_s;
         return;
+    }
     case BUILD_SUCCEEDED:
         out->job_result = "succeeded";
         ready(out, obs->ref, "Built", BUILD_PROGRESS_BUILT);
@@ -250,6 +304,7 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
     if (!following && decide_by_registry(obs, freshness, notes, sizeof(notes), &note, out))
         return;
     out->build_job = obs->job_name;
+    out->build_namespace = obs->build_namespace;
     if (obs->job) {
         follow_job(obs, following, note, out);
         return;
@@ -280,4 +335,21 @@ struct json_object *session_image_status(const struct session_image_plan *plan)
     if (plan->build_job)
         json_object_object_add(image, "buildJob", json_object_new_string(plan->build_job));
     return image;
+}
+
+struct json_object *session_image_build_status(const struct session_image_plan *plan)
+{
+    if (!plan->build_job || !plan->build_namespace)
+        return NULL;
+    struct json_object *build = json_object_new_object();
+    if (!build)
+        return NULL;
+    json_object_object_add(build, "namespace", json_object_new_string(plan->build_namespace));
+    json_object_object_add(build, "job", json_object_new_string(plan->build_job));
+    if (plan->step == SESSION_IMAGE_BUILDING && plan->build_deadline > 0) {
+        char when[40];
+        timefmt_format(plan->build_deadline, when, sizeof(when));
+        json_object_object_add(build, "deadline", json_object_new_string(when));
+    }
+    return build;
 }

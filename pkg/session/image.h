@@ -3,6 +3,7 @@
 #ifndef TELO_SESSION_IMAGE_H
 #define TELO_SESSION_IMAGE_H
 
+#include "imagebuild/buildstep.h"
 #include "session/basedigest.h"
 
 #include <json.h>
@@ -50,6 +51,11 @@ struct session_image_obs {
     const struct session_base_digest *base_digest;
     /* The Job's pod has Succeeded (buildpod.h): the builder pushed, the Job has not said so. */
     int build_pod_succeeded;
+    /* A running build's step as its log shows it (buildprogress.h), or NULL: none read. */
+    const struct build_step *build_step;
+    /* "ns/name" of the push Secret (build.pushSecret), or NULL: a failed build whose log says
+     * the registry refused the push names it. */
+    const char *push_secret;
 };
 
 /* The next step of the session. */
@@ -80,6 +86,10 @@ struct session_image_plan {
     double requeue_after;   /* seconds until a deadline needs a look; 0: none */
     int check_base_digest;  /* look the base image's digest up (none held): WAIT */
     char freshness[640];    /* a failed base digest lookup's note (READY and BUILDING), or "" */
+    int fetch_progress;     /* read the running build's log for its step (buildprogress.h) */
+    const char *build_namespace; /* with build_job: where the Job runs */
+    double build_deadline;       /* BUILDING, its Job observed: when the operator gives up on
+                                  * it (Unix time; creation + timeout + grace), else 0 */
 };
 
 /* Decides the step from obs into out. Cannot fail. */
@@ -88,5 +98,11 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
 /* status.image for a plan: {ref, tag, reason, buildJob} (fields the plan has), or NULL when out
  * of memory. The caller json_object_put()s it. */
 struct json_object *session_image_status(const struct session_image_plan *plan);
+
+/* status.build for a plan: {namespace, job} of the build Job it involves, with deadline
+ * (RFC 3339) while it builds, so a client can follow the build's log and wait as long as the
+ * build may take; NULL when the plan involves no Job or out of memory. The caller
+ * json_object_put()s it. */
+struct json_object *session_image_build_status(const struct session_image_plan *plan);
 
 #endif

@@ -40,8 +40,11 @@ static const char *const ingress_paths[] = {"metadata.labels", "metadata.annotat
 static const char *const secret_paths[] = {"metadata.labels"};
 static const char *const session_paths[] = {"metadata.labels", "metadata.creationTimestamp", "spec",
                                             "status"};
+/* The context container (its DOCKERFILE) too: a running build's progress counts its steps
+ * (buildprogress.c); one init container of about 2 KiB per build Job. */
 static const char *const job_paths[] = {"metadata.labels", "metadata.annotations",
-                                        "metadata.creationTimestamp", "status"};
+                                        "metadata.creationTimestamp", "status",
+                                        "spec.template.spec.initContainers"};
 
 struct projection {
     const char *const *paths;

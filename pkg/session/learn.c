@@ -57,6 +57,11 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
     const char *uid = jget_string(jget(job, "metadata"), "uid");
     enum session_build_log log =
         uid ? session_builds_log(r->builds, p->job_name, uid, self, 0, &tail) : SESSION_LOG_NONE;
+    struct build_step step;
+    session_builds_progress(r->builds, job, self, 0, &step);
+    char push_secret[320];
+    snprintf(push_secret, sizeof(push_secret), "%s/%s", cfg->build_namespace,
+             cfg->build_push_secret ? cfg->build_push_secret : "");
     struct session_image_obs obs = {
         .self = self,
         .base_image = session_image(&p->s, cfg),
@@ -78,6 +83,8 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
         .base_digest_wanted = wanted,
         .base_digest = &digest,
         .build_pod_succeeded = uid && session_build_pods_succeeded(r->inf.build_pods, k->tag, uid),
+        .build_step = &step,
+        .push_secret = cfg->build_push_secret ? push_secret : NULL,
     };
     session_pass_converge(p, NULL, NULL, &obs);
     json_object_put(job);

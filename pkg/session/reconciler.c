@@ -466,6 +466,10 @@ static void execute_image(struct pass *p, const struct session_image_obs *img,
         (void)session_builds_presence(r->builds, img->tag, img->self, 1, &message);
     if (plan->image.fetch_log && uid)
         (void)session_builds_log(r->builds, img->job_name, uid, img->self, 1, &tail);
+    if (plan->image.fetch_progress && img->job) {
+        struct build_step step;
+        session_builds_progress(r->builds, img->job, img->self, 1, &step);
+    }
     if (plan->image.check_base_digest) {
         struct session_base_digest digest;
         session_builds_base_digest(r->builds, img->base_image, img->self, 1, &digest);

@@ -680,6 +680,19 @@ static void note_event(struct json_object *old, const struct draft *d, struct se
     }
 }
 
+/* status.build: the build Job the image step involves (where to read its log, and while it
+ * runs until when it may take), else what was written when the step keeps the image. */
+static void put_build(struct json_object *status, const struct session_observation *obs)
+{
+    struct json_object *build = NULL, *old = jget(obs->s->status, "build");
+    if (obs->image_plan)
+        build = session_image_build_status(obs->image_plan);
+    else if (obs->keep_image && old && json_object_deep_copy(old, &build, NULL) != 0)
+        build = NULL;
+    if (build)
+        json_object_object_add(status, "build", build);
+}
+
 /* The status of a session that has not finished, from the draft; NULL when out of memory. */
 static struct json_object *draft_status(const struct session_observation *obs,
                                         enum session_owner owner, const struct draft *d)
@@ -689,6 +702,7 @@ static struct json_object *draft_status(const struct session_observation *obs,
         return NULL;
     put_phase(status, d);
     json_object_object_add(status, "image", image_status(obs));
+    put_build(status, obs);
     put_pod(status, obs, owner, d);
     session_access_put(status, obs, &d->reach);
     put_times(status, obs, d);

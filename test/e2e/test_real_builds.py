@@ -26,10 +26,13 @@ which `restricted` forbids; the session namespace stays `restricted`.
 Skipped, with the reason, when no Ready real node exists."""
 
 import base64
+import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 
@@ -39,6 +42,7 @@ from conftest import AS_SERVICE_ACCOUNT, ROOT, TcpProxy, wait_until
 from test_sessions import assert_failure, condition, get, get_ts, wait_phase
 from test_sessions_real_node import (REAL, _ready_real_node, bundle_configmap, curl,
                                      real_session)
+from test_kubectl_telo import plugin_argv, plugin_env, telo
 
 TOOLS = ("umoci", "skopeo", "docker-registry", "htpasswd", "ctr")
 TELO_REGISTRY = "https://registry.telo.run"  # the operator's default registryUrl
@@ -275,6 +279,10 @@ def test_a_session_with_imports_runs_the_image_kaniko_built(cluster, real_builds
     ts2 = wait_phase(cluster, ns, "again", "Running", timeout=120)
     assert ts2["status"]["image"]["tag"] == tag, ts2["status"]["image"]
     assert ts2["status"]["image"]["reason"] == "CacheHit", ts2["status"]["image"]
+    # No build to follow: `kubectl telo logs --build` says why.
+    proc = telo(cluster, ns, "logs", "again", "--build")
+    assert proc.returncode == 1 and "had no build" in proc.stderr and "CacheHit" in proc.stderr, \
+        (proc.returncode, proc.stderr)
     out, body = app_output(cluster, ns, ts2, "another body " + run_id)
     assert body.splitlines() == record, body
     assert jobs(cluster, bns) == ["telo-build-" + tag]
@@ -317,6 +325,11 @@ def test_a_failing_install_step_fails_the_session_with_the_builders_last_lines(
         message
     assert not any(ord(c) < 0x20 and c not in "\n\t" for c in message), repr(message)
     assert op.metric("telo_image_builds_total", {"result": "failed"}) == 1
+    # The message keeps the builder's last 20 lines, as `kubectl logs --tail=20` shows them.
+    last = build_log(cluster, bns).rstrip("\n").split("\n")[-20:]
+    assert len(last) == 20, last
+    for line in last:
+        assert line.strip() in message, (line, message)
 
 
 def test_a_build_step_cannot_read_the_push_credentials(cluster, real_builds, registry):
@@ -338,3 +351,131 @@ def test_a_build_step_cannot_read_the_push_credentials(cluster, real_builds, reg
                                         "telo.run/tag=" + ts["status"]["image"]["tag"])["items"]
     (vol,) = [v for v in build_pod["spec"]["volumes"] if v["name"] == "docker-config"]
     assert vol["secret"]["defaultMode"] == 0o400, vol
+
+
+STEP = re.compile(r"^(Building image|Waiting for in-progress build)\u2026 (starting|step [1-6]/6|"
+                  r"pushing)(, (\d+ min( \d+ s)?|\d+ s))?$")
+
+
+def test_an_operator_killed_mid_build_follows_the_same_job(cluster, real_builds, tmp_path):
+    """`kubectl telo run` of an app with new imports whose install takes 20 s: the session's
+    progress follows the builder's steps ("Building image… step 6/6, 10 s"), which the plugin
+    prints while it waits past its --wait for the build; the operator is SIGKILLed while kaniko
+    runs the install step, and the one started again follows the same Job (no second Job, the
+    same uid) to Running. `kubectl telo logs --build` then shows kaniko's log."""
+    ns, bns, op = real_builds()
+    run_id = uuid.uuid4().hex[:10]
+    app_dir = tmp_path / "killed"
+    app_dir.mkdir()
+    # Installing it takes 20 s (the stand-in's telo-install-sleeps-<N>): the RUN step runs long
+    # enough to be seen (the log is read every 5 s) and to stop the operator during it.
+    source = "e2e/telo-install-sleeps-20-%s@1.0.0" % run_id
+    (app_dir / "telo.yaml").write_text(app([("Run", source)], "after the kill " + run_id))
+    started = time.monotonic()
+    plugin = subprocess.Popen(plugin_argv(cluster, ns, "run", str(app_dir), "--port", "8080",
+                                          "--no-attach", "--wait", "10"),
+                              env=plugin_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        seen = []
+
+        def stepping():
+            st = (get_ts(cluster, ns, "killed") or {}).get("status", {})
+            message = st.get("progress", {}).get("message", "")
+            if message and (not seen or seen[-1] != message):
+                seen.append(message)
+            return st if re.search(r" step [1-6]/6", message) else None
+        st = wait_until(stepping, timeout=BUILD_TIMEOUT, interval=0.5,
+                        what="the build's progress to show a step of the Dockerfile")
+        tag = st["image"]["tag"]
+        (job,) = cluster.kubectl_json("get", "jobs", "-n", bns, "-l",
+                                      "telo.run/build=true")["items"]
+        assert job["metadata"]["name"] == "telo-build-" + tag
+        assert st["build"]["namespace"] == bns and st["build"]["job"] == "telo-build-" + tag, st
+        assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", st["build"]["deadline"]), st
+        op.kill()
+        op.start()
+        ts = wait_built(cluster, ns, bns, "killed")
+        assert ts["status"]["image"]["reason"] == "Built", ts["status"]["image"]
+        (again,) = cluster.kubectl_json("get", "jobs", "-n", bns, "-l",
+                                        "telo.run/build=true")["items"]
+        assert again["metadata"]["uid"] == job["metadata"]["uid"], "a second Job was made"
+        # status.build stays, without a deadline once built.
+        assert ts["status"]["build"] == {"namespace": bns, "job": "telo-build-" + tag}, ts
+        out, body = app_output(cluster, ns, ts, "after the kill " + run_id)
+        assert "import Run " + source in body, body
+        _, err = plugin.communicate(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        if plugin.poll() is None:
+            plugin.kill()
+            plugin.communicate()
+    print("apply to Running through a build and an operator restart: %.1f s; progress seen: %s;"
+          "\nthe plugin said:\n%s" % (took, seen, err))
+    building = [m for m in seen if m.startswith(("Building image", "Waiting for"))]
+    assert all(STEP.match(m) or m in ("Building image\u2026", "Waiting for in-progress build"
+                                      "\u2026") for m in building), building
+    # The plugin printed the same progress, and waited past its --wait 10 for the build.
+    assert plugin.returncode == 0, err
+    assert re.search(r"session killed: Building: Building image\u2026 (starting|step)", err), err
+    assert "session killed is Running" in err, err
+    assert took > 10, "the build took under --wait: the test shows nothing; took %.1f s" % took
+    # The build's log, as the user follows it.
+    proc = telo(cluster, ns, "logs", "killed", "--build", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Pushing image to %s:%s" % (ts["status"]["image"]["ref"].rsplit(":", 1)[0], tag) \
+        in proc.stdout, proc.stdout[-3000:]
+    assert "telo install: installed Run " + source in proc.stdout, proc.stdout[-3000:]
+
+
+class OpenRegistry:
+    """A registry API that knows no image and asks for no credentials, on a free port of host:
+    the operator's tag check (build.registryApiUrl) finds every tag absent there, so a build
+    runs, and kaniko meets the real registry's refusal itself."""
+
+    def __init__(self, host):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                self.send_response(200 if self.path == "/v2/" else 404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            do_GET = do_HEAD = _answer
+
+            def log_message(self, *args):
+                pass
+        self.server = http.server.ThreadingHTTPServer((host, 0), Handler)
+        self.url = "http://%s:%d" % (host, self.server.server_address[1])
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_wrong_push_password_fails_the_build_naming_the_push_secret(
+        cluster, real_builds, registry, real_node):
+    """The push Secret's password is wrong. The operator's own tag check asks elsewhere
+    (build.registryApiUrl, an open registry API that knows no tag), so a build runs and kaniko
+    meets the registry's 401 itself when it checks it may push: BuildFailed, saying the push
+    credentials were refused and naming the Secret, with kaniko's own line."""
+    node_ip = registry["host"].rsplit(":", 1)[0]
+    api = OpenRegistry(node_ip)
+    try:
+        ns, bns, op = real_builds("build.registryApiUrl=" + api.url)
+        wrong = base64.b64encode(("%s:not-the-password" % registry["user"]).encode()).decode()
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(dockerconfig_secret(
+            "push", bns, registry["host"], wrong)))
+        run_id = uuid.uuid4().hex[:10]
+        start_session(cluster, ns, "refused", [("Run", "e2e/refused-%s@1.0.0" % run_id)],
+                      "never runs")
+        ts = wait_phase(cluster, ns, "refused", "Failed", timeout=BUILD_TIMEOUT + 60)
+    finally:
+        api.close()
+    message = ts["status"].get("message", "")
+    print("the failed session's message:\n" + message)
+    assert_failure(ts, "BuildFailed", "the push Secret %s/push (build.pushSecret)" % bns)
+    assert "the registry refused the push credentials" in message, message
+    assert "UNAUTHORIZED" in message or "401" in message, message
+    assert registry["password"] not in message
+    assert op.metric("telo_image_builds_total", {"result": "failed"}) == 1
+

@@ -252,6 +252,63 @@ static void another_sessions_running_job_is_shared(void **state)
     world_free(&w);
 }
 
+static void a_running_build_shows_its_step_and_time(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w);
+    w.obs.presence = SESSION_PRESENCE_ABSENT;
+    world_job(&w, "demo/a", "{\"active\":1}");
+    /* Nothing read of the builder's log yet: the progress is as it was. */
+    struct build_step step = {.steps = 6};
+    w.obs.build_step = &step;
+    w.obs.now = T0 + 45;
+    decide(&w);
+    assert_string_equal(w.plan.progress, BUILD_PROGRESS_BUILDING);
+    assert_true(w.plan.fetch_progress);
+    assert_true(w.plan.build_deadline == T0 + 630);
+    /* The log shows step 3 of 6: said with the time since the Job's creation, by 10 s. */
+    step.started = 1;
+    step.step = 3;
+    decide(&w);
+    assert_string_equal(w.plan.progress, BUILD_PROGRESS_BUILDING " step 3/6, 40 s");
+    w.obs.now = T0 + 49.9;
+    decide(&w);
+    assert_string_equal(w.plan.progress, BUILD_PROGRESS_BUILDING " step 3/6, 40 s");
+    /* Still looked at again by the deadline only: the step's reads wake the session. */
+    assert_true(w.plan.requeue_after > 570 && w.plan.requeue_after <= 631);
+    /* status.build: where the Job runs and until when it may. */
+    struct json_object *build = session_image_build_status(&w.plan);
+    assert_string_equal(json_object_to_json_string_ext(build, PLAIN),
+                        "{\"namespace\":\"telo-builds\",\"job\":\"" JOB "\","
+                        "\"deadline\":\"2026-03-01T10:10:30Z\"}");
+    json_object_put(build);
+    /* Another session's Job: the same detail after its own words. */
+    world_job(&w, "demo/other", "{\"active\":1}");
+    step.pushing = 1;
+    w.obs.now = T0 + 75;
+    decide(&w);
+    assert_string_equal(w.plan.progress, BUILD_PROGRESS_WAITING " pushing, 1 min 10 s");
+    /* A following session keeps the registry's note after the detail, and finds it again. */
+    world_old(&w, "Building", JOB);
+    json_object_object_add(w.old, "progress",
+                           json_tokener_parse("{\"message\":\"" BUILD_PROGRESS_WAITING
+                                              " step 2/6, 20 s (registry check of x failed)\"}"));
+    decide(&w);
+    assert_string_equal(w.plan.progress,
+                        BUILD_PROGRESS_WAITING " pushing, 1 min 10 s (registry check of x failed)");
+    /* Done: no deadline in status.build, the Job still named. */
+    world_job(&w, "demo/other", "{\"succeeded\":1}");
+    decide(&w);
+    assert_int_equal(w.plan.step, SESSION_IMAGE_READY);
+    assert_false(w.plan.fetch_progress);
+    build = session_image_build_status(&w.plan);
+    assert_string_equal(json_object_to_json_string_ext(build, PLAIN),
+                        "{\"namespace\":\"telo-builds\",\"job\":\"" JOB "\"}");
+    json_object_put(build);
+    world_free(&w);
+}
+
 static void a_following_session_does_not_ask_the_registry_again(void **state)
 {
     (void)state;
@@ -316,6 +373,44 @@ static void a_failed_job_waits_for_its_log_then_fails_with_it(void **state)
         "error: module std/x not found\nRun: kubectl logs -n telo-builds job/" JOB
         " --all-containers; after fixing the cause, delete the Job to build again: kubectl "
         "delete job -n telo-builds " JOB);
+    world_free(&w);
+}
+
+static void a_refused_push_names_the_push_secret(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w);
+    world_old(&w, "Building", JOB);
+    world_job(&w, "demo/a",
+              "{\"failed\":1,\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\","
+              "\"reason\":\"BackoffLimitExceeded\"}]}");
+    w.obs.log = SESSION_LOG_DONE;
+    w.obs.push_secret = "telo-builds/push";
+    /* kaniko v1.23's words when the registry refuses the push credentials. */
+    w.obs.log_tail = "error checking push permissions -- make sure you entered the correct tag "
+                     "name, and that you are authenticated correctly, and try again: checking "
+                     "push permission for \"" REF "\": POST http://127.0.0.1:5001/v2/telo/apps/"
+                     "blobs/uploads/: UNAUTHORIZED: authentication required; [map[Action:push "
+                     "Class: Name:telo/apps Type:repository]]";
+    decide(&w);
+    assert_string_equal(w.plan.failure, "BuildFailed");
+    assert_non_null(strstr(w.plan.message,
+                           "image build failed (job 'telo-builds/" JOB "'); the registry refused "
+                           "the push credentials: the push Secret telo-builds/push "
+                           "(build.pushSecret) was not accepted for " REF " (fix its password"));
+    assert_non_null(strstr(w.plan.message, "the last lines of its log:\nerror checking push "));
+    /* No Secret configured: said so. */
+    w.obs.push_secret = NULL;
+    decide(&w);
+    assert_non_null(strstr(w.plan.message, "the registry refused the push: " REF
+                                           " needs credentials, and no push Secret is set"));
+    /* A refused pull of the base image is not the push Secret's fault. */
+    w.obs.push_secret = "telo-builds/push";
+    w.obs.log_tail = "error building image: GET https://index.docker.io/v2/x/manifests/1: "
+                     "UNAUTHORIZED: authentication required";
+    decide(&w);
+    assert_null(strstr(w.plan.message, "push credentials"));
     world_free(&w);
 }
 
@@ -421,9 +516,11 @@ int main(void)
         cmocka_unit_test(an_absent_image_creates_the_job),
         cmocka_unit_test(a_failed_registry_check_builds_and_says_why),
         cmocka_unit_test(another_sessions_running_job_is_shared),
+        cmocka_unit_test(a_running_build_shows_its_step_and_time),
         cmocka_unit_test(a_following_session_does_not_ask_the_registry_again),
         cmocka_unit_test(a_finished_job_gives_a_built_image),
         cmocka_unit_test(a_failed_job_waits_for_its_log_then_fails_with_it),
+        cmocka_unit_test(a_refused_push_names_the_push_secret),
         cmocka_unit_test(a_job_past_its_deadline_times_out),
         cmocka_unit_test(a_vanished_job_asks_the_registry_then_fails),
     };
