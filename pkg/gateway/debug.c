@@ -6,6 +6,7 @@
 #include "gateway/proto.h"
 #include "gateway/sse.h"
 #include "util/buf.h"
+#include "util/jitter.h"
 #include "util/log.h"
 #include "ws/http.h"
 
@@ -411,7 +412,7 @@ int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, cons
     ev_io_init(&rl->cwrite, client_write_cb, fd, EV_WRITE);
     ev_timer_init(&rl->retry, retry_cb, 0., 0.);
     ev_timer_init(&rl->heartbeat, heartbeat_cb, r->heartbeat_s, r->heartbeat_s);
-    ev_timer_init(&rl->reauth, reauth_cb, r->reauth_s, r->reauth_s);
+    ev_timer_init(&rl->reauth, reauth_cb, util_spread_first(r->reauth_s), r->reauth_s);
     rl->cread.data = rl->cwrite.data = rl->retry.data = rl->heartbeat.data = rl->reauth.data = rl;
     rl->token = token;
     if (who != NULL) {

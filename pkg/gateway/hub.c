@@ -14,6 +14,7 @@
 #include "session/phase.h"
 #include "util/buf.h"
 #include "util/jget.h"
+#include "util/jitter.h"
 #include "util/log.h"
 #include "util/strmap.h"
 #include "ws/conn.h"
@@ -722,7 +723,8 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
             session_free(s);
         return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
     }
-    ev_timer_init(&c->reauth, reauth_cb, h->opts.reauth_s, h->opts.reauth_s);
+    /* Spread: clients that attached together are not all re-checked in the same moment. */
+    ev_timer_init(&c->reauth, reauth_cb, util_spread_first(h->opts.reauth_s), h->opts.reauth_s);
     c->reauth.data = c;
     struct ws_conn_opts opts = {.max_message = MAX_CLIENT_MSG,
                                 .max_queued = h->opts.client_queue_bytes * 2,

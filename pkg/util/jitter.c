@@ -20,3 +20,10 @@ double util_jitter(double base, double factor)
         return base;
     return base * (1.0 + factor * util_random_unit());
 }
+
+double util_spread_first(double period)
+{
+    if (period <= 0)
+        return period;
+    return period * (0.5 + 0.5 * util_random_unit());
+}

@@ -2,6 +2,7 @@
  * frames, a bounded send queue, keepalive pings and the closing handshake. Server or client. */
 #include "ws/conn.h"
 
+#include "util/jitter.h"
 #include "ws/frame.h"
 
 #include <errno.h>
@@ -591,7 +592,9 @@ struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_i
     ev_io_init(&c->rio, read_cb, fd, EV_READ);
     ev_io_init(&c->wio, write_cb, fd, EV_WRITE);
     c->rio.data = c->wio.data = c;
-    ev_timer_init(&c->ping_timer, ping_cb, c->opts.ping_interval_s, c->opts.ping_interval_s);
+    /* Connections opened together (a crowd attaching, a reconnect after a restart) ping apart. */
+    ev_timer_init(&c->ping_timer, ping_cb, util_spread_first(c->opts.ping_interval_s),
+                  c->opts.ping_interval_s);
     ev_timer_init(&c->close_timer, close_timeout_cb, 0., 0.);
     c->ping_timer.data = c->close_timer.data = c;
     ev_io_start(loop, &c->rio);
