@@ -386,9 +386,13 @@ def test_a_wrong_registry_password_is_actionable_and_builds_nothing(cluster, bui
     assert job_creates(cluster, builds.namespace) == {}
     assert jobs(cluster, builds.namespace) == []
     assert get_ts(cluster, ns, "denied")["status"]["reason"] == "RegistryAuthFailed"
-    # Fixing the Secret is enough: the next look builds.
+    # Fixing the Secret is enough: the next look builds (one Job), and the session runs. Its
+    # Building phase may last less than a poll: a kwok build pod succeeds at once, and a
+    # Succeeded build pod ends the build.
     builds.push_secret(registry["password"])
-    wait_phase(cluster, ns, "denied", "Building", timeout=30)
+    wait_until(lambda: job_creates(cluster, builds.namespace), timeout=30,
+               what="the build Job once the Secret is fixed")
+    wait_phase(cluster, ns, "denied", "Running", timeout=60)
     assert len(job_creates(cluster, builds.namespace)) == 1
 
 
