@@ -25,7 +25,8 @@
 #
 # Environment: TELO_SCALE_REPEATS (3: runs per path for N below TELO_SCALE_SINGLE_FROM),
 # TELO_SCALE_SINGLE_FROM (3000: from this N on one run per path), TELO_SCALE_PATHS ("sessions
-# jobs-kcm-1000/2000"), TELO_SCALE_RESYNC (seconds; default 30 + N/100), TELO_SCALE_OPERATOR
+# jobs-kcm-1000/2000"; also sessions-b: the operator binary TELO_SCALE_OPERATOR_B, for a before/after
+# in the same run), TELO_SCALE_RESTART (1; 0 skips the restart and resync phases), TELO_SCALE_RESYNC (seconds; default 30 + N/100), TELO_SCALE_OPERATOR
 # (binary; default build/bin/telo-operator, copied into the results first so a rebuild during the
 # run changes nothing), TELO_SCALE_OUT, TELO_BENCH_KCM_PORT/TELO_BENCH_SUB_KCM_PORT/
 # TELO_BENCH_OPERATOR_PORT (26310-26312).
@@ -46,6 +47,9 @@ out=${TELO_SCALE_OUT:-$root/bench/scale/results/$(date -u +%Y%m%dT%H%M%SZ)-$comm
 mkdir -p "$out/bin" "$out/logs"
 cp "${TELO_SCALE_OPERATOR:-$root/build/bin/telo-operator}" "$out/bin/telo-operator"
 operator="$out/bin/telo-operator"
+if [ -n "${TELO_SCALE_OPERATOR_B:-}" ]; then
+	cp "$TELO_SCALE_OPERATOR_B" "$out/bin/telo-operator-b"
+fi
 
 hack/cluster/up.sh >/dev/null
 source hack/cluster/lib.sh
@@ -194,7 +198,7 @@ finish_ns() {
 	kubectl_cmd wait --for=delete ns/"$1" --timeout=600s >/dev/null ||
 		log "namespace $1 still there after 600 s"
 }
-operator_cmd() { # ns: the operator's command line (as an array in op_cmd)
+operator_cmd() { # ns [binary]: the operator's command line (as an array in op_cmd)
 	cat >"$out/operator-$1.yaml" <<EOC
 namespaces: [$1]
 nodeSelector: {bench.telo.run/node: "$id"}
@@ -202,11 +206,11 @@ tolerations: [{key: bench.telo.run/node, operator: Equal, value: "$id", effect: 
 startDeadlineSeconds: 1800
 reachability: {podCIDRs: [${TELO_REAL_POD_CIDR:-10.85.0.0/24}]}
 EOC
-	op_cmd=("$operator" run --kubeconfig "$kubeconfig" --config "$out/operator-$1.yaml"
+	op_cmd=("${2:-$operator}" run --kubeconfig "$kubeconfig" --config "$out/operator-$1.yaml"
 		--http-bind-address "127.0.0.1:$op_port" --log-level warn)
 }
-start_operator() { # ns
-	operator_cmd "$1"
+start_operator() { # ns [binary]
+	operator_cmd "$1" "${2:-}"
 	"${op_cmd[@]}" >>"$out/logs/operator-$1.log" 2>&1 &
 	op_pid=$!
 	until curl -fs "http://127.0.0.1:$op_port/readyz" >/dev/null 2>&1; do
@@ -226,14 +230,15 @@ op_pid=""
 finish_ns "$warm"
 
 run_path() { # path n repeat
-	local path=$1 n=$2 r=$3 ns kind ctl agent ctl_pid res t_from t_to load0 load1 restart_json=""
+	local path=$1 n=$2 r=$3 ns kind ctl bin="" agent ctl_pid res t_from t_to load0 load1 restart_json=""
 	ns="$id-$(echo "$path" | tr -c 'a-z0-9\n' '-' | sed 's/-*$//')-$n-$r"
 	res="$out/$n-$(echo "$path" | tr '/' '_')-$r.json"
 	new_ns "$ns"
 	case "$path" in
-	sessions)
-		kind=sessions ctl=telo-operator agent=telo-operator
-		start_operator "$ns"
+	sessions | sessions-b)
+		kind=sessions ctl=telo-operator agent=telo-operator bin=$operator
+		[ "$path" = sessions ] || bin=$out/bin/telo-operator-b
+		start_operator "$ns" "$bin"
 		ctl_pid=$op_pid
 		;;
 	jobs-kcm-*)
@@ -269,17 +274,25 @@ run_path() { # path n repeat
 	if [ "$kind" = sessions ]; then
 		stop_pid "$op_pid"
 		op_pid=""
-		operator_cmd "$ns"
+	fi
+	if [ "$kind" = sessions ] && [ "${TELO_SCALE_RESTART:-1}" = 1 ]; then
+		operator_cmd "$ns" "$bin"
 		restart_json="$out/logs/$n-$path-$r.restart.json"
 		sc restart "$kubeconfig" "$ns" "$n" "$restart_json" "$log_dir" "$k8s_bin/kubectl" "$op_port" \
 			"${TELO_SCALE_RESYNC:-$((30 + n / 100))}" "$out/logs/operator-$ns.log" -- "${op_cmd[@]}" || true
 	fi
 	sc finalize "$res" log_dir="$log_dir" ns="$ns" n="$n" from="$t_from" to="$t_to" agent="$agent" \
 		controller="$ctl" procs="$out/logs/$n-$(echo "$path" | tr '/' '_')-$r.procs.json" \
-		load_before="$load0" load_after="$load1" restart="$restart_json" commit="$commit"
+		load_before="$load0" load_after="$load1" restart="$restart_json" commit="$commit" binary="$bin"
 	if [ "$(component_pid kube-apiserver)" != "$api_pid" ]; then
 		log "the apiserver was restarted during $path N=$n #$r: run not counted"
 		sc augment "$res" error '"the apiserver restarted during the run"'
+	fi
+	# A job controller left running would make the Jobs' pods again while the namespace is
+	# emptied (minutes at 3,000); the next Jobs run starts a fresh one anyway.
+	if [ "$kind" = jobs ]; then
+		stop_pid "$bench_kcm_pid"
+		bench_kcm_pid=""
 	fi
 	finish_ns "$ns"
 }
