@@ -660,12 +660,30 @@ static void put_conditions(struct json_object *status, const struct session_obse
     json_object_object_add(status, "conditions", conds);
 }
 
+/* A plain Provisioning (no reason, before and now: the pod is on its way) is recorded only once
+ * it has something to say, the scheduler's complaint: the Running a moment later tells the rest
+ * of the story, and under a burst the Event was one request per session (issue 20). 1: no Event
+ * for this plain Provisioning; 0: its first message, recorded; -1: not a plain Provisioning. */
+static int quiet_provisioning(struct json_object *old, const struct draft *d,
+                              const char *old_reason)
+{
+    if (d->phase != SESSION_PHASE_PROVISIONING || d->reason[0] || old_reason[0] || stalled(d))
+        return -1;
+    if (!d->message[0])
+        return 1;
+    /* The first message of a plain Provisioning is its Event; a changed message is not one. */
+    return session_phase_of(old) == SESSION_PHASE_PROVISIONING &&
+           util_str_or_empty(jget_string(old, "message"))[0] != '\0';
+}
+
 /* An Event for every change of phase or reason: `kubectl describe` tells the story. */
 static void note_event(struct json_object *old, const struct draft *d, struct session_verdict *v)
 {
     const char *old_reason = util_str_or_empty(jget_string(old, "reason"));
     const char *phase = session_phase_name(d->phase);
-    if (session_phase_of(old) == d->phase && strcmp(old_reason, d->reason) == 0)
+    int quiet = quiet_provisioning(old, d, old_reason);
+    if (quiet == 1 ||
+        (quiet < 0 && session_phase_of(old) == d->phase && strcmp(old_reason, d->reason) == 0))
         return;
     v->event_type = stalled(d) ? "Warning" : "Normal";
     /* The phase, or what blocks a Pending session (only a Pending session is blocked). */

@@ -1569,6 +1569,62 @@ static void observed_generation_follows_the_spec(void **state)
     world_free(&w);
 }
 
+/* Issue 20: a Provisioning with no reason and no message (the pod on its way) records no Event,
+ * one Event fewer per session under a burst; the scheduler's complaint is told once, when it
+ * first appears; Running is told as before. */
+static void plain_provisioning_is_told_only_when_it_has_something_to_say(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    struct session_verdict v;
+
+    /* Pending -> plain Provisioning: a status write, no Event. */
+    world_pod(&w, "pending-scheduled");
+    compute(&w, T0 + 5, &v);
+    assert_true(v.changed);
+    assert_string_equal(text(v.status, "phase"), "Provisioning");
+    assert_null(at(v.status, "message"));
+    assert_null(v.event_type);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+
+    /* The scheduler complains: the first message of the Provisioning is an Event. */
+    world_pod(&w, "pending-unschedulable");
+    compute(&w, T0 + 10, &v);
+    assert_true(v.changed);
+    assert_string_equal(v.event_type, "Normal");
+    assert_string_equal(v.event_reason, "Provisioning");
+    assert_true(starts_with(v.event_message, "Provisioning: waiting for a node: "));
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+
+    /* Still complaining (the same or another text): no second Event. */
+    compute(&w, T0 + 20, &v);
+    assert_null(v.event_type);
+    session_verdict_release(&v);
+
+    /* Scheduled after all: plain again, no Event; then Running is told. */
+    world_pod(&w, "pending-containercreating");
+    compute(&w, T0 + 30, &v);
+    assert_null(v.event_type);
+    world_status(&w, v.status);
+    session_verdict_release(&v);
+    world_pod(&w, "running");
+    compute(&w, T0 + 40, &v);
+    assert_string_equal(v.event_reason, "Running");
+    session_verdict_release(&v);
+    world_free(&w);
+
+    /* A first status that already has the scheduler's complaint: one Event, as before. */
+    world_init(&w, hello_json);
+    world_pod(&w, "pending-unschedulable");
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(v.event_reason, "Provisioning");
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
 static void events_only_on_phase_or_reason_change(void **state)
 {
     (void)state;
@@ -1577,7 +1633,11 @@ static void events_only_on_phase_or_reason_change(void **state)
     world_pod(&w, "pending-containercreating");
     struct session_verdict v;
     compute(&w, T0 + 10, &v);
-    assert_string_equal(v.event_reason, "Provisioning");
+    /* A plain Provisioning is written but not told as an Event (issue 20): see
+     * plain_provisioning_is_told_only_when_it_has_something_to_say. */
+    assert_true(v.changed);
+    assert_string_equal(text(v.status, "phase"), "Provisioning");
+    assert_null(v.event_type);
     world_status(&w, v.status);
     session_verdict_release(&v);
 
@@ -2168,6 +2228,7 @@ int main(void)
         cmocka_unit_test(transition_times_move_only_when_a_condition_flips),
         cmocka_unit_test(observed_generation_follows_the_spec),
         cmocka_unit_test(events_only_on_phase_or_reason_change),
+        cmocka_unit_test(plain_provisioning_is_told_only_when_it_has_something_to_say),
         cmocka_unit_test(init_containers_come_first),
         cmocka_unit_test(state_comes_before_last_state),
         cmocka_unit_test(waiting_to_start_is_not_a_failure),
