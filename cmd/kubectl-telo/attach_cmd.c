@@ -654,22 +654,45 @@ static int credentials_ready(struct kt *kt, struct telo_err *err)
     return w.rc;
 }
 
-int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *flags)
+/* Where kt_attach connects and with what, as attach_target and choose_way decide it. */
+struct attach_plan {
+    char *url;         /* what kube_attach_open connects to */
+    char *token;       /* the session token, or the user's own for a gateway; NULL: none */
+    char *gateway_url; /* through the service proxy: the gateway's own URL (url is the proxy's) */
+    int via_gateway;
+    int via_proxy; /* the gateway through the API server's service proxy */
+    /* What the direct attempt met, for print_no_way: NULL when --via=proxy did not try it. It
+     * points into kt_attach's buffer: the probe writing into the plan itself would hide from
+     * clang-analyzer what the plan owns. */
+    const char *direct_seen;
+};
+
+static void plan_release(struct attach_plan *p)
+{
+    free(p->url);
+    free(p->token);
+    free(p->gateway_url);
+}
+
+/* Waits for session name to be Running and takes from its status where to attach: the
+ * gateway's URL with the session token, else (--direct, or no gateway) the API server's
+ * pods/attach of its pod. Returns 0, or the exit code having said why. */
+static int attach_target(struct kt *kt, const char *name, const struct kt_attach_flags *flags,
+                         struct attach_plan *p)
 {
     struct json_object *ts = NULL;
     int rc = kt_wait_running(kt, name, flags->wait_s, &ts);
     if (rc != 0)
         return rc;
     const char *gateway = flags->direct ? NULL : kt_str(ts, "status", "attach", "url");
-    int via_gateway = gateway != NULL;
+    p->via_gateway = gateway != NULL;
     const char *secret = kt_str(ts, "status", "attach", "secretName");
     const char *pod = kt_str(ts, "status", "podName");
-    char *url = NULL, *token = NULL;
     if (gateway != NULL) {
-        url = strdup(gateway);
-        token = secret ? session_token(kt, secret) : NULL;
+        p->url = strdup(gateway);
+        p->token = secret ? session_token(kt, secret) : NULL;
     } else if (pod != NULL) {
-        url = pod_attach_url(kt, pod);
+        p->url = pod_attach_url(kt, pod);
     } else {
         fprintf(stderr, "kubectl-telo: session %s is Running but names no pod in its status\n",
                 name);
@@ -677,71 +700,78 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
         return 1;
     }
     json_object_put(ts);
-    if (url == NULL) {
+    if (p->url == NULL) {
         fprintf(stderr, "kubectl-telo: out of memory\n");
-        free(token);
         return 1;
     }
+    return 0;
+}
 
-    /* The way to the gateway: its URL is often an in-cluster Service name, which resolves only
-     * inside the cluster; the API server's service proxy reaches the same Service with nothing
-     * but the kubeconfig. */
-    int via_proxy = 0;
-    char direct_why[320] = "", *gateway_url = NULL;
-    if (via_gateway && flags->via != KT_VIA_PROXY &&
-        probe(url, PROBE_S, direct_why, sizeof(direct_why)) != 0) {
+/* The way to the gateway: its URL is often an in-cluster Service name, which resolves only
+ * inside the cluster; the API server's service proxy reaches the same Service with nothing
+ * but the kubeconfig. Sets p->via_proxy and, then, p->url to the proxy's URL for the gateway's
+ * (kept in p->gateway_url); why gets what a failed probe met. Returns 0, or 1 having said why. */
+static int choose_way(struct kt *kt, const char *name, const struct kt_attach_flags *flags,
+                      struct attach_plan *p, char *why, size_t whylen)
+{
+    p->direct_seen = flags->via == KT_VIA_PROXY ? NULL : why;
+    if (p->via_gateway && flags->via != KT_VIA_PROXY && probe(p->url, PROBE_S, why, whylen) != 0) {
         if (flags->via == KT_VIA_DIRECT) {
             fprintf(stderr,
                     "kubectl-telo: cannot reach the gateway at %s: %s (--via=direct); from "
                     "outside the cluster network --via=proxy (or auto, the default) goes through "
                     "the API server's service proxy with your kubeconfig\n",
-                    url, direct_why);
-            free(token);
-            free(url);
+                    p->url, why);
             return 1;
         }
         fprintf(stderr,
                 "kubectl-telo: the gateway at %s is not reachable from here (%s); going through "
                 "the API server's service proxy\n",
-                url, direct_why);
-        via_proxy = 1;
-    } else if (via_gateway && flags->via == KT_VIA_PROXY) {
-        via_proxy = 1;
+                p->url, why);
+        p->via_proxy = 1;
+    } else if (p->via_gateway && flags->via == KT_VIA_PROXY) {
+        p->via_proxy = 1;
     }
-    if (via_proxy) {
-        struct buf b;
-        struct telo_err perr;
-        buf_init(&b, 16384);
-        if (kube_service_proxy_url(kt->cfg->server, url, &b, &perr) != 0) {
-            buf_release(&b);
-            print_no_way(kt, name, url, flags->via == KT_VIA_PROXY ? NULL : direct_why, perr.msg);
-            free(token);
-            free(url);
-            return 1;
-        }
-        gateway_url = url;
-        url = buf_steal(&b);
-        if (url == NULL) {
-            fprintf(stderr, "kubectl-telo: out of memory\n");
-            free(token);
-            free(gateway_url);
-            return 1;
-        }
+    if (!p->via_proxy)
+        return 0;
+    struct buf b;
+    struct telo_err perr;
+    buf_init(&b, 16384);
+    if (kube_service_proxy_url(kt->cfg->server, p->url, &b, &perr) != 0) {
+        buf_release(&b);
+        print_no_way(kt, name, p->url, p->direct_seen, perr.msg);
+        return 1;
     }
-    const char *direct_seen = flags->via == KT_VIA_PROXY ? NULL : direct_why;
+    p->gateway_url = p->url;
+    p->url = buf_steal(&b);
+    if (p->url == NULL) {
+        fprintf(stderr, "kubectl-telo: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
 
-    struct session s = {.kt = kt,
-                        .name = name,
-                        .via_gateway = via_gateway,
-                        .via_proxy = via_proxy,
-                        .tty = isatty(STDIN_FILENO)};
-    ev_io_init(&s.in, stdin_cb, STDIN_FILENO, EV_READ);
-    s.in.data = &s;
-    ev_signal_init(&s.winch, winch_cb, SIGWINCH);
-    s.winch.data = &s;
-    ev_timer_init(&s.resume, resume_cb, 0.05, 0.05);
-    s.resume.data = &s;
+/* The user's own credential for a gateway when the session token could not be read, or NULL. */
+static char *own_token(struct kt *kt, const struct kt_attach_flags *flags)
+{
+    /* A gateway run with --token-audience accepts only tokens issued for it. */
+    const char *audience =
+        flags->token_audience != NULL ? flags->token_audience : getenv("TELO_TOKEN_AUDIENCE");
+    char *token = NULL;
+    if (audience != NULL && audience[0] != '\0')
+        token = audience_token(kt, audience);
+    struct telo_err terr;
+    const char *own = NULL;
+    if (token == NULL && kube_config_token(kt->cfg, &own, &terr) == 0 && own != NULL)
+        token = strdup(own);
+    return token;
+}
 
+/* Opens s->attach the way p says. The token is cleansed and freed once the stream is open or
+ * refused. Returns 0, or 1 having said why. */
+static int open_attach(struct kt *kt, const char *name, const struct kt_attach_flags *flags,
+                       struct attach_plan *p, struct session *s)
+{
     /* Through the gateway the session token is the credential (or, when the user may not read
      * the Secret, their own token, which the gateway checks with TokenReview); its TLS is not
      * the API server's, so the kubeconfig's CA does not apply. Through the service proxy the
@@ -749,106 +779,140 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
      * header it authenticated: the gateway's token goes as the bearer subprotocol, which the
      * gateway reads and the API server passes on (it reads that subprotocol only from a request
      * no client certificate or Authorization header authenticated). */
-    int direct_gw = via_gateway && !via_proxy;
-    struct kube_attach_opts opts = {.url = url,
+    int direct_gw = p->via_gateway && !p->via_proxy;
+    struct kube_attach_opts opts = {.url = p->url,
                                     .cfg = direct_gw ? NULL : kt->cfg,
-                                    .token = via_proxy ? NULL : token,
+                                    .token = p->via_proxy ? NULL : p->token,
                                     .ca_file = direct_gw ? flags->gateway_ca_file : NULL,
-                                    .insecure_skip_tls_verify = via_proxy ? 0 : flags->insecure,
+                                    .insecure_skip_tls_verify = p->via_proxy ? 0 : flags->insecure,
                                     .user_agent = "kubectl-telo/" TELO_VERSION,
-                                    .protocol_token = via_proxy ? token : NULL};
+                                    .protocol_token = p->via_proxy ? p->token : NULL};
     struct telo_err err;
-    if ((!direct_gw || token == NULL) && credentials_ready(kt, &err) != 0) {
+    if ((!direct_gw || p->token == NULL) && credentials_ready(kt, &err) != 0) {
         fprintf(stderr, "kubectl-telo: %s\n", err.msg);
-        free(token);
-        free(url);
-        free(gateway_url);
         return 1;
     }
-    if (via_gateway && token == NULL) {
-        /* A gateway run with --token-audience accepts only tokens issued for it. */
-        const char *audience =
-            flags->token_audience != NULL ? flags->token_audience : getenv("TELO_TOKEN_AUDIENCE");
-        if (audience != NULL && audience[0] != '\0')
-            token = audience_token(kt, audience);
-        struct telo_err terr;
-        const char *own = NULL;
-        if (token == NULL && kube_config_token(kt->cfg, &own, &terr) == 0 && own != NULL)
-            token = strdup(own);
-        if (via_proxy)
-            opts.protocol_token = token;
+    if (p->via_gateway && p->token == NULL) {
+        p->token = own_token(kt, flags);
+        if (p->via_proxy)
+            opts.protocol_token = p->token;
         else
-            opts.token = token;
+            opts.token = p->token;
     }
     struct kube_attach_callbacks cb = {
         .on_open = on_open, .on_output = on_output, .on_end = on_end};
-    s.attach = kube_attach_open(kt->loop, &opts, &cb, &s, &err);
-    if (token != NULL) {
-        OPENSSL_cleanse(token, strlen(token));
-        free(token);
+    s->attach = kube_attach_open(kt->loop, &opts, &cb, s, &err);
+    if (p->token != NULL) {
+        OPENSSL_cleanse(p->token, strlen(p->token));
+        free(p->token);
+        p->token = NULL;
     }
-    if (s.attach == NULL) {
-        if (via_proxy)
-            print_no_way(kt, name, gateway_url, direct_seen, err.msg);
+    if (s->attach == NULL) {
+        if (p->via_proxy)
+            print_no_way(kt, name, p->gateway_url, p->direct_seen, err.msg);
         else
             fprintf(stderr, "kubectl-telo: %s\n", err.msg);
-        free(url);
-        free(gateway_url);
         return 1;
     }
-    free(url);
-    if (s.tty)
-        raw_mode(&s);
-    while (!s.ended && !s.detached)
-        ev_run(kt->loop, EVRUN_ONCE);
-    restore_mode(&s);
-    stop_watchers(&s);
-    kube_attach_free(s.attach);
+    free(p->url);
+    p->url = NULL;
+    return 0;
+}
 
-    if (s.detached) {
+/* Runs the loop until the stream ends or the user detaches, the terminal raw meanwhile. */
+static void run_attach(struct kt *kt, struct session *s)
+{
+    if (s->tty)
+        raw_mode(s);
+    while (!s->ended && !s->detached)
+        ev_run(kt->loop, EVRUN_ONCE);
+    restore_mode(s);
+    stop_watchers(s);
+    kube_attach_free(s->attach);
+}
+
+/* Says why a stream that did not go through the service proxy failed. */
+static void print_attach_error(const struct session *s)
+{
+    if (s->http_status == 401 || s->http_status == 403)
+        fprintf(stderr, "kubectl-telo: %s refused the attach with HTTP %ld (%s)\n",
+                s->via_gateway ? "the gateway" : "the API server", s->http_status,
+                s->http_status == 401 ? "the credential was not accepted"
+                                      : "not allowed to attach to this session");
+    else
+        fprintf(stderr, "kubectl-telo: %s\n", s->err.msg);
+    /* A refused certificate is reported only as an SSL error: say what the user can do. */
+    if (s->via_gateway && s->http_status == 0 && strstr(s->err.msg, "SSL") != NULL)
+        fprintf(stderr, "kubectl-telo: the gateway's TLS certificate could not be verified: pass "
+                        "--gateway-ca-file with the CA that signed it (or "
+                        "--insecure-skip-tls-verify to skip the check)\n");
+}
+
+/* The exit code of an attach that has ended, having said what the user needs to know. */
+static int attach_result(struct kt *kt, const char *name, const struct attach_plan *p,
+                         const struct session *s)
+{
+    if (s->detached) {
         fprintf(stderr,
                 "\r\nkubectl-telo: detached; session %s goes on (kubectl telo attach %s%s%s "
                 "to come back)\n",
                 name, name, strcmp(kt->namespace, kt->cfg->namespace) ? " -n " : "",
                 strcmp(kt->namespace, kt->cfg->namespace) ? kt->namespace : "");
-        free(gateway_url);
         return 0;
     }
-    if (s.end_rc != 0 && via_proxy && !s.opened) {
+    if (s->end_rc != 0 && p->via_proxy && !s->opened) {
         char what[512];
-        proxy_failure(kt, gateway_url, s.http_status, s.err.msg, what, sizeof(what));
-        print_no_way(kt, name, gateway_url, direct_seen, what);
-        free(gateway_url);
+        proxy_failure(kt, p->gateway_url, s->http_status, s->err.msg, what, sizeof(what));
+        print_no_way(kt, name, p->gateway_url, p->direct_seen, what);
         return 1;
     }
-    free(gateway_url);
-    if (s.end_rc != 0) {
-        if (s.http_status == 401 || s.http_status == 403)
-            fprintf(stderr, "kubectl-telo: %s refused the attach with HTTP %ld (%s)\n",
-                    via_gateway ? "the gateway" : "the API server", s.http_status,
-                    s.http_status == 401 ? "the credential was not accepted"
-                                         : "not allowed to attach to this session");
-        else
-            fprintf(stderr, "kubectl-telo: %s\n", s.err.msg);
-        /* A refused certificate is reported only as an SSL error: say what the user can do. */
-        if (via_gateway && s.http_status == 0 && strstr(s.err.msg, "SSL") != NULL)
-            fprintf(stderr,
-                    "kubectl-telo: the gateway's TLS certificate could not be verified: pass "
-                    "--gateway-ca-file with the CA that signed it (or "
-                    "--insecure-skip-tls-verify to skip the check)\n");
+    if (s->end_rc != 0) {
+        print_attach_error(s);
         return 1;
     }
     /* The gateway reports the app's exit in the Status. The API server's attach reports only how
      * the stream went (Success when the container ended, whatever its code), so there the
      * session's record has the exit code. */
-    if (s.have_status && s.exit.code > 0)
-        return s.exit.code;
-    if (s.have_status && s.exit.code == 0 && via_gateway)
+    if (s->have_status && s->exit.code > 0)
+        return s->exit.code;
+    if (s->have_status && s->exit.code == 0 && s->via_gateway)
         return 0;
-    if (s.have_status && s.exit.code < 0) {
-        fprintf(stderr, "kubectl-telo: session %s: %s%s%s\n", name, s.exit.reason,
-                s.exit.message[0] ? ": " : "", s.exit.message);
+    if (s->have_status && s->exit.code < 0) {
+        fprintf(stderr, "kubectl-telo: session %s: %s%s%s\n", name, s->exit.reason,
+                s->exit.message[0] ? ": " : "", s->exit.message);
         return 1;
     }
     return exit_from_session(kt, name);
+}
+
+int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *flags)
+{
+    struct attach_plan p = {0};
+    char direct_why[320] = "";
+    int rc = attach_target(kt, name, flags, &p);
+    if (rc == 0)
+        rc = choose_way(kt, name, flags, &p, direct_why, sizeof(direct_why));
+    if (rc != 0) {
+        plan_release(&p);
+        return rc;
+    }
+    struct session s = {.kt = kt,
+                        .name = name,
+                        .via_gateway = p.via_gateway,
+                        .via_proxy = p.via_proxy,
+                        .tty = isatty(STDIN_FILENO)};
+    ev_io_init(&s.in, stdin_cb, STDIN_FILENO, EV_READ);
+    s.in.data = &s;
+    ev_signal_init(&s.winch, winch_cb, SIGWINCH);
+    s.winch.data = &s;
+    ev_timer_init(&s.resume, resume_cb, 0.05, 0.05);
+    s.resume.data = &s;
+    if (open_attach(kt, name, flags, &p, &s) != 0) {
+        plan_release(&p);
+        return 1;
+    }
+    run_attach(kt, &s);
+    rc = attach_result(kt, name, &p, &s);
+    plan_release(&p);
+    return rc;
 }
