@@ -676,13 +676,14 @@ static void plan_release(struct attach_plan *p)
 
 /* Waits for session name to be Running and takes from its status where to attach: the
  * gateway's URL with the session token, else (--direct, or no gateway) the API server's
- * pods/attach of its pod. Returns 0, or the exit code having said why. */
+ * pods/attach of its pod. Returns 0, with p->url NULL when the session ended with exit code 0
+ * (said so), or the exit code having said why. */
 static int attach_target(struct kt *kt, const char *name, const struct kt_attach_flags *flags,
                          struct attach_plan *p)
 {
     struct json_object *ts = NULL;
     int rc = kt_wait_running(kt, name, flags->wait_s, &ts);
-    if (rc != 0)
+    if (rc != 0 || ts == NULL) /* ts NULL: it ended with exit code 0, nothing to attach to */
         return rc;
     const char *gateway = flags->direct ? NULL : kt_str(ts, "status", "attach", "url");
     p->via_gateway = gateway != NULL;
@@ -890,6 +891,8 @@ int kt_attach(struct kt *kt, const char *name, const struct kt_attach_flags *fla
     struct attach_plan p = {0};
     char direct_why[320] = "";
     int rc = attach_target(kt, name, flags, &p);
+    if (rc == 0 && p.url == NULL) /* it ended with exit code 0 before it could be attached to */
+        return 0;
     if (rc == 0)
         rc = choose_way(kt, name, flags, &p, direct_why, sizeof(direct_why));
     if (rc != 0) {

@@ -29,7 +29,8 @@ int kt_via_parse(const char *s, int *via);
 
 /* Waits until session name is Running, printing its progress to stderr. Returns 0 with *session
  * set (the caller puts it), or the exit status for the command: the session's exit code when it
- * ended (1 when it has none), 1 when it does not exist or timeout_s passed. */
+ * ended (1 when it has none), 1 when it does not exist or timeout_s passed. A session that ended
+ * with exit code 0 returns 0 with *session NULL (its end was said). */
 int kt_wait_running(struct kt *kt, const char *name, double timeout_s,
                     struct json_object **session);
 

@@ -454,10 +454,11 @@ static int cmd_run(struct kt *kt, const struct args *a)
     if (a->no_attach) {
         struct json_object *running = NULL;
         rc = kt_wait_running(kt, name, a->wait_s, &running);
-        json_object_put(running);
-        if (rc == 0)
+        /* NULL with 0: it already ended with exit code 0, and that was said. */
+        if (rc == 0 && running != NULL)
             fprintf(stderr, "kubectl-telo: session %s is Running; kubectl telo attach %s\n", name,
                     name);
+        json_object_put(running);
         return rc;
     }
     struct kt_attach_flags flags = {.direct = a->direct,
