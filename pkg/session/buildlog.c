@@ -6,6 +6,7 @@
 #include "imagebuild/job.h"
 #include "kube/rest.h"
 #include "session/failure.h"
+#include "session/jobpod.h"
 #include "session/waiters.h"
 #include "util/jget.h"
 #include "util/strmap.h"
@@ -22,11 +23,7 @@
 #define TABLE_MAX 4096
 
 struct session_build_logs {
-    struct kube_transport *t;
-    const struct session_config *cfg;
-    session_waiters_wake_fn *wake;
-    void *ud;
-    struct strmap *logs; /* by Job uid */
+    struct session_job_table tb; /* log entries by Job uid */
 };
 
 /* A failed build's log tail, or its fetch in flight. */
@@ -43,7 +40,7 @@ struct log_entry {
 
 static double now_of(const struct session_build_logs *owner)
 {
-    return ev_now(kube_transport_loop(owner->t));
+    return session_job_table_now(&owner->tb);
 }
 
 struct session_build_logs *session_build_logs_new(struct kube_transport *t,
@@ -52,20 +49,20 @@ struct session_build_logs *session_build_logs_new(struct kube_transport *t,
                                                   struct telo_err *err)
 {
     struct session_build_logs *owner = calloc(1, sizeof(*owner));
-    if (!owner || !(owner->logs = strmap_new())) {
-        free(owner);
+    if (!owner) {
         telo_err_set(err, TELO_ENOMEM, "build logs: out of memory");
         return NULL;
     }
-    owner->t = t;
-    owner->cfg = cfg;
-    owner->wake = wake;
-    owner->ud = ud;
+    if (session_job_table_init(&owner->tb, t, cfg, wake, ud, "build logs", err) < 0) {
+        free(owner);
+        return NULL;
+    }
     return owner;
 }
 
-static void log_free(struct log_entry *l)
+static void log_free(void *entry)
 {
+    struct log_entry *l = entry;
     if (!l)
         return;
     kube_call_cancel(l->call);
@@ -77,12 +74,7 @@ void session_build_logs_free(struct session_build_logs *owner)
 {
     if (!owner)
         return;
-    struct strmap_iter it = {0};
-    const char *key;
-    void *value;
-    while (strmap_next(owner->logs, &it, &key, &value))
-        log_free(value);
-    strmap_free(owner->logs);
+    session_job_table_release(&owner->tb, log_free);
     free(owner);
 }
 
@@ -92,7 +84,7 @@ static void log_done(struct log_entry *l, const char *tail)
     l->call = NULL;
     l->at = now_of(l->owner);
     snprintf(l->tail, sizeof(l->tail), "%s", tail);
-    session_waiters_wake(&l->w, l->owner->wake, l->owner->ud);
+    session_waiters_wake(&l->w, l->owner->tb.wake, l->owner->tb.ud);
 }
 
 static void on_log(const struct kube_result *res, void *ud)
@@ -129,28 +121,18 @@ static void on_pods(const struct kube_result *res, void *ud)
 {
     struct log_entry *l = ud;
     l->call = NULL;
-    struct json_object *items = res->rc < 0 ? NULL : jget_array(res->object, "items");
-    const char *name =
-        items && json_object_array_length(items) > 0
-            ? jget_string(jget(json_object_array_get_idx(items, 0), "metadata"), "name")
-            : NULL;
-    if (!name) {
+    struct json_object *pod = session_job_pod_first(res);
+    if (!pod) {
         char tail[1024];
         snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)",
                  res->rc < 0 && res->err ? res->err->msg : "the Job has no pod left");
         log_done(l, tail);
         return;
     }
-    struct json_object *pod = json_object_array_get_idx(items, 0);
-    char query[256];
-    snprintf(query, sizeof(query), "?container=%s&tailLines=%d", failed_container(pod), LOG_LINES);
-    struct kube_ref ref = {.version = "v1",
-                           .resource = "pods",
-                           .namespace = l->owner->cfg->build_namespace,
-                           .name = name,
-                           .subresource = "log"};
     struct telo_err err;
-    l->call = kube_rest_get_text(l->owner->t, &ref, query, on_log, l, &err);
+    l->call = session_job_pod_log(l->owner->tb.t, l->owner->tb.cfg->build_namespace,
+                                  jget_string(jget(pod, "metadata"), "name"), failed_container(pod),
+                                  LOG_LINES, 0, on_log, l, &err);
     if (!l->call) {
         char tail[1024];
         snprintf(tail, sizeof(tail), "(the build pod's log could not be read: %s)", err.msg);
@@ -158,18 +140,10 @@ static void on_pods(const struct kube_result *res, void *ud)
     }
 }
 
-static void sweep_logs(struct session_build_logs *owner, double now)
+static int log_stale(const void *entry, double now)
 {
-    struct strmap_iter it = {0};
-    const char *key;
-    void *value;
-    while (strmap_next(owner->logs, &it, &key, &value)) {
-        struct log_entry *l = value;
-        if (!l->in_flight && now - l->at > LOG_TTL_S) {
-            strmap_remove(owner->logs, key);
-            log_free(l);
-        }
-    }
+    const struct log_entry *l = entry;
+    return !l->in_flight && now - l->at > LOG_TTL_S;
 }
 
 enum session_build_log session_build_logs_get(struct session_build_logs *owner,
@@ -177,7 +151,7 @@ enum session_build_log session_build_logs_get(struct session_build_logs *owner,
                                               const char *waiter, int ask, const char **tail)
 {
     *tail = "";
-    struct log_entry *l = strmap_get(owner->logs, job_uid);
+    struct log_entry *l = strmap_get(owner->tb.entries, job_uid);
     if (l && !l->in_flight) {
         *tail = l->tail;
         return SESSION_LOG_DONE;
@@ -189,25 +163,21 @@ enum session_build_log session_build_logs_get(struct session_build_logs *owner,
     if (!ask)
         return SESSION_LOG_NONE;
     double now = now_of(owner);
-    sweep_logs(owner, now);
-    if (strmap_len(owner->logs) >= TABLE_MAX || !(l = calloc(1, sizeof(*l))))
+    session_job_table_sweep(&owner->tb, now, log_stale, log_free);
+    if (strmap_len(owner->tb.entries) >= TABLE_MAX || !(l = calloc(1, sizeof(*l))))
         return SESSION_LOG_NONE;
     l->owner = owner;
     snprintf(l->uid, sizeof(l->uid), "%s", job_uid);
     snprintf(l->job, sizeof(l->job), "%s", job_name);
     l->in_flight = 1;
-    if (strmap_put(owner->logs, l->uid, l) < 0) {
+    if (strmap_put(owner->tb.entries, l->uid, l) < 0) {
         free(l);
         return SESSION_LOG_NONE;
     }
     session_waiters_add(&l->w, waiter);
-    char selector[256];
-    snprintf(selector, sizeof(selector), "batch.kubernetes.io/job-name=%s", job_name);
-    struct kube_ref ref = {
-        .version = "v1", .resource = "pods", .namespace = owner->cfg->build_namespace};
-    struct kube_list_opts o = {.label_selector = selector};
     struct telo_err err;
-    l->call = kube_rest_list(owner->t, &ref, &o, on_pods, l, &err);
+    l->call = session_job_pod_list(owner->tb.t, owner->tb.cfg->build_namespace, job_name, on_pods,
+                                   l, &err);
     if (!l->call) {
         char msg[1024];
         snprintf(msg, sizeof(msg), "(the build pod's log could not be read: %s)", err.msg);

@@ -5,6 +5,7 @@
 
 #include "imagebuild/job.h"
 #include "kube/rest.h"
+#include "session/jobpod.h"
 #include "util/jget.h"
 #include "util/log.h"
 #include "util/strmap.h"
@@ -28,11 +29,7 @@
 #define DOCKERFILE_MAX 4096
 
 struct session_build_progress {
-    struct kube_transport *t;
-    const struct session_config *cfg;
-    session_waiters_wake_fn *wake;
-    void *ud;
-    struct strmap *jobs; /* by Job uid */
+    struct session_job_table tb; /* entries by Job uid */
 };
 
 /* One running build: what its log showed, the read in flight. */
@@ -55,7 +52,7 @@ struct entry {
 
 static double now_of(const struct session_build_progress *owner)
 {
-    return ev_now(kube_transport_loop(owner->t));
+    return session_job_table_now(&owner->tb);
 }
 
 struct session_build_progress *session_build_progress_new(struct kube_transport *t,
@@ -64,23 +61,23 @@ struct session_build_progress *session_build_progress_new(struct kube_transport 
                                                           struct telo_err *err)
 {
     struct session_build_progress *owner = calloc(1, sizeof(*owner));
-    if (!owner || !(owner->jobs = strmap_new())) {
-        free(owner);
+    if (!owner) {
         telo_err_set(err, TELO_ENOMEM, "build progress: out of memory");
         return NULL;
     }
-    owner->t = t;
-    owner->cfg = cfg;
-    owner->wake = wake;
-    owner->ud = ud;
+    if (session_job_table_init(&owner->tb, t, cfg, wake, ud, "build progress", err) < 0) {
+        free(owner);
+        return NULL;
+    }
     return owner;
 }
 
-static void entry_free(struct entry *e)
+static void entry_free(void *entry)
 {
+    struct entry *e = entry;
     if (!e)
         return;
-    ev_timer_stop(kube_transport_loop(e->owner->t), &e->poll);
+    ev_timer_stop(kube_transport_loop(e->owner->tb.t), &e->poll);
     kube_call_cancel(e->call);
     session_waiters_free(&e->w);
     free(e);
@@ -90,12 +87,7 @@ void session_build_progress_free(struct session_build_progress *owner)
 {
     if (!owner)
         return;
-    struct strmap_iter it = {0};
-    const char *key;
-    void *value;
-    while (strmap_next(owner->jobs, &it, &key, &value))
-        entry_free(value);
-    strmap_free(owner->jobs);
+    session_job_table_release(&owner->tb, entry_free);
     free(owner);
 }
 
@@ -136,7 +128,7 @@ static void read_done(struct entry *e, const struct build_step *seen)
     long shown = e->created > 0 && now > e->created ? (long)(now - e->created) / ELAPSED_STEP_S : 0;
     if (memcmp(&was, &e->step, sizeof(was)) != 0 || (e->step.started && shown != e->shown)) {
         e->shown = shown;
-        session_waiters_wake(&e->w, e->owner->wake, e->owner->ud);
+        session_waiters_wake(&e->w, e->owner->tb.wake, e->owner->tb.ud);
     }
 }
 
@@ -174,16 +166,10 @@ static void on_log(const struct kube_result *res, void *ud)
 
 static void read_log(struct entry *e)
 {
-    char query[160];
-    snprintf(query, sizeof(query), "?container=%s&tailLines=%d&limitBytes=%d", BUILD_CONTAINER,
-             SESSION_BUILD_PROGRESS_LINES, SESSION_BUILD_PROGRESS_BYTES);
-    struct kube_ref ref = {.version = "v1",
-                           .resource = "pods",
-                           .namespace = e->owner->cfg->build_namespace,
-                           .name = e->pod,
-                           .subresource = "log"};
     struct telo_err err;
-    e->call = kube_rest_get_text(e->owner->t, &ref, query, on_log, e, &err);
+    e->call = session_job_pod_log(e->owner->tb.t, e->owner->tb.cfg->build_namespace, e->pod,
+                                  BUILD_CONTAINER, SESSION_BUILD_PROGRESS_LINES,
+                                  SESSION_BUILD_PROGRESS_BYTES, on_log, e, &err);
     if (!e->call)
         read_done(e, NULL);
 }
@@ -192,11 +178,7 @@ static void on_pods(const struct kube_result *res, void *ud)
 {
     struct entry *e = ud;
     e->call = NULL;
-    struct json_object *items = res->rc < 0 ? NULL : jget_array(res->object, "items");
-    const char *name =
-        items && json_object_array_length(items) > 0
-            ? jget_string(jget(json_object_array_get_idx(items, 0), "metadata"), "name")
-            : NULL;
+    const char *name = jget_string(jget(session_job_pod_first(res), "metadata"), "name");
     if (!name || strlen(name) >= sizeof(e->pod)) {
         read_done(e, NULL);
         return;
@@ -214,29 +196,17 @@ static void start_read(struct entry *e)
         read_log(e);
         return;
     }
-    char selector[256];
-    snprintf(selector, sizeof(selector), "batch.kubernetes.io/job-name=%s", e->job);
-    struct kube_ref ref = {
-        .version = "v1", .resource = "pods", .namespace = e->owner->cfg->build_namespace};
-    struct kube_list_opts o = {.label_selector = selector, .limit = 1};
     struct telo_err err;
-    e->call = kube_rest_list(e->owner->t, &ref, &o, on_pods, e, &err);
+    e->call = session_job_pod_list(e->owner->tb.t, e->owner->tb.cfg->build_namespace, e->job,
+                                   on_pods, e, &err);
     if (!e->call)
         read_done(e, NULL);
 }
 
-static void sweep(struct session_build_progress *owner, double now)
+static int entry_stale(const void *entry, double now)
 {
-    struct strmap_iter it = {0};
-    const char *key;
-    void *value;
-    while (strmap_next(owner->jobs, &it, &key, &value)) {
-        struct entry *e = value;
-        if (!e->in_flight && now - e->asked_at > IDLE_S) {
-            strmap_remove(owner->jobs, key);
-            entry_free(e);
-        }
-    }
+    const struct entry *e = entry;
+    return !e->in_flight && now - e->asked_at > IDLE_S;
 }
 
 /* A new entry for job (uid), or NULL when the table is full or out of memory. */
@@ -247,9 +217,9 @@ static struct entry *entry_new(struct session_build_progress *owner, const struc
     if (!name || strlen(name) >= sizeof(((struct entry *)0)->job) ||
         strlen(uid) >= sizeof(((struct entry *)0)->uid))
         return NULL;
-    sweep(owner, now);
+    session_job_table_sweep(&owner->tb, now, entry_stale, entry_free);
     struct entry *e = NULL;
-    if (strmap_len(owner->jobs) >= TABLE_MAX || !(e = calloc(1, sizeof(*e))))
+    if (strmap_len(owner->tb.entries) >= TABLE_MAX || !(e = calloc(1, sizeof(*e))))
         return NULL;
     e->owner = owner;
     snprintf(e->uid, sizeof(e->uid), "%s", uid);
@@ -263,7 +233,7 @@ static struct entry *entry_new(struct session_build_progress *owner, const struc
         snprintf(e->dockerfile, sizeof(e->dockerfile), "%s", dockerfile);
     /* The step count before any log: the Dockerfile's. */
     build_step_scan(e->dockerfile[0] ? e->dockerfile : NULL, NULL, 0, &e->step);
-    if (strmap_put(owner->jobs, e->uid, e) < 0) {
+    if (strmap_put(owner->tb.entries, e->uid, e) < 0) {
         free(e);
         return NULL;
     }
@@ -278,7 +248,7 @@ void session_build_progress_get(struct session_build_progress *owner, const stru
     if (!owner || !uid)
         return;
     double now = now_of(owner);
-    struct entry *e = strmap_get(owner->jobs, uid);
+    struct entry *e = strmap_get(owner->tb.entries, uid);
     if (e)
         *out = e->step;
     if (!ask)
@@ -289,7 +259,7 @@ void session_build_progress_get(struct session_build_progress *owner, const stru
     if (waiter)
         session_waiters_add(&e->w, waiter);
     if (!ev_is_active(&e->poll)) {
-        ev_timer_again(kube_transport_loop(owner->t), &e->poll);
+        ev_timer_again(kube_transport_loop(owner->tb.t), &e->poll);
         if (!e->in_flight && now - e->read_at >= SESSION_BUILD_PROGRESS_POLL_S)
             start_read(e);
     }
