@@ -12,6 +12,7 @@
 #include "util/buf.h"
 #include "util/jget.h"
 #include "util/log.h"
+#include "util/str.h"
 #include "util/url.h"
 
 #include <errno.h>
@@ -204,19 +205,6 @@ static int parse_port(const char *s, struct port *p)
     return 0;
 }
 
-static int is_dns_label(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
 /* DIR's own name made a DNS label: "My_App" -> "my-app". */
 static void name_from_dir(const char *dir, char *out, size_t len)
 {
@@ -269,7 +257,7 @@ static int check_run_args(const struct args *a, struct port *ports, char *name, 
                 return usage_error("--port \"%s\" is given twice", a->ports[i]);
     }
     if (a->name != NULL) {
-        if (!is_dns_label(a->name))
+        if (!util_str_dns_label(a->name, strlen(a->name)))
             return usage_error("--name \"%s\": a session name is lowercase letters, digits and "
                                "'-', starting and ending with a letter or digit, at most 63 "
                                "characters",

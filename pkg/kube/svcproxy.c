@@ -2,6 +2,7 @@
 #include "kube/svcproxy.h"
 
 #include "util/buf.h"
+#include "util/str.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
@@ -10,20 +11,6 @@
 #include <strings.h>
 
 #define URL_MAX 8192
-
-/* A DNS-1123 label (a Service and a namespace name): 1..63 of [a-z0-9-], alphanumeric at both
- * ends. */
-static int dns_label(const char *s, size_t n)
-{
-    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
-            return 0;
-    }
-    return 1;
-}
 
 /* NAME.NAMESPACE.svc[.cluster.domain]: the first two labels into out. */
 static int service_host(const char *host, struct kube_service_url *out)
@@ -40,7 +27,7 @@ static int service_host(const char *host, struct kube_service_url *out)
         return 0;
     /* Whatever follows is the cluster domain; a trailing dot (an absolute name) is fine. */
     size_t name_len = (size_t)(dot1 - host), ns_len = (size_t)(dot2 - ns);
-    if (!dns_label(host, name_len) || !dns_label(ns, ns_len))
+    if (!util_str_dns_label(host, name_len) || !util_str_dns_label(ns, ns_len))
         return 0;
     snprintf(out->name, sizeof(out->name), "%.*s", (int)name_len, host);
     snprintf(out->namespace, sizeof(out->namespace), "%.*s", (int)ns_len, ns);
