@@ -329,6 +329,8 @@ def plot_scale(dirs, out, sources, root):
         ax.set_xscale("log")
         if logy:
             ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
         ax.set_xlabel("N (objects applied at once; log)")
         ax.set_ylabel(ylabel + (" (log)" if logy else ""), fontsize=8)
         ax.set_title("bench/scale: median of the runs at each N (bars: min-max); controller = "
@@ -459,7 +461,9 @@ def plot_fanout(files, out, sources, root):
                         fontsize=7, va="center")
     ax.set_xticks(range(len(batches)), [n for n, _ in batches], fontsize=8)
     ax.set_xlim(-0.5, len(batches) - 0.2)
-    ax.set_ylim(bottom=0)
+    top = max((v for _, runs in batches for v in
+               (dig(run, "rss_per_client_kib") for run in runs) if v is not None), default=1)
+    ax.set_ylim(0, top * 1.2)
     ax.set_ylabel("gateway RSS per idle client, KiB")
     ax.set_title("bench/gateway fanout: RSS per client (1,000 clients over 100 sessions), per run",
                  fontsize=10)
