@@ -8,13 +8,25 @@ SOURCES.md beside the plots names each file.
 - bench/cache-memory (run.sh writes RESULTS/cache-memory.json): bytes of memory per cached pod.
 - bench/gateway (run.sh writes RESULTS/samples.json, bench.py --json): the keystroke round-trip
   distribution of every path (CDF) and the output throughput of every round.
+- bench/scale (results in the tree, bench/scale/results/<run>/<N>-<path>-<repeat>.json, the
+  per-run JSON of bench/scale/README.md): time to all Running, controller RSS peak and API
+  requests per object against N, per path (median of the runs, min and max as the error bar);
+  every results directory is its own series, since each is another build of the operator.
+- bench/builds (bench/builds/results/*.json, schema telo-bench-builds/1): apply to Running per
+  path (first build, cache hit, all of 10 sharing one build, kaniko by hand) for every labelled
+  run (before, after, before2, after2), median of its repeats, min and max as the error bar.
+- bench/gateway fan-out (bench/gateway/results/fanout-*.json, written by fanout.py): keystroke
+  p99 of the crowded gateway against the idle peer's, per run of every batch, and RSS per idle
+  client.
 """
 
 import argparse
 import glob
 import json
 import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 
@@ -41,6 +53,23 @@ def load(fn):
 
 def stamp(fn):
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(fn)))
+
+
+def written(root, fn):
+    """A file's modification time; for a file in the tree, the commit that last changed it (a
+    checkout's modification times are the checkout's)."""
+    if not os.path.isabs(fn):
+        try:
+            c = subprocess.run(["git", "-C", root, "log", "-1", "--format=%h %cd",
+                                "--date=format-local:%Y-%m-%d %H:%M UTC", "--", fn],
+                               capture_output=True, text=True, check=False, env=dict(os.environ, TZ="UTC"))
+            if c.returncode == 0 and c.stdout.strip():
+                h, _, d = c.stdout.strip().partition(" ")
+                return "committed %s (%s)" % (d, h)
+        except OSError:
+            pass
+        fn = os.path.join(root, fn)
+    return stamp(fn)
 
 
 # --- finding results --------------------------------------------------------------------------
@@ -231,6 +260,222 @@ def plot_gateway(files, out, sources):
     return made
 
 
+# --- bench/scale -----------------------------------------------------------------------------
+
+
+def rel(root, fn):
+    fn = os.path.abspath(fn)
+    return os.path.relpath(fn, root) if fn.startswith(os.path.abspath(root) + os.sep) else fn
+
+
+def dig(r, *path):
+    for k in path:
+        if not isinstance(r, dict) or k not in r:
+            return None
+        r = r[k]
+    return r if isinstance(r, (int, float)) and not isinstance(r, bool) else None
+
+
+def scale_files(d):
+    out = []
+    for fn in sorted(glob.glob(os.path.join(d, "[0-9]*.json"))):
+        r = load(fn)
+        if isinstance(r, dict) and {"path", "n", "end_s"} <= set(r):
+            out.append(fn)
+    return out
+
+
+def plot_scale(dirs, out, sources, root):
+    """One series per (results directory, path): each directory is one build of the operator."""
+    series = {}
+    for d in dirs:
+        run = os.path.basename(os.path.normpath(d))
+        for fn in scale_files(d):
+            r = load(fn)
+            if "error" in r:
+                continue
+            series.setdefault((run, r["path"]), {}).setdefault(r["n"], []).append(r)
+            sources.append(("bench/scale", rel(root, fn)))
+    if not series:
+        log("bench/scale: no valid run: not plotted")
+        return []
+    figures = [
+        ("scale-time-to-running.png", "seconds until all N are Running", ("end_s",), True),
+        ("scale-controller-rss.png", "controller RSS peak, MiB", ("controller", "rss_peak_mib"),
+         True),
+        ("scale-requests-per-object.png", "API requests per object, all clients (audit log)",
+         ("audit_run", "per_object"), False),
+    ]
+    made = []
+    for name, ylabel, path, logy in figures:
+        fig, ax = plt.subplots(figsize=(8, 4.8), dpi=DPI)
+        for (run, p), byn in sorted(series.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            xs, ys, lo, hi = [], [], [], []
+            for n in sorted(byn):
+                v = [dig(r, *path) for r in byn[n]]
+                v = [x for x in v if x is not None]
+                if not v:
+                    continue
+                m = statistics.median(v)
+                xs.append(n)
+                ys.append(m)
+                lo.append(m - min(v))
+                hi.append(max(v) - m)
+            if not xs:
+                continue
+            style = "--" if p.startswith("jobs") else "-"
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", linestyle=style, capsize=3,
+                        label="%s (%s)" % (p, run))
+        ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_xlabel("N (objects applied at once; log)")
+        ax.set_ylabel(ylabel + (" (log)" if logy else ""), fontsize=8)
+        ax.set_title("bench/scale: median of the runs at each N (bars: min-max); controller = "
+                     "telo-operator or the job-only kube-controller-manager", fontsize=8)
+        ax.grid(which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fn = os.path.join(out, name)
+        fig.tight_layout()
+        fig.savefig(fn)
+        plt.close(fig)
+        made.append(fn)
+    return made
+
+
+# --- bench/builds -----------------------------------------------------------------------------
+
+BUILD_PATHS = [
+    ("first build", lambda rep: dig(rep, "first", "total_s")),
+    ("cache hit", lambda rep: dig(rep, "hit", "total_s")),
+    ("shared: all 10 Running", lambda rep: dig(rep, "shared", "all_running_s")),
+    ("kaniko by hand (pod)", lambda rep: dig(rep, "hand", "total_s")),
+    ("no build (base image)", lambda rep: dig(rep, "plain", "total_s")),
+    ("raw pod", lambda rep: dig(rep, "raw", "total_s")),
+]
+
+
+def plot_builds(files, out, sources, root):
+    runs = []
+    for fn in files:
+        r = load(fn)
+        if not isinstance(r, dict) or r.get("schema") != "telo-bench-builds/1" or not r.get("repeats"):
+            log("%s: not a telo-bench-builds/1 result, skipped" % fn)
+            continue
+        runs.append(r)
+        sources.append(("bench/builds", rel(root, fn)))
+    if not runs:
+        return None
+    runs.sort(key=lambda r: r.get("date", ""))
+    fig, ax = plt.subplots(figsize=(9, 4.8), dpi=DPI)
+    width = 0.8 / len(runs)
+    for i, r in enumerate(runs):
+        xs, meds, lo, hi = [], [], [], []
+        for j, (_, f) in enumerate(BUILD_PATHS):
+            v = [f(rep) for rep in r["repeats"]]
+            v = [x for x in v if x is not None]
+            if not v:
+                continue
+            m = statistics.median(v)
+            xs.append(j + (i - (len(runs) - 1) / 2) * width)
+            meds.append(m)
+            lo.append(m - min(v))
+            hi.append(max(v) - m)
+        bars = ax.bar(xs, meds, width, yerr=[lo, hi], capsize=2,
+                      label="%s (%s, %d repeats)" % (r.get("label", "?"), r.get("commit", "?"),
+                                                     len(r["repeats"])))
+        for b, m in zip(bars, meds):
+            ax.annotate("%.1f" % m, (b.get_x() + b.get_width() / 2, m), ha="center",
+                        va="bottom", fontsize=6, xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(range(len(BUILD_PATHS)), [p for p, _ in BUILD_PATHS], fontsize=8)
+    ax.set_ylabel("seconds, apply to Running (hand: pod created to Succeeded)", fontsize=8)
+    ax.set_title("bench/builds: per path, median of the repeats (bars: min-max)", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    fn = os.path.join(out, "builds-apply-to-running.png")
+    fig.tight_layout()
+    fig.savefig(fn)
+    plt.close(fig)
+    return fn
+
+
+# --- bench/gateway fan-out --------------------------------------------------------------------
+
+
+def plot_fanout(files, out, sources, root):
+    batches = []
+    for fn in sorted(files):
+        r = load(fn)
+        if not isinstance(r, dict) or r.get("bench") != "gateway-fanout" or not r.get("runs"):
+            log("%s: not a fanout.py result, skipped" % fn)
+            continue
+        name = os.path.basename(fn)[:-len(".json")]
+        name = re.sub(r"^fanout-(\d{8}-)?", "", name)  # fanout-20261202-a-x -> a-x
+        batches.append((name, r["runs"]))
+        sources.append(("bench/gateway fanout", rel(root, fn)))
+    if not batches:
+        return []
+    made = []
+    fig, ax = plt.subplots(figsize=(9, 4.8), dpi=DPI)
+    labels, crowded, peer = [], [], []
+    for name, runs in batches:
+        for run in runs:
+            c = dig(run, "paired_ms", "loaded_p99")
+            q = dig(run, "paired_ms", "peer_p99")
+            if c is None or q is None:
+                continue
+            labels.append("%s\nrun %s" % (name.replace("-", "\n", 1), run.get("run", "?")))
+            crowded.append(c)
+            peer.append(q)
+    xs = range(len(labels))
+    b1 = ax.bar([x - 0.2 for x in xs], crowded, 0.4, label="crowded gateway (1,000 clients)")
+    b2 = ax.bar([x + 0.2 for x in xs], peer, 0.4, label="idle peer gateway, same blocks")
+    for bars in (b1, b2):
+        for b in bars:
+            v = b.get_height()
+            ax.annotate("%.2f" % v, (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom",
+                        fontsize=6, xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(list(xs), labels, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("keystroke round trip p99, ms (log)")
+    ax.set_title("bench/gateway fanout: keystroke p99, crowded gateway vs idle peer, per run",
+                 fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    fn = os.path.join(out, "fanout-keystroke-p99.png")
+    fig.tight_layout()
+    fig.savefig(fn)
+    plt.close(fig)
+    made.append(fn)
+
+    fig, ax = plt.subplots(figsize=(8, 4), dpi=DPI)
+    for i, (name, runs) in enumerate(batches):
+        v = [dig(run, "rss_per_client_kib") for run in runs]
+        v = [x for x in v if x is not None]
+        ax.plot([i] * len(v), v, "o", alpha=0.7)
+        if v:
+            m = statistics.median(v)
+            ax.annotate("median %.1f KiB" % m, (i, m), xytext=(8, 0), textcoords="offset points",
+                        fontsize=7, va="center")
+    ax.set_xticks(range(len(batches)), [n for n, _ in batches], fontsize=8)
+    ax.set_xlim(-0.5, len(batches) - 0.2)
+    top = max((v for _, runs in batches for v in
+               (dig(run, "rss_per_client_kib") for run in runs) if v is not None), default=1)
+    ax.set_ylim(0, top * 1.2)
+    ax.set_ylabel("gateway RSS per idle client, KiB")
+    ax.set_title("bench/gateway fanout: RSS per client (1,000 clients over 100 sessions), per run",
+                 fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    fn = os.path.join(out, "fanout-rss-per-client.png")
+    fig.tight_layout()
+    fig.savefig(fn)
+    plt.close(fig)
+    made.append(fn)
+    return made
+
+
 # --- main -------------------------------------------------------------------------------------
 
 
@@ -241,33 +486,53 @@ def main():
     ap.add_argument("--sessions", action="append", default=[], help="a bench/sessions results dir")
     ap.add_argument("--cache-memory", action="append", default=[], help="a cache-memory.json")
     ap.add_argument("--gateway", action="append", default=[], help="a bench/gateway samples.json")
+    ap.add_argument("--scale", action="append", default=[],
+                    help="a bench/scale results dir (default: every one under bench/scale/results)")
+    ap.add_argument("--builds", action="append", default=[],
+                    help="a bench/builds results JSON (default: bench/builds/results/*.json)")
+    ap.add_argument("--fanout", action="append", default=[],
+                    help="a bench/gateway/fanout.py JSON (default: bench/gateway/results/fanout-*.json)")
     a = ap.parse_args()
     out = a.out or os.path.join(a.root, "bench", "report", "plots")
     os.makedirs(out, exist_ok=True)
     tmp = os.environ.get("TMPDIR", "/tmp")
-    explicit = a.sessions or a.cache_memory or a.gateway
+    explicit = a.sessions or a.cache_memory or a.gateway or a.scale or a.builds or a.fanout
     sessions = a.sessions or ([] if explicit else find_sessions(tmp))
     cache = a.cache_memory or ([] if explicit else find_cache_memory(tmp))
     gateway = a.gateway or ([] if explicit else find_gateway(tmp))
+    bench = os.path.join(a.root, "bench")
+    scale = a.scale or ([] if explicit else sorted(
+        d for d in glob.glob(os.path.join(bench, "scale", "results", "*")) if scale_files(d)))
+    builds = a.builds or ([] if explicit else sorted(
+        glob.glob(os.path.join(bench, "builds", "results", "*.json"))))
+    fanout = a.fanout or ([] if explicit else sorted(
+        glob.glob(os.path.join(bench, "gateway", "results", "fanout-*.json"))))
 
     sources, made, missing = [], [], []
     for name, found, plot in (("bench/sessions", sessions, plot_sessions),
                               ("bench/cache-memory", cache, plot_cache_memory),
-                              ("bench/gateway", gateway, plot_gateway)):
+                              ("bench/gateway", gateway, plot_gateway),
+                              ("bench/scale", scale, plot_scale),
+                              ("bench/builds", builds, plot_builds),
+                              ("bench/gateway fanout", fanout, plot_fanout)):
         if not found:
             missing.append(name)
             log("%s: no result files found (run it first; see its run.sh): nothing plotted" % name)
             continue
-        res = plot(found, out, sources)
+        if plot in (plot_scale, plot_builds, plot_fanout):
+            res = plot(found, out, sources, a.root)
+        else:
+            res = plot(found, out, sources)
         made += [res] if isinstance(res, str) else (res or [])
 
     with open(os.path.join(out, "SOURCES.md"), "w") as f:
         f.write("# Where these plots come from\n\n")
         f.write("Written by `bench/report/run.sh` from the result files below (their times are the\n"
-                "files' modification times). Nothing else is plotted.\n\n")
+                "files' modification times, or for a file in the tree the commit that last changed\n"
+                "it). Nothing else is plotted.\n\n")
         f.write("| bench | result file | written |\n|---|---|---|\n")
         for bench, fn in sources:
-            f.write("| %s | `%s` | %s |\n" % (bench, fn, stamp(fn)))
+            f.write("| %s | `%s` | %s |\n" % (bench, fn, written(a.root, fn)))
         if missing:
             f.write("\nNo result files on the machine that made these plots, so no plot: %s.\n"
                     % ", ".join(missing))

@@ -2,9 +2,10 @@
 # Turns the results the benches already wrote into PNG plots (bench/report/README.md).
 #
 #   bench/report/run.sh [--out DIR] [--sessions DIR]... [--cache-memory FILE]...
-#                       [--gateway FILE]...
+#                       [--gateway FILE]... [--scale DIR]... [--builds FILE]... [--fanout FILE]...
 #
-# Without --sessions/--cache-memory/--gateway it finds the latest results on this machine: the
+# Without any of them it plots every bench/scale, bench/builds and bench/gateway fan-out result
+# committed in the tree (bench/*/results), and finds the latest results on this machine: the
 # benches' default results directories under ${TMPDIR:-/tmp} (telo-bench-sessions-*,
 # telo-bench-cache-memory-*, telo-bench-gateway-*) and any other directory there holding a
 # samples.json of bench/gateway/bench.py's format (TELO_BENCH_OUT runs). A bench with no results
