@@ -67,7 +67,17 @@ launch() {
 		done
 		exec setsid "$@" >>"$log_dir/$name.log" 2>&1 </dev/null
 	) &
-	echo $! >"$pid_dir/$name.pid"
+	local pid=$! i
+	echo "$pid" >"$pid_dir/$name.pid"
+	# The subshell closes descriptors before its exec, and until then its command line is this
+	# script's: component_pid (which checks the command line) would read that moment as a dead
+	# component (a make test run's kube-scheduler "failed to start: the process exited" while
+	# it ran). Wait for the exec, or the end.
+	for i in $(seq 1 100); do
+		[[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *"$name"* ]] && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
 	return 0
 }
 
