@@ -81,37 +81,41 @@ def proxied(cluster, crd, tmp_path_factory):
                    .get("status", {}).get("podIP") == node_ip, timeout=60,
                    what="the hostNetwork pod's IP")
         target = {"ip": node_ip, "name": "gateway-address", "namespace": gw_ns}
+    # Whatever fails from here on, the gateway and the operator started here are stopped: a
+    # leaked operator would watch on and be found by the next test's foreign_operators check.
+    op, started = None, []
     service = SERVICE + "-" + suffix if IN_CLUSTER else SERVICE
-    _apply(cluster, {
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": service, "namespace": gw_ns},
-        "spec": {"ports": [{"name": "gateway", "port": 80, "targetPort": gw.port,
-                            "protocol": "TCP"}]}}, {
-        "apiVersion": "v1", "kind": "Endpoints",
-        "metadata": {"name": service, "namespace": gw_ns},
-        "subsets": [{"addresses": [{"ip": target["ip"], "targetRef": {
-            "kind": "Pod", "name": target["name"], "namespace": target["namespace"]}}],
-            "ports": [{"name": "gateway", "port": gw.port, "protocol": "TCP"}]}]})
-    url = "http://%s.%s.svc:80" % (service, gw_ns)
-    op = new_operator(cluster, ns, str(logs / "operator.log"), [
-        'tolerations=[{"key":"telo.run/node","operator":"Equal","value":"real",'
-        '"effect":"NoSchedule"}]',
-        "nodeSelector=telo.run/node=real", "images.init=" + images["telo-init"],
-        "images.default=" + images["telo-session-test"], "startDeadlineSeconds=90",
-        "gatewayUrl=" + url]).start()
-    env = {"cluster": cluster, "ns": ns, "gw_ns": gw_ns, "service": service, "gw": gw, "op": op}
-    started = []
-    env["status"], env["token"] = start_session(env, "px", started)
-    yield env
-    cluster.kubectl("delete", "telosession", "-n", ns, *started, "--wait=false", check=False)
-    op_rc = op.stop()
-    rc = gw.stop()
-    print("--- telo-gateway log:\n" + gw.log()[-4000:])
-    for n in (ns, gw_ns) if not IN_CLUSTER else (ns,):
-        cluster.kubectl("delete", "namespace", n, "--wait=false", check=False)
-    if IN_CLUSTER:
-        cluster.kubectl("delete", "service,endpoints", service, "-n", gw_ns, "--wait=false",
-                        check=False)
+    try:
+        _apply(cluster, {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": service, "namespace": gw_ns},
+            "spec": {"ports": [{"name": "gateway", "port": 80, "targetPort": gw.port,
+                                "protocol": "TCP"}]}}, {
+            "apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": service, "namespace": gw_ns},
+            "subsets": [{"addresses": [{"ip": target["ip"], "targetRef": {
+                "kind": "Pod", "name": target["name"], "namespace": target["namespace"]}}],
+                "ports": [{"name": "gateway", "port": gw.port, "protocol": "TCP"}]}]})
+        url = "http://%s.%s.svc:80" % (service, gw_ns)
+        op = new_operator(cluster, ns, str(logs / "operator.log"), [
+            'tolerations=[{"key":"telo.run/node","operator":"Equal","value":"real",'
+            '"effect":"NoSchedule"}]',
+            "nodeSelector=telo.run/node=real", "images.init=" + images["telo-init"],
+            "images.default=" + images["telo-session-test"], "startDeadlineSeconds=90",
+            "gatewayUrl=" + url]).start()
+        env = {"cluster": cluster, "ns": ns, "gw_ns": gw_ns, "service": service, "gw": gw, "op": op}
+        env["status"], env["token"] = start_session(env, "px", started)
+        yield env
+    finally:
+        cluster.kubectl("delete", "telosession", "-n", ns, *started, "--wait=false", check=False)
+        op_rc = op.stop() if op is not None else 0
+        rc = gw.stop()
+        print("--- telo-gateway log:\n" + gw.log()[-4000:])
+        for n in (ns, gw_ns) if not IN_CLUSTER else (ns,):
+            cluster.kubectl("delete", "namespace", n, "--wait=false", check=False)
+        if IN_CLUSTER:
+            cluster.kubectl("delete", "service,endpoints", service, "-n", gw_ns, "--wait=false",
+                            check=False)
     assert rc == 0, "telo-gateway must exit 0 on SIGTERM (got %s)" % rc
     assert op_rc == 0, "telo-operator must exit 0 on SIGTERM (got %s)" % op_rc
 
