@@ -14,7 +14,7 @@ import uuid
 import pytest
 import yaml
 
-from conftest import wait_until
+from conftest import IN_CLUSTER, wait_until
 from test_chart import CHART, cluster_scoped_of, helm, render  # noqa: F401  (helm: a fixture)
 from test_sessions import (apply, get, hello_bundle, session, session_node,  # noqa: F401
                            start)
@@ -353,7 +353,18 @@ def test_session_pod_and_ingress_carry_the_charts_labels_and_annotations(cluster
     path = tmp_path / "config.yaml"
     path.write_text(cm["data"]["config.yaml"])
     ns = pod_namespace
-    start(args=("--config", str(path)))
+    if IN_CLUSTER:
+        # The operator's pod cannot read this machine's file: the rendered file's session
+        # metadata keys go to it as --set (maps as k=v,k2=v2), the rest as the fixture sets it.
+        cfg = yaml.safe_load(cm["data"]["config.yaml"])
+        sets = ["ingress.baseDomain=" + cfg["ingress"]["baseDomain"]]
+        for key, value in (("pod.labels", cfg["pod"]["labels"]),
+                           ("pod.annotations", cfg["pod"]["annotations"]),
+                           ("ingress.annotations", cfg["ingress"]["annotations"])):
+            sets.append("%s=%s" % (key, ",".join("%s=%s" % kv for kv in value.items())))
+        start(*sets)
+    else:
+        start(args=("--config", str(path)))
     apply(cluster, ns, hello_bundle(), session("meta"))
     pod = wait_until(lambda: get(cluster, ns, "pod", "telo-run-meta"), timeout=30,
                      what="the session pod")
