@@ -163,7 +163,8 @@ void session_expect_status_made(struct session_expectations *x, const char *key,
 }
 
 struct json_object *session_expect_written_status(struct session_expectations *x, const char *key,
-                                                  const char *base_rv, double now)
+                                                  const char *base_rv, double now, char *made_rv,
+                                                  size_t made_rv_len)
 {
     const struct expectation *e = strmap_get(x->map, key);
     if (!e)
@@ -175,5 +176,6 @@ struct json_object *session_expect_written_status(struct session_expectations *x
         session_expect_drop(x, key);
         return NULL;
     }
+    snprintf(made_rv, made_rv_len, "%s", e->awaited_rv);
     return json_tokener_parse(e->status_json);
 }

@@ -51,9 +51,11 @@ void session_expect_status(struct session_expectations *x, const char *key,
 void session_expect_status_made(struct session_expectations *x, const char *key, const char *rv);
 
 /* The status our last write to key made, when the cached session (resourceVersion base_rv) is
- * still one from before it: a new object the caller json_object_put()s. NULL when the cache is
- * current (the expectation is dropped then) or when none is held. */
+ * still one from before it: a new object the caller json_object_put()s, and in made_rv (of
+ * made_rv_len bytes) the resourceVersion that write made. NULL when the cache is current (the
+ * expectation is dropped then) or when none is held. */
 struct json_object *session_expect_written_status(struct session_expectations *x, const char *key,
-                                                  const char *base_rv, double now);
+                                                  const char *base_rv, double now, char *made_rv,
+                                                  size_t made_rv_len);
 
 #endif

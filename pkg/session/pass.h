@@ -51,7 +51,7 @@ struct write_ctx {
     struct pass *p;
     char expect_key[320];
     int counts_start; /* a pod create: telo_session_starts_total on 201 */
-    int status;       /* a status write: remember the resourceVersion it made */
+    int status;       /* a status write: remember the resourceVersion it made; 409: stale */
     int precondition; /* a delete with a uid precondition: 409 is someone else's object now */
     /* A create or apply of a child (issue 17): its refusal is recorded, its success clears it. */
     int has_child;
@@ -81,6 +81,9 @@ struct pass {
      * once. Written only if the create fails (see on_write). */
     struct session_verdict deferred;
     char base_rv[64];             /* resourceVersion of the cached session we read */
+    /* The resourceVersion our last status write made, when the cache lags it (written_status):
+     * the session as we last left it, which this pass's status write is conditional on. */
+    char written_rv[64];
     enum session_owner pod_owner; /* whose the cached pod of the session's pod name is */
     /* A deleted predecessor's children to delete (after a live read confirms the session's
      * uid, issue 21). */

@@ -24,6 +24,9 @@
  * and the pod's create always could. 1,000 sessions created at once on one bundle read it a few
  * times rather than 1,000 (bench/sessions). */
 #define BUNDLE_MEMO_S 5.0
+/* After a status write found the session changed: the watch brings the change, normally well
+ * within this; the requeue is for a watch that does not. */
+#define STATUS_CONFLICT_RETRY_S 1.0
 
 double session_pass_now(const struct session_reconciler *r)
 {
@@ -119,6 +122,20 @@ void session_pass_on_write(const struct kube_result *res, void *ud)
         /* The pass queued again writes the status that names it (not the deferred one). */
         if (w->expect_key[0])
             session_pass_expect_drop(p->r, w->expect_key);
+        free(w);
+        session_pass_done(p);
+        return;
+    }
+    /* 409 on a status write: the session changed (or was replaced) since the cache showed it;
+     * the status is computed again from the version the cache brings next. Not an error, but
+     * not written either. */
+    if (w->status && res->code == 409) {
+        telo_log(TELO_LOG_DEBUG, "status write on a stale session", "session=%s/%s rv=%s",
+                 p->s.namespace, p->s.name, p->written_rv[0] ? p->written_rv : p->base_rv);
+        if (w->expect_key[0])
+            session_pass_expect_drop(p->r, w->expect_key);
+        if (p->requeue_after <= 0 || p->requeue_after > STATUS_CONFLICT_RETRY_S)
+            p->requeue_after = STATUS_CONFLICT_RETRY_S;
         free(w);
         session_pass_done(p);
         return;
@@ -290,6 +307,13 @@ static void write_status(struct pass *p, struct json_object *status)
     json_object_object_add(body, "kind", json_object_new_string("TeloSession"));
     json_object_object_add(meta, "name", json_object_new_string(p->s.name));
     json_object_object_add(meta, "namespace", json_object_new_string(p->s.namespace));
+    /* Conditional on the session this status was computed from. Written by name alone, a status
+     * computed from a cache that still holds a deleted session would land on its successor of
+     * the same name (a GitOps replace), naming the predecessor's pod; the API server ignores a
+     * uid in a status body, but a resourceVersion is unique to one object's one version. */
+    const char *rv = p->written_rv[0] ? p->written_rv : p->base_rv;
+    if (rv[0])
+        json_object_object_add(meta, "resourceVersion", json_object_new_string(rv));
     json_object_object_add(body, "metadata", meta);
     json_object_object_add(body, "status", json_object_get(status));
     struct kube_ref ref = {.group = "telo.run",
@@ -314,8 +338,9 @@ static void use_written_status(struct pass *p)
 {
     char key[320];
     session_expect_key(key, sizeof(key), "status", p->s.namespace, p->s.name);
-    p->written_status =
-        session_expect_written_status(p->r->expected, key, p->base_rv, session_pass_now(p->r));
+    p->written_status = session_expect_written_status(p->r->expected, key, p->base_rv,
+                                                      session_pass_now(p->r), p->written_rv,
+                                                      sizeof(p->written_rv));
     if (p->written_status)
         p->s.status = p->written_status;
 }
