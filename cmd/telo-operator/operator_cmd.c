@@ -3,6 +3,7 @@
 
 #include "controller/endpoints.h"
 #include "controller/events.h"
+#include "controller/events_metrics.h"
 #include "controller/leader.h"
 #include "controller/manager.h"
 #include "controller/metrics.h"
@@ -46,6 +47,7 @@ struct run_state {
     struct session_reconciler *reconciler;
     struct metrics_registry *reg;
     struct ctrl_metrics *runtime_metrics;
+    struct events_metrics events_metrics;
     struct httpd_server *http;
     char identity[128];
     int shutting_down;
@@ -248,7 +250,9 @@ static int setup(struct run_state *op, struct telo_err *err)
     if (metrics_register_process(op->reg, NULL, err) < 0 ||
         !(op->runtime_metrics =
               ctrl_metrics_register(op->reg, op->m, op->t, ctrl_manager_leader(op->m), err)) ||
-        session_reconciler_register_metrics(op->reconciler, op->reg, err) < 0)
+        session_reconciler_register_metrics(op->reconciler, op->reg, err) < 0 ||
+        events_metrics_register(&op->events_metrics, events_recorder_stats(op->events), op->reg,
+                                err) < 0)
         return -err->code;
     if ((rc = start_http(op, err)) < 0)
         return rc;

@@ -80,7 +80,7 @@ struct pass {
      * in the cache writes the status that follows from it, so this one would be overwritten at
      * once. Written only if the create fails (see on_write). */
     struct session_verdict deferred;
-    char base_rv[64];             /* resourceVersion of the cached session we read */
+    char base_rv[64]; /* resourceVersion of the cached session we read */
     /* The resourceVersion our last status write made, when the cache lags it (written_status):
      * the session as we last left it, which this pass's status write is conditional on. */
     char written_rv[64];

@@ -338,9 +338,9 @@ static void use_written_status(struct pass *p)
 {
     char key[320];
     session_expect_key(key, sizeof(key), "status", p->s.namespace, p->s.name);
-    p->written_status = session_expect_written_status(p->r->expected, key, p->base_rv,
-                                                      session_pass_now(p->r), p->written_rv,
-                                                      sizeof(p->written_rv));
+    p->written_status =
+        session_expect_written_status(p->r->expected, key, p->base_rv, session_pass_now(p->r),
+                                      p->written_rv, sizeof(p->written_rv));
     if (p->written_status)
         p->s.status = p->written_status;
 }

@@ -5,7 +5,7 @@ import os
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import ROOT
+from conftest import ROOT, wait_until
 
 SAMPLE = os.path.join(ROOT, "crds", "samples", "hello.yaml")
 
@@ -39,6 +39,7 @@ def test_metrics_parse_and_move_as_a_session_starts(cluster, operator, pod_names
                    "workqueue_retries_total", "rest_client_requests_total",
                    "rest_client_request_duration_seconds_count", "leader_election_master_status",
                    "telo_sessions", "telo_session_starts_total", "telo_cache_objects",
+                   "telo_events_total", "telo_events_queued",
                    "process_resident_memory_bytes", "process_open_fds"):
         assert family in names, family
     assert value(before, "leader_election_master_status") == 1
@@ -56,3 +57,9 @@ def test_metrics_parse_and_move_as_a_session_starts(cluster, operator, pod_names
     assert (value(after, "rest_client_requests_total", method="PATCH")
             > value(before, "rest_client_requests_total", method="PATCH"))
     assert value(after, "telo_cache_objects", informer="pods") == 1
+    # The session's Running Event is written (from the recorder's queue, so it may follow the
+    # status by a moment); none is lost.
+    wait_until(lambda: value(scrape(op), "telo_events_total", outcome="created")
+               > value(before, "telo_events_total", outcome="created"),
+               timeout=30, what="the Running Event counted in telo_events_total")
+    assert value(scrape(op), "telo_events_total", outcome="dropped") == 0

@@ -9,8 +9,11 @@
 #include <cmocka.h>
 
 #include "controller/events.h"
+#include "controller/events_metrics.h"
+#include "controller/metrics.h"
 #include "kube/config.h"
 #include "kube/transport.h"
+#include "util/buf.h"
 #include "util/log.h"
 
 #include "mock_client.h"
@@ -327,6 +330,24 @@ static int flush(struct mock_client *f, struct events_recorder *r)
     return done;
 }
 
+/* What the operator's /metrics says of the recorder: the figure that names the lost Events. */
+static void assert_metrics_say(struct events_metrics *em, const char *const *lines)
+{
+    struct buf out;
+    buf_init(&out, 1 << 16);
+    struct telo_err err = {0};
+    struct metrics_registry *reg = metrics_registry_new();
+    assert_non_null(reg);
+    assert_int_equal(events_metrics_register(em, em->stats, reg, &err), 0);
+    assert_int_equal(metrics_render(reg, &out, &err), 0);
+    for (; *lines; lines++) {
+        if (!strstr(out.data, *lines))
+            fail_msg("%s not in:\n%s", *lines, out.data);
+    }
+    buf_release(&out);
+    metrics_registry_free(reg);
+}
+
 static void a_full_queue_drops_and_counts(void **state)
 {
     struct mock_client *f = *state;
@@ -347,9 +368,16 @@ static void a_full_queue_drops_and_counts(void **state)
     assert_int_equal(st->dropped, 6);
     assert_int_equal(st->queued, 3);
     assert_int_equal(st->in_flight, 1);
+    struct events_metrics em = {.stats = st};
+    assert_metrics_say(&em, (const char *const[]){"telo_events_total{outcome=\"dropped\"} 6\n",
+                                                  "telo_events_total{outcome=\"created\"} 0\n",
+                                                  "telo_events_queued 4\n", NULL});
     assert_int_equal(flush(f, r), 1);
     assert_int_equal(st->created, 4);
     assert_int_equal(st->queued + st->in_flight, 0);
+    assert_metrics_say(&em, (const char *const[]){"telo_events_total{outcome=\"dropped\"} 6\n",
+                                                  "telo_events_total{outcome=\"created\"} 4\n",
+                                                  "telo_events_queued 0\n", NULL});
     events_recorder_free(r);
 }
 
