@@ -61,9 +61,13 @@ op_port=${TELO_BENCH_OPERATOR_PORT:-16312}
 log() { echo "bench: [$((SECONDS - t_start))s] $*" >&2; }
 log "results in $out; $(nproc) cores, load $load_start"
 
-# Another operator watching every namespace would reconcile our sessions as well.
+# Another operator of this cluster watching every namespace would reconcile our sessions as well
+# (one with the kubeconfig of another cluster on the machine, bench/scale's say, would not).
 foreign=$(for p in $(pgrep -x telo-operator || true); do
 	tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | grep -q -- ' run ' || continue
+	if tr '\0' ' ' </proc/"$p"/cmdline | grep -q -- '--kubeconfig'; then
+		tr '\0' ' ' </proc/"$p"/cmdline | grep -qE -- "--kubeconfig[ =]$kubeconfig( |$)" || continue
+	fi
 	tr '\0' ' ' </proc/"$p"/cmdline | grep -q -- 'namespaces=' || echo "pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline)"
 done)
 if [ -n "$foreign" ]; then
