@@ -178,7 +178,7 @@ def plot_sessions(dirs, out, sources, root):
             continue
         bars = ax.bar(xs, meds, width, yerr=[lo, hi], capsize=3, label=p)
         for b, m, lab in zip(bars, meds, labels):
-            ax.annotate("%.2fs" % m, (b.get_x() + b.get_width() / 2, m), ha="center",
+            ax.annotate("%.2fs\n%s" % (m, lab), (b.get_x() + b.get_width() / 2, m), ha="center",
                         va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
         plotted += 1
     if not plotted:
