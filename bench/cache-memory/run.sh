@@ -75,6 +75,7 @@ keep=(--keep metadata.labels --keep metadata.creationTimestamp --keep status.pha
 	--keep 'status.containerStatuses[].name' --keep 'status.containerStatuses[].state'
 	--keep 'status.containerStatuses[].lastState')
 start_informer() { # namespace output
+	: >"$2" # before the wait for SYNCED reads it (the child's redirection may come later)
 	"$informer" --kubeconfig "$kubeconfig" -n "$1" -l app.kubernetes.io/managed-by=telo-operator \
 		--quiet "${keep[@]}" pods >"$2" 2>&1 &
 	pids+=("$!")
