@@ -1,5 +1,10 @@
 """Creates N pods shaped like session pods, bound to the kwok nodes, with a thread pool; or
-deletes the namespace. Used by run.sh; talks to the cluster with the official Python client."""
+deletes every pod of the namespace at once. Used by run.sh; talks to the cluster with the
+official Python client.
+
+    pods.py KUBECONFIG NAMESPACE N         create N pods
+    pods.py KUBECONFIG NAMESPACE delete    delete them all (one collection delete, grace 0)
+"""
 
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -35,11 +40,17 @@ def pod(i):
 
 
 def main():
-    kubeconfig, namespace, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    kubeconfig, namespace, what = sys.argv[1], sys.argv[2], sys.argv[3]
     cfg = client.Configuration()
     config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
     cfg.connection_pool_maxsize = 32
     core = client.CoreV1Api(client.ApiClient(cfg))
+    if what == "delete":
+        # One request and no grace: the namespace controller would delete 10,000 pods one by one
+        # and kwok would finish each, loading the shared cluster for minutes after the bench.
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        return
+    count = int(what)
     with ThreadPoolExecutor(max_workers=32) as pool:
         list(pool.map(lambda i: core.create_namespaced_pod(namespace, pod(i)), range(count)))
 

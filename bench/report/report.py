@@ -2,10 +2,13 @@
 pinned matplotlib). Nothing here measures: every point comes from a file a bench wrote, and
 SOURCES.md beside the plots names each file.
 
-- bench/sessions (run.sh writes RESULTS/<N>-<path>-<repeat>.json, bench.py `run`): time until
-  every object of a run is Running, per path and N (median of the valid repeats, min and max as
-  the error bar; for the sessions path the end point is every TeloSession's status.phase Running).
-- bench/cache-memory (run.sh writes RESULTS/cache-memory.json): bytes of memory per cached pod.
+- bench/sessions (run.sh writes RESULTS/<N>-<path>-<repeat>.json, bench.py `run`, and run.json;
+  RESULTS defaults to bench/sessions/results/<time>-<commit> in the tree): time until every
+  object of a run is Running, per path and N (median of the valid repeats, min and max as the
+  error bar; for the sessions path the end point is every TeloSession's status.phase Running).
+- bench/cache-memory (run.sh writes RESULTS/cache-memory.json, RESULTS defaulting to
+  bench/cache-memory/results/<time>-<commit>): bytes of memory per cached pod, median of the
+  repeats with min and max as the error bar.
 - bench/gateway (run.sh writes RESULTS/samples.json, bench.py --json): the keystroke round-trip
   distribution of every path (CDF) and the output throughput of every round.
 - bench/scale (results in the tree, bench/scale/results/<run>/<N>-<path>-<repeat>.json, the
@@ -21,6 +24,7 @@ SOURCES.md beside the plots names each file.
 """
 
 import argparse
+import calendar
 import glob
 import json
 import os
@@ -94,17 +98,31 @@ def newest(paths):
     return max(paths, key=os.path.getmtime) if paths else None
 
 
-def find_sessions(tmp):
-    dirs = [d for d in glob.glob(os.path.join(tmp, "telo-bench-sessions-*")) if sessions_files(d)]
-    if not dirs:
-        return []
-    return [max(dirs, key=lambda d: max(os.path.getmtime(f) for f in sessions_files(d)))]
+def run_time(d):
+    """When a results directory was written: for one in the tree the UTC time its name starts with
+    (<YYYYmmddTHHMMSSZ>-<commit>; a checkout's modification times are the checkout's), else the
+    newest file's modification time."""
+    m = re.match(r"(\d{8}T\d{6}Z)", os.path.basename(os.path.normpath(d)))
+    if m:
+        return calendar.timegm(time.strptime(m.group(1), "%Y%m%dT%H%M%SZ"))
+    return max((os.path.getmtime(f) for f in glob.glob(os.path.join(d, "*"))), default=0)
 
 
-def find_cache_memory(tmp):
-    files = [f for f in glob.glob(os.path.join(tmp, "telo-bench-cache-memory-*", "cache-memory.json"))
+def find_sessions(tmp, bench):
+    """The latest bench/sessions run: the newest results directory in the tree
+    (bench/sessions/results/) or under tmp (runs with TELO_BENCH_OUT there, or from before the
+    results moved into the tree)."""
+    dirs = [d for d in glob.glob(os.path.join(bench, "sessions", "results", "*")) +
+            glob.glob(os.path.join(tmp, "telo-bench-sessions-*")) if sessions_files(d)]
+    return [max(dirs, key=run_time)] if dirs else []
+
+
+def find_cache_memory(tmp, bench):
+    """The latest bench/cache-memory result, in the tree or under tmp, as find_sessions."""
+    files = [f for f in glob.glob(os.path.join(bench, "cache-memory", "results", "*", "cache-memory.json")) +
+             glob.glob(os.path.join(tmp, "telo-bench-cache-memory-*", "cache-memory.json"))
              if isinstance(load(f), dict)]
-    return [newest(files)] if files else []
+    return [max(files, key=lambda f: run_time(os.path.dirname(f)))] if files else []
 
 
 def find_gateway(tmp):
@@ -115,13 +133,25 @@ def find_gateway(tmp):
 # --- bench/sessions ---------------------------------------------------------------------------
 
 
-def plot_sessions(dirs, out, sources):
-    rows = {}
+def load_text(meta):
+    """The load averages at a run's start and end, as a run's JSON gives them."""
+    if not meta or not meta.get("load_start"):
+        return ""
+    return "load %s -> %s" % (meta["load_start"].split()[0], (meta.get("load_end") or "?").split()[0])
+
+
+def plot_sessions(dirs, out, sources, root):
+    rows, runs = {}, []
     for d in dirs:
+        meta = load(os.path.join(d, "run.json"))
+        if isinstance(meta, dict):
+            sources.append(("bench/sessions", rel(root, os.path.join(d, "run.json"))))
+            runs.append("%s %s, %s" % (meta.get("started", "?")[:16].replace("T", " "),
+                                       meta.get("commit", "?"), load_text(meta)))
         for fn in sessions_files(d):
             r = load(fn)
             rows.setdefault((r["n"], r["path"]), []).append(r)
-            sources.append(("bench/sessions", fn))
+            sources.append(("bench/sessions", rel(root, fn)))
     ns = sorted({n for n, _ in rows})
     paths = sorted({p for _, p in rows},
                    key=lambda p: (SESSIONS_ORDER.index(p) if p in SESSIONS_ORDER else 99, p))
@@ -148,7 +178,7 @@ def plot_sessions(dirs, out, sources):
             continue
         bars = ax.bar(xs, meds, width, yerr=[lo, hi], capsize=3, label=p)
         for b, m, lab in zip(bars, meds, labels):
-            ax.annotate("%.2fs" % m, (b.get_x() + b.get_width() / 2, m), ha="center",
+            ax.annotate("%.2fs\n%s" % (m, lab), (b.get_x() + b.get_width() / 2, m), ha="center",
                         va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
         plotted += 1
     if not plotted:
@@ -158,7 +188,8 @@ def plot_sessions(dirs, out, sources):
     ax.set_xticks(range(len(ns)), ["N = %d" % n for n in ns])
     ax.set_yscale("log")
     ax.set_ylabel("seconds until all N are Running (log)")
-    ax.set_title("bench/sessions: time to Running, median of valid runs (bars: min-max)")
+    ax.set_title("bench/sessions: time to Running, median of valid runs (bars: min-max)" +
+                 "".join("\n" + t for t in runs), fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(axis="y", which="both", alpha=0.3)
     fn = os.path.join(out, "sessions-time-to-running.png")
@@ -171,34 +202,46 @@ def plot_sessions(dirs, out, sources):
 # --- bench/cache-memory -----------------------------------------------------------------------
 
 
-def plot_cache_memory(files, out, sources):
+def plot_cache_memory(files, out, sources, root):
     runs = []
     for fn in files:
         r = load(fn)
         if not r or not r.get("count"):
             log("%s: not a cache-memory result, skipped" % fn)
             continue
+        # telo-bench-cache-memory/2 has every repeat; the first format was one measurement.
+        r["_reps"] = r.get("repeats") if isinstance(r.get("repeats"), list) else [r]
         runs.append(r)
-        sources.append(("bench/cache-memory", fn))
+        sources.append(("bench/cache-memory", rel(root, fn)))
     if not runs:
         return None
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=DPI)
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=DPI)
     series = [
-        ("telo-informer RSS growth / N", lambda r: (r["informer_rss_kib"] - r["empty_rss_kib"]) * 1024 / r["count"]),
-        ("telo-informer store estimate / N", lambda r: r["store_bytes"] / r["count"]),
-        ("kube-controller-manager (job controller only) RSS / N", lambda r: r["kcm_rss_kib"] * 1024 / r["count"]),
+        ("telo-informer RSS growth / N", lambda r, n: (r["informer_rss_kib"] - r["empty_rss_kib"]) * 1024 / n),
+        ("telo-informer store estimate / N", lambda r, n: r["store_bytes"] / n),
+        ("kube-controller-manager (job controller only) RSS / N", lambda r, n: r["kcm_rss_kib"] * 1024 / n),
     ]
     width = 0.8 / len(series)
     for i, (label, f) in enumerate(series):
-        xs = [j + (i - 1) * width for j in range(len(runs))]
-        vals = [f(r) for r in runs]
-        bars = ax.bar(xs, vals, width, label=label)
-        for b, v in zip(bars, vals):
-            ax.annotate("%.0f B" % v, (b.get_x() + b.get_width() / 2, v), ha="center",
+        xs, meds, lo, hi = [], [], [], []
+        for j, r in enumerate(runs):
+            v = [f(rep, r["count"]) for rep in r["_reps"]]
+            m = statistics.median(v)
+            xs.append(j + (i - 1) * width)
+            meds.append(m)
+            lo.append(m - min(v))
+            hi.append(max(v) - m)
+        bars = ax.bar(xs, meds, width, yerr=[lo, hi], capsize=3, label=label)
+        for b, v, h in zip(bars, meds, hi):
+            ax.annotate("%.0f B" % v, (b.get_x() + b.get_width() / 2, v + h), ha="center",
                         va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
-    ax.set_xticks(range(len(runs)), ["%d pods" % r["count"] for r in runs])
+    ax.set_xticks(range(len(runs)), [
+        "%d pods, %d repeat(s)\n%s %s\n%s" % (
+            r["count"], len(r["_reps"]), (r.get("started") or r.get("date") or "?")[:16].replace("T", " "),
+            r.get("commit", ""), load_text(r)) for r in runs], fontsize=8)
     ax.set_ylabel("bytes per cached pod")
-    ax.set_title("bench/cache-memory: memory per cached session pod")
+    ax.set_title("bench/cache-memory: memory per cached session pod, median of the repeats "
+                 "(bars: min-max)", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fn = os.path.join(out, "cache-memory-per-object.png")
@@ -476,6 +519,33 @@ def plot_fanout(files, out, sources, root):
     return made
 
 
+PLOT_BENCH = [("sessions-", "bench/sessions"), ("cache-memory-", "bench/cache-memory"),
+              ("gateway-", "bench/gateway"), ("scale-", "bench/scale"), ("builds-", "bench/builds"),
+              ("fanout-", "bench/gateway fanout")]
+
+
+def previous_sources(out, missing, made):
+    """From the SOURCES.md already in out: the source rows of the benches in missing, and their
+    plots still in out that this report did not draw again."""
+    try:
+        with open(os.path.join(out, "SOURCES.md")) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return [], []
+    made = {os.path.basename(x) for x in made}
+    rows = [ln for ln in lines if ln.startswith("| ") and ln.count("|") == 4 and
+            ln.split("|")[1].strip() in missing]
+    plots = []
+    for ln in lines:
+        m = re.match(r"^\| \[([^]]+\.png)\]", ln)
+        if not m or m.group(1) in made or not os.path.exists(os.path.join(out, m.group(1))):
+            continue
+        bench = next((b for pre, b in PLOT_BENCH if m.group(1).startswith(pre)), None)
+        if bench in missing:
+            plots.append(m.group(1))
+    return rows, plots
+
+
 # --- main -------------------------------------------------------------------------------------
 
 
@@ -497,10 +567,10 @@ def main():
     os.makedirs(out, exist_ok=True)
     tmp = os.environ.get("TMPDIR", "/tmp")
     explicit = a.sessions or a.cache_memory or a.gateway or a.scale or a.builds or a.fanout
-    sessions = a.sessions or ([] if explicit else find_sessions(tmp))
-    cache = a.cache_memory or ([] if explicit else find_cache_memory(tmp))
-    gateway = a.gateway or ([] if explicit else find_gateway(tmp))
     bench = os.path.join(a.root, "bench")
+    sessions = a.sessions or ([] if explicit else find_sessions(tmp, bench))
+    cache = a.cache_memory or ([] if explicit else find_cache_memory(tmp, bench))
+    gateway = a.gateway or ([] if explicit else find_gateway(tmp))
     scale = a.scale or ([] if explicit else sorted(
         d for d in glob.glob(os.path.join(bench, "scale", "results", "*")) if scale_files(d)))
     builds = a.builds or ([] if explicit else sorted(
@@ -519,12 +589,16 @@ def main():
             missing.append(name)
             log("%s: no result files found (run it first; see its run.sh): nothing plotted" % name)
             continue
-        if plot in (plot_scale, plot_builds, plot_fanout):
+        if plot is not plot_gateway:
             res = plot(found, out, sources, a.root)
         else:
             res = plot(found, out, sources)
         made += [res] if isinstance(res, str) else (res or [])
 
+    # A bench with no results here keeps the plots drawn from its results elsewhere (gateway
+    # samples live in a /tmp of the machine that ran it) and their rows of SOURCES.md: a redraw
+    # for one bench does not orphan another's plots.
+    kept_sources, kept_plots = previous_sources(out, missing, made)
     with open(os.path.join(out, "SOURCES.md"), "w") as f:
         f.write("# Where these plots come from\n\n")
         f.write("Written by `bench/report/run.sh` from the result files below (their times are the\n"
@@ -533,12 +607,17 @@ def main():
         f.write("| bench | result file | written |\n|---|---|---|\n")
         for bench, fn in sources:
             f.write("| %s | `%s` | %s |\n" % (bench, fn, written(a.root, fn)))
+        for row in kept_sources:
+            f.write(row + "\n")
         if missing:
-            f.write("\nNo result files on the machine that made these plots, so no plot: %s.\n"
+            f.write("\nNo result files on the machine that made these plots, so no new plot: %s.\n"
                     % ", ".join(missing))
+        if kept_plots:
+            f.write("Their plots from an earlier report are kept, with their sources above: %s.\n"
+                    % ", ".join(kept_plots))
         f.write("\n| plot |\n|---|\n")
-        for fn in made:
-            f.write("| [%s](%s) |\n" % (os.path.basename(fn), os.path.basename(fn)))
+        for fn in [os.path.basename(x) for x in made] + kept_plots:
+            f.write("| [%s](%s) |\n" % (fn, fn))
     for fn in made:
         log("wrote " + fn)
     return 0

@@ -232,6 +232,12 @@ def cpu_ticks(pids):
     return out
 
 
+def loadavg():
+    """The machine's 1, 5 and 15 min load averages: a figure is read beside the load it had."""
+    with open("/proc/loadavg") as f:
+        return [float(v) for v in f.read().split()[:3]]
+
+
 def start_profile(a, out):
     """Fetches the apiserver's CPU profile for PPROF_S seconds into OUT with .pprof for .json."""
     def fetch():
@@ -303,6 +309,7 @@ def run(kubeconfig, path, ns, n, tpl_file, out):
     # Serialising the bodies is the client's work, not the path's: warm the pool's connections
     # and build the objects before the clock starts.
     prof = start_profile(a, out) if PPROF_S > 0 else None
+    load0 = loadavg()
     cpu0 = cpu_ticks(pids)
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
@@ -327,6 +334,9 @@ def run(kubeconfig, path, ns, n, tpl_file, out):
         prof.join(PPROF_S + 30)
     hz = os.sysconf("SC_CLK_TCK")
     res = {"path": os.environ.get("TELO_BENCH_LABEL", path), "kind": path, "n": n, "ns": ns,
+           "commit": os.environ.get("TELO_BENCH_COMMIT", "unknown"),
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "loadavg_start": load0, "loadavg_end": loadavg(),
            "created_s": t_created - t0,
            "cpu_s": {k: (cpu1[k] - cpu0[k]) / hz for k in cpu1 if k in cpu0}}
     # How much of the machine the run had: busy core-seconds over the wall time until the last
@@ -431,8 +441,15 @@ def summary(files):
     def fmt(v, unit="s"):
         return "-" if v is None else ("%.2f%s" % (v, unit))
 
-    print("%-20s %6s %4s %10s %10s %10s %10s %10s %8s %6s" % (
-        "path", "N", "runs", "exist", "running", "sess.Run", "exist/s", "Running/s", "cpu", "busy"))
+    def spread(rs):
+        # The end point's range over the valid repeats: a median is read with its spread.
+        v = [r.get("sessions_running_s", r.get("pods_running_s")) for r in rs if "error" not in r]
+        v = [x for x in v if x is not None]
+        return "%.2f-%.2f" % (min(v), max(v)) if v else "-"
+
+    print("%-20s %6s %4s %10s %10s %10s %10s %10s %8s %6s  %s" % (
+        "path", "N", "runs", "exist", "running", "sess.Run", "exist/s", "Running/s", "cpu", "busy",
+        "end min-max"))
     done = {}
     for n in ns_:
         for p in paths:
@@ -446,15 +463,16 @@ def summary(files):
             machine = [r["cpu_s"]["machine"] for r in ok if "machine" in r.get("cpu_s", {})]
             cpu = statistics.median(machine) if machine else None
             busy = med(rs, "machine_busy_share")
-            print("%-20s %6d %2d/%d %10s %10s %10s %10s %10s %8s %6s" % (
+            print("%-20s %6d %2d/%d %10s %10s %10s %10s %10s %8s %6s  %s" % (
                 p, n, len(ok), len(rs), fmt(ex), fmt(ru), fmt(sr),
                 fmt(n / ex if ex else None, ""), fmt(n / end if end else None, ""),
-                fmt(cpu), fmt(busy, "")))
+                fmt(cpu), fmt(busy, ""), spread(rs)))
     print()
     print("Running = every pod Running; for sessions the end point is every TeloSession's")
     print("status.phase Running (sess.Run), which comes after its pod. Rates are N / median time.")
     print("cpu = core-seconds the whole machine was busy during a run; busy = that over the")
     print("run's wall time times the cores (1.00: every core busy the whole time, bound by CPU).")
+    print("end min-max = the fastest and slowest valid repeat of sess.Run (sessions) or running.")
     print("ratio = other path's time / sessions' time (> 1: sessions faster; vs raw: the share of")
     print("the raw ceiling sessions reach, goal >= 0.80)")
     for n in ns_:

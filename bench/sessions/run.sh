@@ -24,7 +24,9 @@
 #
 # Environment: TELO_BENCH_REPEATS (3), TELO_BENCH_PATHS ("sessions raw jobs-kcm-20/30
 # jobs-kcm-1000/2000"; also sessions-wN: the operator with `workers: N`, and raw-apply: the raw
-# pods by server-side apply), TELO_BENCH_OUT (results directory), TELO_BENCH_CLIENT_THREADS (32),
+# pods by server-side apply), TELO_BENCH_OUT (results directory; default
+# bench/sessions/results/<UTC time>-<commit>, in the tree, as bench/scale's; run.json there gives
+# the commit, the times and the load average before and after), TELO_BENCH_CLIENT_THREADS (32),
 # TELO_BENCH_PPROF (seconds of kube-apiserver CPU profile from the first create, per run),
 # TELO_BENCH_TIMEOUT (600 s per run), TELO_BENCH_ALLOW_FOREIGN=1 to run beside a telo-operator
 # that watches every namespace (it would reconcile the bench's sessions too: figures invalid).
@@ -46,16 +48,26 @@ py() { "$venv/bin/python" "$root/bench/sessions/bench.py" "$@"; }
 
 id=bs$$
 t_start=$SECONDS
-out=${TELO_BENCH_OUT:-${TMPDIR:-/tmp}/telo-bench-sessions-$id}
+commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+out=${TELO_BENCH_OUT:-$root/bench/sessions/results/$(date -u +%Y%m%dT%H%M%SZ)-$commit}
 mkdir -p "$out"
+# Each run's JSON names the build it timed (bench.py reads these).
+export TELO_BENCH_COMMIT=$commit
 bench_kcm_port=${TELO_BENCH_KCM_PORT:-16310}
 sub_kcm_port=${TELO_BENCH_SUB_KCM_PORT:-16311}
 op_port=${TELO_BENCH_OPERATOR_PORT:-16312}
 log() { echo "bench: [$((SECONDS - t_start))s] $*" >&2; }
+log "results in $out; $(nproc) cores, load $load_start"
 
-# Another operator watching every namespace would reconcile our sessions as well.
+# Another operator of this cluster watching every namespace would reconcile our sessions as well
+# (one with the kubeconfig of another cluster on the machine, bench/scale's say, would not).
 foreign=$(for p in $(pgrep -x telo-operator || true); do
 	tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | grep -q -- ' run ' || continue
+	if tr '\0' ' ' </proc/"$p"/cmdline | grep -q -- '--kubeconfig'; then
+		tr '\0' ' ' </proc/"$p"/cmdline | grep -qE -- "--kubeconfig[ =]$kubeconfig( |$)" || continue
+	fi
 	tr '\0' ' ' </proc/"$p"/cmdline | grep -q -- 'namespaces=' || echo "pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline)"
 done)
 if [ -n "$foreign" ]; then
@@ -67,6 +79,7 @@ fi
 
 # --- clean-up, armed before anything is created -------------------------------------------
 main_kcm_stopped=0
+completed=0
 bench_kcm_pid="" sub_kcm_pid="" op_pid=""
 namespaces=()
 nodes=("$id-node-0" "$id-node-1")
@@ -98,7 +111,12 @@ cleanup() {
 		hack/cluster/up.sh >/dev/null || log "could not restart the cluster's kube-controller-manager: run hack/cluster/up.sh"
 	fi
 	stop_pid "$sub_kcm_pid"
-	log "results in $out"
+	# What the whole bench run was: the figures come with the build and the load they had.
+	printf '{"schema": "telo-bench-sessions-run/1", "commit": "%s", "started": "%s", "ended": "%s", "nproc": %d, "load_start": "%s", "load_end": "%s", "sizes": "%s", "repeats": %d, "paths": "%s", "completed": %s, "rc": %d}\n' \
+		"$commit" "$started" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(nproc)" "$load_start" \
+		"$(cut -d' ' -f1-3 /proc/loadavg)" "${sizes[*]}" "$repeats" "${paths[*]}" \
+		"$([ "$completed" = 1 ] && echo true || echo false)" "$rc" >"$out/run.json"
+	log "results in $out (load $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) now)"
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -293,8 +311,9 @@ for n in "${sizes[@]}"; do
 	done
 done
 log "all runs took $((SECONDS - start)) s"
+completed=1
 
 echo
-echo "telo-operator $(git -C "$root" describe --always --dirty 2>/dev/null), kube 1.34, kwok; $(nproc) cores; medians of $repeats"
+echo "telo-operator $commit, kube 1.34, kwok; $(nproc) cores; medians of $repeats; load $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 py summary "$out"/[0-9]*.json | tee "$out/summary.txt"
 [ ! -s "$out/interference.txt" ] || { echo; echo "interference:"; cat "$out/interference.txt"; }
