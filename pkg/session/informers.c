@@ -157,7 +157,9 @@ static struct ctrl_informer *child_informer(struct session_informers *r, struct 
                                             struct projection *pr, const char *selector,
                                             struct telo_err *err)
 {
-    static const struct cache_index_def idx[] = {{"namespace", cache_index_namespace, NULL}};
+    /* No index: a child is looked up by its name only, and mapped to its session through its
+     * owner reference. An index would cost a slot per object and, on every update, unpacking the
+     * replaced object to unindex it (issue 20). */
     struct cache_reflector_config cfg = {
         .ref = {.group = group,
                 .version = "v1",
@@ -166,8 +168,6 @@ static struct ctrl_informer *child_informer(struct session_informers *r, struct 
         .label_selector = selector,
         .transform = project,
         .transform_arg = pr,
-        .indexes = idx,
-        .nindexes = 1,
     };
     struct ctrl_informer *inf = ctrl_manager_add_informer(m, name, &cfg, err);
     if (inf && r->c && ctrl_controller_watch_owned(r->c, inf, "TeloSession", err) < 0)
