@@ -13,3 +13,17 @@ void util_memtune(void)
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 #endif
 }
+
+int util_memtune_trim(size_t min_free)
+{
+#ifdef __GLIBC__
+    struct mallinfo2 mi = mallinfo2();
+    if (mi.fordblks < min_free)
+        return 0;
+    (void)malloc_trim(0);
+    return 1;
+#else
+    (void)min_free;
+    return 0;
+#endif
+}
