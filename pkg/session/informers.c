@@ -158,7 +158,7 @@ static struct ctrl_informer *child_informer(struct session_informers *r, struct 
                                             struct telo_err *err)
 {
     /* No index: a child is looked up by its name only, and mapped to its session through its
-     * owner reference. An index would cost a slot per object and, on every update, unpacking the
+     * owner reference. An index would cost a slot per object and, on every update, parsing the
      * replaced object to unindex it (issue 20). */
     struct cache_reflector_config cfg = {
         .ref = {.group = group,
