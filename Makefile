@@ -14,8 +14,9 @@ LINT_SOURCES = $(filter pkg/% cmd/% test/unit/%,$(filter %.c,$(C_SOURCES)))
 .PHONY: deps build build-asan unit unit-asan valgrind e2e test run cluster-up cluster-down \
         cluster-status fmt fmt-check lint tools clean install fuzz image bench-report
 
+# DEPS_FLAGS: make run sets --no-venv (it runs no Python), for itself and the build it needs.
 deps:
-	@hack/install-deps.sh
+	@hack/install-deps.sh $(DEPS_FLAGS)
 
 build: deps
 	@cmake -S . -B $(BUILD_DIR) $(GENERATOR) $(CMAKE_FLAGS) >/dev/null
@@ -54,7 +55,13 @@ test: build build-asan
 
 # The local cluster (as root with the real node: hack/run.sh says which and why), the gateway, the
 # operator and a sample session; prints its app's answer and the command that attaches to it.
-run: build
+# It builds only the three programs it runs (the operator, the gateway, the kubectl plugin), not
+# the unit tests: a first run on a fresh machine waits for less.
+RUN_TARGETS = telo-operator telo-gateway kubectl-telo
+run: DEPS_FLAGS = --no-venv
+run: deps
+	@cmake -S . -B $(BUILD_DIR) $(GENERATOR) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_DIR) --parallel --target $(RUN_TARGETS)
 	@hack/run.sh $(BUILD_DIR)
 
 # PNG plots of the latest bench results on this machine (bench/report/README.md).

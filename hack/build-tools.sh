@@ -5,6 +5,10 @@
 # in the cache is not rebuilt.
 #
 #   hack/build-tools.sh            build what the control plane needs
+#   hack/build-tools.sh --for-run  build only what `make run`'s cluster on the real node uses
+#                                  (TELO_CLUSTER_MINIMAL=1 up.sh): etcd, kube-apiserver,
+#                                  kube-controller-manager, kube-scheduler, kubectl, kubelet;
+#                                  not etcdctl, kwok, crictl nor telo-netpol (the e2e suite's)
 #   hack/build-tools.sh kubelet    also build the kubelet
 #   hack/build-tools.sh crictl     also build crictl (cri-tools; the real node's down.sh uses it)
 #   hack/build-tools.sh helm       also build helm (the chart's tests)
@@ -115,14 +119,39 @@ if ! command -v go >/dev/null; then
 	exit 1
 fi
 
+for_run=0
+if [ "${1:-}" = "--for-run" ]; then
+	for_run=1
+	shift
+fi
+
+# On a cold machine the Kubernetes modules (about 570 MB) are fetched while etcd compiles, not
+# after: `go list -deps` only loads the packages, so it downloads what the builds below need and
+# compiles nothing. The Go module cache takes concurrent fetches of one module (it locks).
+k8s_pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet)
+prefetch_pid=""
+if [ ! -x "$(bin_dir k8s)/kube-apiserver" ]; then
+	(cd "$tools/k8s" && exec go list -deps "${k8s_pkgs[@]}" >/dev/null 2>&1) &
+	prefetch_pid=$!
+	# Not left running when a build below fails.
+	trap 'kill "$prefetch_pid" 2>/dev/null || true' EXIT
+fi
+
 build etcd etcd go.etcd.io/etcd/server/v3
-build etcd etcdctl go.etcd.io/etcd/etcdctl/v3
+[ $for_run = 1 ] || build etcd etcdctl go.etcd.io/etcd/etcdctl/v3
+# A failed prefetch is not an error here: the build below fetches again and reports it.
+[ -z "$prefetch_pid" ] || wait "$prefetch_pid" || true
 lf=$(k8s_ldflags)
 build k8s kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$lf"
 build k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$lf"
 build k8s kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$lf"
 build k8s kubectl k8s.io/kubernetes/cmd/kubectl "$lf"
-build kwok kwok sigs.k8s.io/kwok/cmd/kwok
+if [ $for_run = 1 ]; then
+	build k8s kubelet k8s.io/kubernetes/cmd/kubelet "$lf"
+else
+	build kwok kwok sigs.k8s.io/kwok/cmd/kwok
+fi
 for extra in "$@"; do
 	case "$extra" in
 	kubelet) build k8s kubelet k8s.io/kubernetes/cmd/kubelet "$lf" ;;

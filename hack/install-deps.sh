@@ -3,8 +3,9 @@
 # libraries, tools) and a Python virtualenv for the e2e tests under the cache. Idempotent: a
 # second run on a ready machine only checks, and prints nothing but the venv path.
 #
-#   hack/install-deps.sh          check and install
-#   hack/install-deps.sh --venv   print the virtualenv's directory
+#   hack/install-deps.sh            check and install
+#   hack/install-deps.sh --no-venv  the packages only, not the e2e virtualenv (make run)
+#   hack/install-deps.sh --venv     print the virtualenv's directory
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -91,6 +92,8 @@ if ! command -v go >/dev/null; then
 	echo "install-deps: Go >= 1.25 is required to build the local cluster (hack/build-tools.sh)" >&2
 	exit 1
 fi
+
+[ "${1:-}" != "--no-venv" ] || exit 0
 
 # The e2e virtualenv, keyed by the requirements file's content so a change rebuilds it.
 req="$root/test/e2e/requirements.txt"

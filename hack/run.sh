@@ -10,6 +10,10 @@
 # the reason in one line. TELO_REAL_NODE=1 insists on the real node
 # (failing when it cannot start), TELO_REAL_NODE=0 uses kwok. A kwok run never stops a real node
 # that is already up (hack/cluster/up.sh leaves it alone).
+# On the real node the cluster is started minimal (TELO_CLUSTER_MINIMAL=1 hack/cluster/up.sh):
+# etcd, the API server, the controller-manager, the scheduler and the real node, without kwok and
+# the NetworkPolicy enforcer, whose builds a first run then skips; the e2e suite's up.sh (make
+# test, hack/e2e.sh, make cluster-up) starts them later. A cluster already running is reused.
 # The real node runs the stand-in CLI image telo-session-test (hack/images/), because the real
 # Telo image cannot be fetched there, and so the sample crds/samples/hello-standin.yaml; on kwok
 # the sample is crds/samples/hello.yaml (the one for clusters with the real Telo image).
@@ -40,7 +44,7 @@ case "${TELO_REAL_NODE:-}" in
 	# As root with packages missing: install them, as make test does (a fresh machine).
 	if [[ $problem == "containerd missing on this machine"* ]]; then
 		echo "run: the real node's packages are missing; installing them (TELO_REAL_NODE=1 hack/install-deps.sh)"
-		if TELO_REAL_NODE=1 hack/install-deps.sh; then
+		if TELO_REAL_NODE=1 hack/install-deps.sh --no-venv; then
 			problem=$(real_node_host_problem)
 		else
 			problem="containerd installing its packages failed (TELO_REAL_NODE=1 hack/install-deps.sh, above)"
@@ -52,7 +56,9 @@ esac
 step "cluster"
 if [ -z "$why_kwok" ]; then
 	echo "the session runs on the real node $real_node_name (pods run for real: containerd, runc, a kubelet)"
-	TELO_REAL_NODE=1 hack/cluster/up.sh >/dev/null
+	# Only what the sample needs (no kwok, no NetworkPolicy enforcer: a cold first run builds
+	# less); the e2e suite's up.sh adds the rest. A cluster already running is left as it is.
+	TELO_CLUSTER_MINIMAL=1 TELO_REAL_NODE=1 hack/cluster/up.sh >/dev/null
 else
 	echo "the session runs on kwok's simulated nodes (nothing runs behind them), not the real node: $why_kwok"
 	# TELO_REAL_NODE unset: a real node already running is left as it is.

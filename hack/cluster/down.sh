@@ -71,3 +71,4 @@ if [ -d "$real_dir" ]; then
 	real_node_cleanup
 fi
 rm -rf "$etcd_data"
+rm -f "$cluster_dir/minimal" # up.sh's note of what a minimal start left out

@@ -44,7 +44,11 @@ real_node_check_host() {
 	local problem
 	problem=$(real_node_host_problem)
 	[ -z "$problem" ] || fail "${problem%% *}" "${problem#* }"
-	"$cluster_root/hack/build-tools.sh" kubelet crictl
+	if [ "${minimal:-0}" = 1 ]; then
+		"$cluster_root/hack/build-tools.sh" --for-run # the kubelet; crictl only serves tests and down.sh
+	else
+		"$cluster_root/hack/build-tools.sh" kubelet crictl
+	fi
 }
 
 ensure_real_pki() {
@@ -440,10 +444,20 @@ start_registry() {
 	wait_for registry 30 curl -fsS "http://127.0.0.1:$registry_port/v2/"
 }
 
+# containerd's CRI plugin is serving: asked through crictl when it is built, else (a minimal
+# start, which does not build it) through containerd's own plugin list.
+cri_ready() {
+	if [ -x "$("$cluster_root/hack/build-tools.sh" --print-dir cri-tools)/crictl" ]; then
+		crictl_cmd info
+	else
+		ctr --address "$containerd_sock" plugins ls | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { ok = ($NF == "ok") } END { exit !ok }'
+	fi
+}
+
 start_containerd() {
 	launch containerd containerd --config "$real_dir/containerd/config.toml" || return 0
 	wait_for containerd 60 ctr --address "$containerd_sock" version
-	wait_for containerd 60 crictl_cmd info
+	wait_for containerd 60 cri_ready
 }
 
 start_kubelet() {
@@ -468,7 +482,9 @@ real_node_up() {
 	write_real_config
 	ensure_real_network
 	ensure_real_apiserver_route
-	start_netpol
+	# make run applies no NetworkPolicy (they come with the Helm chart): the enforcer serves the
+	# e2e suite, whose up.sh starts it.
+	[ "${minimal:-0}" = 1 ] || start_netpol
 	ensure_real_cgroups
 	start_registry
 	start_containerd
@@ -488,6 +504,9 @@ real_node_up() {
 real_node_drain() {
 	[ -S "$containerd_sock" ] && [ -n "$(component_pid containerd)" ] || return 0
 	local ids id
+	# Without crictl (a minimal start does not build it) the loops below over containerd's own
+	# containers remove the sandboxes too, and real_node_cleanup the veths and addresses that
+	# CNI DEL would have released.
 	ids=$(crictl_cmd pods -q 2>/dev/null || true)
 	for id in $ids; do
 		crictl_cmd stopp "$id" >/dev/null 2>&1 || echo "down: crictl stopp $id failed" >&2

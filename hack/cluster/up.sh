@@ -6,13 +6,32 @@
 # Builds the binaries first if the cache lacks them (hack/build-tools.sh).
 # TELO_REAL_NODE=1 adds a real node (registry, containerd, kubelet): see real-node.sh.
 # TELO_APISERVER_PROFILING=1 serves the apiserver's /debug/pprof (bench/sessions TELO_BENCH_PPROF).
+# TELO_CLUSTER_MINIMAL=1 (with TELO_REAL_NODE=1; what `make run` asks for) starts only what a
+# session on the real node needs, so that a first `make run` builds less: no kwok (nor its fake
+# nodes), no NetworkPolicy enforcer, and etcdctl and crictl are not built. It leaves the file
+# $cluster_dir/minimal saying so; the next up.sh without the variable (the e2e suite's, make
+# test's, cluster-up's) builds and starts what was left out, the real node's part included.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=real-node.sh
 source "$(dirname "$0")/real-node.sh"
 
-"$cluster_root/hack/build-tools.sh"
+minimal=0
+if [ "${TELO_CLUSTER_MINIMAL:-0}" = 1 ]; then
+	if [ "${TELO_REAL_NODE:-0}" != 1 ]; then
+		echo "up: TELO_CLUSTER_MINIMAL=1 leaves kwok out, so it needs the real node (TELO_REAL_NODE=1)" >&2
+		exit 2
+	fi
+	minimal=1
+fi
+minimal_file="$cluster_dir/minimal"
+
+if [ $minimal = 1 ]; then
+	"$cluster_root/hack/build-tools.sh" --for-run
+else
+	"$cluster_root/hack/build-tools.sh"
+fi
 
 mkdir -p "$cluster_dir" "$pid_dir" "$log_dir" "$pki" "$etcd_data"
 start_time=$SECONDS
@@ -168,7 +187,8 @@ clientConnection:
 leaderElection:
   leaderElect: false
 EOF
-	write_kwok_config
+	# kwok's stages come from its module, which a minimal start neither builds nor fetches.
+	[ $minimal = 1 ] || write_kwok_config
 }
 
 # kwok's stages: the upstream ones from the pinned module (so they track the version we build),
@@ -374,16 +394,35 @@ start_etcd
 start_apiserver
 start_controller_manager
 start_scheduler
-start_kwok
-ensure_nodes
+if [ $minimal = 0 ]; then
+	start_kwok
+	ensure_nodes
+fi
 # Pods can only be created once the serviceaccount controller made the default ServiceAccount.
 wait_for kube-controller-manager 60 kubectl_cmd get serviceaccount default -n default
 if [ "${TELO_BUILD_REGISTRY:-0}" = 1 ]; then
 	start_build_registry
 fi
-# The real node only when asked for: a kwok-only up.sh leaves a running one as it is.
+# The real node only when asked for: a kwok-only up.sh leaves a running one as it is, unless a
+# minimal start (below) left its NetworkPolicy enforcer out: then it completes it.
 if [ "${TELO_REAL_NODE:-0}" = 1 ]; then
 	real_node_up
+elif [ -f "$minimal_file" ] && [ -n "$(component_pid kubelet)" ]; then
+	echo "up: completing the real node that a minimal start (make run) left without its NetworkPolicy enforcer" >&2
+	real_node_up
+fi
+if [ $minimal = 1 ]; then
+	left_out=()
+	[ -n "$(component_pid kwok)" ] || left_out+=("kwok and its fake nodes")
+	[ -n "$(component_pid netpol)" ] || left_out+=("the NetworkPolicy enforcer (telo-netpol)")
+	if [ ${#left_out[@]} -gt 0 ]; then
+		left=$(printf '%s; ' "${left_out[@]}")
+		printf 'A minimal start (TELO_CLUSTER_MINIMAL=1, make run) left out: %s.\n' "${left%; }" >"$minimal_file"
+		echo "hack/cluster/up.sh without TELO_CLUSTER_MINIMAL (the e2e suite's) starts them." >>"$minimal_file"
+		echo "up: minimal cluster: $(head -n 1 "$minimal_file")" >&2
+	fi
+else
+	rm -f "$minimal_file"
 fi
 
 echo "up: cluster ready in $((SECONDS - start_time))s; logs in $log_dir" >&2
