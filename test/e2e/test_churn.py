@@ -107,6 +107,9 @@ class Recorder:
         self.gaps = collections.Counter()
         self.latest_ts = {}          # name -> latest summary of the live TeloSession
         self.stopping = threading.Event()
+        # Set once each kind's first list is in: the churn starts after, so no child is made and
+        # gone before its watcher looks.
+        self.listed = {k: threading.Event() for k in ("telosessions",) + CHILD_KINDS}
         self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True)
                         for k in ("telosessions",) + CHILD_KINDS]
         for t in self.threads:
@@ -179,6 +182,7 @@ class Recorder:
                                 if s["uid"] == uid:
                                     del self.latest_ts[n]
                 live = seen
+                self.listed[kind].set()
                 rv = body["metadata"]["resourceVersion"]
                 resp = lister(watch=True, resource_version=rv, timeout_seconds=20,
                               allow_watch_bookmarks=True, _preload_content=False,
@@ -261,8 +265,12 @@ def analyse_observations(obs, kwok_taken=None):
     for s in obs:
         if s["kind"] != "telosessions" or s["ev"] == "VANISHED" or not s.get("podName"):
             continue
-        if s.get("podUID") and s["podUID"] in pods_by_uid:
-            owners = {pods_by_uid[s["podUID"]]}
+        if s.get("podUID"):
+            # The status names its pod exactly. A pod the recorder never saw (made and gone
+            # before the pod watcher's first list: the first session re-created 0.9 s in) cannot
+            # be told by its IP: kwok hands the freed IP to the successor's pod of the same
+            # name, which made the predecessor's own Running status look like its successor's.
+            owners = {pods_by_uid[s["podUID"]]} if s["podUID"] in pods_by_uid else set()
         elif s.get("podIP"):
             # kwok hands a pod's IP to a later pod: the pod of that name and IP alive then.
             uids = pods_by_name_ip.get((s["podName"], s["podIP"]), set())
@@ -646,6 +654,8 @@ def test_churn_under_kills_restarts_gc_outage_and_a_stolen_lease(cluster, start,
                "--leader-elect-retry-period", "%ds" % RETRY_PERIOD]
     kubectl_patiently(cluster, "apply", "-n", ns, "-f", "-", input=json.dumps(hello_bundle()))
     recorder = Recorder(cluster.kubeconfig, ns)
+    for kind, listed in recorder.listed.items():
+        assert listed.wait(30), "the recorder's first list of %s did not come in 30 s" % kind
     ops = [start("ingress.baseDomain=sessions.example.test", "startDeadlineSeconds=120",
                  args=le_args) for _ in range(max(1, REPLICAS))]
     churn = Churn(cluster, ns, ops)
