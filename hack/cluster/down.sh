@@ -61,6 +61,23 @@ if [ $# -gt 0 ]; then
 	exit 0
 fi
 
+# What `make run` (hack/run.sh) started beside the cluster, one operator and gateway per demo
+# namespace: they would otherwise go on retrying a cluster that is gone and hold their ports.
+for pidfile in "$pid_dir"/telo-operator*.pid "$pid_dir"/telo-gateway*.pid; do
+	[ -f "$pidfile" ] || continue
+	pid=$(cat "$pidfile")
+	# The pid file may outlive its process (a reboot): only a process of ours is stopped.
+	cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || cmdline=""
+	case "$cmdline" in
+	*telo-operator* | *telo-gateway*)
+		kill -TERM "$pid" 2>/dev/null || true
+		for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$pid" 2>/dev/null || true
+		echo "down: stopped $(basename "$pidfile" .pid) of make run (pid $pid)" >&2
+		;;
+	esac
+	rm -f "$pidfile"
+done
 for ((i = ${#components[@]} - 1; i >= 0; i--)); do
 	if [ "${components[$i]}" = containerd ]; then
 		real_node_drain
