@@ -190,11 +190,38 @@ static int json_escape(struct buf *b, const char *s)
     return 0;
 }
 
-char *build_dockerfile(const char *base_image, const char *entry, struct telo_err *err)
+/* A digest as FROM may carry it, OCI's grammar: "<algorithm>:<encoded>" (algorithm: lowercase
+ * letters, digits and "+._-"; encoded: letters, digits, '=', '_' and '-'), one word of at most
+ * DIGEST_MAX characters. The registry's answer was checked when it came; this is FROM's guard. */
+#define DIGEST_MAX 160
+static int digest_check(const char *digest, struct telo_err *err)
+{
+    size_t n = strlen(digest), colon = strcspn(digest, ":");
+    int ok = n <= DIGEST_MAX && colon > 0 && colon + 1 < n;
+    for (size_t i = 0; ok && i < n; i++) {
+        unsigned char c = (unsigned char)digest[i];
+        int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        ok = i == colon  ? 1
+             : i < colon ? alnum || strchr("+._-", c) != NULL
+                         : alnum || (c >= 'A' && c <= 'Z') || strchr("=_-", c) != NULL;
+    }
+    if (!ok)
+        return telo_err_set(err, TELO_EINVAL,
+                            "the base image's digest is not <algorithm>:<encoded> (OCI) of at "
+                            "most %d characters",
+                            DIGEST_MAX);
+    return 0;
+}
+
+char *build_dockerfile(const char *base_image, const char *base_digest, const char *entry,
+                       struct telo_err *err)
 {
     /* Each is checked again here, whatever the callers checked: FROM takes one word, and the
      * entry is a plain path. */
     if (build_base_image_check(base_image, err) < 0 || build_entry_check(entry, err) < 0)
+        return NULL;
+    int pin = base_digest != NULL && base_digest[0] != '\0' && strchr(base_image, '@') == NULL;
+    if (pin && digest_check(base_digest, err) < 0)
         return NULL;
     /* The body COPYed here is whichever session built the tag first; sessions get their own
      * body at /app at run time, and TELO_CACHE_DIR keeps the baked dependencies out of /app so
@@ -203,14 +230,14 @@ char *build_dockerfile(const char *base_image, const char *entry, struct telo_er
     struct buf b;
     buf_init(&b, 64 << 10);
     if (buf_printf(&b,
-                   "FROM %s\n"
+                   "FROM %s%s%s\n"
                    "WORKDIR /app\n"
                    "COPY . /app\n"
                    "ARG TELO_REGISTRY_URL\n"
                    "ENV TELO_REGISTRY_URL=$TELO_REGISTRY_URL\n"
                    "ENV TELO_CACHE_DIR=" CACHE_DIR "\n"
                    "RUN [\"telo\",\"install\",\"/app/",
-                   base_image) != 0 ||
+                   base_image, pin ? "@" : "", pin ? base_digest : "") != 0 ||
         json_escape(&b, entry) != 0 || buf_printf(&b, "\"]\n") != 0) {
         buf_release(&b);
         telo_err_set(err, TELO_ENOMEM, "the build's Dockerfile: out of memory");
@@ -329,7 +356,7 @@ struct json_object *build_desired_job(const struct build_config *cfg,
 {
     char name[128];
     build_job_name(in->tag, name, sizeof(name));
-    char *dockerfile = build_dockerfile(in->base_image, in->entry, err);
+    char *dockerfile = build_dockerfile(in->base_image, in->base_digest, in->entry, err);
     if (dockerfile == NULL)
         return NULL;
     struct json_object *meta = json_object_new_object(), *spec = json_object_new_object(),

@@ -45,6 +45,7 @@ struct build_config {
 struct build_job_input {
     const char *tag;              /* BUILD_TAG_LEN hex characters */
     const char *base_image;       /* FROM */
+    const char *base_digest;      /* base_image's digest the tag was keyed with, or NULL */
     const char *entry;            /* spec.entry, for `telo install /app/<entry>` */
     const char *requested_by;     /* "ns/name" of the session creating the Job, or NULL */
     const char *bundle_configmap; /* a ConfigMap in the build namespace holding bundle.tgz (see
@@ -98,10 +99,15 @@ int build_image_ref(const struct build_config *cfg, const char *tag, char *out, 
 
 /* The Dockerfile: FROM base, WORKDIR /app, COPY . /app, ARG and ENV TELO_REGISTRY_URL,
  * ENV TELO_CACHE_DIR=/telo-cache, RUN ["telo","install","/app/<entry>"]: the exec form, so no
- * shell ever reads the entry (which is JSON-escaped in the array). The caller free()s it; NULL
- * with err set when base_image fails build_base_image_check, entry fails build_entry_check, or
- * memory runs out. */
-char *build_dockerfile(const char *base_image, const char *entry, struct telo_err *err);
+ * shell ever reads the entry (which is JSON-escaped in the array). base_digest (NULL or "": none)
+ * is the registry digest of base_image that the image's tag was keyed with: FROM names it
+ * ("<base_image>@<digest>"), so a tag moved between the lookup and the build's pull cannot put
+ * other content under a tag keyed with this digest; a base_image already pinned by digest is
+ * left as it is. The caller free()s it; NULL with err set when base_image fails
+ * build_base_image_check, base_digest is not "<algorithm>:<hex>" of at most 160 characters,
+ * entry fails build_entry_check, or memory runs out. */
+char *build_dockerfile(const char *base_image, const char *base_digest, const char *entry,
+                       struct telo_err *err);
 
 /* The build Job "telo-build-<tag>" in cfg->namespace, ready for a create (a 409 means another
  * session's build of the same tag runs: share it). backoffLimit 0, activeDeadlineSeconds,

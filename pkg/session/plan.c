@@ -217,6 +217,11 @@ static void plan_job(const struct session_plan_obs *obs, struct session_plan *ou
     struct build_job_input in = {
         .tag = tag,
         .base_image = session_image(obs->s, obs->cfg),
+        /* The digest the tag was keyed with (session_base_digest_tag), pinned in FROM. */
+        .base_digest = img->base_digest_wanted && img->base_digest &&
+                               img->base_digest->state != SESSION_DIGEST_NONE
+                           ? img->base_digest->digest
+                           : NULL,
         .entry = obs->s->entry,
         .requested_by = img->self,
         /* The context: the bundle's copy in a ConfigMap beside the Job, or the URL. */

@@ -10,6 +10,7 @@ Jobs are kwok's stand-ins, so after a Job succeeds the test pushes the image the
 pushed. The registry is taken "down" for the operator only: the operator reaches it through a
 TcpProxy of this test (build.registryApiUrl), which the test closes."""
 
+import re
 import socket
 import time
 import uuid
@@ -66,6 +67,14 @@ def built(cluster, builds, registry, ns, name, tmp):
     return ts
 
 
+def dockerfile_from(cluster, bns, tag):
+    """The FROM line of build Job telo-build-<tag>'s Dockerfile (its init container's DOCKERFILE)."""
+    job = cluster.kubectl_json("get", "job", "-n", bns, "telo-build-" + tag)
+    (init,) = job["spec"]["template"]["spec"]["initContainers"]
+    (dockerfile,) = [e["value"] for e in init["env"] if e["name"] == "DOCKERFILE"]
+    return dockerfile.splitlines()[0]
+
+
 @pytest.fixture
 def base(registry):
     """A base image repository of this test's own in the build registry: (repo, image)."""
@@ -90,6 +99,9 @@ def test_a_moved_base_tag_rebuilds_the_app_image_once(cluster, builds, registry,
     ts = built(cluster, builds, registry, ns, "s1", tmp_path)
     assert ts["status"]["image"]["reason"] == "Built", ts["status"]
     assert job_creates(cluster, builds.namespace) == {"telo-build-" + t1: 1}
+    # The build pulls the base content its tag was keyed with, not whatever the tag names then.
+    from1 = dockerfile_from(cluster, builds.namespace, t1)
+    assert re.fullmatch("FROM %s@sha256:[0-9a-f]{64}" % re.escape(image), from1), from1
 
     # The same tag, new content: another manifest digest.
     push(registry, repo, "slim", "base v2", tmp_path)
@@ -103,6 +115,9 @@ def test_a_moved_base_tag_rebuilds_the_app_image_once(cluster, builds, registry,
                                      "reason": "Built", "buildJob": "telo-build-" + t2}
     assert job_creates(cluster, builds.namespace) == {"telo-build-" + t1: 1,
                                                       "telo-build-" + t2: 1}
+    from2 = dockerfile_from(cluster, builds.namespace, t2)
+    assert re.fullmatch("FROM %s@sha256:[0-9a-f]{64}" % re.escape(image), from2), from2
+    assert from2 != from1, "the moved tag's build pulls the old base: %s" % from2
 
     # Right after: the same base, the same digest, the image is there. (Past the 5 s an "absent"
     # answer of the tag check stands, which s2's build left.)
@@ -117,7 +132,12 @@ def test_a_moved_base_tag_rebuilds_the_app_image_once(cluster, builds, registry,
 
     # IfNotPresent: no digest in the key, whatever the base's digest (the reference's key).
     apply(cluster, ns, session("s4", bundle="bundle", image=image))
-    assert image_tag(cluster, ns, "s4") not in (t1, t2)
+    t4 = image_tag(cluster, ns, "s4")
+    assert t4 not in (t1, t2)
+    wait_until(lambda: "telo-build-" + t4 in [j["metadata"]["name"] for j in
+                                              jobs(cluster, builds.namespace)],
+               timeout=30, what="s4's build Job")
+    assert dockerfile_from(cluster, builds.namespace, t4) == "FROM " + image
 
 
 def test_with_the_registry_down_a_session_starts_from_the_cached_image(

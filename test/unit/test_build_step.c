@@ -18,7 +18,7 @@
 static char *dockerfile(void)
 {
     struct telo_err err;
-    char *d = build_dockerfile("registry.local/telo:1", "app/telo.yaml", &err);
+    char *d = build_dockerfile("registry.local/telo:1", NULL, "app/telo.yaml", &err);
     assert_non_null(d);
     return d;
 }
