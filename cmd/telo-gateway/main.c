@@ -37,6 +37,7 @@ static void usage(FILE *out)
         "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
         "                    [--idle-keep-seconds S]\n"
         "                    [--max-pending N] [--max-pending-per-ip N]\n"
+        "                    [--trusted-proxies CIDR,...]\n"
         "                    [--max-clients N] [--max-clients-per-session N]\n"
         "                    [--admission-cache-seconds S] [--admission-rate N]\n"
         "                    [--admission-burst N] [--admission-rate-per-ip N]\n"
@@ -80,7 +81,12 @@ static void usage(FILE *out)
         "the API server are limited to --admission-rate a second (10, burst --admission-burst\n"
         "2x) overall and --admission-rate-per-ip (5, burst --admission-burst-per-ip 4x) per\n"
         "address; beyond that 429 with Retry-After. Out of file descriptors, accepting pauses\n"
-        "for 0.2 s at a time.\n");
+        "for 0.2 s at a time.\n"
+        "--trusted-proxies (comma-separated networks: 10.0.0.0/8,fd00::/8,192.0.2.7) names\n"
+        "proxies such as the Ingress controller's pods or the API server: their connections\n"
+        "count per client, the rightmost X-Forwarded-For address that is not itself a\n"
+        "trusted proxy, for the per-address limits; X-Forwarded-For from anyone else is\n"
+        "ignored. Default: none, every client is the address it connects from.\n");
 }
 
 static int parse_number(const char *flag, const char *v, double lo, double hi, double *out)
@@ -200,6 +206,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;
             o->cfg.max_pending_per_source = (size_t)d;
+        } else if (strcmp(a, "--trusted-proxies") == 0) {
+            o->cfg.trusted_proxies = v; /* checked by gw_server_start */
         } else if (strcmp(a, "--max-clients") == 0) {
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;
@@ -299,9 +307,11 @@ int main(int argc, char **argv)
         goto out;
     }
     telo_log(TELO_LOG_INFO, "serving attach",
-             "address=%s port=%d tls=%s api_server=%s token_audience=\"%s\" allowed_origins=%zu",
+             "address=%s port=%d tls=%s api_server=%s token_audience=\"%s\" allowed_origins=%zu "
+             "trusted_proxies=\"%s\"",
              host, gw_server_port(srv), o.cfg.tls_cert_path ? "on" : "off", kcfg->server,
-             o.cfg.token_audience ? o.cfg.token_audience : "", o.norigins);
+             o.cfg.token_audience ? o.cfg.token_audience : "", o.norigins,
+             o.cfg.trusted_proxies ? o.cfg.trusted_proxies : "");
     ev_signal sigterm, sigint;
     ev_signal_init(&sigterm, on_signal, SIGTERM);
     ev_signal_init(&sigint, on_signal, SIGINT);

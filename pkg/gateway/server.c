@@ -8,6 +8,7 @@
 #include "gateway/limits.h"
 #include "gateway/linger.h"
 #include "gateway/proto.h"
+#include "gateway/proxies.h"
 #include "session/phase.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -49,8 +50,11 @@ struct conn {
     char head[HEAD_MAX + 1];
     size_t len;
     size_t head_end;
-    char remote[64];
-    char source[64]; /* what it is limited under (gw_source_key) */
+    char remote[GW_ADDRESS_KEY_MAX];
+    char source[GW_ADDRESS_KEY_MAX]; /* what it is limited under (gw_source_key) */
+    int counted;                     /* source holds one of pending_by_source's counts */
+    struct sockaddr_storage peer;    /* a trusted proxy's: the client is read from the head */
+    int via_proxy;
     struct gw_gate_req *adm;
     struct gw_target target;
     enum gw_proto proto;
@@ -83,6 +87,7 @@ struct gw_server {
     struct gw_front_stats stats;
     struct gw_gate *gate;
     struct gw_sources *pending_by_source;
+    struct gw_proxies *proxies;     /* NULL: none trusted */
     size_t pending;                 /* connections in conns */
     struct gw_lingering *lingering; /* refused at accept, their answer out */
     ev_timer accept_backoff;
@@ -96,7 +101,8 @@ static void conn_free(struct conn *c)
     ev_timer_stop(srv->loop, &c->timer);
     gw_gate_cancel(c->adm);
     srv->pending--;
-    gw_sources_add(srv->pending_by_source, c->source, -1, ev_now(srv->loop));
+    if (c->counted)
+        gw_sources_add(srv->pending_by_source, c->source, -1, ev_now(srv->loop));
     if (c->token != NULL) {
         OPENSSL_cleanse(c->token, strlen(c->token));
         free(c->token);
@@ -512,6 +518,38 @@ static void attach_request(struct conn *c, const struct ws_http_head *h)
     admit(c, token);
 }
 
+/* A trusted proxy's request: the client its X-Forwarded-For names takes the per-address pending
+ * count the proxy's connection was spared at accept. Every X-Forwarded-For line counts, in
+ * order: a proxy may append its own line after a client's rather than extend the client's.
+ * Returns 0, or -1 when that client is over its cap (answered 429). */
+static int count_forwarded_client(struct conn *c, const struct ws_http_head *h)
+{
+    struct gw_server *srv = c->srv;
+    char joined[HEAD_MAX + 1];
+    size_t used = 0;
+    joined[0] = '\0';
+    for (size_t i = 0; i < h->nheaders; i++) {
+        if (strcasecmp(h->headers[i].name, "X-Forwarded-For") != 0)
+            continue;
+        int n = snprintf(joined + used, sizeof(joined) - used, "%s%s", used > 0 ? "," : "",
+                         h->headers[i].value);
+        if (n < 0 || (size_t)n >= sizeof(joined) - used)
+            break; /* cannot happen: the values come from a head of at most HEAD_MAX bytes */
+        used += (size_t)n;
+    }
+    gw_proxies_client(srv->proxies, (const struct sockaddr *)&c->peer, used > 0 ? joined : NULL,
+                      c->source, c->remote);
+    if ((size_t)gw_sources_count(srv->pending_by_source, c->source) >=
+        srv->cfg.max_pending_per_source) {
+        refuse_limited(c, GW_L_PENDING_PER_SOURCE, 429,
+                       "too many connections waiting from this address", 1.0);
+        return -1;
+    }
+    gw_sources_add(srv->pending_by_source, c->source, 1, ev_now(srv->loop));
+    c->counted = 1;
+    return 0;
+}
+
 static void handle(struct conn *c)
 {
     struct ws_http_head h;
@@ -521,6 +559,8 @@ static void handle(struct conn *c)
     if (ws_http_parse_request(c->head, c->head_end, &h, &err) != 0)
         return respond(c, 400, "text/plain; charset=utf-8", "bad request\n", NULL);
     c->head[c->head_end] = saved;
+    if (c->via_proxy && count_forwarded_client(c, &h) != 0)
+        return;
     const char *target = h.target;
     if (gw_parse_target(target, &c->target) == 0)
         return attach_request(c, &h);
@@ -688,8 +728,11 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             close(fd);
             continue;
         }
-        char source[64], remote[64] = "";
+        char source[GW_ADDRESS_KEY_MAX], remote[GW_ADDRESS_KEY_MAX] = "";
         gw_source_key((const struct sockaddr *)&addr, source, sizeof(source));
+        /* A proxy carries many clients: its connections are limited per client once the head
+         * names one (count_forwarded_client); the overall cap holds for them as for any. */
+        int via_proxy = gw_proxies_trusts(srv->proxies, (const struct sockaddr *)&addr);
         if (addr.ss_family == AF_INET) {
             struct sockaddr_in *in = (struct sockaddr_in *)&addr;
             inet_ntop(AF_INET, &in->sin_addr, remote, sizeof(remote));
@@ -702,8 +745,8 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
                              "the gateway has as many connections waiting as it may", remote);
             continue;
         }
-        if ((size_t)gw_sources_count(srv->pending_by_source, source) >=
-            srv->cfg.max_pending_per_source) {
+        if (!via_proxy && (size_t)gw_sources_count(srv->pending_by_source, source) >=
+                              srv->cfg.max_pending_per_source) {
             refuse_at_accept(srv, fd, 429, GW_L_PENDING_PER_SOURCE,
                              "too many connections waiting from this address", remote);
             continue;
@@ -731,7 +774,13 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         memcpy(c->remote, remote, sizeof(c->remote));
         memcpy(c->source, source, sizeof(c->source));
         srv->pending++;
-        gw_sources_add(srv->pending_by_source, source, 1, ev_now(loop));
+        if (via_proxy) {
+            c->via_proxy = 1;
+            memcpy(&c->peer, &addr, sizeof(addr));
+        } else {
+            gw_sources_add(srv->pending_by_source, source, 1, ev_now(loop));
+            c->counted = 1;
+        }
         c->next = srv->conns;
         if (srv->conns != NULL)
             srv->conns->prev = c;
@@ -813,6 +862,9 @@ int gw_server_start(struct gw_server *srv, struct telo_err *err)
         return telo_err_set(err, TELO_EINVAL,
                             "gateway: TLS needs both a certificate and a key file; got only the %s",
                             has_cert ? "certificate" : "key");
+    if (srv->proxies == NULL &&
+        gw_proxies_parse("--trusted-proxies", srv->cfg.trusted_proxies, &srv->proxies, err) != 0)
+        return -err->code;
     if (has_cert && srv->tls == NULL &&
         (srv->tls = ws_tls_ctx_new(srv->cfg.tls_cert_path, srv->cfg.tls_key_path, err)) == NULL)
         return -err->code;
@@ -877,6 +929,7 @@ void gw_server_free(struct gw_server *srv)
     gw_lingering_free(srv->lingering);
     gw_gate_free(srv->gate);
     gw_sources_free(srv->pending_by_source);
+    gw_proxies_free(srv->proxies);
     gw_relays_free(srv->relays);
     ws_tls_ctx_free(srv->tls);
     gw_hub_free(srv->hub);

@@ -30,8 +30,13 @@ struct gw_server_config {
      * the verdict) overall and per source address (an IPv6 /64), answered 503 and 429 at once;
      * attached clients (and debug streams) overall and per session, answered 503 and 429 after
      * admission; the admission cache and lookup rates (gateway/gate.h). 0: the defaults. */
-    size_t max_pending;             /* 0: 1024 */
-    size_t max_pending_per_source;  /* 0: 64 */
+    size_t max_pending;            /* 0: 1024 */
+    size_t max_pending_per_source; /* 0: 64 */
+    /* Networks whose connections are proxies (an Ingress controller, the API server's service
+     * proxy), comma-separated (gateway/proxies.h); NULL or "": none. Such a connection is limited
+     * under the client its X-Forwarded-For names, not under the proxy's address; checked by
+     * gw_server_start. */
+    const char *trusted_proxies;
     size_t max_clients;             /* 0: 4096 */
     size_t max_clients_per_session; /* 0: 64 */
     struct gw_gate_opts admission;

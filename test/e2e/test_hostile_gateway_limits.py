@@ -19,12 +19,13 @@ import resource
 import secrets
 import select
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import rfc3339_now, wait_until
+from conftest import OPERATOR_BIN_DIR, rfc3339_now, wait_until
 from test_gateway import V5, Client, Gateway, env, start_session  # noqa: F401 (env: fixture)
 
 PAYLOAD = b"p" * 125
@@ -285,6 +286,79 @@ def test_an_unauthenticated_flood_costs_the_api_server_a_bounded_rate(env, two, 
         legit.close()
     finally:
         gw.stop()
+
+
+def forwarded_status(gw, env, name, token, source, xff):
+    """An attach from source carrying X-Forwarded-For: xff (several values: one line each)."""
+    lines = "".join("X-Forwarded-For: %s\r\n" % v for v in ([xff] if isinstance(xff, str) else xff))
+    request = upgrade_request(env, name, token).replace(b"\r\n\r\n", b"\r\n" + lines.encode()
+                                                       + b"\r\n", 1)
+    s = connect_from(source, gw)
+    try:
+        return http_status(s, request)[0]
+    finally:
+        s.close()
+
+
+def test_clients_behind_a_trusted_proxy_are_limited_apart(env, two, tmp_path):
+    """Behind an Ingress controller or the API server's service proxy every client arrives from
+    the proxy's address. With --trusted-proxies naming it (127.0.0.2 plays the proxy), each client
+    its X-Forwarded-For names has its own admission bucket and pending count: tenant A's flood of
+    bad tokens gets A 429s while tenant B, through the same proxy, attaches at once. A's forged
+    entries left of the proxy's own do not make it B, and X-Forwarded-For from an untrusted
+    address (127.0.0.3) is ignored. The proxy's connections are spared the per-address cap at
+    accept (an untrusted address's third waiting connection gets 429 there)."""
+    gw = start_gateway(env, tmp_path, "proxied", "--admission-rate", "100", "--admission-burst",
+                       "200", "--admission-rate-per-ip", "0.1", "--admission-burst-per-ip", "3",
+                       "--max-pending-per-ip", "2", "--trusted-proxies", "127.0.0.2/32, fd00::/8")
+    proxy, stranger = "127.0.0.2", "127.0.0.3"
+    tenant_a, tenant_b = "203.0.113.1", "203.0.113.2"
+    try:
+        # A floods through the proxy until its own bucket is empty.
+        codes = [forwarded_status(gw, env, "victim", secrets.token_hex(24), proxy, tenant_a)
+                 for _ in range(8)]
+        assert codes.count(401) == 3 and codes.count(429) == 5, codes
+        # B, through the same proxy, is not A.
+        assert forwarded_status(gw, env, "bystander", two["bystander"], proxy, tenant_b) == 101
+        # A's forged chain (B's address first; the proxy appends A's own): still A. Both the
+        # one-line form (nginx, the API server) and a line of the proxy's own (HAProxy).
+        assert forwarded_status(gw, env, "bystander", two["bystander"], proxy,
+                                "%s, %s" % (tenant_b, tenant_a)) == 429
+        assert forwarded_status(gw, env, "bystander", two["bystander"], proxy,
+                                [tenant_b, tenant_a]) == 429
+        # Not a proxy: its X-Forwarded-For changes nothing, its flood is its own address's.
+        codes = [forwarded_status(gw, env, "victim", secrets.token_hex(24), stranger,
+                                  "198.51.100.%d" % i) for i in range(5)]
+        assert codes.count(401) == 3 and codes.count(429) == 2, codes
+        assert forwarded_status(gw, env, "bystander", two["bystander"], stranger,
+                                "198.51.100.99") == 429
+        # Waiting connections: the proxy's are counted per client, once the head names one.
+        waiting = [connect_from(proxy, gw) for _ in range(4)]
+        strangers = [connect_from("127.0.0.4", gw) for _ in range(3)]
+        time.sleep(0.5)
+        for s in waiting + strangers[:2]:
+            s.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                s.recv(1)  # no answer: still waiting for a head
+        assert http_status(strangers[2])[0] == 429
+        for s in waiting + strangers:
+            s.close()
+        assert gw.metric('telo_gateway_limited_total{limit="pending_per_source"}') >= 1
+        assert forwarded_status(gw, env, "bystander", two["bystander"], proxy,
+                                "203.0.113.3") == 101
+        assert gw.proc.poll() is None, "the gateway died:\n" + gw.log()[-3000:]
+    finally:
+        gw.stop()
+
+
+def test_a_bad_trusted_proxies_list_is_refused_at_start(env):
+    proc = subprocess.run([os.path.join(OPERATOR_BIN_DIR, "telo-gateway"), "--kubeconfig",
+                           env["cluster"].kubeconfig, "--bind-address", "127.0.0.1:0",
+                           "--trusted-proxies", "10.0.0.0/8,10.0.0.0/33"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0
+    assert ("--trusted-proxies: '10.0.0.0/33' is not an IPv4 or IPv6 address with an optional "
+            "/prefix length") in proc.stdout + proc.stderr, proc
 
 
 def test_out_of_file_descriptors_the_gateway_does_not_spin(env, two, tmp_path):
