@@ -101,17 +101,14 @@ static struct ns_count *count_of(struct strmap *m, const char *ns)
     return c;
 }
 
-int session_limits_decide(const struct session_limits_config *cfg,
-                          const struct session_limits_entry *entries, size_t n, size_t self,
-                          struct session_limits_place *out)
+int session_limits_decide_all(const struct session_limits_config *cfg,
+                              const struct session_limits_entry *entries, size_t n,
+                              struct session_limits_place *out)
 {
-    struct session_limits_place place = {.admitted = 1};
-    const struct session_limits_entry *me = &entries[self];
-    if (me->state != SESSION_LIMITS_WAITS ||
-        (cfg->max_sessions <= 0 && cfg->max_per_namespace <= 0)) {
-        *out = place;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (struct session_limits_place){.admitted = 1};
+    if (cfg->max_sessions <= 0 && cfg->max_per_namespace <= 0)
         return 0;
-    }
     struct strmap *ns = strmap_new();
     size_t *line = malloc((n ? n : 1) * sizeof(*line));
     size_t nline = 0;
@@ -138,28 +135,27 @@ int session_limits_decide(const struct session_limits_config *cfg,
     }
     sort_base = entries;
     qsort(line, nline, sizeof(*line), by_line);
-    /* Walk the line: who ahead of self would start now, per namespace and in all. */
-    long starting = 0; /* ahead of self, admitted by their namespace's limit */
+    /* Walk the line once: each waiting session starts when the sessions holding a slot and those
+     * ahead of it that start leave room, per namespace and in all. */
+    long starting = 0; /* ahead, admitted by their namespace's limit */
     for (size_t k = 0; k < nline; k++) {
         const struct session_limits_entry *e = &entries[line[k]];
+        struct session_limits_place *place = &out[line[k]];
         struct ns_count *c = strmap_get(ns, e->namespace);
         int ns_room =
             cfg->max_per_namespace <= 0 || c->holding + c->waiting_seen < cfg->max_per_namespace;
-        if (line[k] == self) {
-            if (!ns_room) {
-                place.admitted = 0;
-                place.limit = "limits.maxSessionsPerNamespace";
-                place.max = cfg->max_per_namespace;
-                place.holding = c->holding;
-                place.position = c->holding + c->waiting_seen - cfg->max_per_namespace + 1;
-            } else if (cfg->max_sessions > 0 && holding + starting >= cfg->max_sessions) {
-                place.admitted = 0;
-                place.limit = "limits.maxSessions";
-                place.max = cfg->max_sessions;
-                place.holding = holding;
-                place.position = holding + starting - cfg->max_sessions + 1;
-            }
-            break;
+        if (!ns_room) {
+            place->admitted = 0;
+            place->limit = "limits.maxSessionsPerNamespace";
+            place->max = cfg->max_per_namespace;
+            place->holding = c->holding;
+            place->position = c->holding + c->waiting_seen - cfg->max_per_namespace + 1;
+        } else if (cfg->max_sessions > 0 && holding + starting >= cfg->max_sessions) {
+            place->admitted = 0;
+            place->limit = "limits.maxSessions";
+            place->max = cfg->max_sessions;
+            place->holding = holding;
+            place->position = holding + starting - cfg->max_sessions + 1;
         }
         c->waiting_seen++;
         if (ns_room)
@@ -167,8 +163,21 @@ int session_limits_decide(const struct session_limits_config *cfg,
     }
     free(line);
     free_counts(ns);
-    *out = place;
     return 0;
+}
+
+int session_limits_decide(const struct session_limits_config *cfg,
+                          const struct session_limits_entry *entries, size_t n, size_t self,
+                          struct session_limits_place *out)
+{
+    struct session_limits_place *places = malloc((n ? n : 1) * sizeof(*places));
+    if (!places)
+        return -TELO_ENOMEM;
+    int rc = session_limits_decide_all(cfg, entries, n, places);
+    if (rc == 0)
+        *out = places[self];
+    free(places);
+    return rc;
 }
 
 void session_limits_message(const struct session_limits_place *p, const char *ns, char *out,

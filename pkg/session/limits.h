@@ -58,6 +58,13 @@ int session_limits_decide(const struct session_limits_config *cfg,
                           const struct session_limits_entry *entries, size_t n, size_t self,
                           struct session_limits_place *out);
 
+/* session_limits_decide for every entry at once, into out[0..n): one sort and one walk of the
+ * line, where deciding for each waiting session apart would repeat them per session. Entries
+ * that do not wait are admitted. Returns 0, or -TELO_ENOMEM (out holds admitted places). */
+int session_limits_decide_all(const struct session_limits_config *cfg,
+                              const struct session_limits_entry *entries, size_t n,
+                              struct session_limits_place *out);
+
 /* The SessionLimit message for a place that is not admitted, into out: the limit, its value,
  * how many hold a slot, how many wait ahead. */
 void session_limits_message(const struct session_limits_place *p, const char *ns, char *out,
