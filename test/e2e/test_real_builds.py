@@ -201,7 +201,11 @@ def wait_built(cluster, ns, bns, name):
         return wait_phase(cluster, ns, name, "Running", timeout=BUILD_TIMEOUT + 60)
     except AssertionError:
         print("build log:\n" + build_log(cluster, bns))
-        print("session:\n" + json.dumps(get_ts(cluster, ns, name), indent=1)[-4000:])
+        st = (get_ts(cluster, ns, name) or {}).get("status", {})
+        print("session:\n" + json.dumps(st, indent=1)[-4000:])
+        # Last, in one line: a CI log keeps the tail of a failure, and the message is the why.
+        print("session %s: %s %s: %s" % (name, st.get("phase"), st.get("reason"),
+                                         (st.get("message") or "").replace("\n", " | ")[:1500]))
         raise
 
 
