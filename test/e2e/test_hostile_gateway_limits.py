@@ -320,17 +320,21 @@ def test_clients_behind_a_trusted_proxy_are_limited_apart(env, two, tmp_path):
         assert codes.count(401) == 3 and codes.count(429) == 5, codes
         # B, through the same proxy, is not A.
         assert forwarded_status(gw, env, "bystander", two["bystander"], proxy, tenant_b) == 101
-        # A's forged chain (B's address first; the proxy appends A's own): still A. Both the
-        # one-line form (nginx, the API server) and a line of the proxy's own (HAProxy).
-        assert forwarded_status(gw, env, "bystander", two["bystander"], proxy,
+        # A's forged chain (B's address first; the proxy appends A's own): still A, whose
+        # bucket is empty (B's is not: as B, a bad token would get 401). Both the one-line form
+        # (nginx, the API server) and a line of the proxy's own (HAProxy). Fresh tokens: a
+        # verdict the gateway holds in its admission cache takes no token from any bucket.
+        assert forwarded_status(gw, env, "bystander", secrets.token_hex(24), proxy,
                                 "%s, %s" % (tenant_b, tenant_a)) == 429
-        assert forwarded_status(gw, env, "bystander", two["bystander"], proxy,
+        assert forwarded_status(gw, env, "bystander", secrets.token_hex(24), proxy,
                                 [tenant_b, tenant_a]) == 429
+        assert forwarded_status(gw, env, "bystander", secrets.token_hex(24), proxy,
+                                tenant_b) == 401
         # Not a proxy: its X-Forwarded-For changes nothing, its flood is its own address's.
         codes = [forwarded_status(gw, env, "victim", secrets.token_hex(24), stranger,
                                   "198.51.100.%d" % i) for i in range(5)]
         assert codes.count(401) == 3 and codes.count(429) == 2, codes
-        assert forwarded_status(gw, env, "bystander", two["bystander"], stranger,
+        assert forwarded_status(gw, env, "bystander", secrets.token_hex(24), stranger,
                                 "198.51.100.99") == 429
         # Waiting connections: the proxy's are counted per client, once the head names one.
         waiting = [connect_from(proxy, gw) for _ in range(4)]
