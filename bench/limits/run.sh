@@ -75,8 +75,8 @@ metadata:
 spec:
   taints: [{key: bench.telo.run/node, value: "$id", effect: NoSchedule}]
 status:
-  allocatable: {cpu: "1000", memory: 4000Gi, pods: "5000"}
-  capacity: {cpu: "1000", memory: 4000Gi, pods: "5000"}
+  allocatable: {cpu: "2000", memory: 4Ti, pods: "5000", ephemeral-storage: 100Ti}
+  capacity: {cpu: "2000", memory: 4Ti, pods: "5000", ephemeral-storage: 100Ti}
   nodeInfo: {architecture: amd64, kubeletVersion: fake, kubeProxyVersion: fake, operatingSystem: linux}
 ---
 NODE

@@ -6,9 +6,11 @@
 #include "session/meta.h"
 #include "session/quantity.h"
 #include "session/reach.h"
+#include "util/buf.h"
 #include "util/jget.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *session_image(const struct session *s, const struct session_config *cfg)
@@ -296,6 +298,43 @@ struct json_object *session_desired_service(const struct session *s,
     return svc;
 }
 
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* meta's annotations gain SESSION_INGRESS_ANNOTATION_KEYS for the keys of wanted, when there are
+ * any (an Ingress without them is as it always was). */
+static void note_annotation_keys(struct json_object *meta, struct json_object *wanted)
+{
+    size_t n = wanted ? (size_t)json_object_object_length(wanted) : 0, i = 0;
+    if (n == 0)
+        return;
+    const char **keys = calloc(n ? n : 1, sizeof(*keys));
+    struct json_object *annotations = jget_object(meta, "annotations");
+    if (!annotations) {
+        annotations = json_object_new_object();
+        kube_obj_put(meta, "annotations", annotations);
+    }
+    if (!keys)
+        return; /* out of memory: the apply fails on the object's other allocations anyway */
+    json_object_object_foreach(wanted, key, value)
+    {
+        (void)value;
+        keys[i++] = key;
+    }
+    qsort(keys, i, sizeof(*keys), by_text);
+    struct buf b;
+    buf_init(&b, 256 << 10);
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < i; k++)
+        rc = buf_printf(&b, "%s%s", k ? "," : "", keys[k]);
+    if (rc == 0)
+        kube_obj_put_str(annotations, SESSION_INGRESS_ANNOTATION_KEYS, b.data ? b.data : "");
+    buf_release(&b);
+    free(keys);
+}
+
 struct json_object *session_desired_ingress(const struct session *s,
                                             const struct session_config *cfg)
 {
@@ -335,6 +374,7 @@ struct json_object *session_desired_ingress(const struct session *s,
     }
     struct json_object *meta = metadata(s, cfg, name);
     session_meta_add(meta, "annotations", cfg->ingress_annotations);
+    note_annotation_keys(meta, cfg->ingress_annotations);
     struct json_object *ing = kube_obj_new("networking.k8s.io/v1", "Ingress", meta);
     struct json_object *spec = json_object_new_object();
     if (cfg->ingress_class)

@@ -255,14 +255,16 @@ static int same_field(struct json_object *cached_obj, struct json_object *desire
     return (a == NULL && b == NULL) || (a && b && json_object_equal(a, b));
 }
 
-/* Every annotation the operator wants (ingress.annotations) is on the object with its value.
- * Others' annotations (cert-manager's, an ingress controller's) do not count. */
+/* Every annotation the operator wants (ingress.annotations) is on the object with its value,
+ * and none it applied before and no longer wants (SESSION_INGRESS_ANNOTATION_KEYS names those it
+ * applied: its value differs, or it is there while none is wanted). Others' annotations
+ * (cert-manager's, an ingress controller's) do not count. */
 static int has_annotations(struct json_object *have, struct json_object *want)
 {
     struct json_object *wanted = jget_object(jget(want, "metadata"), "annotations");
     struct json_object *there = jget_object(jget(have, "metadata"), "annotations");
     if (wanted == NULL)
-        return 1;
+        return jget(there, SESSION_INGRESS_ANNOTATION_KEYS) == NULL;
     json_object_object_foreach(wanted, key, value)
     {
         struct json_object *v = jget(there, key);

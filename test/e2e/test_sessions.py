@@ -898,6 +898,36 @@ def test_operator_restarted_without_a_base_domain_removes_the_ingress(cluster, s
     assert get_ts(cluster, ns, "moved")["status"]["phase"] == "Running"
 
 
+def test_annotations_dropped_from_the_config_leave_the_session_ingress(cluster, start,
+                                                                       pod_namespace):
+    """ingress.annotations changed by the administrator: a key no longer configured goes from a
+    running session's Ingress at the operator's restart, and all of them when none is left;
+    annotations others put there (cert-manager's, a person's) stay."""
+    ns = pod_namespace
+    op = start("ingress.baseDomain=sessions.example.test",
+               "ingress.annotations=a.example/keep=1,a.example/drop=2")
+    apply(cluster, ns, hello_bundle(), session("annot"))
+    wait_phase(cluster, ns, "annot", "Running")
+
+    def annotations():
+        return (get(cluster, ns, "ingress", "telo-run-annot") or {}).get("metadata", {}).get(
+            "annotations") or {}
+    wait_until(lambda: annotations().get("a.example/drop") == "2", timeout=20,
+               what="the configured annotations on the Ingress")
+    cluster.kubectl("annotate", "ingress", "telo-run-annot", "-n", ns, "other.example/theirs=x")
+    base = [s_ for s_ in op.sets if not s_.startswith("ingress.annotations=")]
+    op.restart(sets=base + ["ingress.annotations=a.example/keep=1"])
+    wait_until(lambda: "a.example/drop" not in annotations(), timeout=20,
+               what="the dropped annotation to go: %s" % annotations())
+    ann = annotations()
+    assert ann["a.example/keep"] == "1" and ann["other.example/theirs"] == "x", ann
+    op.restart(sets=base)
+    wait_until(lambda: "a.example/keep" not in annotations(), timeout=20,
+               what="the last configured annotation to go: %s" % annotations())
+    assert annotations() == {"other.example/theirs": "x"}, annotations()
+    assert get_ts(cluster, ns, "annot")["status"]["phase"] == "Running"
+
+
 @pytest.mark.parametrize("argv,words", [
     (["--set", "limits.cpu=lots"], ["limits.cpu", '"lots" is not a positive quantity']),
     (["--set", "ingress.basedomain=x"], ["unknown key 'ingress.basedomain'", "ingress.baseDomain"]),

@@ -234,7 +234,7 @@ static void the_pod_and_ingress_carry_them_beside_the_operators_own(void **state
     int rc = load_text("pod:\n  labels: {team: platform}\n"
                        "  annotations: {example.com/owner: ops}\n"
                        "ingress:\n  baseDomain: s.example.com\n"
-                       "  annotations: {cert-manager.io/cluster-issuer: le}\n",
+                       "  annotations: {cert-manager.io/cluster-issuer: le, a.example/t: '1'}\n",
                        &c, &err);
     if (rc != 0)
         fail_msg("load: %s", err.msg);
@@ -249,6 +249,9 @@ static void the_pod_and_ingress_carry_them_beside_the_operators_own(void **state
     struct json_object *ing = session_desired_ingress(&s, c);
     assert_non_null(ing);
     assert_string_equal(str(meta_map(ing, "annotations"), "cert-manager.io/cluster-issuer"), "le");
+    /* The keys it applies, sorted: a configuration that drops one is told apart from others'. */
+    assert_string_equal(str(meta_map(ing, "annotations"), SESSION_INGRESS_ANNOTATION_KEYS),
+                        "a.example/t,cert-manager.io/cluster-issuer");
     /* The pod's labels are the pod's: the Ingress keeps the operator's alone. */
     assert_null(str(meta_map(ing, "labels"), "team"));
     assert_string_equal(str(meta_map(ing, "labels"), SESSION_LABEL), "hello");

@@ -1064,6 +1064,12 @@ static void an_ingress_without_the_configured_annotations_is_applied_again(void 
     json_object_object_add(ann, "cert-manager.io/issuer", json_object_new_string("theirs"));
     json_object_object_add(ann, "example.com/timeout", json_object_new_string("3600"));
     json_object_object_add(meta, "annotations", ann);
+    /* Applied before the operator noted the keys it applies: once more, to note them. */
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plans_write(&plan, SESSION_PLAN_INGRESS));
+    session_plan_release(&plan);
+    json_object_object_add(ann, SESSION_INGRESS_ANNOTATION_KEYS,
+                           json_object_new_string("example.com/timeout"));
     assert_int_equal(session_plan_make(&w.obs, &plan), 0);
     assert_false(plans_write(&plan, SESSION_PLAN_INGRESS));
     session_plan_release(&plan);
@@ -1071,6 +1077,31 @@ static void an_ingress_without_the_configured_annotations_is_applied_again(void 
     json_object_object_add(ann, "example.com/timeout", json_object_new_string("60"));
     assert_int_equal(session_plan_make(&w.obs, &plan), 0);
     assert_true(plans_write(&plan, SESSION_PLAN_INGRESS));
+    session_plan_release(&plan);
+    json_object_object_add(ann, "example.com/timeout", json_object_new_string("3600"));
+
+    /* A key the configuration no longer names is applied away (server-side apply drops what
+     * the operator applied before and no longer does), and so is the last one. */
+    assert_int_equal(session_config_set(w.cfg, "ingress.annotations=example.com/other=1", &err), 0);
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plans_write(&plan, SESSION_PLAN_INGRESS));
+    session_plan_release(&plan);
+    json_object_object_del(ann, "example.com/timeout");
+    json_object_object_add(ann, "example.com/other", json_object_new_string("1"));
+    json_object_object_add(ann, SESSION_INGRESS_ANNOTATION_KEYS,
+                           json_object_new_string("example.com/other"));
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_false(plans_write(&plan, SESSION_PLAN_INGRESS));
+    session_plan_release(&plan);
+    json_object_put(w.cfg->ingress_annotations);
+    w.cfg->ingress_annotations = json_object_new_object();
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plans_write(&plan, SESSION_PLAN_INGRESS));
+    session_plan_release(&plan);
+    json_object_object_del(ann, "example.com/other");
+    json_object_object_del(ann, SESSION_INGRESS_ANNOTATION_KEYS);
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_false(plans_write(&plan, SESSION_PLAN_INGRESS));
     session_plan_release(&plan);
     world_free(&w);
 }
