@@ -10,7 +10,8 @@
 # rechecks), and with limits the wake (the M Running deleted, until M more run).
 # Environment: TELO_BENCH_REPEATS (3), TELO_BENCH_MAX_SESSIONS (32), TELO_BENCH_OPERATOR
 # (build/bin/telo-operator), TELO_BENCH_OPERATOR_B (a second build, run as path "on-b" for a
-# before/after in the same run), TELO_BENCH_OPERATOR_PORT (16313), TELO_BENCH_OUT.
+# before/after in the same run), TELO_BENCH_PATHS ("off on"), TELO_BENCH_IDLE_S (65),
+# TELO_BENCH_OPERATOR_PORT (16313), TELO_BENCH_OUT.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -22,10 +23,10 @@ commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
 out=${TELO_BENCH_OUT:-$root/bench/limits/results/$(date -u +%Y%m%dT%H%M%SZ)-$commit}
 mkdir -p "$out/bin"
 cp "${TELO_BENCH_OPERATOR:-$root/build/bin/telo-operator}" "$out/bin/telo-operator"
-paths=(off on)
+read -r -a paths <<<"${TELO_BENCH_PATHS:-off on}"
 if [ -n "${TELO_BENCH_OPERATOR_B:-}" ]; then
 	cp "$TELO_BENCH_OPERATOR_B" "$out/bin/telo-operator-b"
-	paths+=(on-b)
+	[[ " ${paths[*]} " == *" on-b "* ]] || paths+=(on-b)
 fi
 hack/cluster/up.sh >/dev/null
 source hack/cluster/lib.sh

@@ -157,9 +157,13 @@ static struct summary *summarize(struct session_admission *a, const char *key,
 {
     struct json_object *meta = jget(obj, "metadata");
     const char *ns = jget_string(meta, "namespace"), *name = jget_string(meta, "name");
-    free(strmap_remove(a->sessions, key));
-    if (!ns || !name || !session_informers_watched(a->r->cfg, ns, strlen(ns)))
+    struct summary *old = strmap_remove(a->sessions, key);
+    if (!ns || !name || !session_informers_watched(a->r->cfg, ns, strlen(ns))) {
+        if (old)
+            line_invalidate(a);
+        free(old);
         return NULL;
+    }
     size_t kl = strlen(key), nl = strlen(ns), ml = strlen(name);
     struct summary *e = calloc(1, sizeof(*e) + kl + nl + ml + 3);
     if (!e)
@@ -176,8 +180,15 @@ static struct summary *summarize(struct session_admission *a, const char *key,
     for (int pod = 0; pod < 2; pod++)
         for (int adm = 0; adm < 2; adm++)
             e->state[pod][adm] = (unsigned char)session_limits_classify(obj, pod, adm);
+    /* Most events of a session change nothing the line is made of (a waiting session's own
+     * SessionLimit status, a Running one's probes): the line stands. */
+    if (!old || strcmp(old->uid, e->uid) != 0 || old->created != e->created ||
+        memcmp(old->state, e->state, sizeof(e->state)) != 0)
+        line_invalidate(a);
+    free(old);
     if (strmap_put(a->sessions, e->key, e) < 0) {
         free(e);
+        line_invalidate(a);
         return NULL;
     }
     return e;
@@ -369,18 +380,20 @@ static void on_session_event(void *ud, const struct cache_object *obj,
     (void)emit;
     (void)ctx;
     struct session_admission *a = ud;
-    line_invalidate(a);
     const struct cache_object *now =
         cache_store_get(ctrl_informer_store(a->r->inf.sessions), obj->key);
     if (now) {
         struct json_object *cur = json_tokener_parse(now->json);
         struct summary *e = cur ? summarize(a, now->key, cur) : NULL;
+        if (!cur)
+            line_invalidate(a);
         json_object_put(cur);
         if (e && summary_state(a, e) != SESSION_LIMITS_OUT)
             return;
     } else {
         free(strmap_remove(a->sessions, obj->key));
         free(strmap_remove(a->admitted, obj->key));
+        line_invalidate(a);
     }
     const char *slash = strchr(obj->key, '/');
     char ns[256];
