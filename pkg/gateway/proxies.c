@@ -147,8 +147,13 @@ static void trim(const char **s, size_t *n)
 static void shown(const char *s, size_t n, char *out, size_t outlen)
 {
     size_t o = 0;
-    for (size_t i = 0; i < n && i < 80 && o + 1 < outlen; i++)
-        out[o++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+    for (size_t i = 0; i < n && i < 80 && o + 1 < outlen; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f)
+            out[o++] = s[i];
+        else
+            out[o++] = '?';
+    }
     out[o] = '\0';
 }
 
