@@ -21,6 +21,9 @@ SOURCES.md beside the plots names each file.
 - bench/gateway fan-out (bench/gateway/results/fanout-*.json, written by fanout.py): keystroke
   p99 of the crowded gateway against the idle peer's, per run of every batch, and RSS per idle
   client.
+- bench/limits (bench/limits/results/<run>/<path>-<N>-<repeat>.json, schema telo-bench-limits/1):
+  the operator's CPU seconds for the burst, per second idle, and for the wake, per path (no limit,
+  limits on, a before build) and N: median of the repeats, min and max as the error bar.
 """
 
 import argparse
@@ -521,7 +524,62 @@ def plot_fanout(files, out, sources, root):
 
 PLOT_BENCH = [("sessions-", "bench/sessions"), ("cache-memory-", "bench/cache-memory"),
               ("gateway-", "bench/gateway"), ("scale-", "bench/scale"), ("builds-", "bench/builds"),
-              ("fanout-", "bench/gateway fanout")]
+              ("fanout-", "bench/gateway fanout"), ("limits-", "bench/limits")]
+
+
+# --- bench/limits -------------------------------------------------------------------------------
+
+LIMITS_FIGURES = [("burst: operator CPU s", ("burst", "operator_cpu_s")),
+                  ("idle: operator CPU s per s", ("idle", "operator_cpu_s_per_s")),
+                  ("wake: operator CPU s", ("wake", "operator_cpu_s"))]
+LIMITS_LABELS = {"off": "no limit (peer)", "on": "maxSessions 32",
+                 "on-b": "maxSessions 32, the build before (TELO_BENCH_OPERATOR_B)"}
+
+
+def plot_limits(files, out, sources, root):
+    runs = {}
+    for fn in files:
+        r = load(fn)
+        if not isinstance(r, dict) or r.get("schema") != "telo-bench-limits/1":
+            continue
+        runs.setdefault((r.get("label", "?"), r.get("commit", "?")), {}).setdefault(
+            r["n"], []).append(r)
+        sources.append(("bench/limits", rel(root, fn)))
+    if not runs:
+        return None
+    sizes = sorted({n for per in runs.values() for n in per})
+    series = sorted(runs, key=lambda k: (["off", "on", "on-b"].index(k[0])
+                                         if k[0] in ("off", "on", "on-b") else 9, k[1]))
+    fig, axes = plt.subplots(1, len(LIMITS_FIGURES), figsize=(12, 4.2), dpi=DPI)
+    width = 0.8 / len(series)
+    for ax, (title, path) in zip(axes, LIMITS_FIGURES):
+        for i, key in enumerate(series):
+            xs, meds, lo, hi = [], [], [], []
+            for j, n in enumerate(sizes):
+                v = [dig(r, *path) for r in runs[key].get(n, [])]
+                v = [x for x in v if x is not None]
+                if not v:
+                    continue
+                m = statistics.median(v)
+                xs.append(j + (i - (len(series) - 1) / 2) * width)
+                meds.append(m)
+                lo.append(m - min(v))
+                hi.append(max(v) - m)
+            if xs:  # one colour per series in every panel, whichever has no value there
+                ax.bar(xs, meds, width, yerr=[lo, hi], capsize=2, color="C%d" % i,
+                       label="%s, run of %s" % (LIMITS_LABELS.get(key[0], key[0]), key[1]))
+        ax.set_xticks(range(len(sizes)), ["N=%d" % n for n in sizes], fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(series), fontsize=7)
+    fig.suptitle("bench/limits: what session limits cost the operator (median, bars: min-max)",
+                 fontsize=10)
+    fn = os.path.join(out, "limits-operator-cpu.png")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.savefig(fn)
+    plt.close(fig)
+    return fn
 
 
 def previous_sources(out, missing, made):
@@ -562,11 +620,14 @@ def main():
                     help="a bench/builds results JSON (default: bench/builds/results/*.json)")
     ap.add_argument("--fanout", action="append", default=[],
                     help="a bench/gateway/fanout.py JSON (default: bench/gateway/results/fanout-*.json)")
+    ap.add_argument("--limits", action="append", default=[],
+                    help="a bench/limits result JSON (default: bench/limits/results/*/*.json)")
     a = ap.parse_args()
     out = a.out or os.path.join(a.root, "bench", "report", "plots")
     os.makedirs(out, exist_ok=True)
     tmp = os.environ.get("TMPDIR", "/tmp")
-    explicit = a.sessions or a.cache_memory or a.gateway or a.scale or a.builds or a.fanout
+    explicit = (a.sessions or a.cache_memory or a.gateway or a.scale or a.builds or a.fanout or
+                a.limits)
     bench = os.path.join(a.root, "bench")
     sessions = a.sessions or ([] if explicit else find_sessions(tmp, bench))
     cache = a.cache_memory or ([] if explicit else find_cache_memory(tmp, bench))
@@ -577,6 +638,8 @@ def main():
         glob.glob(os.path.join(bench, "builds", "results", "*.json"))))
     fanout = a.fanout or ([] if explicit else sorted(
         glob.glob(os.path.join(bench, "gateway", "results", "fanout-*.json"))))
+    limits = a.limits or ([] if explicit else sorted(
+        glob.glob(os.path.join(bench, "limits", "results", "*", "*-*-*.json"))))
 
     sources, made, missing = [], [], []
     for name, found, plot in (("bench/sessions", sessions, plot_sessions),
@@ -584,7 +647,8 @@ def main():
                               ("bench/gateway", gateway, plot_gateway),
                               ("bench/scale", scale, plot_scale),
                               ("bench/builds", builds, plot_builds),
-                              ("bench/gateway fanout", fanout, plot_fanout)):
+                              ("bench/gateway fanout", fanout, plot_fanout),
+                              ("bench/limits", limits, plot_limits)):
         if not found:
             missing.append(name)
             log("%s: no result files found (run it first; see its run.sh): nothing plotted" % name)
