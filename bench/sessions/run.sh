@@ -42,6 +42,8 @@ operator="$root/build/bin/telo-operator"
 
 hack/cluster/up.sh >/dev/null
 source hack/cluster/lib.sh
+# shellcheck source=../nodes.sh
+source bench/nodes.sh
 crd_install
 venv=$(hack/install-deps.sh --venv)
 py() { "$venv/bin/python" "$root/bench/sessions/bench.py" "$@"; }
@@ -123,24 +125,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- the bench's nodes ------------------------------------------------------------------------
-for n in "${nodes[@]}"; do
-	cat <<EOF
-apiVersion: v1
-kind: Node
-metadata:
-  name: $n
-  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels: {type: kwok-bench, bench.telo.run/node: "$id", kubernetes.io/hostname: "$n",
-           kubernetes.io/os: linux, kubernetes.io/arch: amd64}
-spec:
-  taints: [{key: bench.telo.run/node, value: "$id", effect: NoSchedule}]
-status:
-  allocatable: {cpu: "2000", memory: 4Ti, pods: "5000", ephemeral-storage: 100Ti}
-  capacity: {cpu: "2000", memory: 4Ti, pods: "5000", ephemeral-storage: 100Ti}
-  nodeInfo: {architecture: amd64, kubeletVersion: fake, kubeProxyVersion: fake, operatingSystem: linux}
----
-EOF
-done >"$out/nodes.yaml"
+bench_nodes_yaml "$id" 2000 4Ti 5000 "${nodes[@]}" >"$out/nodes.yaml"
 kubectl_cmd apply -f "$out/nodes.yaml" >/dev/null
 kubectl_cmd wait --for=condition=Ready node -l bench.telo.run/node="$id" --timeout=60s >/dev/null
 

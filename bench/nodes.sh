@@ -1,0 +1,28 @@
+# shellcheck shell=bash
+# The kwok nodes a bench adds for its own pods (sourced by bench/sessions, bench/scale and
+# bench/limits): tainted bench.telo.run/node=ID, so only the bench's pods, which tolerate it, land
+# there, and labelled with it for their nodeSelector.
+
+# bench_nodes_yaml ID CPU MEMORY PODS NAME...: the Node objects, as YAML on stdout.
+bench_nodes_yaml() {
+	local id=$1 cpu=$2 memory=$3 pods=$4 n
+	shift 4
+	for n in "$@"; do
+		cat <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: $n
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {type: kwok-bench, bench.telo.run/node: "$id", kubernetes.io/hostname: "$n",
+           kubernetes.io/os: linux, kubernetes.io/arch: amd64}
+spec:
+  taints: [{key: bench.telo.run/node, value: "$id", effect: NoSchedule}]
+status:
+  allocatable: {cpu: "$cpu", memory: $memory, pods: "$pods", ephemeral-storage: 100Ti}
+  capacity: {cpu: "$cpu", memory: $memory, pods: "$pods", ephemeral-storage: 100Ti}
+  nodeInfo: {architecture: amd64, kubeletVersion: fake, kubeProxyVersion: fake, operatingSystem: linux}
+---
+NODE
+	done
+}
