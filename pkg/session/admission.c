@@ -166,8 +166,11 @@ static struct summary *summarize(struct session_admission *a, const char *key,
     }
     size_t kl = strlen(key), nl = strlen(ns), ml = strlen(name);
     struct summary *e = calloc(1, sizeof(*e) + kl + nl + ml + 3);
-    if (!e)
+    if (!e) {
+        free(old);
+        line_invalidate(a);
         return NULL;
+    }
     memcpy(e->key, key, kl + 1);
     char *at = e->key + kl + 1;
     memcpy(at, ns, nl + 1);
