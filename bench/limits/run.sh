@@ -30,8 +30,8 @@ if [ -n "${TELO_BENCH_OPERATOR_B:-}" ]; then
 fi
 hack/cluster/up.sh >/dev/null
 source hack/cluster/lib.sh
-# shellcheck source=../nodes.sh
-source bench/nodes.sh
+# shellcheck source=../lib.sh
+source bench/lib.sh
 crd_install
 venv=$(hack/install-deps.sh --venv)
 py() { "$venv/bin/python" "$root/bench/limits/bench.py" "$@"; }
@@ -43,12 +43,6 @@ log "results in $out; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 op_pid="" ns=""
 nodes=("$id-node-0" "$id-node-1")
-stop_pid() {
-	[ -n "$1" ] && kill -0 "$1" 2>/dev/null || return 0
-	kill -TERM "$1" 2>/dev/null || true
-	for _ in $(seq 1 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-	kill -KILL "$1" 2>/dev/null || true
-}
 finish_ns() {
 	[ -n "$ns" ] || return 0
 	kubectl_cmd delete ns "$ns" --wait=false >/dev/null 2>&1 || true

@@ -62,6 +62,22 @@ def stamp(fn):
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(fn)))
 
 
+def median_bars(values_by_x, i, nseries, width):
+    """Series i of nseries grouped bars: for each x position with values, its bar's x, the median,
+    and the distances down to the min and up to the max (the error bar)."""
+    xs, meds, lo, hi = [], [], [], []
+    for j, v in enumerate(values_by_x):
+        v = [x for x in v if x is not None]
+        if not v:
+            continue
+        m = statistics.median(v)
+        xs.append(j + (i - (nseries - 1) / 2) * width)
+        meds.append(m)
+        lo.append(m - min(v))
+        hi.append(max(v) - m)
+    return xs, meds, lo, hi
+
+
 def written(root, fn):
     """A file's modification time; for a file in the tree, the commit that last changed it (a
     checkout's modification times are the checkout's)."""
@@ -418,17 +434,8 @@ def plot_builds(files, out, sources, root):
     fig, ax = plt.subplots(figsize=(9, 4.8), dpi=DPI)
     width = 0.8 / len(runs)
     for i, r in enumerate(runs):
-        xs, meds, lo, hi = [], [], [], []
-        for j, (_, f) in enumerate(BUILD_PATHS):
-            v = [f(rep) for rep in r["repeats"]]
-            v = [x for x in v if x is not None]
-            if not v:
-                continue
-            m = statistics.median(v)
-            xs.append(j + (i - (len(runs) - 1) / 2) * width)
-            meds.append(m)
-            lo.append(m - min(v))
-            hi.append(max(v) - m)
+        xs, meds, lo, hi = median_bars([[f(rep) for rep in r["repeats"]] for _, f in BUILD_PATHS],
+                                       i, len(runs), width)
         bars = ax.bar(xs, meds, width, yerr=[lo, hi], capsize=2,
                       label="%s (%s, %d repeats)" % (r.get("label", "?"), r.get("commit", "?"),
                                                      len(r["repeats"])))
@@ -554,17 +561,9 @@ def plot_limits(files, out, sources, root):
     width = 0.8 / len(series)
     for ax, (title, path) in zip(axes, LIMITS_FIGURES):
         for i, key in enumerate(series):
-            xs, meds, lo, hi = [], [], [], []
-            for j, n in enumerate(sizes):
-                v = [dig(r, *path) for r in runs[key].get(n, [])]
-                v = [x for x in v if x is not None]
-                if not v:
-                    continue
-                m = statistics.median(v)
-                xs.append(j + (i - (len(series) - 1) / 2) * width)
-                meds.append(m)
-                lo.append(m - min(v))
-                hi.append(max(v) - m)
+            xs, meds, lo, hi = median_bars(
+                [[dig(r, *path) for r in runs[key].get(n, [])] for n in sizes], i, len(series),
+                width)
             if xs:  # one colour per series in every panel, whichever has no value there
                 ax.bar(xs, meds, width, yerr=[lo, hi], capsize=2, color="C%d" % i,
                        label="%s, run of %s" % (LIMITS_LABELS.get(key[0], key[0]), key[1]))

@@ -53,8 +53,8 @@ fi
 
 hack/cluster/up.sh >/dev/null
 source hack/cluster/lib.sh
-# shellcheck source=../nodes.sh
-source bench/nodes.sh
+# shellcheck source=../lib.sh
+source bench/lib.sh
 crd_install
 venv=$(hack/install-deps.sh --venv)
 py() { "$venv/bin/python" "$root/bench/sessions/bench.py" "$@"; }
@@ -81,13 +81,6 @@ main_kcm_stopped=0
 bench_kcm_pid="" sub_kcm_pid="" op_pid=""
 namespaces=()
 nodes=("$id-node-0" "$id-node-1")
-stop_pid() { # pid: SIGTERM, then SIGKILL after 10 s
-	local p=$1
-	[ -n "$p" ] && kill -0 "$p" 2>/dev/null || return 0
-	kill -TERM "$p" 2>/dev/null || true
-	for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
-	kill -KILL "$p" 2>/dev/null || true
-}
 cleanup() {
 	local rc=$?
 	set +e

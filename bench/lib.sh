@@ -1,7 +1,17 @@
 # shellcheck shell=bash
-# The kwok nodes a bench adds for its own pods (sourced by bench/sessions, bench/scale and
-# bench/limits): tainted bench.telo.run/node=ID, so only the bench's pods, which tolerate it, land
-# there, and labelled with it for their nodeSelector.
+# What bench/sessions, bench/scale and bench/limits share (sourced by their run.sh).
+
+# stop_pid PID: SIGTERM, then SIGKILL after 10 s. Nothing for an empty or dead PID.
+stop_pid() {
+	local p=$1
+	[ -n "$p" ] && kill -0 "$p" 2>/dev/null || return 0
+	kill -TERM "$p" 2>/dev/null || true
+	for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
+	kill -KILL "$p" 2>/dev/null || true
+}
+
+# The kwok nodes a bench adds for its own pods: tainted bench.telo.run/node=ID, so only the
+# bench's pods, which tolerate it, land there, and labelled with it for their nodeSelector.
 
 # bench_nodes_yaml ID CPU MEMORY PODS NAME...: the Node objects, as YAML on stdout.
 bench_nodes_yaml() {
