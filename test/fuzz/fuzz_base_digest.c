@@ -4,6 +4,7 @@
  * grammar's characters only, so it can neither break a log line nor the tag's record; the tag
  * made with it is always 32 lowercase hex characters; a split reference fits its buffers and
  * never holds a digest. */
+#include "fuzz_text.h"
 #include "imagebuild/depkey.h"
 #include "session/basedigest.h"
 
@@ -15,15 +16,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size);
     if (text == NULL)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
-    char *image = strchr(text, '\n');
-    if (image != NULL)
-        *image++ = '\0';
-    else
+    const char *image = fuzz_second_line(text);
+    if (image == NULL)
         image = "";
     if (session_base_digest_valid(text)) {
         size_t n = strlen(text);

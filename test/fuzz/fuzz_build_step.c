@@ -1,6 +1,7 @@
 /* libFuzzer target: a build pod's log (the tenant's RUN output lands in it) read for the build's
  * step against the operator's own Dockerfile; the step stays within the Dockerfile's steps and
  * the progress detail is always a terminated string of our own words. */
+#include "fuzz_text.h"
 #include "imagebuild/buildstep.h"
 
 #include <stdint.h>
@@ -32,11 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || strchr(" /,", *p)))
             abort();
     /* The Dockerfile side too: the input as a Dockerfile, the same input as its log. */
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size);
     if (text == NULL)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     build_step_scan(text, (const char *)data, size, &st);
     if (st.steps < 0 || st.steps > BUILD_STEP_MAX_INSTRUCTIONS || st.step > st.steps)
         abort();

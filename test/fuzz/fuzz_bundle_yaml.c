@@ -4,6 +4,7 @@
  * controllers, fallback and its reason) must be exactly what libyaml's document loader gave
  * before the reader moved to events: that loader-based extraction is kept below, verbatim, as
  * the oracle. */
+#include "fuzz_text.h"
 #include "imagebuild/bundle.h"
 #include "imagebuild/depkey.h"
 #include "util/strmap.h"
@@ -340,11 +341,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     struct build_bundle_file files[MAX_FILES];
     struct build_bundle b = {.files = files};
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size);
     if (text == NULL)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     size_t at = 0;
     while (b.nfiles < MAX_FILES) {
         const char *next = b.nfiles + 1 < MAX_FILES ? strstr(text + at, SEP) : NULL;

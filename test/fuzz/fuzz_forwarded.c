@@ -2,6 +2,7 @@
  * list and an X-Forwarded-For value, as an operator and a client write them. The input is
  * "list\nxff". Whatever they hold, the client named is an address (a key and its text), and
  * never more of the header is read than GW_FORWARDED_HOPS entries. */
+#include "fuzz_text.h"
 #include "gateway/proxies.h"
 
 #include <arpa/inet.h>
@@ -15,14 +16,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size);
     if (text == NULL)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
-    char *xff = strchr(text, '\n');
-    if (xff != NULL)
-        *xff++ = '\0';
+    const char *xff = fuzz_second_line(text);
     struct gw_proxies *p = NULL;
     struct telo_err err;
     if (gw_proxies_parse("--trusted-proxies", text, &p, &err) != 0 && p != NULL)

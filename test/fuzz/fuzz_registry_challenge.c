@@ -2,6 +2,7 @@
  * build_auth_challenge_parse) and the realm trust decision made on it. Fields are always
  * NUL-terminated within their arrays, and a realm the registry's own host does not serve is
  * never trusted. */
+#include "fuzz_text.h"
 #include "imagebuild/registry.h"
 
 #include <stdint.h>
@@ -13,11 +14,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *header = malloc(size + 1);
+    char *header = fuzz_text(data, size);
     if (header == NULL)
         return 0;
-    memcpy(header, data, size);
-    header[size] = '\0';
     struct build_auth_challenge ch;
     int rc = build_auth_challenge_parse(header, &ch);
     if (rc != 0 && rc != -TELO_EPROTO)

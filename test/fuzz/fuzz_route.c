@@ -3,6 +3,7 @@
  * ws_http_query_param on its query, gw_pick_protocol on the offer (with the base64url bearer
  * token item). The input is "target\noffer". A parsed route names only DNS-1123 labels, so no
  * path trickery can reach an API URL built from them. */
+#include "fuzz_text.h"
 #include "gateway/proto.h"
 #include "ws/http.h"
 
@@ -26,14 +27,10 @@ static void dns_label_or_abort(const char *s)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size);
     if (text == NULL)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
-    char *offer = strchr(text, '\n');
-    if (offer != NULL)
-        *offer++ = '\0';
+    char *offer = fuzz_second_line(text);
 
     struct gw_target t;
     if (gw_parse_target(text, &t) == 0) {
