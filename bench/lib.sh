@@ -13,6 +13,15 @@ stop_pid() {
 # The kwok nodes a bench adds for its own pods: tainted bench.telo.run/node=ID, so only the
 # bench's pods, which tolerate it, land there, and labelled with it for their nodeSelector.
 
+# bench_nodes_up ID CPU MEMORY PODS FILE NAME...: writes the Node objects to FILE, applies them
+# (kubectl_cmd, hack/cluster/lib.sh) and waits until kwok has them Ready.
+bench_nodes_up() {
+	local id=$1 file=$5
+	bench_nodes_yaml "$1" "$2" "$3" "$4" "${@:6}" >"$file"
+	kubectl_cmd apply -f "$file" >/dev/null
+	kubectl_cmd wait --for=condition=Ready node -l bench.telo.run/node="$id" --timeout=60s >/dev/null
+}
+
 # bench_nodes_yaml ID CPU MEMORY PODS NAME...: the Node objects, as YAML on stdout.
 bench_nodes_yaml() {
 	local id=$1 cpu=$2 memory=$3 pods=$4 n

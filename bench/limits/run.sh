@@ -61,9 +61,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-bench_nodes_yaml "$id" 2000 4Ti 5000 "${nodes[@]}" >"$out/nodes.yaml"
-kubectl_cmd apply -f "$out/nodes.yaml" >/dev/null
-kubectl_cmd wait --for=condition=Ready node -l bench.telo.run/node="$id" --timeout=60s >/dev/null
+bench_nodes_up "$id" 2000 4Ti 5000 "$out/nodes.yaml" "${nodes[@]}"
 
 for n in "${sizes[@]}"; do
 	for r in $(seq 1 "$repeats"); do

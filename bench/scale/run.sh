@@ -108,9 +108,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- the bench's nodes: 2 x 6,000 pods of 500m/512Mi -----------------------------------------
-bench_nodes_yaml "$id" 4000 8Ti 6000 "${nodes[@]}" >"$out/nodes.yaml"
-kubectl_cmd apply -f "$out/nodes.yaml" >/dev/null
-kubectl_cmd wait --for=condition=Ready node -l bench.telo.run/node="$id" --timeout=60s >/dev/null
+bench_nodes_up "$id" 4000 8Ti 6000 "$out/nodes.yaml" "${nodes[@]}"
 
 # --- kube-controller-managers (as bench/sessions/run.sh) -------------------------------------
 kc="$cluster_dir/kube-controller-manager.kubeconfig"

@@ -118,9 +118,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- the bench's nodes ------------------------------------------------------------------------
-bench_nodes_yaml "$id" 2000 4Ti 5000 "${nodes[@]}" >"$out/nodes.yaml"
-kubectl_cmd apply -f "$out/nodes.yaml" >/dev/null
-kubectl_cmd wait --for=condition=Ready node -l bench.telo.run/node="$id" --timeout=60s >/dev/null
+bench_nodes_up "$id" 2000 4Ti 5000 "$out/nodes.yaml" "${nodes[@]}"
 
 # --- kube-controller-managers -----------------------------------------------------------------
 kc="$cluster_dir/kube-controller-manager.kubeconfig"
