@@ -216,7 +216,7 @@ options:
   enableDebuggingHandlers: true
 EOF
 		for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-			pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml \
+			pod/fast/pod-complete.yaml \
 			pod/chaos/pod-container-running-failed.yaml pod/chaos/pod-init-container-running-failed.yaml \
 			node/chaos/node-not-ready.yaml; do
 			echo "---"

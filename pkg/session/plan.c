@@ -119,6 +119,20 @@ static struct session_plan_write *add_write(struct session_plan *out, enum sessi
     return w;
 }
 
+/* A delete of what the plan saw as obj: only while the name still holds it. */
+static void add_delete(struct session_plan *out, enum session_plan_child child, const char *name,
+                       const char *uid)
+{
+    struct session_plan_write *w = add_write(out, SESSION_PLAN_DELETE, child, name, NULL);
+    if (w && uid)
+        snprintf(w->uid, sizeof(w->uid), "%s", uid);
+}
+
+static const char *uid_of(const struct json_object *obj)
+{
+    return jget_string(jget((struct json_object *)obj, "metadata"), "uid");
+}
+
 /* --- children that are not the session's (issue 21) --------------------------------------------
  */
 
@@ -308,7 +322,7 @@ static void plan_routed(const struct session_plan_obs *obs, struct session_plan 
             }
         }
     } else if (!want && have) {
-        add_write(out, SESSION_PLAN_DELETE, which, ch->child, NULL);
+        add_delete(out, which, ch->child, uid_of(have));
     }
     json_object_put(want);
 }
@@ -366,7 +380,7 @@ static int plan_children(const struct session_plan_obs *obs, struct session_plan
         plan_job(obs, out);
     int creating = plan_pod(obs, out, ch, phase);
     if (v->delete_pod && ch->pod == SESSION_OWNER_OWN)
-        add_write(out, SESSION_PLAN_DELETE, SESSION_PLAN_POD, ch->child, NULL);
+        add_delete(out, SESSION_PLAN_POD, ch->child, uid_of(obs->pod));
     if (phase == SESSION_PHASE_STOPPED) {
         plan_routed(obs, out, ch, SESSION_PLAN_SERVICE, 0);
         plan_routed(obs, out, ch, SESSION_PLAN_INGRESS, 0);
@@ -560,7 +574,7 @@ int session_plan_make(const struct session_plan_obs *obs, struct session_plan *o
     if (out->verdict.delete_session) {
         /* The session goes: no status to write to it, nor an Event. */
         out->verdict.changed = 0;
-        add_write(out, SESSION_PLAN_DELETE, SESSION_PLAN_SESSION, s->name, NULL);
+        add_delete(out, SESSION_PLAN_SESSION, s->name, s->uid);
     } else {
         enum session_phase phase = session_phase_of(out->verdict.status);
         int creating = plan_children(obs, out, &ch, &out->verdict, phase);

@@ -106,6 +106,9 @@ struct session_plan_write {
     int fill_token;   /* the Secret: the executor puts a fresh random token in stringData.token */
     int counts_start; /* the pod's create: telo_session_starts_total, and the deferred status */
     long grace;       /* DELETE: grace period seconds, -1 the object's default */
+    /* DELETE: the uid of the object the plan decided on, sent as a precondition: the name may
+     * hold a successor by the time the delete lands (a new run's pod, a re-created session). */
+    char uid[64];
 };
 
 /* A deleted predecessor's child (issue 21): deleted with its uid as precondition, and only after

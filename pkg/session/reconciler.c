@@ -241,11 +241,6 @@ void session_pass_delete(struct pass *p, const struct kube_ref *ref, long grace,
         session_pass_write_refused(w, &err);
 }
 
-static void delete_object(struct pass *p, const struct kube_ref *ref, long grace)
-{
-    session_pass_delete(p, ref, grace, NULL);
-}
-
 /* --- children that are not the session's (issue 21) ---------------------------------------- */
 
 /* The live read of the session before a predecessor's children are deleted: the caches are
@@ -423,7 +418,7 @@ static void execute_write(struct pass *p, struct session_plan_write *w)
     struct json_object *obj = w->obj;
     w->obj = NULL;
     if (w->verb == SESSION_PLAN_DELETE) {
-        delete_object(p, &ref, w->grace);
+        session_pass_delete(p, &ref, w->grace, w->uid[0] ? w->uid : NULL);
         return;
     }
     if (w->verb == SESSION_PLAN_CREATE) {

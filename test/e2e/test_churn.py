@@ -555,9 +555,10 @@ def audit_pod_writes(cluster, ns):
 def judge_disappeared(disappeared, obs, pod_writes):
     """A session Failed PodDisappeared is right only if the pod its status names by uid was its
     own and someone else deleted it. kwok is such a someone: its pod-delete stage finishes a
-    deleted pod by name, without a uid precondition (a kubelet sends the pod's uid), and sends
-    two or three such deletes per pod; one that lands just after the operator created the
-    predecessor's replacement under the same name deletes the replacement. Those are counted
+    deleted pod by name, without a uid precondition (a kubelet sends the pod's uid), and retries
+    one that failed; one that lands just after the operator created the predecessor's
+    replacement under the same name deletes the replacement. (hack/cluster/kwok/pod-delete.yaml
+    no longer plays the stage twice per pod, which made most of these.) Those are counted
     apart (kwok, not the operator); anything else is a violation. Returns (kwok, violations)."""
     owner = {s["uid"]: s["owner"] for s in obs if s["kind"] == "pods" and s["ev"] != "VANISHED"}
     kwok, violations = [], []

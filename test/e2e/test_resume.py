@@ -12,15 +12,22 @@ from test_sessions import (Audit, apply, condition, get, get_ts, hello_bundle, p
 
 
 def ready(cluster, ns, name, old_pod_uid, timeout=60):
-    """Waits for the session to be Running and Ready with a pod other than old_pod_uid."""
+    """Waits for the session to be Running and Ready with a pod other than old_pod_uid. A timeout
+    names the status last seen (phase, reason and message say why it is not Ready)."""
+    seen = {}
+
     def check():
         ts = get_ts(cluster, ns, name)
         st = (ts or {}).get("status", {})
+        seen["status"] = {k: st.get(k) for k in ("phase", "reason", "message", "podUID", "run")}
         if (st.get("phase") == "Running" and st.get("podUID") and st["podUID"] != old_pod_uid
                 and condition(ts, "Ready")["status"] == "True"):
             return ts
         return None
-    return wait_until(check, timeout=timeout, what="%s Ready with a new pod" % name)
+    try:
+        return wait_until(check, timeout=timeout, what="%s Ready with a new pod" % name)
+    except AssertionError as e:
+        raise AssertionError("%s; status: %r" % (e, seen.get("status"))) from None
 
 
 def test_stop_resume_and_restart_generation_start_new_runs_of_the_same_session(

@@ -252,6 +252,9 @@ static void render_gone(const struct session_plan *plan, char *out, size_t len)
                               child_names[plan->gone[i].child]);
 }
 
+struct world;
+static void check_delete_uids(const struct session_plan *plan, const struct world *w);
+
 /* A session's world for row: config, session, children, expectations; plans it into plan. */
 struct world {
     struct session_config *cfg;
@@ -331,6 +334,26 @@ static const char *phase_of(const struct session_verdict *v)
     return phase ? phase : "?";
 }
 
+/* Every delete is conditional on the uid of the object the plan saw under the name: by the time
+ * it lands, the name may hold a successor (a new run's pod, a re-created session). */
+static void check_delete_uids(const struct session_plan *plan, const struct world *w)
+{
+    for (size_t i = 0; i < plan->nwrites; i++) {
+        const struct session_plan_write *d = &plan->writes[i];
+        if (d->verb != SESSION_PLAN_DELETE)
+            continue;
+        const struct json_object *seen = d->child == SESSION_PLAN_POD       ? w->pod
+                                         : d->child == SESSION_PLAN_SERVICE ? w->service
+                                         : d->child == SESSION_PLAN_INGRESS ? w->ingress
+                                                                            : w->obj;
+        assert_non_null(seen);
+        const char *uid = json_object_get_string(json_object_object_get(
+            json_object_object_get((struct json_object *)seen, "metadata"), "uid"));
+        assert_non_null(uid);
+        assert_string_equal(d->uid, uid);
+    }
+}
+
 static void check_row(const struct row *row)
 {
     struct world w;
@@ -340,6 +363,7 @@ static void check_row(const struct row *row)
     char writes[512], gone[256];
     render(&plan, writes, sizeof(writes));
     render_gone(&plan, gone, sizeof(gone));
+    check_delete_uids(&plan, &w);
     const char *phase = plan.verdict.changed ? phase_of(&plan.verdict) : "-";
     const char *deferred = plan.deferred.status ? phase_of(&plan.deferred) : NULL;
     const char *reason =
