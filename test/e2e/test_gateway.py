@@ -689,8 +689,8 @@ def _timed_flood(client, size):
 
 @pytest.mark.slow
 def test_stalled_client_does_not_slow_another(env, sessions):
-    """A client that stops reading for 60 s while the app writes 50 MB does not hold the other
-    back: the reader gets all 50 MB, with no byte skipped, while the stalled one has read nothing;
+    """A client that stops reading while the app writes 50 MB does not hold the other back: the
+    reader gets all 50 MB, with no byte skipped, while the stalled one has read nothing;
     the stalled one, reading again, gets a gap marker, which shows it really fell more than the
     ring behind during the reader's flood. Were the gateway to wait for its slowest client, the
     reader would stop once the stalled one's socket and queue filled, a few MB in. The reader's
@@ -706,10 +706,10 @@ def test_stalled_client_does_not_slow_another(env, sessions):
     stalled_at = time.monotonic()
     gaps_before = env["gw"].metric("telo_gateway_gaps_total")
     beside = _timed_flood(reader, size)
-    time.sleep(max(0, 60 - (time.monotonic() - stalled_at)))
     line = ("gateway flood of %d bytes to one reader: alone %.2f s (%.1f MB/s), beside a client "
-            "stalled for 60 s %.2f s (%.1f MB/s), ratio %.2f" %
-            (size, alone, size / alone / 1e6, beside, size / beside / 1e6, beside / alone))
+            "stalled for %.0f s %.2f s (%.1f MB/s), ratio %.2f" %
+            (size, alone, size / alone / 1e6, time.monotonic() - stalled_at, beside,
+             size / beside / 1e6, beside / alone))
     print("\n" + line)
     with open(os.path.join(os.path.dirname(env["gw"].log_path), "flood.txt"), "w") as f:
         f.write(line + "\n")
