@@ -346,6 +346,10 @@ void session_admission_decide(struct pass *p)
         return;
     }
     p->limit_waiting = 1;
+    int64_t shown = 0;
+    if (jget_string_is(p->s.status, "reason", SESSION_LIMITS_REASON))
+        (void)jget_int(p->s.status, "queuePosition", &shown);
+    place.position = session_limits_shown_position((long)shown, place.position);
     p->queue_position = place.position;
     session_limits_message(&place, p->s.namespace, p->limit_message, sizeof(p->limit_message));
 }

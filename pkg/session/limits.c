@@ -180,6 +180,14 @@ int session_limits_decide(const struct session_limits_config *cfg,
     return rc;
 }
 
+long session_limits_shown_position(long shown, long place)
+{
+    if (shown <= 0 || place <= SESSION_LIMITS_EXACT_PLACES || place >= shown)
+        return place;
+    /* Moved up by less than a quarter: what the status says stays. */
+    return place * 4 > shown * 3 ? shown : place;
+}
+
 void session_limits_message(const struct session_limits_place *p, const char *ns, char *out,
                             size_t len)
 {

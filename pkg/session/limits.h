@@ -65,6 +65,18 @@ int session_limits_decide_all(const struct session_limits_config *cfg,
                               const struct session_limits_entry *entries, size_t n,
                               struct session_limits_place *out);
 
+/* The places in line a waiting session's status always shows as they are: the front, which people
+ * watch. */
+#define SESSION_LIMITS_EXACT_PLACES 10
+
+/* The place a waiting session's status shows (issue 20), given the place it shows now (shown, 0:
+ * none) and its place in line now: within the first SESSION_LIMITS_EXACT_PLACES the place itself;
+ * further back, the place shown until the line has moved it up by a quarter or more (or back).
+ * Each freed slot moves every waiting session up one place: shown exactly, draining a line of N
+ * would write N statuses per slot; this way a session is written about log(N) times further back.
+ * The place shown is never better than the real one. Pure. */
+long session_limits_shown_position(long shown, long place);
+
 /* The SessionLimit message for a place that is not admitted, into out: the limit, its value,
  * how many hold a slot, how many wait ahead. */
 void session_limits_message(const struct session_limits_place *p, const char *ns, char *out,

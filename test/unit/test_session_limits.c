@@ -206,6 +206,50 @@ static void the_config_keys_take_zero_for_none(void **state)
     session_config_free(c);
 }
 
+/* The place shown: exact at the front, kept further back until it improves by a quarter. */
+static void the_place_shown_is_exact_at_the_front_and_coarse_behind(void **state)
+{
+    (void)state;
+    assert_int_equal(session_limits_shown_position(0, 700), 700); /* first time: as it is */
+    assert_int_equal(session_limits_shown_position(11, 10), 10);  /* the front: exact */
+    assert_int_equal(session_limits_shown_position(40, 31), 40);  /* up by less than a quarter */
+    assert_int_equal(session_limits_shown_position(40, 30), 30);  /* up by a quarter */
+    assert_int_equal(session_limits_shown_position(40, 45), 45);  /* moved back: as it is */
+    assert_int_equal(session_limits_shown_position(12, 11), 12);
+}
+
+/* A line of 1,000 drained one slot at a time: every session's status is written when its place
+ * shown changes. Shown exactly, that is N(N+1)/2 writes; here each session is written about
+ * log(N) times, the place shown is never better than the real one, and the front is exact. */
+static void draining_a_line_writes_each_session_about_log_n_times(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    static long shown[N], written[N];
+    long writes = 0, most = 0;
+    for (long freed = 0; freed < N; freed++) {
+        for (long i = freed; i < N; i++) {
+            long place = i - freed + 1;
+            long next = session_limits_shown_position(shown[i], place);
+            assert_true(next >= place);
+            if (place <= SESSION_LIMITS_EXACT_PLACES)
+                assert_int_equal(next, place);
+            if (next != shown[i]) {
+                writes++;
+                written[i]++;
+                shown[i] = next;
+            }
+        }
+    }
+    for (long i = 0; i < N; i++)
+        most = written[i] > most ? written[i] : most;
+    print_message("draining %d: %ld status writes (exact: %d), at most %ld for one session\n", N,
+                  writes, N * (N + 1) / 2, most);
+    /* 10 exact places, then a quarter at a time from 1000 down to 10: 10 + log(100)/log(4/3). */
+    assert_true(most <= 10 + 17);
+    assert_true(writes <= 27L * N);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +258,8 @@ int main(void)
         cmocka_unit_test(namespaces_have_their_own_lines_and_the_cluster_one_skips_the_blocked),
         cmocka_unit_test(the_message_names_the_limit_and_the_line),
         cmocka_unit_test(the_config_keys_take_zero_for_none),
+        cmocka_unit_test(the_place_shown_is_exact_at_the_front_and_coarse_behind),
+        cmocka_unit_test(draining_a_line_writes_each_session_about_log_n_times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
