@@ -7,7 +7,9 @@ operator's CPU does:
   - idle: the next IDLE_S seconds with nothing changing but the waiting sessions' own rechecks
     (SESSION_LIMITS_RECHECK_S, 30 s): operator CPU seconds per second;
   - wake (limits on): the M Running sessions deleted, until M waiting ones are Running: wall and
-    operator CPU seconds.
+    operator CPU seconds, and the sessions' status writes from the API server's audit log (the
+    cluster's logs/audit*.log next to KUBECONFIG) from the first delete until 3 s after the last
+    start, in all and per freed slot: each slot moves every waiting session up one place.
 
   bench.py run KUBECONFIG NS N M PID OUT     M = 0: limits off (the peer)
   bench.py summary RESULT.json...            the table, medians and the on/off ratios
@@ -15,6 +17,8 @@ operator's CPU does:
 Sessions are polled with a LIST every 0.5 s (the bench's cost falls on the API server, not the
 operator)."""
 
+import datetime
+import glob
 import json
 import os
 import statistics
@@ -70,6 +74,34 @@ def wait(co, ns, pred, what):
         time.sleep(0.5)
 
 
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def status_writes(kubeconfig, ns, since, until):
+    """Successful TeloSession status writes in ns between two RFC 3339 times, from the audit
+    log; None when the cluster keeps none."""
+    paths = glob.glob(os.path.join(os.path.dirname(os.path.abspath(kubeconfig)), "logs",
+                                   "audit*.log"))
+    if not paths:
+        return None
+    needle, count = '"namespace":"%s"' % ns, 0
+    for path in paths:
+        with open(path, errors="replace") as f:
+            for line in f:
+                if needle not in line or '"subresource":"status"' not in line:
+                    continue
+                e = json.loads(line)
+                ref = e.get("objectRef", {})
+                if (e.get("stage") == "ResponseComplete" and ref.get("namespace") == ns
+                        and ref.get("resource") == PLURAL and ref.get("subresource") == "status"
+                        and e.get("verb") in ("patch", "update")
+                        and e.get("responseStatus", {}).get("code", 0) < 300
+                        and since <= e.get("requestReceivedTimestamp", "") <= until):
+                    count += 1
+    return count
+
+
 def session_object(name):
     return {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "TeloSession",
             "metadata": {"name": name},
@@ -96,13 +128,18 @@ def run(kubeconfig, ns, n, m, pid, out):
     res["idle"] = {"seconds": IDLE_S, "operator_cpu_s": round(cpu_s(pid) - c1, 2),
                    "operator_cpu_s_per_s": round((cpu_s(pid) - c1) / IDLE_S, 4)}
     if m:
-        c2, t2 = cpu_s(pid), time.monotonic()
+        c2, t2, since = cpu_s(pid), time.monotonic(), utc_now()
         for name in running:
             co.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
         wait(co, ns, lambda s: sum(1 for k, v in s.items() if k not in running and
                                    v.get("phase") == "Running") == m, "%d more Running" % m)
         res["wake"] = {"wall_s": round(time.monotonic() - t2, 2),
                        "operator_cpu_s": round(cpu_s(pid) - c2, 2)}
+        time.sleep(3)  # the waiting sessions' last reconciles of the wake
+        writes = status_writes(kubeconfig, ns, since, utc_now())
+        if writes is not None:
+            res["wake"]["status_writes"] = writes
+            res["wake"]["status_writes_per_slot"] = round(writes / m, 1)
     res["load_end"] = loadavg()
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
@@ -129,14 +166,14 @@ def summary(files):
     def fmt(t, digits=2):
         return "-" if t is None else "%.*f (%.*f-%.*f)" % (digits, t[0], digits, t[1], digits, t[2])
     print("| build | N | maxSessions | runs | burst wall s | burst operator CPU s | idle operator "
-          "CPU s/s | wake wall s | wake operator CPU s | load1 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "CPU s/s | wake wall s | wake operator CPU s | wake status writes per slot | load1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (label, n, m), rs in sorted(runs.items()):
-        print("| %s | %d | %d | %d | %s | %s | %s | %s | %s | %s |" % (
+        print("| %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
             label, n, m, len(rs), fmt(med(rs, "burst", "wall_s")),
             fmt(med(rs, "burst", "operator_cpu_s")),
             fmt(med(rs, "idle", "operator_cpu_s_per_s"), 4), fmt(med(rs, "wake", "wall_s")),
-            fmt(med(rs, "wake", "operator_cpu_s")),
+            fmt(med(rs, "wake", "operator_cpu_s")), fmt(med(rs, "wake", "status_writes_per_slot"), 1),
             "%.1f" % statistics.median(r["load_start"][0] for r in rs)))
 
 

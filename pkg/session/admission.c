@@ -304,6 +304,30 @@ static int decide_alone(struct session_admission *a, const char *key,
     return rc;
 }
 
+/* The place and message a waiting session's status shows (session_limits_shown_position). Where
+ * the place it shows stays, so does the message under the same limit: the count of sessions
+ * holding a slot, which it also names, dips while a freed slot is handed on, and would otherwise
+ * write the status of every session far back in line twice per slot. */
+static void shown_place(struct pass *p, struct session_limits_place *place)
+{
+    int64_t shown = 0;
+    const char *old = NULL;
+    if (jget_string_is(p->s.status, "reason", SESSION_LIMITS_REASON)) {
+        (void)jget_int(p->s.status, "queuePosition", &shown);
+        old = jget_string(p->s.status, "message");
+    }
+    long real = place->position;
+    place->position = session_limits_shown_position((long)shown, real);
+    p->queue_position = place->position;
+    char same_limit[160];
+    snprintf(same_limit, sizeof(same_limit), "%s is %ld and ", place->limit, place->max);
+    if (place->position != real && old && strncmp(old, same_limit, strlen(same_limit)) == 0 &&
+        strlen(old) < sizeof(p->limit_message))
+        snprintf(p->limit_message, sizeof(p->limit_message), "%s", old);
+    else
+        session_limits_message(place, p->s.namespace, p->limit_message, sizeof(p->limit_message));
+}
+
 void session_admission_decide(struct pass *p)
 {
     struct session_admission *a = p->r->admission;
@@ -346,12 +370,7 @@ void session_admission_decide(struct pass *p)
         return;
     }
     p->limit_waiting = 1;
-    int64_t shown = 0;
-    if (jget_string_is(p->s.status, "reason", SESSION_LIMITS_REASON))
-        (void)jget_int(p->s.status, "queuePosition", &shown);
-    place.position = session_limits_shown_position((long)shown, place.position);
-    p->queue_position = place.position;
-    session_limits_message(&place, p->s.namespace, p->limit_message, sizeof(p->limit_message));
+    shown_place(p, &place);
 }
 
 /* --- the wake -------------------------------------------------------------------------------- */

@@ -9,8 +9,8 @@ import subprocess
 import time
 
 from conftest import wait_until
-from test_sessions import (apply, get, get_ts, hello_bundle, pod_name, session, session_node,  # noqa: F401
-                           start, wait_phase)
+from test_sessions import (Audit, apply, get, get_ts, hello_bundle, now_rfc3339, pod_name,  # noqa: F401
+                           session, session_node, start, status_writes, wait_phase)
 
 
 def status_of(cluster, ns, name):
@@ -97,3 +97,52 @@ def test_sessions_over_the_namespace_limit_wait_in_line_and_start_when_a_slot_fr
                     "-p", '{"spec":{"stopped":true}}')
     wait_phase(cluster, ns, "lim-5", "Running", timeout=30)
     assert "queuePosition" not in status_of(cluster, ns, "lim-5")
+
+
+def test_a_freed_slot_rewrites_the_front_of_a_long_line_not_all_of_it(
+        cluster, start, pod_namespace):
+    """Issue 20: each freed slot moves every waiting session up one place. The status shows the
+    place exactly within the first 10; further back it keeps the place it shows until the session
+    has moved up by a quarter, so one freed slot writes the front of the line, not all of it (a
+    line of 1,000 was 1,000 status writes per slot). The place shown is never ahead of the real
+    one."""
+    ns = pod_namespace
+    start("limits.maxSessionsPerNamespace=1")
+    apply(cluster, ns, hello_bundle(), session("q00"))
+    wait_phase(cluster, ns, "q00", "Running", timeout=60)
+    names = ["q%02d" % i for i in range(1, 21)]
+    apply(cluster, ns, *[session(n) for n in names])
+
+    seen = []
+
+    def line():
+        seen[:] = [status_of(cluster, ns, n).get("queuePosition") for n in names]
+        return seen == list(range(1, 21))
+    try:
+        wait_until(line, timeout=30, what="20 sessions waiting in line, places 1 to 20")
+    except AssertionError as e:
+        raise AssertionError("%s; places: %s" % (e, seen)) from None
+
+    audit = Audit(cluster, ns)
+    time.sleep(1)
+    since = now_rfc3339()
+    cluster.kubectl("delete", "ts", "q00", "-n", ns, "--wait=false")
+    wait_phase(cluster, ns, "q01", "Running", timeout=60)
+    wait_until(lambda: status_of(cluster, ns, "q11").get("queuePosition") == 10, timeout=10,
+               what="q11 at place 10")
+    time.sleep(3)  # the wake's reconciles of the rest of the line have run
+    st = {n: status_of(cluster, ns, n) for n in names[1:]}
+    shown = [st[n]["queuePosition"] for n in names[1:]]
+    print("places shown after one freed slot: %s" % shown)
+    real = list(range(1, 20))
+    assert shown[:10] == real[:10], shown  # the front: exact
+    assert shown[10:] == list(range(12, 21)), shown  # behind: as they were, one place back
+    assert all(s >= r for s, r in zip(shown, real)), shown
+    for n in names[11:]:
+        assert "place %d in line" % st[n]["queuePosition"] in st[n]["message"], st[n]
+    written = status_writes(audit.writes(since=since))
+    print("status writes after the freed slot: %s" % dict(sorted(written.items())))
+    assert not set(written) & set(names[11:]), written
+    # The front: its new place, and maybe once more for the count of sessions holding a slot
+    # that the message names (it dips to 0 while the freed slot is handed on).
+    assert all(1 <= written[n] <= 2 for n in names[1:11]), written
