@@ -538,7 +538,8 @@ PLOT_BENCH = [("sessions-", "bench/sessions"), ("cache-memory-", "bench/cache-me
 
 LIMITS_FIGURES = [("burst: operator CPU s", ("burst", "operator_cpu_s")),
                   ("idle: operator CPU s per s", ("idle", "operator_cpu_s_per_s")),
-                  ("wake: operator CPU s", ("wake", "operator_cpu_s"))]
+                  ("wake: operator CPU s", ("wake", "operator_cpu_s")),
+                  ("wake: status writes per freed slot", ("wake", "status_writes_per_slot"))]
 LIMITS_LABELS = {"off": "no limit (peer)", "on": "maxSessions 32",
                  "on-b": "maxSessions 32, the build before (TELO_BENCH_OPERATOR_B)"}
 
@@ -557,7 +558,7 @@ def plot_limits(files, out, sources, root):
     sizes = sorted({n for per in runs.values() for n in per})
     series = sorted(runs, key=lambda k: (["off", "on", "on-b"].index(k[0])
                                          if k[0] in ("off", "on", "on-b") else 9, k[1]))
-    fig, axes = plt.subplots(1, len(LIMITS_FIGURES), figsize=(12, 4.2), dpi=DPI)
+    fig, axes = plt.subplots(1, len(LIMITS_FIGURES), figsize=(15, 4.2), dpi=DPI)
     width = 0.8 / len(series)
     for ax, (title, path) in zip(axes, LIMITS_FIGURES):
         for i, key in enumerate(series):
