@@ -151,24 +151,26 @@ static void line_invalidate(struct session_admission *a)
 }
 
 /* Reads the cached session obj under key into the summaries (or drops it: not watched, no
- * name). Returns its summary, or NULL. */
+ * name). Returns its summary, or NULL. A valid line borrows the summaries' strings: a summary
+ * it was made from is freed only with the line invalidated. */
 static struct summary *summarize(struct session_admission *a, const char *key,
                                  struct json_object *obj)
 {
     struct json_object *meta = jget(obj, "metadata");
     const char *ns = jget_string(meta, "namespace"), *name = jget_string(meta, "name");
-    struct summary *old = strmap_remove(a->sessions, key);
+    struct summary *old = strmap_get(a->sessions, key);
     if (!ns || !name || !session_informers_watched(a->r->cfg, ns, strlen(ns))) {
-        if (old)
+        if (old) {
             line_invalidate(a);
-        free(old);
+            free(strmap_remove(a->sessions, key));
+        }
         return NULL;
     }
     size_t kl = strlen(key), nl = strlen(ns), ml = strlen(name);
     struct summary *e = calloc(1, sizeof(*e) + kl + nl + ml + 3);
     if (!e) {
-        free(old);
         line_invalidate(a);
+        free(strmap_remove(a->sessions, key));
         return NULL;
     }
     memcpy(e->key, key, kl + 1);
@@ -184,14 +186,16 @@ static struct summary *summarize(struct session_admission *a, const char *key,
         for (int adm = 0; adm < 2; adm++)
             e->state[pod][adm] = (unsigned char)session_limits_classify(obj, pod, adm);
     /* Most events of a session change nothing the line is made of (a waiting session's own
-     * SessionLimit status, a Running one's probes): the line stands. */
-    if (!old || strcmp(old->uid, e->uid) != 0 || old->created != e->created ||
-        memcmp(old->state, e->state, sizeof(e->state)) != 0)
-        line_invalidate(a);
-    free(old);
+     * SessionLimit status, a Running one's probes): the summary, and the line, stand. */
+    if (old && strcmp(old->uid, e->uid) == 0 && old->created == e->created &&
+        memcmp(old->state, e->state, sizeof(e->state)) == 0) {
+        free(e);
+        return old;
+    }
+    line_invalidate(a);
+    free(strmap_remove(a->sessions, key));
     if (strmap_put(a->sessions, e->key, e) < 0) {
         free(e);
-        line_invalidate(a);
         return NULL;
     }
     return e;
@@ -417,9 +421,9 @@ static void on_session_event(void *ud, const struct cache_object *obj,
         if (e && summary_state(a, e) != SESSION_LIMITS_OUT)
             return;
     } else {
+        line_invalidate(a); /* before its summary goes: the line borrows its strings */
         free(strmap_remove(a->sessions, obj->key));
         free(strmap_remove(a->admitted, obj->key));
-        line_invalidate(a);
     }
     const char *slash = strchr(obj->key, '/');
     char ns[256];
