@@ -119,7 +119,8 @@ static struct session_plan_write *add_write(struct session_plan *out, enum sessi
     return w;
 }
 
-/* A delete of what the plan saw as obj: only while the name still holds it. */
+/* A delete of the object the plan saw under name, with uid (NULL: none) as its precondition:
+ * only while the name still holds that object. */
 static void add_delete(struct session_plan *out, enum session_plan_child child, const char *name,
                        const char *uid)
 {
