@@ -674,6 +674,54 @@ static void plan_release(struct attach_plan *p)
     free(p->gateway_url);
 }
 
+/* How long attach waits for the operator to answer spec.attachToken with the Secret. */
+#define TOKEN_WAIT_S 30.0
+
+/* Whether the kubeconfig's own identity comes with a bearer token the gateway could check. A
+ * client certificate (kind's and kubeadm's admin) does not: the gateway sees no certificate. */
+static int has_bearer_token(struct kt *kt)
+{
+    struct telo_err err;
+    const char *own = NULL;
+    return credentials_ready(kt, &err) == 0 && kube_config_token(kt->cfg, &own, &err) == 0 &&
+           own != NULL && own[0] != '\0';
+}
+
+/* Asks the operator for session name's attach token (spec.attachToken, issue 20: the Secret is
+ * made only when asked) and waits for status.attach.secretName. Returns its name (the caller
+ * frees it), or NULL having said why and what to do instead. */
+static char *request_token_secret(struct kt *kt, const char *name)
+{
+    struct kube_ref ref = kt_session_ref(kt, name);
+    struct kt_result res;
+    kt_patch(kt, &ref, "{\"spec\":{\"attachToken\":true}}", &res);
+    if (res.rc != 0) {
+        fprintf(stderr,
+                "kubectl-telo: the gateway needs a bearer token; your kubeconfig has none (a "
+                "client certificate?) and setting spec.attachToken on session %s to get the "
+                "session's was refused: %s. Attach through the API server with --direct, or ask "
+                "for patch on telosessions in namespace %s\n",
+                name, res.err.msg, kt->namespace);
+        kt_result_release(&res);
+        return NULL;
+    }
+    kt_result_release(&res);
+    for (double waited = 0; waited < TOKEN_WAIT_S; waited += 0.25) {
+        kt_get(kt, &ref, &res);
+        const char *secret = res.rc == 0 ? kt_str(res.obj, "status", "attach", "secretName") : NULL;
+        char *copy = secret ? strdup(secret) : NULL;
+        kt_result_release(&res);
+        if (copy)
+            return copy;
+        kt_sleep(kt, 0.25);
+    }
+    fprintf(stderr,
+            "kubectl-telo: session %s has spec.attachToken set but no status.attach.secretName "
+            "after %.0fs: is the operator running? (kubectl describe telosession %s -n %s)\n",
+            name, TOKEN_WAIT_S, name, kt->namespace);
+    return NULL;
+}
+
 /* Waits for session name to be Running and takes from its status where to attach: the
  * gateway's URL with the session token, else (--direct, or no gateway) the API server's
  * pods/attach of its pod. Returns 0, with p->url NULL when the session ended with exit code 0
@@ -690,8 +738,17 @@ static int attach_target(struct kt *kt, const char *name, const struct kt_attach
     const char *secret = kt_str(ts, "status", "attach", "secretName");
     const char *pod = kt_str(ts, "status", "podName");
     if (gateway != NULL) {
+        char *asked = NULL;
+        if (secret == NULL && !has_bearer_token(kt)) {
+            if (!(asked = request_token_secret(kt, name))) {
+                json_object_put(ts);
+                return 1;
+            }
+            secret = asked;
+        }
         p->url = strdup(gateway);
         p->token = secret ? session_token(kt, secret) : NULL;
+        free(asked);
     } else if (pod != NULL) {
         p->url = pod_attach_url(kt, pod);
     } else {

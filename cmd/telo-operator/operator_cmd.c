@@ -253,7 +253,10 @@ static int setup(struct run_state *op, struct telo_err *err)
     if (leader_default_identity(op->identity, sizeof(op->identity)) < 0)
         snprintf(op->identity, sizeof(op->identity), "telo-operator-%d", (int)getpid());
     const char *pod = getenv("POD_NAME");
-    struct events_recorder_config ecfg = {.reporting_instance = pod ? pod : op->identity};
+    struct events_recorder_config ecfg = {
+        .reporting_instance = pod ? pod : op->identity,
+        .correlator = {.namespace_burst = (int)op->cfg->events_namespace_burst,
+                       .namespace_qps = 1.0 / (double)op->cfg->events_namespace_refill_seconds}};
     if (!(op->events = events_recorder_new(op->t, &ecfg, err)))
         return -err->code;
     struct ctrl_manager_opts mopts = {.max_concurrent_reconciles = (int)op->cfg->workers,

@@ -129,7 +129,7 @@ static struct entry *lru_add(struct lru *l, const char *key)
 
 struct events_correlator {
     struct events_correlator_config cfg;
-    struct lru spam, aggregate, log;
+    struct lru spam, aggregate, log, ns;
     long long last_name_ns; /* keeps generated names unique within one loop iteration */
     char key[KEY_MAX + 32];
 };
@@ -160,10 +160,14 @@ struct events_correlator *events_correlator_new(const struct events_correlator_c
             c->cfg.similar_window = cfg->similar_window;
         if (cfg->cache_size > 0)
             c->cfg.cache_size = cfg->cache_size;
+        if (cfg->namespace_burst > 0) {
+            c->cfg.namespace_burst = cfg->namespace_burst;
+            c->cfg.namespace_qps = cfg->namespace_qps > 0 ? cfg->namespace_qps : 1;
+        }
     }
     if (lru_init(&c->spam, c->cfg.cache_size) < 0 ||
         lru_init(&c->aggregate, c->cfg.cache_size) < 0 ||
-        lru_init(&c->log, c->cfg.cache_size) < 0) {
+        lru_init(&c->log, c->cfg.cache_size) < 0 || lru_init(&c->ns, c->cfg.cache_size) < 0) {
         events_correlator_free(c);
         return NULL;
     }
@@ -177,6 +181,7 @@ void events_correlator_free(struct events_correlator *c)
     lru_release(&c->spam);
     lru_release(&c->aggregate);
     lru_release(&c->log);
+    lru_release(&c->ns);
     free(c);
 }
 
@@ -199,6 +204,30 @@ static void copy_utf8(char *dst, const char *src, size_t max)
     }
     memcpy(dst, src, n);
     dst[n] = '\0';
+}
+
+/* Takes a token from key's passive token bucket in l (full at first, refilled qps per second up
+ * to burst). Returns 0 when it is empty, or when there is no memory for a new bucket. */
+static int take_token(struct lru *l, const char *key, double now, double burst, double qps)
+{
+    struct entry *b = lru_get(l, key);
+    if (!b) {
+        b = lru_add(l, key);
+        if (!b)
+            return 0;
+        b->tokens = burst;
+        b->tokens_time = now;
+    }
+    if (now > b->tokens_time) {
+        b->tokens += (now - b->tokens_time) * qps;
+        if (b->tokens > burst)
+            b->tokens = burst;
+        b->tokens_time = now;
+    }
+    if (b->tokens < 1)
+        return 0;
+    b->tokens -= 1;
+    return 1;
 }
 
 /* source + object, with a separator no name can hold (client-go joins with "", so "ab"+"c" and
@@ -295,29 +324,19 @@ int events_correlate(struct events_correlator *c, const struct events_input *in,
     out->first_time = l->first_time;
     out->last_time = now;
 
-    /* 3. Spam filter (EventSourceObjectSpamFilter): a passive token bucket per source+object,
-     * full at first; it is applied last, as in client-go, so the counts above include what it
-     * drops and the next write carries them. */
-    struct entry *s = lru_get(&c->spam, spam);
-    if (!s) {
-        s = lru_add(&c->spam, spam);
-        if (!s) {
-            out->write = EVENTS_SKIP;
-            return 0;
-        }
-        s->tokens = c->cfg.burst;
-        s->tokens_time = now;
-    }
-    if (now > s->tokens_time) {
-        s->tokens += (now - s->tokens_time) * c->cfg.qps;
-        if (s->tokens > c->cfg.burst)
-            s->tokens = c->cfg.burst;
-        s->tokens_time = now;
-    }
-    if (s->tokens >= 1) {
-        s->tokens -= 1;
-    } else {
+    /* 3. Spam filter (EventSourceObjectSpamFilter): applied after the counting, as in
+     * client-go, so the counts above include what it drops and the next write carries them. */
+    if (!take_token(&c->spam, spam, now, c->cfg.burst, c->cfg.qps)) {
         out->write = EVENTS_SKIP;
+        return 0;
+    }
+    /* 4. The namespace budget, for new Normal Events only. A create it drops leaves the count
+     * above at 1, so a repeat of the same event patches, finds nothing, and creates it then. */
+    if (c->cfg.namespace_burst > 0 && out->write == EVENTS_CREATE &&
+        strcmp(in->type, "Normal") == 0 &&
+        !take_token(&c->ns, str(o->namespace), now, c->cfg.namespace_burst, c->cfg.namespace_qps)) {
+        out->write = EVENTS_SKIP;
+        out->over_budget = 1;
     }
     return 0;
 }
@@ -659,7 +678,10 @@ int events_record(struct events_recorder *r, const struct events_object *obj, co
     if (out.combined)
         r->stats.combined++;
     if (out.write == EVENTS_SKIP) {
-        r->stats.filtered++;
+        if (out.over_budget)
+            r->stats.budgeted++;
+        else
+            r->stats.filtered++;
         return 0;
     }
     const char *ns = obj->namespace && *obj->namespace ? obj->namespace : "default";

@@ -28,6 +28,13 @@ struct events_recorder;
  *    group) bumps that Event's series instead of creating another object;
  * 3. spam filter: a token bucket per source and object (burst, refilled qps per second) drops
  *    writes past it; the counts of step 2 still include them.
+ * And one step client-go does not have, off unless configured:
+ * 4. a namespace budget for new Normal Events: a token bucket per namespace (namespace_burst,
+ *    refilled namespace_qps per second) drops the creates past it. A burst of a thousand
+ *    sessions starting in one namespace then tells the first ones' story and the rest at a
+ *    rate, not a thousand identical lines (the status tells each); Warnings and the series of
+ *    an Event already written are never held back by it. It is the API server's EventRateLimit
+ *    admission (type Namespace) done by the writer, before the request costs anything.
  * Caches are LRUs of cache_size entries each, so memory stays bounded however many objects. */
 
 #define EVENTS_NOTE_MAX 1024 /* bytes of note kept (the API server's limit) */
@@ -48,6 +55,8 @@ struct events_correlator_config {
     int max_similar;       /* distinct notes before aggregating; 10 */
     double similar_window; /* seconds; 600 */
     size_t cache_size;     /* entries per LRU cache; 4096 */
+    int namespace_burst;   /* step 4's bucket size; 0: no namespace budget (the default) */
+    double namespace_qps;  /* step 4's refill per second; 0 with a burst: 1 */
 };
 
 /* One event to correlate. Strings are borrowed for the call; note may be longer than
@@ -63,7 +72,7 @@ struct events_input {
 };
 
 enum events_write {
-    EVENTS_SKIP,   /* dropped by the spam filter */
+    EVENTS_SKIP,   /* dropped by the spam filter or the namespace budget */
     EVENTS_CREATE, /* a new Event named name */
     EVENTS_PATCH,  /* bump the series of the existing Event named name */
 };
@@ -79,6 +88,7 @@ struct events_outcome {
     double first_time; /* eventTime */
     double last_time;  /* series.lastObservedTime */
     int combined;      /* the note is the "(combined from similar events): " one */
+    int over_budget;   /* EVENTS_SKIP by the namespace budget (step 4) */
 };
 
 /* Fills cfg with client-go's defaults above. */
@@ -102,6 +112,7 @@ int events_correlate(struct events_correlator *c, const struct events_input *in,
 struct events_stats {
     unsigned long recorded;  /* events_record calls accepted */
     unsigned long filtered;  /* dropped by the spam filter */
+    unsigned long budgeted;  /* new Normal Events dropped by the namespace budget */
     unsigned long combined;  /* turned into "(combined from similar events)" */
     unsigned long coalesced; /* folded into a write still queued for the same Event */
     unsigned long created;   /* Events created */

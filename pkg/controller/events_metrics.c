@@ -13,11 +13,9 @@ static void collect(struct metrics_registry *reg, void *user)
     const struct {
         const char *outcome;
         unsigned long n;
-    } rows[] = {{"created", s->created},
-                {"patched", s->patched},
-                {"filtered", s->filtered},
-                {"dropped", s->dropped},
-                {"failed", s->failed}};
+    } rows[] = {{"created", s->created},   {"patched", s->patched},
+                {"filtered", s->filtered}, {"over_namespace_budget", s->budgeted},
+                {"dropped", s->dropped},   {"failed", s->failed}};
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         const char *v[] = {rows[i].outcome};
         metrics_counter_set(metrics_series(em->total, v, NULL), (double)rows[i].n);
@@ -33,7 +31,9 @@ int events_metrics_register(struct events_metrics *em, const struct events_stats
                                  .name = "telo_events_total",
                                  .help = "Events the recorder handled, by outcome: created, "
                                          "patched (a series bumped), filtered (spam filter), "
-                                         "dropped (queue full), failed (gave up after errors)",
+                                         "over_namespace_budget (a new Normal Event past its "
+                                         "namespace's budget), dropped (queue full), failed "
+                                         "(gave up after errors)",
                                  .labels = outcome_label};
     struct metrics_desc queued = {.type = METRICS_GAUGE,
                                   .name = "telo_events_queued",

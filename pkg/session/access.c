@@ -53,11 +53,14 @@ void session_access_put(struct json_object *status, const struct session_observa
     char url[700];
     if (s->nports)
         json_object_object_add(status, "endpoints", endpoints(s, cfg, reach));
-    if (obs->attach_secret) {
+    /* The URL does not wait for a token: most clients present their own credentials. */
+    if (obs->attach_secret || cfg->gateway_url) {
         struct json_object *attach = json_object_new_object();
-        char secret[80];
-        session_secret_name(s, secret, sizeof(secret));
-        put_str(attach, "secretName", secret);
+        if (obs->attach_secret) {
+            char secret[80];
+            session_secret_name(s, secret, sizeof(secret));
+            put_str(attach, "secretName", secret);
+        }
         if (cfg->gateway_url) {
             snprintf(url, sizeof(url), "%s/v1/namespaces/%s/telosessions/%s/attach",
                      cfg->gateway_url, s->namespace, s->name);

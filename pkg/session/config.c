@@ -106,6 +106,11 @@ static const struct key keys[] = {
     {"pod.labels", K_LABELMAP, AT(pod_labels),
      "labels of session pods besides the operator's own (telo.run/*, managed-by)"},
     {"pod.annotations", K_ANNOTMAP, AT(pod_annotations), "annotations of session pods"},
+    {"events.namespaceBurst", K_COUNT, AT(events_namespace_burst),
+     "new Normal Events (Running, Stopped...) written at once per namespace before the rate "
+     "below holds them back (Warnings never are); 0: no namespace budget"},
+    {"events.namespaceRefillSeconds", K_POSINT, AT(events_namespace_refill_seconds),
+     "seconds per Normal Event the namespace budget regains"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -151,6 +156,8 @@ struct session_config *session_config_new(void)
     c->reach_timeout_seconds = 30;
     c->reach_interval_seconds = 5;
     c->build_base_digest_ttl_seconds = 300;
+    c->events_namespace_burst = 25;
+    c->events_namespace_refill_seconds = 1;
     if (!c->default_image || !c->init_image || !c->max_cpu || !c->max_memory ||
         !c->max_ephemeral_storage || !c->managed_by || !c->registry_url || !c->build_namespace ||
         !c->build_builder_image) {

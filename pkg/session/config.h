@@ -71,6 +71,10 @@ struct session_config {
     /* Session limits (issue 17): sessions over them wait in Pending (SessionLimit). 0: none. */
     long max_sessions;               /* limits.maxSessions: 0 */
     long max_sessions_per_namespace; /* limits.maxSessionsPerNamespace: 0 */
+    /* The event recorder's namespace budget for new Normal Events (controller/events.h, step
+     * 4; issue 20): a burst of sessions in one namespace is told at a rate, not line by line. */
+    long events_namespace_burst;          /* events.namespaceBurst: 25 (0: none) */
+    long events_namespace_refill_seconds; /* events.namespaceRefillSeconds: 1 */
     /* Metadata added to session children (issue 19), checked by session/meta.h: valid keys,
      * none of the operator's own. NULL: none. */
     struct json_object *ingress_annotations; /* ingress.annotations: {} */

@@ -328,10 +328,19 @@ static void plan_routed(const struct session_plan_obs *obs, struct session_plan 
     json_object_put(want);
 }
 
+/* The attach-token Secret exists only while spec.attachToken asks for it (issue 20: most
+ * sessions are attached with people's own credentials, and a Secret per session was a quarter of
+ * the operator's API writes). Turned off, ours is deleted: that revokes the token. */
 static void plan_secret(const struct session_plan_obs *obs, struct session_plan *out,
-                        const struct children *ch)
+                        const struct children *ch, int live)
 {
-    if (ch->secret_owner != SESSION_OWNER_NONE || pending(obs, out, SESSION_PLAN_SECRET, 0))
+    if (!obs->s->attach_token) {
+        if (ch->secret_owner == SESSION_OWNER_OWN)
+            add_delete(out, SESSION_PLAN_SECRET, ch->secret, uid_of(obs->secret));
+        return;
+    }
+    if (!live || ch->secret_owner != SESSION_OWNER_NONE ||
+        pending(obs, out, SESSION_PLAN_SECRET, 0))
         return;
     struct session_plan_write *w =
         add_write(out, SESSION_PLAN_APPLY, SESSION_PLAN_SECRET, ch->secret,
@@ -390,8 +399,8 @@ static int plan_children(const struct session_plan_obs *obs, struct session_plan
     if (live && !obs->limit_waiting) {
         plan_routed(obs, out, ch, SESSION_PLAN_SERVICE, 1);
         plan_routed(obs, out, ch, SESSION_PLAN_INGRESS, 1);
-        plan_secret(obs, out, ch);
     }
+    plan_secret(obs, out, ch, live && !obs->limit_waiting);
     return creating;
 }
 
@@ -554,9 +563,9 @@ int session_plan_make(const struct session_plan_obs *obs, struct session_plan *o
         /* The Secret we applied may reach the cache after the pod: status.attach names it as
          * soon as the API server has it, not one status write later. A predecessor's Secret
          * holds a token the previous session's users knew: never the session's. */
-        .attach_secret =
-            ch.secret_owner == SESSION_OWNER_OWN ||
-            (ch.secret_owner == SESSION_OWNER_NONE && held(obs, SESSION_PLAN_SECRET, 0)),
+        .attach_secret = obs->s->attach_token && (ch.secret_owner == SESSION_OWNER_OWN ||
+                                                  (ch.secret_owner == SESSION_OWNER_NONE &&
+                                                   held(obs, SESSION_PLAN_SECRET, 0))),
         .now = obs->now,
         .blocked_reason = obs->blocked_reason,
         .blocked_message = obs->blocked_message,

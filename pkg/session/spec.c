@@ -108,6 +108,7 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
     s->ephemeral_storage = jget_string(res, "ephemeralStorage");
     s->ttl_seconds = number(spec, "ttlSeconds", 0);
     s->stopped = flag(spec, "stopped");
+    s->attach_token = flag(spec, "attachToken");
     s->ttl_after_finished = number(spec, "ttlSecondsAfterFinished", -1);
     s->restart_generation = number(spec, "restartGeneration", 0);
     if (s->restart_generation < 0)

@@ -33,6 +33,7 @@ struct session {
     const char *cpu, *memory, *ephemeral_storage; /* requested, or NULL */
     long long ttl_seconds;                        /* 0: unset */
     int stopped;
+    int attach_token;             /* spec.attachToken: the attach-token Secret is wanted */
     long long ttl_after_finished; /* -1: unset */
     int self_contained;
 

@@ -171,9 +171,10 @@ def sessions(env):
 
 def start_session(env, name, cleanup, cpu="100m", entry="print gateway test %s\n",
                   inspect=False):
-    """A TeloSession running the stand-in with a one-line entry (and cpu, limits = requests);
-    returns its status once Running (with attach.url and attach.secretName) and the attach
-    token. cleanup (the sessions fixture) deletes it after the test."""
+    """A TeloSession running the stand-in with a one-line entry (and cpu, limits = requests),
+    with spec.attachToken; returns its status once Running (with attach.url and
+    attach.secretName) and the attach token. cleanup (the sessions fixture) deletes it after the
+    test."""
     cluster, ns = env["cluster"], env["ns"]
     cleanup.append(name)
     text = (entry % name if "%s" in entry else entry).encode()
@@ -187,7 +188,8 @@ def start_session(env, name, cleanup, cpu="100m", entry="print gateway test %s\n
          "binaryData": {"bundle.tgz": base64.b64encode(buf.getvalue()).decode()}},
         {"apiVersion": "telo.run/v1alpha1", "kind": "TeloSession", "metadata": {"name": name},
          "spec": {"entry": "main.telo", "bundle": {"configMap": {"name": name + "-bundle"}},
-                  "resources": {"cpu": cpu, "memory": "64Mi"}, "inspect": inspect}},
+                  "resources": {"cpu": cpu, "memory": "64Mi"}, "inspect": inspect,
+                  "attachToken": True}},
     ]
     cluster.kubectl("apply", "-n", ns, "-f", "-",
                     input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
@@ -196,7 +198,9 @@ def start_session(env, name, cleanup, cpu="100m", entry="print gateway test %s\n
         ts = cluster.kubectl_json("get", "telosession", name, "-n", ns)
         st = ts.get("status", {})
         assert st.get("phase") not in ("Failed", "Succeeded"), json.dumps(st)
-        return st if st.get("phase") == "Running" and st.get("attach", {}).get("url") else None
+        attach = st.get("attach", {})
+        return st if (st.get("phase") == "Running" and attach.get("url")
+                      and attach.get("secretName")) else None
     status = wait_until(running, timeout=120, interval=0.5, what="session %s Running" % name)
     secret = cluster.kubectl_json("get", "secret", status["attach"]["secretName"], "-n", ns)
     return status, base64.b64decode(secret["data"]["token"]).decode()

@@ -62,8 +62,10 @@ def bundle_configmap(name="bundle"):
             "binaryData": {"bundle.tgz": base64.b64encode(buf.getvalue()).decode()}}
 
 
-def session(name, ports=True):
+def session(name, ports=True, token=False):
     spec = {"entry": "app/main.telo", "bundle": {"configMap": {"name": "bundle"}}}
+    if token:
+        spec["attachToken"] = True
     if ports:
         spec["ports"] = [{"port": 8080, "protocol": "TCP", "name": "http"}]
     return {"apiVersion": "telo.run/v1alpha1", "kind": "TeloSession",
@@ -190,10 +192,14 @@ def test_helm_installed_operator_runs_sessions_on_the_real_node(cluster, helm, r
         assert pod["spec"]["nodeName"] == real_node["metadata"]["name"]
 
         # A session for real: the stand-in CLI on the real node, answering on its port.
-        apply(cluster, sessions, bundle_configmap(), session("hello"))
+        # The session's own token (spec.attachToken) for the attach through the gateway below.
+        apply(cluster, sessions, bundle_configmap(), session("hello", token=gateway))
         wait_until(lambda: phase(cluster, sessions, "hello") == "Running", timeout=120,
                    what="the session Running")
-        ts = cluster.kubectl_json("get", "ts", "hello", "-n", sessions)
+        ts = wait_until(lambda: (lambda t: t if not gateway or t["status"].get("attach", {})
+                                 .get("secretName") else None)(
+            cluster.kubectl_json("get", "ts", "hello", "-n", sessions)),
+            timeout=30, what="status.attach.secretName")
 
         def answer():
             try:

@@ -322,6 +322,10 @@ def test_run_through_the_gateway_replays_types_resizes_and_exits_with_the_code(e
     t.expect(b"attached to via-gw (gateway)", timeout=120)
     ts = get_ts(cluster, ns, "via-gw")
     assert ts["status"]["attach"]["url"].startswith("http://" + env["gw"].base), ts["status"]
+    # The suite's kubeconfig is a client certificate, which the gateway cannot check: the plugin
+    # asked for the session's token (spec.attachToken, issue 20) and attached with it.
+    assert ts["spec"].get("attachToken") is True, ts["spec"]
+    assert ts["status"]["attach"]["secretName"] == "telo-run-via-gw-attach", ts["status"]
     t.type(b"typed-before-the-detach\r")
     t.expect(b"echo: typed-before-the-detach")
     t.type(b"\x10\x11")

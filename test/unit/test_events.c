@@ -209,6 +209,62 @@ static void the_spam_filter_allows_a_burst_of_25_then_one_per_5_minutes(void **s
     events_correlator_free(c);
 }
 
+/* Step 4: new Normal Events share a budget per namespace; Warnings, other namespaces and the
+ * series of an Event already written do not draw on it. */
+static void a_namespace_budget_holds_back_new_normal_events_only(void **state)
+{
+    (void)state;
+    struct events_correlator_config cfg;
+    events_correlator_config_default(&cfg);
+    cfg.namespace_burst = 3;
+    cfg.namespace_qps = 0.5;
+    struct events_correlator *c = events_correlator_new(&cfg);
+    assert_non_null(c);
+    struct events_outcome out;
+    char names[6][8];
+    struct events_object objs[6];
+    int created = 0;
+    for (int i = 0; i < 6; i++) {
+        snprintf(names[i], sizeof(names[i]), "s%d", i);
+        objs[i] = (struct events_object){"telo.run/v1alpha1", "TeloSession", "ns", names[i], NULL};
+        struct events_input in = input(&objs[i], "Running", "running");
+        assert_int_equal(events_correlate(c, &in, T0, &out), 0);
+        created += out.write == EVENTS_CREATE;
+        assert_int_equal(out.over_budget, out.write == EVENTS_SKIP);
+    }
+    assert_int_equal(created, 3);
+    /* The first object's Event exists: its repeat is a series, budget or not. */
+    struct events_input again = input(&objs[0], "Running", "running");
+    assert_int_equal(events_correlate(c, &again, T0, &out), 0);
+    assert_int_equal(out.write, EVENTS_PATCH);
+    /* A Warning is never held back; nor is another namespace. */
+    struct events_input warn = input(&objs[5], "Failed", "it failed");
+    warn.type = "Warning";
+    assert_int_equal(events_correlate(c, &warn, T0, &out), 0);
+    assert_int_equal(out.write, EVENTS_CREATE);
+    struct events_object elsewhere = {"telo.run/v1alpha1", "TeloSession", "ns2", "s0", NULL};
+    struct events_input there = input(&elsewhere, "Running", "running");
+    assert_int_equal(events_correlate(c, &there, T0, &out), 0);
+    assert_int_equal(out.write, EVENTS_CREATE);
+    /* One token back every 2 s (0.5 per second): not at 1.9 s, at 2 s. */
+    struct events_input late = input(&objs[4], "Stopped", "stopped");
+    assert_int_equal(events_correlate(c, &late, T0 + 1.9, &out), 0);
+    assert_int_equal(out.write, EVENTS_SKIP);
+    struct events_input later = input(&objs[3], "Stopped", "stopped");
+    assert_int_equal(events_correlate(c, &later, T0 + 2.0, &out), 0);
+    assert_int_equal(out.write, EVENTS_CREATE);
+    events_correlator_free(c);
+
+    /* Off by default, as in client-go. */
+    c = new_correlator(0);
+    for (int i = 0; i < 6; i++) {
+        struct events_input in = input(&objs[i], "Running", "running");
+        assert_int_equal(events_correlate(c, &in, T0, &out), 0);
+        assert_int_equal(out.write, EVENTS_CREATE);
+    }
+    events_correlator_free(c);
+}
+
 static void notes_are_cut_to_1_kib_on_a_character_boundary(void **state)
 {
     (void)state;
@@ -424,6 +480,7 @@ int main(void)
         cmocka_unit_test(different_notes_are_different_events_until_ten),
         cmocka_unit_test(a_quiet_group_starts_afresh_after_the_window),
         cmocka_unit_test(the_spam_filter_allows_a_burst_of_25_then_one_per_5_minutes),
+        cmocka_unit_test(a_namespace_budget_holds_back_new_normal_events_only),
         cmocka_unit_test(notes_are_cut_to_1_kib_on_a_character_boundary),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(caches_stay_bounded),

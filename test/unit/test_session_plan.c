@@ -75,6 +75,8 @@ struct row {
     int pod_back;   /* the second read of the pod cache shows the session's pod */
     int builds;     /* build.repository set */
     int no_ingress; /* no ingress.baseDomain: no Ingress wanted */
+    int no_token;   /* spec.attachToken unset: no attach-token Secret wanted (every other row
+                     * sets it, so each row sees every child) */
     enum img img;
     const char *blocked; /* BundleNotFound */
     double now;          /* seconds after T0 */
@@ -107,9 +109,9 @@ static struct json_object *session_json(const struct row *row)
              "\"uid\":\"" UID "\",\"creationTimestamp\":\"2026-03-01T09:59:59Z\"},"
              "\"spec\":{\"entry\":\"app/telo.yaml\","
              "\"bundle\":{\"configMap\":{\"name\":\"hello-app\"}},"
-             "\"ports\":[{\"port\":8080,\"protocol\":\"TCP\"}]%s}%s%s%s}",
-             row->spec ? row->spec : "", row->status ? ",\"status\":" : "",
-             row->status ? row->status : "", "");
+             "\"ports\":[{\"port\":8080,\"protocol\":\"TCP\"}]%s%s}%s%s%s}",
+             row->no_token ? "" : ",\"attachToken\":true", row->spec ? row->spec : "",
+             row->status ? ",\"status\":" : "", row->status ? row->status : "", "");
     return parse(text);
 }
 
@@ -345,6 +347,7 @@ static void check_delete_uids(const struct session_plan *plan, const struct worl
         const struct json_object *seen = d->child == SESSION_PLAN_POD       ? w->pod
                                          : d->child == SESSION_PLAN_SERVICE ? w->service
                                          : d->child == SESSION_PLAN_INGRESS ? w->ingress
+                                         : d->child == SESSION_PLAN_SECRET  ? w->secret
                                                                             : w->obj;
         assert_non_null(seen);
         const char *uid = json_object_get_string(json_object_object_get(
@@ -399,6 +402,42 @@ static const struct row plain_rows[] = {
      .writes = "apply:pod* apply:service* apply:ingress* apply:secret*",
      .phase = "-",
      .deferred = "Pending"},
+    /* spec.attachToken unset (the default): no Secret, and one left from when it was set is
+     * deleted, which revokes its token. */
+    {.name = "new session without attachToken: no Secret",
+     .no_token = 1,
+     .writes = "apply:pod* apply:service* apply:ingress*",
+     .phase = "-",
+     .deferred = "Pending"},
+    {.name = "attachToken turned off: our Secret deleted",
+     .no_token = 1,
+     .pod = "pending-scheduled",
+     .pod_who = OWN,
+     .secret = OWN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 0.5,
+     .writes = "delete:secret",
+     .phase = "-",
+     .requeue = 1.5},
+    {.name = "attachToken off, stopped: our Secret deleted",
+     .no_token = 1,
+     .spec = ",\"stopped\":true",
+     .secret = OWN,
+     .now = 5,
+     .writes = "delete:secret",
+     .phase = "Stopped"},
+    {.name = "attachToken off, another's Secret of that name: left alone",
+     .no_token = 1,
+     .pod = "pending-scheduled",
+     .pod_who = OWN,
+     .secret = FOREIGN,
+     .service = OWN,
+     .ingress = OWN,
+     .now = 0.5,
+     .writes = "",
+     .phase = "-",
+     .requeue = 1.5},
     {.name = "new session, no ingress domain: no Ingress",
      .no_ingress = 1,
      .writes = "apply:pod* apply:service* apply:secret*",
@@ -849,6 +888,25 @@ static void status_write_metrics_and_token(void **state)
     assert_int_equal(secrets, 1);
     session_plan_release(&plan);
     world_free(&w);
+
+    /* status.attach names the Secret only while spec.attachToken asks for it and ours exists. */
+    struct row with = {.pod = "running", .pod_who = OWN, .secret = OWN, .now = 5};
+    struct row without = with;
+    without.no_token = 1;
+    const struct row *attach_rows[] = {&with, &without};
+    for (size_t i = 0; i < 2; i++) {
+        world_init(&w, attach_rows[i]);
+        assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+        assert_true(plan.verdict.changed);
+        struct json_object *attach = json_object_object_get(plan.verdict.status, "attach");
+        const char *name = json_object_get_string(json_object_object_get(attach, "secretName"));
+        if (attach_rows[i]->no_token)
+            assert_null(name);
+        else
+            assert_string_equal(name, "telo-run-hello-attach");
+        session_plan_release(&plan);
+        world_free(&w);
+    }
 
     struct row failed = {.status = RUNNING, .pod = "failed-oomkilled", .pod_who = OWN, .now = 5};
     world_init(&w, &failed);

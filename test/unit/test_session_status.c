@@ -909,7 +909,16 @@ static void attach_and_inspect_urls_need_the_gateway(void **state)
                         "https://gw.example.com/v1/namespaces/demo/telosessions/hello/debug");
     session_verdict_release(&v);
 
+    /* No token asked for (spec.attachToken, issue 20): the URL all the same, for clients with
+     * credentials of their own; without a gateway either, no attach at all. */
     w.attach_secret = 0;
+    compute(&w, T0 + 10, &v);
+    assert_string_equal(text(v.status, "attach.url"),
+                        "https://gw.example.com/v1/namespaces/demo/telosessions/hello/attach");
+    assert_null(at(v.status, "attach.secretName"));
+    session_verdict_release(&v);
+    free(w.cfg->gateway_url);
+    w.cfg->gateway_url = NULL;
     compute(&w, T0 + 10, &v);
     assert_null(at(v.status, "attach"));
     session_verdict_release(&v);
