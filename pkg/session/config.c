@@ -157,7 +157,7 @@ struct session_config *session_config_new(void)
     c->reach_interval_seconds = 5;
     c->build_base_digest_ttl_seconds = 300;
     c->events_namespace_burst = 25;
-    c->events_namespace_refill_seconds = 1;
+    c->events_namespace_refill_seconds = 10;
     if (!c->default_image || !c->init_image || !c->max_cpu || !c->max_memory ||
         !c->max_ephemeral_storage || !c->managed_by || !c->registry_url || !c->build_namespace ||
         !c->build_builder_image) {

@@ -74,7 +74,7 @@ struct session_config {
     /* The event recorder's namespace budget for new Normal Events (controller/events.h, step
      * 4; issue 20): a burst of sessions in one namespace is told at a rate, not line by line. */
     long events_namespace_burst;          /* events.namespaceBurst: 25 (0: none) */
-    long events_namespace_refill_seconds; /* events.namespaceRefillSeconds: 1 */
+    long events_namespace_refill_seconds; /* events.namespaceRefillSeconds: 10 */
     /* Metadata added to session children (issue 19), checked by session/meta.h: valid keys,
      * none of the operator's own. NULL: none. */
     struct json_object *ingress_annotations; /* ingress.annotations: {} */
