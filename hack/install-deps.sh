@@ -24,6 +24,7 @@ debs=(
 	pkg-config         # finds the libraries below
 	libcurl4-openssl-dev # HTTP/2 transport to the API server (libcurl with nghttp2)
 	libjson-c-dev      # JSON
+	zlib1g-dev         # pkg/cache/pack.c: the informer cache's compressed objects
 	libyaml-dev        # kubeconfig, manifests
 	libarchive-dev     # pkg/imagebuild: reads bundles (gzip tar)
 	libssl-dev         # sha256, random, TLS

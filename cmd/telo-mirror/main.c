@@ -52,7 +52,7 @@ static void usage(FILE *out)
 static struct json_object *parse_cached(const struct cache_store *store, const char *key)
 {
     const struct cache_object *o = cache_store_get(store, key);
-    return o ? json_tokener_parse(o->json) : NULL;
+    return o ? cache_object_parse(o) : NULL;
 }
 
 /* Whether the cached mirror already has the source's data and is owned by it. */

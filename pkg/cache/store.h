@@ -9,16 +9,27 @@
 
 /* One cached object. The store keeps a compact JSON text of the (already trimmed) object rather
  * than a parsed tree: a json-c tree costs several times its text in memory, and a reconciler
- * parses only the few objects it reads. */
+ * parses only the few objects it reads. The text itself is deflated against the store's
+ * dictionary (cache/pack.h) to 10-30 % of its size; read it with cache_object_parse. */
+struct cache_pack;
+
 struct cache_object {
     const char *key;              /* "namespace/name", or "name" for cluster-scoped objects */
     const char *uid;              /* metadata.uid, or "" */
     const char *resource_version; /* metadata.resourceVersion, or "" */
-    const char *json;             /* the object as compact JSON text */
-    size_t json_len;
+    /* The store's pack, which inflates the text: a pointer in every object so that whoever holds
+     * one (an event handler, an index visitor) can read it without the store. */
+    struct cache_pack *pack;
+    unsigned json_len;   /* bytes of the JSON text */
+    unsigned stored_len; /* bytes it takes in data: json_len when kept as it is, else fewer */
     int stale;   /* set while a relist runs, cleared when the list contains the object again */
-    char data[]; /* one allocation holds the strings above: malloc overhead counts per object */
+    char data[]; /* one allocation holds the stored text, then the strings above: malloc
+                    overhead counts per object */
 };
+
+/* The object o as a new tree the caller json_object_put()s, or NULL when out of memory. o's store
+ * must not have been freed (handlers see replaced and deleted objects while it lives). */
+struct json_object *cache_object_parse(const struct cache_object *o);
 
 /* An index function calls emit(ctx, value) once for every value obj is indexed under. */
 struct cache_index_def {
@@ -43,7 +54,8 @@ void cache_index_label(struct json_object *obj, const void *arg,
  * of memory. Free it with cache_store_free. */
 struct cache_store *cache_store_new(const struct cache_index_def *indexes, size_t nindexes);
 
-/* Frees the store and every object in it. Accepts NULL. */
+/* Frees the store and every object in it. Accepts NULL. Objects it handed out can still be freed
+ * but no longer parsed. */
 void cache_store_free(struct cache_store *s);
 
 /* Frees an object handed out by cache_store_put or cache_store_delete. Accepts NULL. */
@@ -53,7 +65,8 @@ void cache_object_free(struct cache_object *o);
  * any object there, and clears its stale mark. *replaced receives the object it replaced (the
  * caller frees it with cache_object_free) or NULL when the key is new; *stored (may be NULL)
  * points at the stored object, valid until the next change of that key. Returns 0, -TELO_EINVAL
- * when obj lacks metadata.name, or -TELO_ENOMEM; on failure the store is unchanged. */
+ * when obj lacks metadata.name, -TELO_ETOOBIG when its text is over INT_MAX bytes, or
+ * -TELO_ENOMEM; on failure the store is unchanged. */
 int cache_store_put(struct cache_store *s, struct json_object *obj, struct cache_object **replaced,
                     const struct cache_object **stored, struct telo_err *err);
 
@@ -86,8 +99,9 @@ void cache_store_mark_stale(struct cache_store *s);
 size_t cache_store_sweep_stale(struct cache_store *s,
                                void (*fn)(void *ctx, struct cache_object *obj), void *ctx);
 
-/* Bytes held for objects and indexes, for the memory benchmark and metrics. An estimate: malloc's
- * own overhead is not included. */
+/* Bytes held for objects (their compressed texts), indexes and the compressor, for the memory
+ * benchmark and metrics. An estimate: malloc's own overhead is counted per object and bucket, not
+ * inside the maps and the compressor. */
 size_t cache_store_bytes(const struct cache_store *s);
 
 /* The store key of obj ("namespace/name" or "name") into out (size outlen). Returns 0, or

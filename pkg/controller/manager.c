@@ -105,7 +105,7 @@ static int object_key(const char *namespace, const char *name, char *out, size_t
  * belongs is no owner). */
 static int owner_key(const struct cache_object *obj, const char *kind, char *out, size_t len)
 {
-    struct json_object *o = json_tokener_parse(obj->json);
+    struct json_object *o = cache_object_parse(obj);
     struct json_object *meta = jget_object(o, "metadata");
     struct json_object *refs = jget_array(meta, "ownerReferences");
     const char *namespace = jget_string(meta, "namespace");
@@ -124,7 +124,7 @@ static int owner_key(const struct cache_object *obj, const char *kind, char *out
 
 static int label_key(const struct cache_object *obj, const char *label, char *out, size_t len)
 {
-    struct json_object *o = json_tokener_parse(obj->json);
+    struct json_object *o = cache_object_parse(obj);
     struct json_object *meta = jget_object(o, "metadata");
     int found = object_key(jget_string(meta, "namespace"),
                            jget_string(jget_object(meta, "labels"), label), out, len);

@@ -216,7 +216,7 @@ static enum session_limits_state summary_state(struct session_admission *a, stru
 
 static void summarize_one(void *ctx, const struct cache_object *co)
 {
-    struct json_object *obj = json_tokener_parse(co->json);
+    struct json_object *obj = cache_object_parse(co);
     (void)summarize(ctx, co->key, obj);
     json_object_put(obj);
 }
@@ -413,7 +413,7 @@ static void on_session_event(void *ud, const struct cache_object *obj,
     const struct cache_object *now =
         cache_store_get(ctrl_informer_store(a->r->inf.sessions), obj->key);
     if (now) {
-        struct json_object *cur = json_tokener_parse(now->json);
+        struct json_object *cur = cache_object_parse(now);
         struct summary *e = cur ? summarize(a, now->key, cur) : NULL;
         if (!cur)
             line_invalidate(a);

@@ -29,7 +29,7 @@ static void visit(void *ctx, const struct cache_object *obj)
     struct find *f = ctx;
     if (f->found)
         return;
-    struct json_object *pod = json_tokener_parse(obj->json);
+    struct json_object *pod = cache_object_parse(obj);
     f->found = session_build_pod_succeeded(pod, f->job_uid);
     json_object_put(pod);
 }

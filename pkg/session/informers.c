@@ -95,7 +95,7 @@ static void job_to_sessions(void *ud, const struct cache_object *obj,
                             void (*emit)(void *ctx, const char *key), void *ctx)
 {
     const struct session_informers *inf = ud;
-    struct json_object *job = json_tokener_parse(obj->json);
+    struct json_object *job = cache_object_parse(obj);
     const char *tag = jget_string(jget(jget(job, "metadata"), "labels"), BUILD_LABEL_TAG);
     struct job_waiters w = {emit, ctx};
     if (tag)
@@ -227,5 +227,5 @@ struct json_object *session_informers_get(const struct ctrl_informer *inf, const
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", ns, name);
     const struct cache_object *o = cache_store_get(ctrl_informer_store(inf), key);
-    return o ? json_tokener_parse(o->json) : NULL;
+    return o ? cache_object_parse(o) : NULL;
 }

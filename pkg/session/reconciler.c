@@ -666,7 +666,7 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
         return;
     }
     const struct cache_object *co = cache_store_get(ctrl_informer_store(r->inf.sessions), key);
-    struct json_object *obj = co ? json_tokener_parse(co->json) : NULL;
+    struct json_object *obj = co ? cache_object_parse(co) : NULL;
     if (co)
         snprintf(p->base_rv, sizeof(p->base_rv), "%s", co->resource_version);
     if (!obj) {

@@ -116,7 +116,7 @@ static void tally(void *ud, const struct cache_object *obj)
     const char *slash = strchr(obj->key, '/');
     if (!slash || !session_informers_watched(t->cfg, obj->key, (size_t)(slash - obj->key)))
         return;
-    struct json_object *o = json_tokener_parse(obj->json);
+    struct json_object *o = cache_object_parse(obj);
     /* A session without a phase this operator writes counts as Pending. The names are the
      * table's own strings, so they compare by address below. */
     enum session_phase p = session_phase_of(jget(o, "status"));
