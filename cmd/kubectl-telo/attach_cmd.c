@@ -674,8 +674,10 @@ static void plan_release(struct attach_plan *p)
     free(p->gateway_url);
 }
 
-/* How long attach waits for the operator to answer spec.attachToken with the Secret. */
-#define TOKEN_WAIT_S 30.0
+/* How long attach waits for the operator to answer spec.attachToken with the Secret, in polls
+ * TOKEN_POLL_S apart. */
+#define TOKEN_WAIT_S 30
+#define TOKEN_POLL_S 0.25
 
 /* Whether the kubeconfig's own identity comes with a bearer token the gateway could check. A
  * client certificate (kind's and kubeadm's admin) does not: the gateway sees no certificate. */
@@ -706,18 +708,18 @@ static char *request_token_secret(struct kt *kt, const char *name)
         return NULL;
     }
     kt_result_release(&res);
-    for (double waited = 0; waited < TOKEN_WAIT_S; waited += 0.25) {
+    for (int poll = 0; poll < (int)(TOKEN_WAIT_S / TOKEN_POLL_S); poll++) {
         kt_get(kt, &ref, &res);
         const char *secret = res.rc == 0 ? kt_str(res.obj, "status", "attach", "secretName") : NULL;
         char *copy = secret ? strdup(secret) : NULL;
         kt_result_release(&res);
         if (copy)
             return copy;
-        kt_sleep(kt, 0.25);
+        kt_sleep(kt, TOKEN_POLL_S);
     }
     fprintf(stderr,
             "kubectl-telo: session %s has spec.attachToken set but no status.attach.secretName "
-            "after %.0fs: is the operator running? (kubectl describe telosession %s -n %s)\n",
+            "after %ds: is the operator running? (kubectl describe telosession %s -n %s)\n",
             name, TOKEN_WAIT_S, name, kt->namespace);
     return NULL;
 }
