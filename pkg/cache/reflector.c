@@ -499,6 +499,7 @@ struct cache_reflector *cache_reflector_new(struct kube_transport *t,
         (cfg->ref.group && *cfg->ref.group && !r->group) ||
         (cfg->ref.namespace && *cfg->ref.namespace && !r->namespace))
         goto nomem;
+    cache_store_set_tag(r->store, cfg->tag);
     r->ref = (struct kube_ref){.group = r->group,
                                .version = r->version,
                                .resource = r->resource,

@@ -37,9 +37,10 @@ struct cache_reflector_config {
     void *transform_arg;
     const struct cache_index_def *indexes;
     size_t nindexes;
-    double backoff_initial; /* seconds; 0.8 when 0 (client-go's reflector) */
-    double backoff_max;     /* 30 when 0 */
-    double backoff_reset;   /* healthy for this long resets the backoff; 120 when 0 */
+    unsigned char (*tag)(struct json_object *obj); /* NULL: none (cache_store_set_tag) */
+    double backoff_initial;                        /* seconds; 0.8 when 0 (client-go's reflector) */
+    double backoff_max;                            /* 30 when 0 */
+    double backoff_reset; /* healthy for this long resets the backoff; 120 when 0 */
 };
 
 /* Counters for metrics and tests. */

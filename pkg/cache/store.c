@@ -32,7 +32,13 @@ struct cache_store {
     size_t nindexes;
     size_t bytes;            /* object payload bytes */
     struct cache_pack *pack; /* every object's text is packed by it */
+    unsigned char (*tag)(struct json_object *obj);
 };
+
+void cache_store_set_tag(struct cache_store *s, unsigned char (*fn)(struct json_object *obj))
+{
+    s->tag = fn;
+}
 
 /* zlib's level 3: with a dictionary it finds longer matches than 1 and 2, so it emits fewer
  * symbols and costs no more (2-4 % fewer instructions a put, 7-10 % fewer bytes); 4 and up search
@@ -350,6 +356,7 @@ int cache_store_put(struct cache_store *s, struct json_object *obj, struct cache
     o->json_len = (unsigned)len;
     o->stored_len = (unsigned)packed_len;
     o->stale = 0;
+    o->tag = s->tag ? s->tag(obj) : 0;
 
     struct cache_object *old = strmap_get(s->objects, key);
     if (strmap_put(s->objects, o->key, o) < 0)

@@ -22,9 +22,11 @@ struct cache_object {
     struct cache_pack *pack;
     unsigned json_len;   /* bytes of the JSON text */
     unsigned stored_len; /* bytes it takes in data: json_len when kept as it is, else fewer */
-    int stale;   /* set while a relist runs, cleared when the list contains the object again */
-    char data[]; /* one allocation holds the stored text, then the strings above: malloc
-                    overhead counts per object */
+    unsigned char stale; /* set while a relist runs, cleared when the list has the object again */
+    unsigned char tag;   /* the store's tag function's value for the object (0 without one): a
+                          * count over the store (sessions by phase) reads it without parsing */
+    char data[];         /* one allocation holds the stored text, then the strings above: malloc
+                            overhead counts per object */
 };
 
 /* The object o as a new tree the caller json_object_put()s, or NULL when out of memory. o's store
@@ -53,6 +55,9 @@ void cache_index_label(struct json_object *obj, const void *arg,
 /* Returns an empty store with the given indexes (copied; names must be unique), or NULL when out
  * of memory. Free it with cache_store_free. */
 struct cache_store *cache_store_new(const struct cache_index_def *indexes, size_t nindexes);
+
+/* Tags every object put from now on with fn(obj), the parsed object (cache_object.tag). */
+void cache_store_set_tag(struct cache_store *s, unsigned char (*fn)(struct json_object *obj));
 
 /* Frees the store and every object in it. Accepts NULL. Objects it handed out can still be freed
  * but no longer parsed. */

@@ -36,8 +36,9 @@ struct entry {
     unsigned long long *hashes;
     int nhashes;
     double last_time;
-    /* de-duplication: the Event written for this key */
-    char name[EVENTS_NAME_MAX];
+    /* de-duplication: the Event written for this key (allocated: only this cache's entries have
+     * one, and an inline name would cost every entry of all three 254 bytes) */
+    char *name;
     long count;
     double first_time;
 };
@@ -63,6 +64,7 @@ static void entry_free(struct entry *e)
         return;
     free(e->key);
     free(e->hashes);
+    free(e->name);
     free(e);
 }
 
@@ -260,6 +262,21 @@ int events_correlate(struct events_correlator *c, const struct events_input *in,
     /* The note enters keys as a hash, so a cache entry costs its identity, not up to 1 KiB. */
     unsigned long long note_hash = strmap_hash(out->note);
 
+    /* 4. The namespace budget for a new Normal Event, checked before anything is counted: an
+     * event it drops leaves no entry behind (a burst of thousands would otherwise fill every
+     * cache) and is new again next time. New: neither its own nor its group's combined Event
+     * was written. */
+    if (c->cfg.namespace_burst > 0 && strcmp(in->type, "Normal") == 0) {
+        snprintf(c->key, sizeof(c->key), "%s\x1f%016llx", agg, note_hash);
+        if (!lru_get(&c->log, c->key) && !lru_get(&c->log, agg) &&
+            !take_token(&c->ns, str(o->namespace), now, c->cfg.namespace_burst,
+                        c->cfg.namespace_qps)) {
+            out->write = EVENTS_SKIP;
+            out->over_budget = 1;
+            return 0;
+        }
+    }
+
     /* Look everything up before changing anything, so a failure leaves c as it was. */
     struct entry *a = lru_get(&c->aggregate, agg);
     if (!a) {
@@ -312,14 +329,16 @@ int events_correlate(struct events_correlator *c, const struct events_input *in,
         if (ns <= c->last_name_ns)
             ns = c->last_name_ns + 1;
         c->last_name_ns = ns;
-        char prefix[EVENTS_NAME_MAX - 18];
+        char prefix[EVENTS_NAME_MAX - 18], name[EVENTS_NAME_MAX];
         snprintf(prefix, sizeof(prefix), "%s", o->name);
-        snprintf(l->name, sizeof(l->name), "%s.%llx", prefix, (unsigned long long)ns);
+        snprintf(name, sizeof(name), "%s.%llx", prefix, (unsigned long long)ns);
+        if (!(l->name = strdup(name)))
+            return -TELO_ENOMEM;
         l->count = 1;
         l->first_time = now;
         out->write = EVENTS_CREATE;
     }
-    memcpy(out->name, l->name, sizeof(out->name));
+    snprintf(out->name, sizeof(out->name), "%s", l->name);
     out->count = l->count;
     out->first_time = l->first_time;
     out->last_time = now;
@@ -329,14 +348,6 @@ int events_correlate(struct events_correlator *c, const struct events_input *in,
     if (!take_token(&c->spam, spam, now, c->cfg.burst, c->cfg.qps)) {
         out->write = EVENTS_SKIP;
         return 0;
-    }
-    /* 4. The namespace budget, for new Normal Events only. A create it drops leaves the count
-     * above at 1, so a repeat of the same event patches, finds nothing, and creates it then. */
-    if (c->cfg.namespace_burst > 0 && out->write == EVENTS_CREATE &&
-        strcmp(in->type, "Normal") == 0 &&
-        !take_token(&c->ns, str(o->namespace), now, c->cfg.namespace_burst, c->cfg.namespace_qps)) {
-        out->write = EVENTS_SKIP;
-        out->over_budget = 1;
     }
     return 0;
 }

@@ -28,13 +28,14 @@ struct events_recorder;
  *    group) bumps that Event's series instead of creating another object;
  * 3. spam filter: a token bucket per source and object (burst, refilled qps per second) drops
  *    writes past it; the counts of step 2 still include them.
- * And one step client-go does not have, off unless configured:
+ * And one step client-go does not have, off unless configured, checked before the others:
  * 4. a namespace budget for new Normal Events: a token bucket per namespace (namespace_burst,
- *    refilled namespace_qps per second) drops the creates past it. A burst of a thousand
- *    sessions starting in one namespace then tells the first ones' story and the rest at a
- *    rate, not a thousand identical lines (the status tells each); Warnings and the series of
- *    an Event already written are never held back by it. It is the API server's EventRateLimit
- *    admission (type Namespace) done by the writer, before the request costs anything.
+ *    refilled namespace_qps per second) drops the creates past it, before anything is counted,
+ *    so a dropped event leaves no cache entry. A burst of a thousand sessions starting in one
+ *    namespace then tells the first ones' story and the rest at a rate, not a thousand
+ *    identical lines (the status tells each); Warnings and the series of an Event already
+ *    written are never held back by it. It is the API server's EventRateLimit admission (type
+ *    Namespace) done by the writer, before the request costs anything.
  * Caches are LRUs of cache_size entries each, so memory stays bounded however many objects. */
 
 #define EVENTS_NOTE_MAX 1024 /* bytes of note kept (the API server's limit) */

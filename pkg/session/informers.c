@@ -7,6 +7,7 @@
 #include "session/buildpod.h"
 #include "session/desired.h"
 #include "session/phase.h"
+#include "session/session_metrics.h"
 #include "util/jget.h"
 
 #include <stdio.h>
@@ -181,7 +182,10 @@ int session_informers_register(struct session_informers *inf, struct ctrl_manage
 {
     static const struct cache_index_def idx[] = {{"namespace", cache_index_namespace, NULL},
                                                  {INDEX_BUILD_TAG, index_build_tag, NULL}};
+    /* The phase of every session, counted at each /metrics scrape without parsing 10,000 of
+     * them (issue 20: that was 0.18 CPU seconds a scrape). */
     struct cache_reflector_config scfg = {
+        .tag = session_metrics_phase_tag,
         .ref = {.group = "telo.run",
                 .version = "v1alpha1",
                 .resource = "telosessions",

@@ -99,6 +99,11 @@ void session_metrics_build(struct session_metrics *r, const struct json_object *
         histogram_observe(&r->build_seconds, (end >= 0 ? end : now) - start);
 }
 
+unsigned char session_metrics_phase_tag(struct json_object *session)
+{
+    return (unsigned char)session_phase_of(jget(session, "status"));
+}
+
 struct phase_count {
     const char *phase;
     unsigned long n;
@@ -116,12 +121,10 @@ static void tally(void *ud, const struct cache_object *obj)
     const char *slash = strchr(obj->key, '/');
     if (!slash || !session_informers_watched(t->cfg, obj->key, (size_t)(slash - obj->key)))
         return;
-    struct json_object *o = cache_object_parse(obj);
     /* A session without a phase this operator writes counts as Pending. The names are the
      * table's own strings, so they compare by address below. */
-    enum session_phase p = session_phase_of(jget(o, "status"));
+    enum session_phase p = (enum session_phase)obj->tag;
     const char *known = session_phase_name(p == SESSION_PHASE_UNKNOWN ? SESSION_PHASE_PENDING : p);
-    json_object_put(o);
     for (size_t i = 0; i < t->n; i++) {
         if (t->counts[i].phase == known) {
             t->counts[i].n++;

@@ -43,7 +43,12 @@ void session_metrics_failure(struct session_metrics *m, const char *reason);
 void session_metrics_build(struct session_metrics *m, const struct json_object *job,
                            const char *result, double now);
 
-/* Sessions by phase ("Running" -> 3) in the watched namespaces: calls fn per phase. */
+/* The session informer's tag (cache_store_set_tag): the enum session_phase of a TeloSession's
+ * status, which session_metrics_count_phases counts. */
+unsigned char session_metrics_phase_tag(struct json_object *session);
+
+/* Sessions by phase ("Running" -> 3) in the watched namespaces, from each cached session's tag:
+ * calls fn per phase. */
 void session_metrics_count_phases(const struct session_metrics *m,
                                   void (*fn)(void *ud, const char *phase, unsigned long n),
                                   void *ud);

@@ -208,6 +208,28 @@ static void equal_objects_store_equal_bytes(void **state)
     cache_store_free(s);
 }
 
+/* A tag: the length of metadata.resourceVersion, standing in for a session's phase. */
+static unsigned char rv_length(struct json_object *obj)
+{
+    const char *rv = json_object_get_string(
+        json_object_object_get(json_object_object_get(obj, "metadata"), "resourceVersion"));
+    return (unsigned char)(rv ? strlen(rv) : 0);
+}
+
+static void objects_carry_their_tag_from_each_put(void **state)
+{
+    (void)state;
+    struct cache_store *s = new_store();
+    put(s, pod("ns", "a", "7", "o", "s"));
+    assert_int_equal(cache_store_get(s, "ns/a")->tag, 0); /* no tag function yet */
+    cache_store_set_tag(s, rv_length);
+    put(s, pod("ns", "a", "123", "o", "s"));
+    assert_int_equal(cache_store_get(s, "ns/a")->tag, 3);
+    put(s, pod("ns", "a", "12345", "o", "s"));
+    assert_int_equal(cache_store_get(s, "ns/a")->tag, 5);
+    cache_store_free(s);
+}
+
 static void cluster_scoped_keys_have_no_namespace(void **state)
 {
     (void)state;
@@ -418,6 +440,7 @@ int main(void)
         cmocka_unit_test(put_get_and_replace),
         cmocka_unit_test(objects_of_every_shape_read_back),
         cmocka_unit_test(equal_objects_store_equal_bytes),
+        cmocka_unit_test(objects_carry_their_tag_from_each_put),
         cmocka_unit_test(cluster_scoped_keys_have_no_namespace),
         cmocka_unit_test(an_object_without_a_name_is_refused),
         cmocka_unit_test(indexes_follow_puts_updates_and_deletes),
