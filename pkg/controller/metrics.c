@@ -1,6 +1,7 @@
 /* A registry of Prometheus counters, gauges and histograms, rendered in text format 0.0.4. */
 #include "controller/metrics.h"
 
+#include "util/memtune.h"
 #include "util/strmap.h"
 
 #include <dirent.h>
@@ -570,6 +571,7 @@ struct process_state {
     struct metrics_series *max_fds;
     struct metrics_series *start_time;
     struct metrics_series *cpu;
+    struct metrics_series *heap_in_use, *heap_free;
 };
 
 static void process_state_free(struct process_state *p)
@@ -684,6 +686,11 @@ static void collect_process(struct metrics_registry *reg, void *user)
         if (t > 0)
             metrics_gauge_set(p->start_time, t);
     }
+    double in_use, free_bytes;
+    if (p->real_proc && util_memtune_heap(&in_use, &free_bytes) == 0) {
+        metrics_gauge_set(p->heap_in_use, in_use);
+        metrics_gauge_set(p->heap_free, free_bytes);
+    }
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
@@ -730,6 +737,13 @@ int metrics_register_process(struct metrics_registry *reg, const char *proc_dir,
         {METRICS_GAUGE, "process_start_time_seconds",
          "Start time of the process since unix epoch in seconds.",
          offsetof(struct process_state, start_time)},
+        /* Issue 20: whether memory above the caches is live or the heap's holes. */
+        {METRICS_GAUGE, "telo_heap_in_use_bytes",
+         "Bytes malloc has handed out and not had back (glibc mallinfo2).",
+         offsetof(struct process_state, heap_in_use)},
+        {METRICS_GAUGE, "telo_heap_free_bytes",
+         "Bytes malloc holds free, in holes between live blocks or at the heap's top.",
+         offsetof(struct process_state, heap_free)},
     };
     for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
         struct metrics_desc desc = {

@@ -14,6 +14,29 @@ void util_memtune(void)
 #endif
 }
 
+/* A sanitizer's allocator replaces glibc's, whose mallinfo2 then reports nothing. */
+#if defined(__SANITIZE_ADDRESS__)
+#define FOREIGN_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FOREIGN_MALLOC 1
+#endif
+#endif
+
+int util_memtune_heap(double *in_use, double *free_bytes)
+{
+#if defined(__GLIBC__) && !defined(FOREIGN_MALLOC)
+    struct mallinfo2 mi = mallinfo2();
+    *in_use = (double)(mi.uordblks + mi.hblkhd);
+    *free_bytes = (double)mi.fordblks;
+    return 0;
+#else
+    (void)in_use;
+    (void)free_bytes;
+    return -1;
+#endif
+}
+
 int util_memtune_trim(size_t min_free)
 {
 #ifdef __GLIBC__

@@ -18,4 +18,10 @@ void util_memtune(void);
  * to do (mallinfo2 walks the free lists). Returns 1 when it trimmed, else 0 (and without glibc). */
 int util_memtune_trim(size_t min_free);
 
+/* The allocator's own figures: *in_use, the bytes handed out and not freed (mmapped chunks
+ * included), and *free_bytes, the bytes it holds free, in holes or at the top of the heap. RSS
+ * minus in_use is what fragmentation and the binary cost. Returns 0, or -1 without glibc's
+ * allocator (a sanitizer's). */
+int util_memtune_heap(double *in_use, double *free_bytes);
+
 #endif

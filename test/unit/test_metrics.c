@@ -16,6 +16,7 @@
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/histogram.h"
+#include "util/memtune.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -408,6 +409,14 @@ static void process_collector_on_this_process(void **state)
     p = strstr(text, "\nprocess_start_time_seconds ");
     assert_non_null(p);
     start = strtod(p + strlen("\nprocess_start_time_seconds "), NULL);
+    /* The heap's figures, where glibc's allocator gives them: in use at least the rendered text
+     * itself, which is still allocated. */
+    double in_use, free_bytes;
+    p = strstr(text, "\ntelo_heap_in_use_bytes ");
+    assert_non_null(p);
+    if (util_memtune_heap(&in_use, &free_bytes) == 0)
+        assert_true(strtod(p + strlen("\ntelo_heap_in_use_bytes "), NULL) >= (double)strlen(text));
+    assert_non_null(strstr(text, "\ntelo_heap_free_bytes "));
     free(text);
     assert_true(rss > 1e5);
     assert_true(fds >= 3);
