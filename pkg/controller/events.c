@@ -143,6 +143,8 @@ void events_correlator_config_default(struct events_correlator_config *cfg)
     cfg->max_similar = 10;
     cfg->similar_window = 600;
     cfg->cache_size = 4096;
+    cfg->namespace_burst = 0; /* client-go has no namespace budget */
+    cfg->namespace_qps = 0;
 }
 
 struct events_correlator *events_correlator_new(const struct events_correlator_config *cfg)
