@@ -3,6 +3,7 @@ controller build/bin/telo-mirror, which keeps <name>-mirror ConfigMaps in step w
 labelled mirror.telo.run/source=true. Writes are counted from the API server's audit log, so
 "no duplicate writes" is the server's word, not the controller's."""
 
+import glob
 import json
 import os
 import signal
@@ -158,19 +159,22 @@ def start_replica(cluster, namespace, identity):
 
 
 def writes_by_replica(cluster, namespace):
-    """(time, identity) of every write the replicas made in namespace, from the audit log."""
+    """(time, identity) of every write the replicas made in namespace, from the audit log and
+    its rotated copies: a rotation during the test (the log is kept across runs) loses none."""
     writes = []
-    with open(os.path.join(cluster.log_dir, "audit.log")) as f:
-        for line in f:
-            if namespace not in line or "telo-mirror/" not in line:
-                continue
-            event = json.loads(line)
-            ref = event.get("objectRef", {})
-            if (event.get("stage") == "ResponseComplete" and ref.get("namespace") == namespace
-                    and ref.get("resource") == "configmaps"
-                    and event.get("verb") in ("create", "update", "patch", "delete")):
-                writes.append((event["stageTimestamp"],
-                               event["userAgent"].split("telo-mirror/")[1]))
+    for path in glob.glob(os.path.join(cluster.log_dir, "audit*.log")):
+        with open(path, errors="replace") as f:
+            for line in f:
+                if namespace not in line or "telo-mirror/" not in line:
+                    continue
+                event = json.loads(line)
+                ref = event.get("objectRef", {})
+                if (event.get("stage") == "ResponseComplete"
+                        and ref.get("namespace") == namespace
+                        and ref.get("resource") == "configmaps"
+                        and event.get("verb") in ("create", "update", "patch", "delete")):
+                    writes.append((event["stageTimestamp"],
+                                   event["userAgent"].split("telo-mirror/")[1]))
     return sorted(writes)
 
 
