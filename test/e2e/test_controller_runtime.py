@@ -42,18 +42,21 @@ def wait_mirrored(cluster, namespace, name, value, timeout=60):
 
 
 def audited_writes(cluster, namespace):
-    """Writes our controller made in namespace, from the audit log (user agent telo-operator)."""
+    """Writes our controller made in namespace, from the audit log and its rotated copies (user
+    agent telo-operator)."""
     writes = 0
-    with open(os.path.join(cluster.log_dir, "audit.log")) as f:
-        for line in f:
-            if namespace not in line or "telo-operator/" not in line:
-                continue
-            event = json.loads(line)
-            ref = event.get("objectRef", {})
-            if (event.get("stage") == "ResponseComplete" and ref.get("namespace") == namespace
-                    and event.get("verb") in ("create", "update", "patch", "delete")
-                    and event.get("userAgent", "").startswith("telo-operator/")):
-                writes += 1
+    for path in glob.glob(os.path.join(cluster.log_dir, "audit*.log")):
+        with open(path, errors="replace") as f:
+            for line in f:
+                if namespace not in line or "telo-operator/" not in line:
+                    continue
+                event = json.loads(line)
+                ref = event.get("objectRef", {})
+                if (event.get("stage") == "ResponseComplete"
+                        and ref.get("namespace") == namespace
+                        and event.get("verb") in ("create", "update", "patch", "delete")
+                        and event.get("userAgent", "").startswith("telo-operator/")):
+                    writes += 1
     return writes
 
 
