@@ -41,23 +41,27 @@ def wait_mirrored(cluster, namespace, name, value, timeout=60):
                timeout=timeout, what="%s-mirror to hold value=%s" % (name, value))
 
 
-def audited_writes(cluster, namespace):
-    """Writes our controller made in namespace, from the audit log and its rotated copies (user
-    agent telo-operator)."""
-    writes = 0
+def audited(cluster, namespace, agent):
+    """The writes agent (in the user agent: "telo-mirror/") made in namespace, as audit
+    events, from the audit log and its rotated copies: a rotation during the test (the log is
+    kept across runs) loses none."""
     for path in glob.glob(os.path.join(cluster.log_dir, "audit*.log")):
         with open(path, errors="replace") as f:
             for line in f:
-                if namespace not in line or "telo-operator/" not in line:
+                if namespace not in line or agent not in line:
                     continue
                 event = json.loads(line)
                 ref = event.get("objectRef", {})
                 if (event.get("stage") == "ResponseComplete"
                         and ref.get("namespace") == namespace
                         and event.get("verb") in ("create", "update", "patch", "delete")
-                        and event.get("userAgent", "").startswith("telo-operator/")):
-                    writes += 1
-    return writes
+                        and agent in event.get("userAgent", "")):
+                    yield event
+
+
+def audited_writes(cluster, namespace):
+    """Writes our controller made in namespace (user agent telo-operator)."""
+    return sum(1 for _ in audited(cluster, namespace, "telo-operator/"))
 
 
 def test_mirrors_follow_sources_and_steady_state_writes_nothing(cluster, namespace):
@@ -162,23 +166,10 @@ def start_replica(cluster, namespace, identity):
 
 
 def writes_by_replica(cluster, namespace):
-    """(time, identity) of every write the replicas made in namespace, from the audit log and
-    its rotated copies: a rotation during the test (the log is kept across runs) loses none."""
-    writes = []
-    for path in glob.glob(os.path.join(cluster.log_dir, "audit*.log")):
-        with open(path, errors="replace") as f:
-            for line in f:
-                if namespace not in line or "telo-mirror/" not in line:
-                    continue
-                event = json.loads(line)
-                ref = event.get("objectRef", {})
-                if (event.get("stage") == "ResponseComplete"
-                        and ref.get("namespace") == namespace
-                        and ref.get("resource") == "configmaps"
-                        and event.get("verb") in ("create", "update", "patch", "delete")):
-                    writes.append((event["stageTimestamp"],
-                                   event["userAgent"].split("telo-mirror/")[1]))
-    return sorted(writes)
+    """(time, identity) of every ConfigMap write the replicas made in namespace."""
+    return sorted((e["stageTimestamp"], e["userAgent"].split("telo-mirror/")[1])
+                  for e in audited(cluster, namespace, "telo-mirror/")
+                  if e["objectRef"].get("resource") == "configmaps")
 
 
 def test_leader_election_hands_over_and_never_two_writers(cluster, namespace):
