@@ -324,7 +324,23 @@ start_controller_manager() {
 	wait_for kube-controller-manager 60 curl -fsSk "https://127.0.0.1:$kcm_port/healthz"
 }
 
+# A component that outlived the API server it watched is restarted with it, so that it lists and
+# watches afresh:
+# - kwok 0.8 kept heartbeating its nodes after an API server restart but never saw a node created
+#   afterwards (make test, 2026-12-02: a node made after test_kube_client's restart stayed
+#   NotReady, and kwok's log has no line about it), so the suite's later tests lost their nodes;
+# - kube-scheduler 1.34 never bound a pod again after the suite's four API server restarts in a
+#   row (make test, 2026-12-03, twice: its pod watch got 403s from a new API server whose RBAC
+#   was not loaded yet, it listed once more, then the audit log has no pod watch of it for two
+#   minutes and no binding; kubernetes/kubernetes#119967 is the same after a node replacement).
+restart_if_stale() { # component
+	[ "${apiserver_started:-0}" = 1 ] && [ -n "$(component_pid "$1")" ] || return 0
+	echo "up: kube-apiserver was restarted: restarting $1 so that it watches afresh" >&2
+	"$(dirname "$0")/down.sh" "$1"
+}
+
 start_scheduler() {
+	restart_if_stale kube-scheduler
 	local kc="$cluster_dir/kube-scheduler.kubeconfig"
 	launch kube-scheduler "$k8s_bin/kube-scheduler" --config="$cluster_dir/scheduler.yaml" \
 		--authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
@@ -333,18 +349,8 @@ start_scheduler() {
 	wait_for kube-scheduler 60 curl -fsSk "https://127.0.0.1:$scheduler_port/healthz"
 }
 
-# A kwok that outlived the API server it watched is restarted with it: kwok 0.8 kept heartbeating
-# its nodes after an API server restart but never saw a node created afterwards (make test,
-# 2026-12-02: a node made after test_kube_client's restart stayed NotReady, and kwok's log
-# has no line about it), so the suite's later tests lost their kwok nodes.
-restart_stale_kwok() {
-	[ "${apiserver_started:-0}" = 1 ] && [ -n "$(component_pid kwok)" ] || return 0
-	echo "up: kube-apiserver was restarted: restarting kwok so that it watches afresh" >&2
-	"$(dirname "$0")/down.sh" kwok
-}
-
 start_kwok() {
-	restart_stale_kwok
+	restart_if_stale kwok
 	launch kwok "$kwok_bin/kwok" --kubeconfig="$cluster_dir/kwok.kubeconfig" \
 		--config="$cluster_dir/kwok.yaml" \
 		--manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \

@@ -673,7 +673,15 @@ class RealNodePod:
                 return None
             return (self.pod() or {}).get("status", {}).get("podIP")
 
-        self.ip = wait_until(ip, timeout=timeout, interval=0.2, what="pod %s to run" % self.name)
+        try:
+            self.ip = wait_until(ip, timeout=timeout, interval=0.2,
+                                 what="pod %s to run" % self.name)
+        except AssertionError as e:
+            # Say why: unscheduled (the scheduler's condition, or none when it never looked), or
+            # scheduled and not started (the node's container statuses).
+            status = (self.pod() or {}).get("status", {})
+            raise AssertionError("%s; its status: %s" % (e, json.dumps(
+                {k: status.get(k) for k in ("phase", "conditions", "containerStatuses")})))
         return self.ip
 
     def logs(self, tail=None):
