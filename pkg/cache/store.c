@@ -2,6 +2,7 @@
 #include "cache/store.h"
 
 #include "cache/pack.h"
+#include "cache/slab.h"
 #include "util/jget.h"
 #include "util/strmap.h"
 
@@ -32,6 +33,7 @@ struct cache_store {
     size_t nindexes;
     size_t bytes;            /* object payload bytes */
     struct cache_pack *pack; /* every object's text is packed by it */
+    struct cache_slab *slab; /* holds the objects up to CACHE_SLAB_MAX bytes */
     unsigned char (*tag)(struct json_object *obj);
 };
 
@@ -97,7 +99,8 @@ struct cache_store *cache_store_new(const struct cache_index_def *indexes, size_
     s->objects = strmap_new();
     s->indexes = calloc(nindexes ? nindexes : 1, sizeof(*s->indexes));
     s->pack = cache_pack_new(PACK_LEVEL);
-    if (!s->objects || !s->indexes || !s->pack) {
+    s->slab = cache_slab_new();
+    if (!s->objects || !s->indexes || !s->pack || !s->slab) {
         cache_store_free(s);
         return NULL;
     }
@@ -115,7 +118,10 @@ struct cache_store *cache_store_new(const struct cache_index_def *indexes, size_
 
 void cache_object_free(struct cache_object *o)
 {
-    free(o);
+    if (o && o->in_slab)
+        cache_slab_free(o);
+    else
+        free(o);
 }
 
 struct json_object *cache_object_parse(const struct cache_object *o)
@@ -126,10 +132,16 @@ struct json_object *cache_object_parse(const struct cache_object *o)
 /* What malloc adds to every allocation on glibc x86-64, counted so the estimate tracks RSS. */
 #define MALLOC_OVERHEAD ((size_t)16)
 
+static size_t object_size(size_t stored_len, size_t key_len, size_t uid_len, size_t rv_len)
+{
+    return sizeof(struct cache_object) + stored_len + key_len + uid_len + rv_len + 3;
+}
+
 static size_t object_bytes(const struct cache_object *o)
 {
-    return sizeof(*o) + o->stored_len + strlen(o->key) + strlen(o->uid) +
-           strlen(o->resource_version) + 3 + MALLOC_OVERHEAD;
+    size_t size =
+        object_size(o->stored_len, strlen(o->key), strlen(o->uid), strlen(o->resource_version));
+    return o->in_slab ? cache_slab_block_bytes(size) : size + MALLOC_OVERHEAD;
 }
 
 static void bucket_free(struct bucket *b)
@@ -244,6 +256,7 @@ void cache_store_free(struct cache_store *s)
         strmap_free(s->objects);
     }
     cache_pack_free(s->pack);
+    cache_slab_release(s->slab);
     free(s);
 }
 
@@ -344,9 +357,14 @@ int cache_store_put(struct cache_store *s, struct json_object *obj, struct cache
     const char *uid = jget_string(jget(obj, "metadata"), "uid");
     const char *rv = jget_string(jget(obj, "metadata"), "resourceVersion");
     size_t key_len = strlen(key), uid_len = uid ? strlen(uid) : 0, rv_len = rv ? strlen(rv) : 0;
-    struct cache_object *o = malloc(sizeof(*o) + packed_len + key_len + uid_len + rv_len + 3);
+    size_t size = object_size(packed_len, key_len, uid_len, rv_len);
+    struct cache_object *o = cache_slab_alloc(s->slab, size);
+    int in_slab = o != NULL;
+    if (!o && size > CACHE_SLAB_MAX)
+        o = malloc(size);
     if (!o)
         goto nomem;
+    o->in_slab = (unsigned char)in_slab;
     memcpy(o->data, packed, packed_len);
     char *cursor = o->data + packed_len;
     o->key = copy_string(&cursor, key, key_len);

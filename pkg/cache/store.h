@@ -20,13 +20,14 @@ struct cache_object {
     /* The store's pack, which inflates the text: a pointer in every object so that whoever holds
      * one (an event handler, an index visitor) can read it without the store. */
     struct cache_pack *pack;
-    unsigned json_len;   /* bytes of the JSON text */
-    unsigned stored_len; /* bytes it takes in data: json_len when kept as it is, else fewer */
-    unsigned char stale; /* set while a relist runs, cleared when the list has the object again */
-    unsigned char tag;   /* the store's tag function's value for the object (0 without one): a
-                          * count over the store (sessions by phase) reads it without parsing */
-    char data[];         /* one allocation holds the stored text, then the strings above: malloc
-                            overhead counts per object */
+    unsigned json_len;     /* bytes of the JSON text */
+    unsigned stored_len;   /* bytes it takes in data: json_len when kept as it is, else fewer */
+    unsigned char stale;   /* set while a relist runs, cleared when the list has the object again */
+    unsigned char tag;     /* the store's tag function's value for the object (0 without one): a
+                            * count over the store (sessions by phase) reads it without parsing */
+    unsigned char in_slab; /* the block is the store's slab's, not malloc's */
+    char data[];           /* one allocation holds the stored text, then the strings above: malloc
+                              overhead counts per object */
 };
 
 /* The object o as a new tree the caller json_object_put()s, or NULL when out of memory. o's store

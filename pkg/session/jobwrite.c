@@ -46,8 +46,11 @@ static void context_end(struct context_write *cw, int ok, const char *why)
     struct pass *p = cw->p;
     if (!ok) {
         p->failed = 1;
-        snprintf(p->error, sizeof(p->error), "cannot create the build context ConfigMap %s/%s: %s",
-                 cw->ns, p->job_name, why);
+        /* A long reason is cut at the end, which keeps what failed and where, and says so. */
+        if (snprintf(p->error, sizeof(p->error),
+                     "cannot create the build context ConfigMap %s/%s: %s", cw->ns, p->job_name,
+                     why) >= (int)sizeof(p->error))
+            memcpy(p->error + sizeof(p->error) - 4, "...", 4);
         struct kube_ref jref = {.group = "batch",
                                 .version = "v1",
                                 .resource = "jobs",
