@@ -26,8 +26,8 @@ struct cache_object {
     unsigned char tag;     /* the store's tag function's value for the object (0 without one): a
                             * count over the store (sessions by phase) reads it without parsing */
     unsigned char in_slab; /* the block is the store's slab's, not malloc's */
-    char data[];           /* one allocation holds the stored text, then the strings above: malloc
-                              overhead counts per object */
+    char data[]; /* one block (the store's slab's, or malloc's when large) holds the stored text,
+                     then the strings above: block overhead counts per object */
 };
 
 /* The object o as a new tree the caller json_object_put()s, or NULL when out of memory. o's store
