@@ -16,8 +16,9 @@
 #define SMALL_BUCKET 16
 
 struct bucket {
-    struct cache_object **small; /* while map is NULL */
-    size_t n, cap;
+    struct cache_object **small; /* while map is NULL; a block of the store's slab */
+    unsigned n, cap;
+    unsigned char in_slab; /* the bucket itself is the slab's (malloc's for a huge value) */
     struct strmap *map;
     char value[];
 };
@@ -146,9 +147,12 @@ static size_t object_bytes(const struct cache_object *o)
 
 static void bucket_free(struct bucket *b)
 {
-    free(b->small);
+    cache_slab_free(b->small);
     strmap_free(b->map);
-    free(b);
+    if (b->in_slab)
+        cache_slab_free(b);
+    else
+        free(b);
 }
 
 static size_t bucket_len(const struct bucket *b)
@@ -156,7 +160,7 @@ static size_t bucket_len(const struct bucket *b)
     return b->map ? strmap_len(b->map) : b->n;
 }
 
-static int bucket_add(struct bucket *b, struct cache_object *o)
+static int bucket_add(struct bucket *b, struct cache_object *o, struct cache_slab *slab)
 {
     if (b->map)
         return strmap_put(b->map, o->key, o);
@@ -180,17 +184,20 @@ static int bucket_add(struct bucket *b, struct cache_object *o)
             strmap_free(map);
             return -TELO_ENOMEM;
         }
-        free(b->small);
+        cache_slab_free(b->small);
         b->small = NULL;
         b->n = b->cap = 0;
         b->map = map;
         return 0;
     }
     if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1;
-        struct cache_object **small = realloc(b->small, cap * sizeof(struct cache_object *));
+        unsigned cap = b->cap ? b->cap * 2 : 1;
+        struct cache_object **small = cache_slab_alloc(slab, cap * sizeof(struct cache_object *));
         if (!small)
             return -TELO_ENOMEM;
+        if (b->n)
+            memcpy(small, b->small, b->n * sizeof(struct cache_object *));
+        cache_slab_free(b->small);
         b->small = small;
         b->cap = cap;
     }
@@ -206,7 +213,7 @@ static void bucket_remove(struct bucket *b, const struct cache_object *o)
             strmap_remove(b->map, o->key);
         return;
     }
-    for (size_t i = 0; i < b->n; i++) {
+    for (unsigned i = 0; i < b->n; i++) {
         if (b->small[i] == o) {
             b->small[i] = b->small[--b->n];
             return;
@@ -231,9 +238,10 @@ static void bucket_each(const struct bucket *b,
 
 static size_t bucket_bytes(const struct bucket *b)
 {
-    return sizeof(*b) + strlen(b->value) + 1 + MALLOC_OVERHEAD +
+    size_t size = sizeof(*b) + strlen(b->value) + 1;
+    return (b->in_slab ? cache_slab_block_bytes(size) : size + MALLOC_OVERHEAD) +
            (b->map ? strmap_bytes(b->map) + 2 * MALLOC_OVERHEAD
-                   : b->cap * sizeof(struct cache_object *) + (b->cap ? MALLOC_OVERHEAD : 0));
+                   : cache_slab_block_bytes(b->cap * sizeof(struct cache_object *)));
 }
 
 void cache_store_free(struct cache_store *s)
@@ -265,6 +273,7 @@ void cache_store_free(struct cache_store *s)
 struct index_op {
     struct index *index;
     struct cache_object *obj;
+    struct cache_slab *slab;
     int failed;
 };
 
@@ -273,20 +282,25 @@ static void index_insert(void *ctx, const char *value)
     struct index_op *op = ctx;
     struct bucket *b = strmap_get(op->index->buckets, value);
     if (!b) {
-        size_t len = strlen(value);
-        b = calloc(1, sizeof(*b) + len + 1);
+        size_t len = strlen(value), size = sizeof(*b) + len + 1;
+        b = cache_slab_alloc(op->slab, size);
+        int in_slab = b != NULL;
+        if (!b && size > CACHE_SLAB_MAX)
+            b = malloc(size);
         if (!b) {
             op->failed = 1;
             return;
         }
+        memset(b, 0, sizeof(*b));
+        b->in_slab = (unsigned char)in_slab;
         memcpy(b->value, value, len + 1);
         if (strmap_put(op->index->buckets, b->value, b) < 0) {
-            free(b);
+            bucket_free(b);
             op->failed = 1;
             return;
         }
     }
-    if (bucket_add(b, op->obj) < 0)
+    if (bucket_add(b, op->obj, op->slab) < 0)
         op->failed = 1;
 }
 
@@ -314,7 +328,7 @@ static int index_apply(struct cache_store *s, struct cache_object *o, struct jso
         return -TELO_ENOMEM;
     int failed = 0;
     for (size_t i = 0; i < s->nindexes; i++) {
-        struct index_op op = {.index = &s->indexes[i], .obj = o};
+        struct index_op op = {.index = &s->indexes[i], .obj = o, .slab = s->slab};
         s->indexes[i].def.fn(obj, s->indexes[i].def.arg, fn, &op);
         failed |= op.failed;
     }
