@@ -312,6 +312,7 @@ start_apiserver() {
 }
 
 start_controller_manager() {
+	restart_if_stale kube-controller-manager
 	local kc="$cluster_dir/kube-controller-manager.kubeconfig"
 	launch kube-controller-manager "$k8s_bin/kube-controller-manager" --kubeconfig="$kc" \
 		--authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
@@ -325,14 +326,18 @@ start_controller_manager() {
 }
 
 # A component that outlived the API server it watched is restarted with it, so that it lists and
-# watches afresh:
-# - kwok 0.8 kept heartbeating its nodes after an API server restart but never saw a node created
-#   afterwards (make test, 2026-12-02: a node made after test_kube_client's restart stayed
-#   NotReady, and kwok's log has no line about it), so the suite's later tests lost their nodes;
-# - kube-scheduler 1.34 never bound a pod again after the suite's four API server restarts in a
-#   row (make test, 2026-12-03, twice: its pod watch got 403s from a new API server whose RBAC
-#   was not loaded yet, it listed once more, then the audit log has no pod watch of it for two
-#   minutes and no binding; kubernetes/kubernetes#119967 is the same after a node replacement).
+# watches afresh. client-go's reflectors back off after every failed watch, up to tens of seconds,
+# so after the suite's four API server restarts in a row a component could take minutes to see a
+# new object:
+# - kwok 0.8 kept heartbeating its nodes but never saw a node created afterwards (make test,
+#   2026-12-02: a node made after test_kube_client's restart stayed NotReady);
+# - kube-scheduler 1.34 bound no pod for two minutes (make test, 2026-12-03: between its last
+#   list and its next pod watch the audit log has nothing of it);
+# - the real node's kubelet, after the scheduler was restarted, did not start a pod bound to it
+#   within 60 s (make test, 2026-12-03: its pod watch failed at once at 17:57:36 and its next list
+#   came at 17:58:22, after the test had given up);
+# - kube-controller-manager, whose informers are the same.
+# A restarted kubelet leaves its containers running.
 restart_if_stale() { # component
 	[ "${apiserver_started:-0}" = 1 ] && [ -n "$(component_pid "$1")" ] || return 0
 	echo "up: kube-apiserver was restarted: restarting $1 so that it watches afresh" >&2
@@ -403,6 +408,11 @@ start_scheduler
 if [ $minimal = 0 ]; then
 	start_kwok
 	ensure_nodes
+fi
+if [ "${apiserver_started:-0}" = 1 ] && [ -n "$(component_pid kubelet)" ]; then
+	restart_if_stale kubelet
+	start_kubelet
+	wait_for kubelet 120 kubectl_cmd wait --for=condition=Ready "node/$real_node_name" --timeout=2s
 fi
 # Pods can only be created once the serviceaccount controller made the default ServiceAccount.
 wait_for kube-controller-manager 60 kubectl_cmd get serviceaccount default -n default
