@@ -26,7 +26,7 @@
 # Environment: TELO_SCALE_REPEATS (3: runs per path for N below TELO_SCALE_SINGLE_FROM),
 # TELO_SCALE_SINGLE_FROM (3000: from this N on one run per path), TELO_SCALE_PATHS ("sessions
 # jobs-kcm-1000/2000"; also sessions-b: the operator binary TELO_SCALE_OPERATOR_B, for a before/after
-# in the same run), TELO_SCALE_RESTART (1; 0 skips the restart and resync phases), TELO_SCALE_RESYNC (seconds; default 30 + N/100), TELO_SCALE_OPERATOR
+# in the same run; raw: the same pods created by the bench itself, no controller: the floor), TELO_SCALE_RESTART (1; 0 skips the restart and resync phases), TELO_SCALE_RESYNC (seconds; default 30 + N/100), TELO_SCALE_OPERATOR
 # (binary; default build/bin/telo-operator, copied into the results first so a rebuild during the
 # run changes nothing), TELO_SCALE_OUT, TELO_BENCH_KCM_PORT/TELO_BENCH_SUB_KCM_PORT/
 # TELO_BENCH_OPERATOR_PORT (26310-26312).
@@ -223,24 +223,28 @@ run_path() { # path n repeat
 		start_bench_kcm "${want%/*}" "${want#*/}"
 		ctl_pid=$bench_kcm_pid
 		;;
+	raw)
+		# The floor every path pays: the bench's own pod creates, no controller.
+		kind=raw ctl="" agent=none
+		;;
 	*) log "unknown path $path"; exit 1 ;;
 	esac
 	local api_pid
 	api_pid=$(component_pid kube-apiserver)
 	load0=$(sc loadavg)
 	t_from=$(sc now)
-	TELO_BENCH_TIMEOUT=$((600 + n / 5)) TELO_BENCH_PIDS=$(cpu_pids "$ctl=$ctl_pid") TELO_BENCH_LABEL=$path \
+	TELO_BENCH_TIMEOUT=$((600 + n / 5)) TELO_BENCH_PIDS=$(cpu_pids "${ctl:+$ctl=$ctl_pid}") TELO_BENCH_LABEL=$path \
 		py run "$kubeconfig" "$kind" "$ns" "$n" "$out/pod-template.json" "$res" || true
 	load1=$(sc loadavg)
 	# Status writes and Events that follow Running by a moment belong to the burst.
 	sleep 5
 	t_to=$(sc now)
-	local pids="controller=$ctl_pid,kube-apiserver=$api_pid,etcd=$(component_pid etcd)"
+	local pids="${ctl:+controller=$ctl_pid,}kube-apiserver=$api_pid,etcd=$(component_pid etcd)"
 	local procs_json
 	procs_json=$(sc proc ${pids//,/ })
 	if [ "$kind" = sessions ]; then
 		curl -fs "http://127.0.0.1:$op_port/metrics" >"$out/logs/$n-$path-$r.metrics" || true
-	else
+	elif [ "$kind" = jobs ]; then
 		curl -fsSk "https://127.0.0.1:$bench_kcm_port/metrics" >"$out/logs/$n-$(echo "$path" | tr '/' '_')-$r.metrics" || true
 	fi
 	# The controller's figures are taken now, before the restart phase (finalize reads the
@@ -258,7 +262,7 @@ run_path() { # path n repeat
 			"${TELO_SCALE_RESYNC:-$((30 + n / 100))}" "$out/logs/operator-$ns.log" -- "${op_cmd[@]}" || true
 	fi
 	sc finalize "$res" log_dir="$log_dir" ns="$ns" n="$n" from="$t_from" to="$t_to" agent="$agent" \
-		controller="$ctl" procs="$out/logs/$n-$(echo "$path" | tr '/' '_')-$r.procs.json" \
+		controller="${ctl:-none}" procs="$out/logs/$n-$(echo "$path" | tr '/' '_')-$r.procs.json" \
 		load_before="$load0" load_after="$load1" restart="$restart_json" commit="$commit" binary="$bin"
 	if [ "$(component_pid kube-apiserver)" != "$api_pid" ]; then
 		log "the apiserver was restarted during $path N=$n #$r: run not counted"

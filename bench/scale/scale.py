@@ -340,7 +340,7 @@ COLUMNS = [
 
 def summary(files):
     rows = load(files)
-    order = ["sessions", "jobs-kcm-1000/2000"]
+    order = ["sessions", "jobs-kcm-1000/2000", "raw"]
     keys = sorted(rows, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else 99, k[1]))
     head = "%-20s %6s %5s" % ("path", "N", "runs") + "".join(" %*s" % (max(8, len(c[0])), c[0])
                                                              for c in COLUMNS)
@@ -362,15 +362,21 @@ def summary(files):
     print("VmRSS once every object is Running. req/obj = every request in the run's namespace")
     print("(all clients) per object; ctl req/obj = the controller's own. load1 = the 1-minute load")
     print("average before the run.")
+    def med(rs, *path):
+        v = [get(r, *path) for r in rs or [] if "error" not in r]
+        v = [x for x in v if x is not None]
+        return statistics.median(v) if v else None
+
+    for n in sorted({k[0] for k in keys}):
+        s, raw = rows.get((n, "sessions")), rows.get((n, "raw"))
+        a, b = med(s, "audit_run", "per_object"), med(raw, "audit_run", "per_object")
+        if a is not None and b is not None:
+            print("N=%-6d sessions/raw: API requests per object %.3f / %.3f = %.4f"
+                  % (n, a, b, a / b))
     for n in sorted({k[0] for k in keys}):
         s, j = rows.get((n, "sessions")), rows.get((n, "jobs-kcm-1000/2000"))
         if not s or not j:
             continue
-
-        def med(rs, *path):
-            v = [get(r, *path) for r in rs if "error" not in r]
-            v = [x for x in v if x is not None]
-            return statistics.median(v) if v else None
         a, b = med(s, "controller", "rss_peak_mib"), med(j, "controller", "rss_peak_mib")
         c, d = med(s, "controller", "cpu_ms_per_object"), med(j, "controller", "cpu_ms_per_object")
         e, f = med(s, "end_s"), med(j, "end_s")
