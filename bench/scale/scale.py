@@ -401,6 +401,8 @@ def plot(outdir, files):
     ]
     os.makedirs(outdir, exist_ok=True)
     paths = sorted({k[1] for k in rows})
+    # One colour per path in every figure, whichever paths a figure has points for.
+    colour = {p: "C%d" % i for i, p in enumerate(paths)}
     for name, title, path in figures:
         fig, ax = plt.subplots(figsize=(6, 4))
         for p in paths:
@@ -411,7 +413,8 @@ def plot(outdir, files):
                 if v:
                     pts.append((n, statistics.median(v)))
             if pts:
-                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=p)
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=p,
+                        color=colour[p])
         if name == "restart_synced":
             pts = []
             for n in sorted({k[0] for k in rows if k[1] == "sessions"}):
@@ -422,7 +425,7 @@ def plot(outdir, files):
                     pts.append((n, statistics.median(v)))
             if pts:
                 ax.plot([x for x, _ in pts], [y for _, y in pts], marker="x", linestyle="--",
-                        label="kubectl get telosessions,pods -A -o json")
+                        color="black", label="kubectl get telosessions,pods -A -o json")
         ax.set_xscale("log")
         ax.set_xlabel("N")
         ax.set_title(title)
