@@ -319,6 +319,13 @@ def get(r, *path):
     return r
 
 
+def median_of(rs, *path):
+    """The median of a figure over the valid runs rs (None when none has it)."""
+    v = [get(r, *path) for r in rs or [] if "error" not in r]
+    v = [x for x in v if x is not None]
+    return statistics.median(v) if v else None
+
+
 # (label, path in the result, format)
 COLUMNS = [
     ("running", ("end_s",), "%.2f"),
@@ -350,9 +357,8 @@ def summary(files):
         ok = [r for r in rs if "error" not in r]
         line = "%-20s %6d %2d/%-2d" % (k[1], k[0], len(ok), len(rs))
         for label, path, fmt in COLUMNS:
-            v = [get(r, *path) for r in ok]
-            v = [x for x in v if x is not None]
-            s = fmt % statistics.median(v) if v else "-"
+            m = median_of(ok, *path)
+            s = fmt % m if m is not None else "-"
             line += " %*s" % (max(8, len(label)), s)
         print(line)
     print()
@@ -362,14 +368,9 @@ def summary(files):
     print("VmRSS once every object is Running. req/obj = every request in the run's namespace")
     print("(all clients) per object; ctl req/obj = the controller's own. load1 = the 1-minute load")
     print("average before the run.")
-    def med(rs, *path):
-        v = [get(r, *path) for r in rs or [] if "error" not in r]
-        v = [x for x in v if x is not None]
-        return statistics.median(v) if v else None
-
     for n in sorted({k[0] for k in keys}):
         s, raw = rows.get((n, "sessions")), rows.get((n, "raw"))
-        a, b = med(s, "audit_run", "per_object"), med(raw, "audit_run", "per_object")
+        a, b = median_of(s, "audit_run", "per_object"), median_of(raw, "audit_run", "per_object")
         if a is not None and b is not None:
             print("N=%-6d sessions/raw: API requests per object %.3f / %.3f = %.4f"
                   % (n, a, b, a / b))
@@ -377,9 +378,9 @@ def summary(files):
         s, j = rows.get((n, "sessions")), rows.get((n, "jobs-kcm-1000/2000"))
         if not s or not j:
             continue
-        a, b = med(s, "controller", "rss_peak_mib"), med(j, "controller", "rss_peak_mib")
-        c, d = med(s, "controller", "cpu_ms_per_object"), med(j, "controller", "cpu_ms_per_object")
-        e, f = med(s, "end_s"), med(j, "end_s")
+        a, b = (median_of(x, "controller", "rss_peak_mib") for x in (s, j))
+        c, d = (median_of(x, "controller", "cpu_ms_per_object") for x in (s, j))
+        e, f = (median_of(x, "end_s") for x in (s, j))
         if None not in (a, b, c, d, e, f):
             print("N=%-6d operator/job-KCM: RSS peak %.2f, CPU per object %.2f, time to Running %.2f"
                   % (n, a / b, c / d, e / f))
@@ -408,21 +409,18 @@ def plot(outdir, files):
         for p in paths:
             pts = []
             for n in sorted({k[0] for k in rows if k[1] == p}):
-                v = [get(r, *path) for r in rows[(n, p)] if "error" not in r]
-                v = [x for x in v if x is not None]
-                if v:
-                    pts.append((n, statistics.median(v)))
+                m = median_of(rows[(n, p)], *path)
+                if m is not None:
+                    pts.append((n, m))
             if pts:
                 ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=p,
                         color=colour[p])
         if name == "restart_synced":
             pts = []
             for n in sorted({k[0] for k in rows if k[1] == "sessions"}):
-                v = [get(r, "restart", "kubectl_get_median_s") for r in rows[(n, "sessions")]
-                     if "error" not in r]
-                v = [x for x in v if x is not None]
-                if v:
-                    pts.append((n, statistics.median(v)))
+                m = median_of(rows[(n, "sessions")], "restart", "kubectl_get_median_s")
+                if m is not None:
+                    pts.append((n, m))
             if pts:
                 ax.plot([x for x, _ in pts], [y for _, y in pts], marker="x", linestyle="--",
                         color="black", label="kubectl get telosessions,pods -A -o json")
