@@ -26,7 +26,7 @@ bench_start_operator
 bench_sessions bench
 $kubectl wait -n "$ns" telosessions.telo.run/bench --for=jsonpath='{.status.phase}'=Running --timeout=120s >/dev/null
 sessions=${TELO_BENCH_SESSIONS:-100}
-secret=$($kubectl get telosessions.telo.run bench -n "$ns" -o jsonpath='{.status.attach.secretName}')
+secret=$(bench_attach_secret bench)
 pod=$($kubectl get telosessions.telo.run bench -n "$ns" -o jsonpath='{.status.podName}')
 token=$($kubectl get secret "$secret" -n "$ns" -o jsonpath='{.data.token}' | base64 -d)
 $kubectl get --raw "/apis/telo.run/v1alpha1/namespaces/$ns/telosessions/bench" >"$out/session.json"

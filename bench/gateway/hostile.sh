@@ -32,7 +32,7 @@ bench_sessions bench attacker
 attach() { # session -> "url token"
 	local url secret token
 	url=$($kubectl get ts "$1" -n "$ns" -o jsonpath='{.status.attach.url}')
-	secret=$($kubectl get ts "$1" -n "$ns" -o jsonpath='{.status.attach.secretName}')
+	secret=$(bench_attach_secret "$1")
 	token=$($kubectl get secret "$secret" -n "$ns" -o jsonpath='{.data.token}' | base64 -d)
 	[ -n "$url" ] && [ -n "$token" ] || { echo "bench: no status.attach on $1" >&2; exit 1; }
 	echo "${url/http:/ws:} $token"

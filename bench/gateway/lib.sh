@@ -74,6 +74,17 @@ bench_sessions() {
 	done
 }
 
+# bench_attach_secret NAME: prints the name of session NAME's attach-token Secret. The operator
+# makes it only on request (spec.attachToken, since issue 20), so this asks for it and waits until
+# the status names it (the status names it once the Secret exists).
+bench_attach_secret() {
+	$kubectl patch telosessions.telo.run "$1" -n "$ns" --type merge \
+		-p '{"spec":{"attachToken":true}}' >/dev/null
+	$kubectl wait -n "$ns" "telosessions.telo.run/$1" --timeout=60s \
+		--for=jsonpath='{.status.attach.secretName}' >/dev/null
+	$kubectl get telosessions.telo.run "$1" -n "$ns" -o jsonpath='{.status.attach.secretName}'
+}
+
 # bench_standin DIR PORT --get PATH=FILE...: starts bench/gateway/standin.py (the API server's
 # stand-in) on 127.0.0.1:PORT with a certificate of its own (DIR/standin.crt), under the name
 # telo-standin (so that bench.py --cpu tells it from bench.py), adds it to pids and writes

@@ -75,7 +75,7 @@ fi
 
 if [ "${TELO_BENCH_STANDIN:-0}" != 0 ]; then
 	# The stand-in API server, with the objects the gateway reads as the real cluster has them.
-	secret=$($kubectl get ts bench -n "$ns" -o jsonpath='{.status.attach.secretName}')
+	secret=$(bench_attach_secret bench)
 	gets=()
 	for p in "/apis/telo.run/v1alpha1/namespaces/$ns/telosessions/bench" \
 		"/api/v1/namespaces/$ns/secrets/$secret" "/api/v1/namespaces/$ns/pods/$pod"; do
