@@ -1,6 +1,8 @@
 /* The informer cache's compression of object texts: raw deflate with a preset dictionary. */
 #include "cache/pack.h"
 
+#include "util/jget.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +150,7 @@ struct json_object *cache_pack_parse(struct cache_pack *p, const unsigned char *
             return NULL;
         text = p->text;
     }
-    struct json_tokener *tok = json_tokener_new();
+    struct json_tokener *tok = json_tokener_new_ex(JGET_OBJECT_MAX_DEPTH);
     if (!tok)
         return NULL;
     struct json_object *obj = json_tokener_parse_ex(tok, text, (int)text_len);

@@ -290,7 +290,8 @@ int cache_list_page_decode(const char *text, size_t len,
     out->metadata = NULL;
     if (!text || !on_item)
         return -1;
-    struct page pg = {.tok = json_tokener_new(), .on_item = on_item, .ud = ud};
+    struct page pg = {
+        .tok = json_tokener_new_ex(JGET_OBJECT_MAX_DEPTH), .on_item = on_item, .ud = ud};
     int rc = !pg.tok ? -1 : decode_page(&pg, text, len);
     json_tokener_free(pg.tok);
     if (rc < 0) {

@@ -179,7 +179,7 @@ static void deliver(struct rest_ctx *ctx, const struct kube_response *resp)
         }
         res.err = &err;
     } else if (resp->body->len > 0 && !ctx->raw) {
-        struct json_tokener *tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
+        struct json_tokener *tok = json_tokener_new_ex(JGET_OBJECT_MAX_DEPTH);
         if (tok != NULL)
             obj = json_tokener_parse_ex(tok, resp->body->data, (int)resp->body->len);
         if (tok == NULL || obj == NULL || json_tokener_get_error(tok) != json_tokener_success) {

@@ -12,10 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* json-c's default depth (32) is below what real objects reach: a CRD's openAPIV3Schema nests two
- * levels per property level, under the event's own four. Go's decoder allows 10000. */
-#define WATCH_JSON_DEPTH 512
-
 struct kube_watchdec {
     /* The start of an event whose newline has not arrived yet. A chunk's complete lines are decoded
      * in place, so only the bytes that straddle a chunk boundary are copied, and each byte is
@@ -61,7 +57,7 @@ struct kube_watchdec *kube_watchdec_new(size_t max_event_bytes,
     d->ud = ud;
     buf_init(&d->line, d->max);
     buf_init(&d->resource_version, d->max);
-    d->tok = json_tokener_new_ex(WATCH_JSON_DEPTH);
+    d->tok = json_tokener_new_ex(JGET_OBJECT_MAX_DEPTH);
     if (!d->tok) {
         free(d);
         return NULL;

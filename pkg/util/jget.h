@@ -8,6 +8,13 @@
 #include <json-c/json.h>
 #include <stdint.h>
 
+/* How deep an API object's JSON may nest, for every decoder of objects: a watch event, a list
+ * page, a GET's answer and the cache's packed texts. json-c's default, 32, is below what real
+ * objects reach (a CRD's openAPIV3Schema nests two levels per property level), and decoders that
+ * disagree leave an object the watch took unreadable in the cache, or a LIST that never succeeds.
+ * Go's decoder allows 10000; this bounds json-c's parse stack, one frame per level. */
+#define JGET_OBJECT_MAX_DEPTH 512
+
 /* Returns o's member key (borrowed, not referenced), or NULL when o is NULL or not an object, the
  * member is missing, or it is JSON null. */
 struct json_object *jget(const struct json_object *o, const char *key);

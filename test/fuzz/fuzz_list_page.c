@@ -1,6 +1,6 @@
 /* libFuzzer target: a list page from the API server ({"kind":..,"metadata":{..},"items":[..]}),
  * decoded item by item as the reflector does (cache_list_page_decode) and put into a store with
- * the indexes the operator uses, after the cache's strip transform. */
+ * the indexes the operator uses, after the cache's strip transform, and read back. */
 #include "cache/reflector.h"
 #include "cache/store.h"
 #include "cache/transform.h"
@@ -30,6 +30,11 @@ static int on_item(void *ud, struct json_object *item)
     if (cache_store_put(store, item, &old, &now, &err) == 0) {
         if (!now)
             abort();
+        /* What the cache took reads back (the store keeps it packed). */
+        struct json_object *back = cache_object_parse(now);
+        if (!back)
+            abort();
+        json_object_put(back);
         cache_object_free(old);
     }
     return 0;

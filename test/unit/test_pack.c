@@ -136,6 +136,24 @@ static void corrupt_bytes_parse_to_null(void **state)
     cache_pack_free(p);
 }
 
+/* An object nested past json-c's default depth of 32 reads back: the watch decoder takes up to
+ * JGET_OBJECT_MAX_DEPTH, and the cache must not keep an object it cannot read. */
+static void deep_objects_read_back(void **state)
+{
+    (void)state;
+    struct cache_pack *p = cache_pack_new(3);
+    assert_non_null(p);
+    char text[1024], *at = text;
+    at += sprintf(at, "{\"metadata\":{\"name\":\"deep\"}");
+    for (int i = 0; i < 60; i++)
+        at += sprintf(at, ",\"a\":{\"b\":1");
+    for (int i = 0; i < 61; i++)
+        *at++ = '}';
+    *at = '\0';
+    (void)round_trip(p, text);
+    cache_pack_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -143,6 +161,7 @@ int main(void)
         cmocka_unit_test(equal_texts_pack_to_equal_bytes),
         cmocka_unit_test(incompressible_texts_are_kept_as_they_are),
         cmocka_unit_test(corrupt_bytes_parse_to_null),
+        cmocka_unit_test(deep_objects_read_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 
 #include "cache/reflector.h"
 #include "cache/transform.h"
+#include "util/jget.h"
 
 #include <json.h>
 
@@ -120,6 +121,44 @@ static void not_a_list(void **state)
     }
 }
 
+/* "{"items":[" then an item nested depth levels under its metadata, then "]}": the caller frees. */
+static char *page_nested(int depth)
+{
+    size_t cap = 64 + (size_t)depth * 12; /* 11 bytes in, 1 out, per level */
+    char *text = malloc(cap), *at = text;
+    assert_non_null(text);
+    at += sprintf(at, "{\"items\":[{\"metadata\":{\"name\":\"deep\"}");
+    for (int i = 0; i < depth; i++)
+        at += sprintf(at, ",\"a\":{\"b\":1");
+    for (int i = 0; i < depth; i++)
+        *at++ = '}';
+    sprintf(at, "}]}");
+    return text;
+}
+
+/* A list page decodes what a watch event may hold (JGET_OBJECT_MAX_DEPTH): at json-c's default
+ * depth of 32 one object nested deeper failed every LIST of its kind, and the cache never synced.
+ */
+static void items_nest_as_deep_as_watch_events(void **state)
+{
+    (void)state;
+    char *deep = page_nested(40);
+    struct items it = {0};
+    struct cache_list_page page;
+    assert_int_equal(cache_list_page_decode(deep, strlen(deep), keep, &it, &page), 0);
+    assert_int_equal(it.n, 1);
+    assert_string_equal(it.names[0], "deep");
+    json_object_put(page.metadata);
+    free(deep);
+
+    /* Past the bound, the page is refused whole, not read in part. */
+    char *deeper = page_nested(JGET_OBJECT_MAX_DEPTH);
+    memset(&it, 0, sizeof(it));
+    assert_int_equal(cache_list_page_decode(deeper, strlen(deeper), keep, &it, &page), -1);
+    assert_null(page.metadata);
+    free(deeper);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -127,6 +166,7 @@ int main(void)
         cmocka_unit_test(mistyped_metadata_reads_as_absent),
         cmocka_unit_test(item_with_mistyped_annotations_is_kept),
         cmocka_unit_test(not_a_list),
+        cmocka_unit_test(items_nest_as_deep_as_watch_events),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -113,6 +113,16 @@ static void route(int fd, const struct mock_req *r)
             else
                 mock_reply(fd, 401, NULL, "{\"kind\":\"Status\",\"code\":401}");
         }
+    } else if (strcmp(r->path, "/api/v1/namespaces/ns/configmaps/deep") == 0) {
+        /* An object nested 40 deep, past json-c's default depth of 32. */
+        char body[512];
+        size_t n = 0;
+        n += (size_t)snprintf(body + n, sizeof(body) - n, "{\"metadata\":{\"name\":\"deep\"}");
+        for (int i = 0; i < 40; i++)
+            n += (size_t)snprintf(body + n, sizeof(body) - n, ",\"a\":{\"b\":1");
+        for (int i = 0; i < 41; i++)
+            n += (size_t)snprintf(body + n, sizeof(body) - n, "}");
+        mock_reply(fd, 200, NULL, body);
     } else if (strcmp(r->path, "/big") == 0) {
         static char big[4096];
         memset(big, 'x', sizeof(big) - 1);
@@ -358,6 +368,26 @@ static void a_call_ended_without_on_done_releases_its_data(void **state)
     kube_call_cancel(kube_rest_get(f->t, &ref, rest_never, NULL, &err));
 }
 
+static void rest_deep(const struct kube_result *res, void *ud)
+{
+    int *got = ud;
+    *got = res->rc == 0 && res->object != NULL ? 1 : -1;
+}
+
+/* A GET's answer nests as deep as a watch event may (JGET_OBJECT_MAX_DEPTH): one decoder refusing
+ * what another took would leave the object unreadable. */
+static void a_get_answer_nested_past_json_c_default_depth_parses(void **state)
+{
+    struct mock_client *f = *state;
+    const struct kube_ref ref = {
+        .version = "v1", .resource = "configmaps", .namespace = "ns", .name = "deep"};
+    struct telo_err err;
+    int got = 0;
+    assert_non_null(kube_rest_get(f->t, &ref, rest_deep, &got, &err));
+    ev_run(f->loop, 0);
+    assert_int_equal(got, 1);
+}
+
 static void counts_requests_by_verb_and_code(void **state)
 {
     struct mock_client *f = *state;
@@ -449,6 +479,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(streams_body_to_on_data, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_means_no_callback, setup, teardown),
         cmocka_unit_test_setup_teardown(a_call_ended_without_on_done_releases_its_data, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_get_answer_nested_past_json_c_default_depth_parses, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(counts_requests_by_verb_and_code, setup, teardown),
         cmocka_unit_test_setup_teardown(connection_refused_is_retried_then_reported, setup,
