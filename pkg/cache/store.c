@@ -337,6 +337,29 @@ static int index_apply(struct cache_store *s, struct cache_object *o, struct jso
     return failed ? -TELO_ENOMEM : 0;
 }
 
+/* Takes o out of every bucket that holds it, which must not fail: the caller frees o next, and a
+ * bucket left pointing at it would hand a freed object to the next lookup. Its values come from
+ * its parsed text (parsed, or parsed here); when that parse fails (out of memory), every bucket
+ * of every index is searched for o instead. */
+static void index_unlink(struct cache_store *s, struct cache_object *o, struct json_object *parsed)
+{
+    if (index_apply(s, o, parsed, index_remove) == 0)
+        return;
+    for (size_t i = 0; i < s->nindexes; i++) {
+        struct strmap_iter it = {0};
+        const char *value;
+        void *b;
+        while (strmap_next(s->indexes[i].buckets, &it, &value, &b)) {
+            bucket_remove(b, o);
+            if (bucket_len(b) == 0) {
+                /* Removing the entry just yielded is allowed during iteration. */
+                strmap_remove(s->indexes[i].buckets, value);
+                bucket_free(b);
+            }
+        }
+    }
+}
+
 /* Copies s (NULL as "") to *cursor and advances it; returns the copy. */
 static const char *copy_string(char **cursor, const char *s, size_t len)
 {
@@ -394,12 +417,12 @@ int cache_store_put(struct cache_store *s, struct json_object *obj, struct cache
     if (strmap_put(s->objects, o->key, o) < 0)
         goto nomem;
     if (old) {
-        (void)index_apply(s, old, NULL, index_remove);
+        index_unlink(s, old, NULL);
         s->bytes -= object_bytes(old);
     }
     if (index_apply(s, o, obj, index_insert) < 0) {
         /* Roll back to the old object so the store stays as it was. */
-        (void)index_apply(s, o, obj, index_remove);
+        index_unlink(s, o, obj);
         if (old) {
             (void)strmap_put(s->objects, old->key, old);
             (void)index_apply(s, old, NULL, index_insert);
@@ -425,7 +448,7 @@ struct cache_object *cache_store_delete(struct cache_store *s, const char *key)
     struct cache_object *o = strmap_remove(s->objects, key);
     if (!o)
         return NULL;
-    (void)index_apply(s, o, NULL, index_remove);
+    index_unlink(s, o, NULL);
     s->bytes -= object_bytes(o);
     return o;
 }

@@ -278,6 +278,42 @@ static void indexes_follow_puts_updates_and_deletes(void **state)
     cache_store_free(s);
 }
 
+/* An object whose text no longer parses (as when inflating it runs out of memory) leaves every
+ * index on its delete or replacement: the indexes are found by search, since its values cannot
+ * be read. A bucket kept pointing at it handed the freed object to the next lookup. */
+static void an_object_that_cannot_be_parsed_still_leaves_its_indexes(void **state)
+{
+    (void)state;
+    struct cache_store *s = new_store();
+    const struct cache_object *stored[2];
+    struct cache_object *replaced = NULL;
+    for (int i = 0; i < 2; i++) {
+        struct json_object *o = pod("ns1", i ? "b" : "a", "1", "owner-1", "s1");
+        assert_int_equal(cache_store_put(s, o, &replaced, &stored[i], NULL), 0);
+        assert_null(replaced);
+        json_object_put(o);
+    }
+    put(s, pod("ns2", "c", "1", "owner-1", "s1"));
+    /* Claiming one byte more than the text holds: the inflate or the parse fails. */
+    for (int i = 0; i < 2; i++) {
+        ((struct cache_object *)stored[i])->json_len++;
+        assert_null(cache_object_parse(stored[i]));
+    }
+    cache_object_free(cache_store_delete(s, "ns1/a"));
+    assert_string_equal(lookup(s, "namespace", "ns1"), "ns1/b");
+    assert_string_equal(lookup(s, "owner", "owner-1"), "ns1/b ns2/c");
+    /* Replaced by a new version, the old one leaves too. */
+    put(s, pod("ns1", "b", "2", "owner-2", "s2"));
+    assert_string_equal(lookup(s, "namespace", "ns1"), "ns1/b");
+    assert_string_equal(lookup(s, "owner", "owner-1"), "ns2/c");
+    assert_string_equal(lookup(s, "session", "s1"), "ns2/c");
+    assert_string_equal(lookup(s, "session", "s2"), "ns1/b");
+    /* The buckets left are sound: another object joins them. */
+    put(s, pod("ns1", "d", "1", "owner-1", "s1"));
+    assert_string_equal(lookup(s, "owner", "owner-1"), "ns1/d ns2/c");
+    cache_store_free(s);
+}
+
 static void unknown_index_names_itself(void **state)
 {
     (void)state;
@@ -444,6 +480,7 @@ int main(void)
         cmocka_unit_test(cluster_scoped_keys_have_no_namespace),
         cmocka_unit_test(an_object_without_a_name_is_refused),
         cmocka_unit_test(indexes_follow_puts_updates_and_deletes),
+        cmocka_unit_test(an_object_that_cannot_be_parsed_still_leaves_its_indexes),
         cmocka_unit_test(unknown_index_names_itself),
         cmocka_unit_test(relist_deletes_objects_that_vanished),
         cmocka_unit_test(strip_drops_managed_fields_and_last_applied),
