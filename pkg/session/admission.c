@@ -309,9 +309,9 @@ static int decide_alone(struct session_admission *a, const char *key,
 }
 
 /* The place and message a waiting session's status shows (session_limits_shown_position). Where
- * the place it shows stays, so does the message under the same limit: the count of sessions
- * holding a slot, which it also names, dips while a freed slot is handed on, and would otherwise
- * write the status of every session far back in line twice per slot. */
+ * the place it shows stays, so does the message under the same limit: the message also names how
+ * many sessions hold a slot, and a count that moves while the place shown does not would still
+ * write the status of every session far back in line. */
 static void shown_place(struct pass *p, struct session_limits_place *place)
 {
     int64_t shown = 0;

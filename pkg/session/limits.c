@@ -64,9 +64,10 @@ static int before(const struct session_limits_entry *a, const struct session_lim
     return strcmp(a->name, b->name) < 0;
 }
 
-/* Per namespace: sessions holding a slot, and waiting ones met so far along the line. */
+/* Per namespace: sessions holding a slot, waiting ones met so far along the line, and those of
+ * them that start now. */
 struct ns_count {
-    long holding, waiting_seen;
+    long holding, waiting_seen, starting_now;
 };
 
 static const struct session_limits_entry *sort_base;
@@ -137,7 +138,8 @@ int session_limits_decide_all(const struct session_limits_config *cfg,
     qsort(line, nline, sizeof(*line), by_line);
     /* Walk the line once: each waiting session starts when the sessions holding a slot and those
      * ahead of it that start leave room, per namespace and in all. */
-    long starting = 0; /* ahead, admitted by their namespace's limit */
+    long starting = 0;     /* ahead, admitted by their namespace's limit */
+    long starting_now = 0; /* ahead, admitted by every limit: they take a slot as they start */
     for (size_t k = 0; k < nline; k++) {
         const struct session_limits_entry *e = &entries[line[k]];
         struct session_limits_place *place = &out[line[k]];
@@ -148,18 +150,22 @@ int session_limits_decide_all(const struct session_limits_config *cfg,
             place->admitted = 0;
             place->limit = "limits.maxSessionsPerNamespace";
             place->max = cfg->max_per_namespace;
-            place->holding = c->holding;
+            place->holding = c->holding + c->starting_now;
             place->position = c->holding + c->waiting_seen - cfg->max_per_namespace + 1;
         } else if (cfg->max_sessions > 0 && holding + starting >= cfg->max_sessions) {
             place->admitted = 0;
             place->limit = "limits.maxSessions";
             place->max = cfg->max_sessions;
-            place->holding = holding;
+            place->holding = holding + starting_now;
             place->position = holding + starting - cfg->max_sessions + 1;
         }
         c->waiting_seen++;
         if (ns_room)
             starting++;
+        if (place->admitted) {
+            c->starting_now++;
+            starting_now++;
+        }
     }
     free(line);
     free_counts(ns);

@@ -44,8 +44,11 @@ struct session_limits_place {
     int admitted;      /* 1: it may start (or holds its slot already) */
     const char *limit; /* not admitted: "limits.maxSessionsPerNamespace" or "limits.maxSessions" */
     long max;          /* that limit's value */
-    long holding;      /* sessions holding a slot under it */
-    long position;     /* place in line, 1: next to start */
+    /* Sessions holding a slot under it, counting those ahead in line that start now: a freed
+     * slot handed on is still held, so the count the message names does not dip to 0 and back
+     * (a second status write for every session at the front of the line). */
+    long holding;
+    long position; /* place in line, 1: next to start */
 };
 
 /* Decides for entries[self] among entries (the watched sessions; for the namespace limit only

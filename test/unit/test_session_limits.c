@@ -121,7 +121,9 @@ static void the_namespace_line_is_oldest_first_then_by_name(void **state)
     assert_int_equal(decide(0, 3, e, n, 7).position, 4); /* no creationTimestamp: last */
     /* Holding sessions are admitted whatever the count. */
     assert_true(decide(0, 3, e, n, 0).admitted);
-    /* One slot frees: the first in line starts, the second moves up. */
+    assert_int_equal(decide(0, 3, e, n, 4).holding, 3);
+    /* One slot frees: the first in line starts, the second moves up. The slot is handed on, not
+     * freed: the count of sessions holding one stays 3 (with 2 it would be written twice). */
     struct session_limits_entry f[sizeof(e) / sizeof(e[0])];
     memcpy(f, e, sizeof(e));
     f[0].state = O;
@@ -129,7 +131,12 @@ static void the_namespace_line_is_oldest_first_then_by_name(void **state)
     p = decide(0, 3, f, n, 4);
     assert_false(p.admitted);
     assert_int_equal(p.position, 1);
-    assert_int_equal(p.holding, 2);
+    assert_int_equal(p.holding, 3);
+    /* Once d holds its slot, the same. */
+    f[6].state = H;
+    p = decide(0, 3, f, n, 4);
+    assert_int_equal(p.position, 1);
+    assert_int_equal(p.holding, 3);
     /* No limit: everyone starts. */
     assert_true(decide(0, 0, e, n, 5).admitted);
 }
@@ -157,9 +164,10 @@ static void namespaces_have_their_own_lines_and_the_cluster_one_skips_the_blocke
     assert_false(p.admitted);
     assert_string_equal(p.limit, "limits.maxSessions");
     assert_int_equal(p.position, 1);
-    assert_int_equal(p.holding, 3);
+    assert_int_equal(p.holding, 4); /* a, b, c and x, which starts */
     p = decide(3, 0, e, n, 4);
     assert_int_equal(p.position, 2);
+    assert_int_equal(p.holding, 3);                      /* x waits too */
     assert_int_equal(decide(4, 0, e, n, 5).position, 2); /* w: behind x and y */
 }
 
