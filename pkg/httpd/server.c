@@ -4,8 +4,12 @@
  *
  * Bounds: a request's line and headers within max_request bytes (a longer one, a body over
  * max_request or of unknown length closes the connection unanswered); at most MAX_CONNS
- * connections (more are closed at accept); a connection that sends nothing for IDLE_S seconds,
- * or takes longer to finish its request head, is closed. One request at a time per connection:
+ * connections, HTTPD_MAX_CONNS_PER_PEER of them from one address (more are closed at accept); a
+ * request whose head and body have not arrived request_timeout seconds after its first byte is
+ * closed unanswered, however steadily its bytes come (a byte every few seconds would otherwise
+ * hold the connection for good); a connection with no request under way that sends nothing for
+ * IDLE_S seconds (and a reader that takes nothing of its answer for as long) is closed. Exactly
+ * one of the two timers runs at a time. One request at a time per connection:
  * pipelined requests wait in the kernel while an answer is written, so a client that never reads
  * holds at most one answer in memory. */
 #include "httpd/server.h"
@@ -14,6 +18,7 @@
 #include "ws/http.h"
 #include "ws/tls.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
@@ -49,6 +54,7 @@ struct httpd_server {
     int port_config;
     size_t max_request;
     size_t max_response;
+    double request_timeout;
 
     struct route *routes;
     size_t nroutes;
@@ -71,7 +77,9 @@ struct conn {
     struct ws_tls *tls; /* NULL: plain */
     struct ws_conn_io io;
     ev_io w;
-    ev_timer idle;
+    ev_timer idle;        /* between requests and while an answer is written */
+    ev_timer deadline;    /* from a request's first byte until it is all read */
+    struct in6_addr peer; /* an IPv4 peer as ::ffff:a.b.c.d, as a dual-stack socket sees it */
     enum conn_state state;
     char *in; /* max_request + 1 bytes: the head being read and what follows it */
     size_t in_len;
@@ -114,6 +122,7 @@ static void conn_free(struct conn *c)
     struct httpd_server *srv = c->srv;
     ev_io_stop(srv->loop, &c->w);
     ev_timer_stop(srv->loop, &c->idle);
+    ev_timer_stop(srv->loop, &c->deadline);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -304,6 +313,10 @@ static int step(struct conn *c)
             continue;
         }
         if (c->state == C_WRITE) {
+            if (ev_is_active(&c->deadline)) { /* the request is read: the answer's time starts */
+                ev_timer_stop(srv->loop, &c->deadline);
+                ev_timer_again(srv->loop, &c->idle);
+            }
             while (c->out_off < c->out.len) {
                 ssize_t n =
                     c->io.send(c->io.io_ud, c->out.data + c->out_off, c->out.len - c->out_off);
@@ -333,6 +346,11 @@ static int step(struct conn *c)
                 continue;
         }
         if (c->state == C_HEAD && c->in_len > 0) {
+            if (!ev_is_active(&c->deadline)) { /* a request's first byte */
+                ev_timer_stop(srv->loop, &c->idle);
+                ev_timer_set(&c->deadline, srv->request_timeout, 0.0);
+                ev_timer_start(srv->loop, &c->deadline);
+            }
             long hlen = ws_http_head_end(c->in, c->in_len, srv->max_request);
             if (hlen < 0)
                 return -1; /* over the bound: closed unanswered */
@@ -349,8 +367,6 @@ static int step(struct conn *c)
         ssize_t n = c->io.recv(c->io.io_ud, c->in + c->in_len, room);
         if (n > 0) {
             c->in_len += (size_t)n;
-            if (c->state == C_BODY)
-                ev_timer_again(srv->loop, &c->idle);
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -372,11 +388,35 @@ static void conn_cb(struct ev_loop *loop, ev_io *w, int revents)
         conn_free(c);
 }
 
-static void idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
     conn_free(w->data);
+}
+
+/* The peer's address from accept, IPv4 written as IPv4-mapped IPv6 so that one host counts once
+ * whichever kind of socket accepted it. */
+static void peer_of(const struct sockaddr_storage *ss, struct in6_addr *peer)
+{
+    memset(peer, 0, sizeof(*peer));
+    if (ss->ss_family == AF_INET6) {
+        *peer = ((const struct sockaddr_in6 *)ss)->sin6_addr;
+    } else if (ss->ss_family == AF_INET) {
+        peer->s6_addr[10] = 0xff;
+        peer->s6_addr[11] = 0xff;
+        memcpy(&peer->s6_addr[12], &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    }
+}
+
+/* Connections open from peer. A walk of at most MAX_CONNS entries per accept: cheaper than
+ * keeping a map in step with every close. */
+static size_t peer_conns(const struct httpd_server *srv, const struct in6_addr *peer)
+{
+    size_t n = 0;
+    for (const struct conn *c = srv->conns; c != NULL; c = c->next)
+        n += memcmp(&c->peer, peer, sizeof(*peer)) == 0;
+    return n;
 }
 
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -384,19 +424,33 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
     (void)revents;
     struct httpd_server *srv = w->data;
     for (int i = 0; i < ACCEPT_BURST; i++) {
-        int fd = accept(srv->lfd, NULL, NULL);
+        struct sockaddr_storage ss;
+        socklen_t sslen = sizeof(ss);
+        int fd = accept(srv->lfd, (struct sockaddr *)&ss, &sslen);
         if (fd < 0)
             return; /* EAGAIN, or a connection that went away before we took it */
         if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
             close(fd);
             continue;
         }
-        struct conn *c = srv->nconns < MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
+        struct in6_addr peer;
+        peer_of(&ss, &peer);
+        if (srv->nconns >= MAX_CONNS || peer_conns(srv, &peer) >= HTTPD_MAX_CONNS_PER_PEER) {
+            char text[INET6_ADDRSTRLEN] = "?";
+            if (IN6_IS_ADDR_V4MAPPED(&peer))
+                inet_ntop(AF_INET, &peer.s6_addr[12], text, sizeof(text));
+            else
+                inet_ntop(AF_INET6, &peer, text, sizeof(text));
+            telo_log(TELO_LOG_WARN, "http connection refused", "reason=\"%d open%s\" peer=%s",
+                     srv->nconns >= MAX_CONNS ? MAX_CONNS : HTTPD_MAX_CONNS_PER_PEER,
+                     srv->nconns >= MAX_CONNS ? "" : " from this address", text);
+            close(fd);
+            continue;
+        }
+        struct conn *c = calloc(1, sizeof(*c));
         char *in = c != NULL ? malloc(srv->max_request + 1) : NULL;
         struct ws_tls *tls = in != NULL && srv->tls != NULL ? ws_tls_new(srv->tls, fd) : NULL;
         if (in == NULL || (srv->tls != NULL && tls == NULL)) {
-            if (srv->nconns >= MAX_CONNS)
-                telo_log(TELO_LOG_WARN, "http connection refused", "reason=\"%d open\"", MAX_CONNS);
             free(in);
             free(c);
             close(fd);
@@ -406,6 +460,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         c->srv = srv;
         c->fd = fd;
+        c->peer = peer;
         c->in = in;
         c->tls = tls;
         c->state = tls != NULL ? C_TLS : C_HEAD;
@@ -419,7 +474,9 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         ev_io_init(&c->w, conn_cb, fd, EV_READ);
         c->w.data = c;
         ev_io_start(loop, &c->w);
-        ev_init(&c->idle, idle_cb);
+        ev_init(&c->deadline, timeout_cb);
+        c->deadline.data = c;
+        ev_init(&c->idle, timeout_cb);
         c->idle.repeat = IDLE_S;
         c->idle.data = c;
         ev_timer_again(loop, &c->idle);
@@ -456,6 +513,12 @@ struct httpd_server *httpd_new(struct ev_loop *loop, const struct httpd_config *
                      cfg->max_request_bytes, HTTPD_LIMIT_MAX_REQUEST);
         return NULL;
     }
+    /* Written to reject NaN as well. */
+    if (!(cfg->request_timeout_s >= 0 && cfg->request_timeout_s <= HTTPD_LIMIT_REQUEST_TIMEOUT_S)) {
+        telo_err_set(err, TELO_EINVAL, "httpd: request_timeout_s %g is outside 0..%g",
+                     cfg->request_timeout_s, HTTPD_LIMIT_REQUEST_TIMEOUT_S);
+        return NULL;
+    }
 
     struct httpd_server *srv = calloc(1, sizeof(*srv));
     if (srv == NULL)
@@ -467,6 +530,8 @@ struct httpd_server *httpd_new(struct ev_loop *loop, const struct httpd_config *
     srv->max_request = cfg->max_request_bytes ? cfg->max_request_bytes : HTTPD_DEFAULT_MAX_REQUEST;
     srv->max_response =
         cfg->max_response_bytes ? cfg->max_response_bytes : HTTPD_DEFAULT_MAX_RESPONSE;
+    srv->request_timeout =
+        cfg->request_timeout_s > 0 ? cfg->request_timeout_s : HTTPD_DEFAULT_REQUEST_TIMEOUT_S;
     srv->address = dup_or_null(cfg->address);
     srv->tls_cert_path = dup_or_null(cfg->tls_cert_path);
     srv->tls_key_path = dup_or_null(cfg->tls_key_path);
@@ -635,8 +700,13 @@ void httpd_free(struct httpd_server *srv)
 {
     if (srv == NULL)
         return;
-    while (srv->conns != NULL)
-        conn_free(srv->conns);
+    /* next is read before each free: the analyzer cannot see that conn_free unlinks c from this
+     * very list, and reported the loop on srv->conns as a use after free. */
+    struct conn *next;
+    for (struct conn *c = srv->conns; c != NULL; c = next) {
+        next = c->next;
+        conn_free(c);
+    }
     if (srv->lfd >= 0) {
         ev_io_stop(srv->loop, &srv->accept_w);
         close(srv->lfd);

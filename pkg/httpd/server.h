@@ -15,6 +15,14 @@ struct httpd_server;
 #define HTTPD_LIMIT_MAX_REQUEST    65535              /* the largest request head we read */
 #define HTTPD_DEFAULT_MAX_RESPONSE ((size_t)16 << 20) /* a handler's body, bytes */
 #define HTTPD_CONTENT_TYPE_MAX     96
+/* A request's head and body must arrive within this many seconds of its first byte, however
+ * steadily the bytes trickle in: a slow sender cannot hold a connection (and its share of the
+ * server's connection cap) for longer. */
+#define HTTPD_DEFAULT_REQUEST_TIMEOUT_S 10.0
+#define HTTPD_LIMIT_REQUEST_TIMEOUT_S   3600.0
+/* Open connections from one peer address; more from it are closed at accept, so one pod cannot
+ * take every connection the server allows and starve the kubelet's probes. */
+#define HTTPD_MAX_CONNS_PER_PEER 16
 
 struct httpd_config {
     const char *address;       /* IPv4 or IPv6 literal to bind; NULL or "" binds every interface */
@@ -23,6 +31,7 @@ struct httpd_config {
     const char *tls_key_path;  /* PEM private key; both NULL serves plain HTTP */
     size_t max_request_bytes;  /* request line plus headers; 0 = HTTPD_DEFAULT_MAX_REQUEST */
     size_t max_response_bytes; /* a handler's body; 0 = HTTPD_DEFAULT_MAX_RESPONSE */
+    double request_timeout_s;  /* head plus body; 0 = HTTPD_DEFAULT_REQUEST_TIMEOUT_S */
 };
 
 /* What a handler may read about the request. Valid only during the handler call. */

@@ -614,6 +614,161 @@ static int ops_setup_small(void **state)
     return ops_setup_with(state, 64);
 }
 
+/* ---- slow and greedy clients ---- */
+
+static void loop_break(struct ev_loop *loop, struct ev_timer *w, int revents)
+{
+    (void)w;
+    (void)revents;
+    ev_break(loop, EVBREAK_ONE);
+}
+
+/* Runs loop for seconds of wall time, so the server accepts, reads and times out meanwhile. */
+static void run_for(struct ev_loop *loop, double seconds)
+{
+    struct ev_timer t;
+    ev_timer_init(&t, loop_break, seconds, 0.0);
+    ev_timer_start(loop, &t);
+    ev_run(loop, 0);
+    ev_timer_stop(loop, &t);
+}
+
+/* A blocking TCP connection to 127.0.0.1:port from source address from (e.g. "127.0.0.2"; the
+ * whole of 127/8 is loopback on Linux, so each is a distinct peer to the server). */
+static int dial_from(const char *from, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, from, &src.sin_addr), 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* 1 when the server has closed fd (end of stream or reset), 0 while it is open; counts the bytes
+ * the server sent into *received. */
+static int peer_closed(int fd, size_t *received)
+{
+    char chunk[4096];
+    for (;;) {
+        ssize_t n = recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+        if (n > 0) {
+            *received += (size_t)n;
+            continue;
+        }
+        return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+}
+
+/* Sends first, then one byte of drip every 0.1 s; returns the seconds until the server closed
+ * the connection, or -1 when it was still open after 3 s. Fails the test if it answered. */
+static double seconds_until_closed(struct ev_loop *loop, int port, const char *first,
+                                   const char *drip)
+{
+    int fd = dial_from("127.0.0.1", port);
+    assert_int_equal(send(fd, first, strlen(first), MSG_NOSIGNAL), (ssize_t)strlen(first));
+    ev_now_update(loop);
+    double start = ev_now(loop);
+    size_t received = 0;
+    double closed_after = -1;
+    for (size_t i = 0; i < 30; i++) {
+        run_for(loop, 0.1);
+        if (peer_closed(fd, &received)) {
+            closed_after = ev_now(loop) - start;
+            break;
+        }
+        (void)send(fd, drip + i % strlen(drip), 1, MSG_NOSIGNAL);
+    }
+    assert_int_equal(received, 0);
+    close(fd);
+    return closed_after;
+}
+
+/* A body (or a head) dripped a byte at a time does not keep its request alive past the request
+ * deadline; before the deadline existed each body byte restarted the 30 s idle timer, which
+ * held a connection for as long as the client kept dripping. The idle time between keep-alive
+ * requests is not the request's: a second request after a pause longer than the deadline is
+ * served. */
+static void dripped_requests_hit_the_deadline(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct telo_err err = {0};
+    struct httpd_config cfg = {.address = "127.0.0.1", .request_timeout_s = -1};
+    assert_null(httpd_new(loop, &cfg, &err));
+    assert_int_equal(err.code, TELO_EINVAL);
+    cfg.request_timeout_s = 0.3;
+    struct httpd_server *srv = httpd_new(loop, &cfg, &err);
+    assert_non_null(srv);
+    assert_int_equal(httpd_route(srv, "/hello", hello, NULL, NULL, &err), 0);
+    assert_int_equal(httpd_start(srv, &err), 0);
+    int port = httpd_port(srv);
+
+    double body = seconds_until_closed(
+        loop, port, "GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 8000\r\n\r\n", "x");
+    assert_true(body > 0 && body < 2.0);
+    double head =
+        seconds_until_closed(loop, port, "GET /hello HTTP/1.1\r\nHost: x\r\n", "X-A: b\r\n");
+    assert_true(head > 0 && head < 2.0);
+
+    int fd = dial_from("127.0.0.1", port);
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    size_t received = 0;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+        run_for(loop, 0.5);
+        assert_false(peer_closed(fd, &received));
+    }
+    assert_true(received > 0 && received % 2 == 0); /* two identical answers */
+    close(fd);
+    httpd_free(srv);
+    ev_loop_destroy(loop);
+}
+
+/* One address gets HTTPD_MAX_CONNS_PER_PEER connections and the rest are closed at accept, so
+ * it cannot take all of the server's connections: another address is still answered. Before the
+ * per-peer cap, 256 idle connections from one address left none for anybody else. */
+static void one_peer_cannot_take_every_connection(void **state)
+{
+    struct ops_fixture *f = *state;
+    enum { greedy = 256 };
+    int fds[greedy];
+    for (int i = 0; i < greedy; i++) {
+        fds[i] = dial_from("127.0.0.1", f->port);
+        /* Keep the listen backlog drained, as a running server does. */
+        ev_run(f->loop, EVRUN_NOWAIT);
+    }
+    run_for(f->loop, 0.5);
+    int open = 0;
+    for (int i = 0; i < greedy; i++) {
+        size_t received = 0;
+        open += !peer_closed(fds[i], &received);
+    }
+    assert_int_equal(open, HTTPD_MAX_CONNS_PER_PEER);
+
+    struct client c = {.request = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"};
+    c.request_len = strlen(c.request);
+    buf_init(&c.response, 1 << 20);
+    int fd = dial_from("127.0.0.2", f->port);
+    assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+    ev_io_init(&c.io, client_io, fd, EV_READ | EV_WRITE);
+    c.io.data = &c;
+    ev_io_start(f->loop, &c.io);
+    ev_timer_init(&c.timer, client_timeout, 60.0, 0.0);
+    c.timer.data = &c;
+    ev_timer_start(f->loop, &c.timer);
+    while (!c.done)
+        ev_run(f->loop, 0);
+    close(fd);
+    assert_int_equal(status_of(c.response.data), 200);
+    buf_release(&c.response);
+    for (int i = 0; i < greedy; i++)
+        close(fds[i]);
+}
+
 /* ---- TLS ---- */
 
 /* Writes a fresh self-signed P-256 certificate for 127.0.0.1 and its key as PEM files. */
@@ -782,6 +937,9 @@ int main(void)
         cmocka_unit_test(free_with_a_connection_open),
         cmocka_unit_test(config_and_route_errors),
         cmocka_unit_test(tls_serves_https),
+        cmocka_unit_test(dripped_requests_hit_the_deadline),
+        cmocka_unit_test_setup_teardown(one_peer_cannot_take_every_connection, ops_setup,
+                                        ops_teardown),
         cmocka_unit_test_setup_teardown(healthz_is_ok, ops_setup, ops_teardown),
         cmocka_unit_test_setup_teardown(readyz_follows_the_callback, ops_setup, ops_teardown),
         cmocka_unit_test_setup_teardown(metrics_serves_the_registry, ops_setup, ops_teardown),
