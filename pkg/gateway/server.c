@@ -36,6 +36,8 @@
 #define LINGER_MAX       256 /* refused connections read to their end before the close */
 #define LINGER_S         2.0
 #define ACCEPT_BACKOFF_S 0.2  /* out of descriptors: accept again this much later */
+#define ACCEPT_BATCH     16   /* accepts per event, so a connect flood cannot hold the loop */
+#define DRAIN_READS      16   /* reads of a refused peer's bytes before its answer, at most */
 #define TLS_RELOAD_S     1.0  /* a renewed certificate file is looked for this often, at most */
 #define RETRY_AFTER_S    5    /* over a client cap: when to try again */
 #define WRITE_S          10.0 /* an answer not taken by the peer within this: dropped */
@@ -651,8 +653,10 @@ static void refuse_at_accept(struct gw_server *srv, int fd, int code, enum gw_li
         close(fd);
         return;
     }
+    /* What already came gets no reset; bounded, so a peer that keeps sending cannot hold the
+     * loop here (the lingering close reads the rest). */
     char sink[4096];
-    while (recv(fd, sink, sizeof(sink), 0) > 0) /* what already came: no reset for it */
+    for (int i = 0; i < DRAIN_READS && recv(fd, sink, sizeof(sink), 0) > 0; i++)
         ;
     struct buf body, answer;
     buf_init(&body, 4096);
@@ -698,7 +702,9 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
     struct gw_server *srv = w->data;
     if (srv->tls != NULL)
         reload_tls(srv, ev_now(loop));
-    for (;;) {
+    /* The watcher is level-triggered: what is left in the backlog is taken on the next turn,
+     * after the other watchers have had theirs. */
+    for (int batch = 0; batch < ACCEPT_BATCH; batch++) {
         struct sockaddr_storage addr;
         socklen_t alen = sizeof(addr);
         int fd = accept(srv->fd, (struct sockaddr *)&addr, &alen);

@@ -1,0 +1,107 @@
+/* Tests for pkg/gateway/server.c: what connections cost before their head, on a real listening
+ * socket of a libev loop, driven by blocking loopback clients (no API server: nothing here gets
+ * as far as admission). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "gateway/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MAX_SOCKS 64
+
+struct env {
+    struct ev_loop *loop;
+    struct gw_server *srv;
+    int socks[MAX_SOCKS];
+    int nsocks;
+};
+
+static struct env *env_new(const struct gw_server_config *cfg)
+{
+    struct env *e = calloc(1, sizeof(*e));
+    assert_non_null(e);
+    e->loop = ev_loop_new(EVFLAG_AUTO);
+    struct telo_err err = {0};
+    e->srv = gw_server_new(e->loop, NULL, cfg, &err);
+    assert_non_null(e->srv);
+    assert_int_equal(gw_server_start(e->srv, &err), 0);
+    return e;
+}
+
+static void env_free(struct env *e)
+{
+    for (int i = 0; i < e->nsocks; i++)
+        close(e->socks[i]);
+    gw_server_free(e->srv);
+    ev_loop_destroy(e->loop);
+    free(e);
+}
+
+/* A connection from the loopback address from to port, kept until env_free. */
+static int dial(struct env *e, const char *from, int port)
+{
+    assert_true(e->nsocks < MAX_SOCKS);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in local = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &local.sin_addr);
+    assert_int_equal(bind(fd, (struct sockaddr *)&local, sizeof(local)), 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+    e->socks[e->nsocks++] = fd;
+    return fd;
+}
+
+/* Whether the gateway has answered or closed fd (something, or the end, to read at once). */
+static int answered(int fd)
+{
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+}
+
+static void one_event_accepts_at_most_a_batch(void **state)
+{
+    (void)state;
+    struct gw_server_config cfg = {.address = "127.0.0.1", .max_pending = 1};
+    struct env *e = env_new(&cfg);
+    int port = gw_server_port(e->srv);
+    for (int i = 0; i < 40; i++)
+        dial(e, "127.0.0.1", port); /* all in the backlog before the loop runs */
+    ev_run(e->loop, EVRUN_NOWAIT);
+    int refused = 0;
+    for (int i = 0; i < e->nsocks; i++)
+        refused += answered(e->socks[i]);
+    /* 16 accepted: the first waits for its head, the other 15 were over max_pending. */
+    assert_int_equal(refused, 15);
+    for (int i = 0; i < 3; i++)
+        ev_run(e->loop, EVRUN_NOWAIT);
+    refused = 0;
+    for (int i = 0; i < e->nsocks; i++)
+        refused += answered(e->socks[i]);
+    assert_int_equal(refused, 39); /* the rest on the next turns */
+    env_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(one_event_accepts_at_most_a_batch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
