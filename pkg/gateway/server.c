@@ -1,5 +1,6 @@
 /* The gateway's HTTP front: the attach route with its WebSocket handshake and admission, and
- * /healthz, /readyz and /metrics, on one listening socket of the libev loop. */
+ * /healthz, /readyz and /metrics, on the client listening socket of the libev loop; the last
+ * three also on a health listener of their own, for the kubelet's probes. */
 #include "gateway/server.h"
 
 #include "gateway/auth.h"
@@ -30,17 +31,24 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define HEAD_MAX         8192
-#define HEAD_S           10.0 /* the whole head, and admission, within this (slow senders included) */
-#define TOKEN_MAX        8192
-#define LINGER_MAX       256 /* refused connections read to their end before the close */
-#define LINGER_S         2.0
-#define ACCEPT_BACKOFF_S 0.2  /* out of descriptors: accept again this much later */
-#define ACCEPT_BATCH     16   /* accepts per event, so a connect flood cannot hold the loop */
-#define DRAIN_READS      16   /* reads of a refused peer's bytes before its answer, at most */
-#define TLS_RELOAD_S     1.0  /* a renewed certificate file is looked for this often, at most */
-#define RETRY_AFTER_S    5    /* over a client cap: when to try again */
-#define WRITE_S          10.0 /* an answer not taken by the peer within this: dropped */
+#define HEAD_MAX 8192
+#define HEAD_S   10.0 /* the whole head, and admission, within this (slow senders included) */
+/* A client that has sent nothing at all by then is closed: a silent connection is the cheapest way
+ * to hold a pending slot, and every real client speaks at once (a ClientHello, a request line). */
+#define FIRST_BYTE_S 2.0
+/* The health listener: the kubelet probes every few seconds with one connection at a time, so a
+ * small cap of its own, not the clients' max_pending, and a short deadline for the whole head. */
+#define HEALTH_PENDING_MAX 16
+#define HEALTH_HEAD_S      2.0
+#define TOKEN_MAX          8192
+#define LINGER_MAX         256 /* refused connections read to their end before the close */
+#define LINGER_S           2.0
+#define ACCEPT_BACKOFF_S   0.2  /* out of descriptors: accept again this much later */
+#define ACCEPT_BATCH       16   /* accepts per event, so a connect flood cannot hold the loop */
+#define DRAIN_READS        16   /* reads of a refused peer's bytes before its answer, at most */
+#define TLS_RELOAD_S       1.0  /* a renewed certificate file is looked for this often, at most */
+#define RETRY_AFTER_S      5    /* over a client cap: when to try again */
+#define WRITE_S            10.0 /* an answer not taken by the peer within this: dropped */
 
 struct conn {
     struct gw_server *srv;
@@ -57,6 +65,9 @@ struct conn {
     int counted;                     /* source holds one of pending_by_source's counts */
     struct sockaddr_storage peer;    /* a trusted proxy's: the client is read from the head */
     int via_proxy;
+    int health;      /* from the health listener: health and metrics only, counted apart */
+    int heard;       /* the peer has sent something (the first-byte deadline is behind it) */
+    double accepted; /* when, for the head deadline */
     struct gw_gate_req *adm;
     struct gw_target target;
     enum gw_proto proto;
@@ -77,10 +88,15 @@ struct gw_server {
     struct kube_transport *t;
     struct gw_server_config cfg;
     char *address;
+    char *health_address; /* NULL: no health listener */
     char **origins;
     int fd;
     int port;
     ev_io accept_io;
+    int health_fd; /* -1: no health listener */
+    int health_port;
+    ev_io health_io;
+    size_t health_pending; /* connections from the health listener */
     struct gw_auth *auth;
     struct gw_hub *hub;
     struct gw_relays *relays;
@@ -102,7 +118,10 @@ static void conn_free(struct conn *c)
     ev_io_stop(srv->loop, &c->io);
     ev_timer_stop(srv->loop, &c->timer);
     gw_gate_cancel(c->adm);
-    srv->pending--;
+    if (c->health)
+        srv->health_pending--;
+    else
+        srv->pending--;
     if (c->counted)
         gw_sources_add(srv->pending_by_source, c->source, -1, ev_now(srv->loop));
     if (c->token != NULL) {
@@ -405,7 +424,7 @@ static void metrics(struct conn *c)
                                 .gate = gw_gate_metrics(srv->gate),
                                 .debug_streams = gw_relays_count(srv->relays),
                                 .debug_frames = gw_relays_frames(srv->relays),
-                                .pending = srv->pending - 1,
+                                .pending = srv->pending - (c->health ? 0 : 1), /* not itself */
                                 .accept_backoff_s = ACCEPT_BACKOFF_S};
     struct buf b;
     buf_init(&b, (size_t)1 << 20);
@@ -564,7 +583,7 @@ static void handle(struct conn *c)
     if (c->via_proxy && count_forwarded_client(c, &h) != 0)
         return;
     const char *target = h.target;
-    if (gw_parse_target(target, &c->target) == 0)
+    if (!c->health && gw_parse_target(target, &c->target) == 0)
         return attach_request(c, &h);
     const char *q = strchr(target, '?');
     size_t plen = q != NULL ? (size_t)(q - target) : strlen(target);
@@ -583,9 +602,16 @@ static void handle(struct conn *c)
 
 static void conn_read(struct ev_loop *loop, ev_io *w, int revents)
 {
-    (void)loop;
     (void)revents;
     struct conn *c = w->data;
+    if (!c->heard) {
+        /* Something came (or the end): from now on the head deadline alone. */
+        c->heard = 1;
+        double left = c->accepted + (c->health ? HEALTH_HEAD_S : HEAD_S) - ev_now(loop);
+        ev_timer_stop(loop, &c->timer);
+        ev_timer_set(&c->timer, left > 0 ? left : 0., 0.);
+        ev_timer_start(loop, &c->timer);
+    }
     if (c->adm != NULL) {
         /* Waiting for admission: a peer that hangs up frees its slot; bytes it sends early (a
          * first WebSocket frame) stay in the kernel until the upgrade. */
@@ -681,6 +707,8 @@ static void accept_resume(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     struct gw_server *srv = w->data;
     ev_io_start(loop, &srv->accept_io);
+    if (srv->health_fd >= 0)
+        ev_io_start(loop, &srv->health_io);
 }
 
 /* A renewed certificate (cert-manager, a Secret volume's update) is served from the next
@@ -700,6 +728,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)revents;
     struct gw_server *srv = w->data;
+    int health = w == &srv->health_io;
     if (srv->tls != NULL)
         reload_tls(srv, ev_now(loop));
     /* The watcher is level-triggered: what is left in the backlog is taken on the next turn,
@@ -707,7 +736,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
     for (int batch = 0; batch < ACCEPT_BATCH; batch++) {
         struct sockaddr_storage addr;
         socklen_t alen = sizeof(addr);
-        int fd = accept(srv->fd, (struct sockaddr *)&addr, &alen);
+        int fd = accept(w->fd, (struct sockaddr *)&addr, &alen);
         if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
             continue;
         if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
@@ -719,6 +748,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
                          "error=\"%s\" retry_s=%g", strerror(errno), ACCEPT_BACKOFF_S);
             srv->accept_stalled = 1;
             ev_io_stop(loop, &srv->accept_io);
+            ev_io_stop(loop, &srv->health_io);
             ev_timer_set(&srv->accept_backoff, ACCEPT_BACKOFF_S, 0.);
             ev_timer_start(loop, &srv->accept_backoff);
             return;
@@ -746,13 +776,19 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&addr;
             inet_ntop(AF_INET6, &in6->sin6_addr, remote, sizeof(remote));
         }
-        if (srv->pending >= srv->cfg.max_pending) {
+        if (health && srv->health_pending >= HEALTH_PENDING_MAX) {
+            refuse_at_accept(srv, fd, 503, GW_L_PENDING,
+                             "the health listener has as many connections as it may", remote);
+            continue;
+        }
+        if (!health && srv->pending >= srv->cfg.max_pending) {
             refuse_at_accept(srv, fd, 503, GW_L_PENDING,
                              "the gateway has as many connections waiting as it may", remote);
             continue;
         }
-        if (!via_proxy && (size_t)gw_sources_count(srv->pending_by_source, source) >=
-                              srv->cfg.max_pending_per_source) {
+        if (!health && !via_proxy &&
+            (size_t)gw_sources_count(srv->pending_by_source, source) >=
+                srv->cfg.max_pending_per_source) {
             refuse_at_accept(srv, fd, 429, GW_L_PENDING_PER_SOURCE,
                              "too many connections waiting from this address", remote);
             continue;
@@ -779,11 +815,16 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         memcpy(c->remote, remote, sizeof(c->remote));
         memcpy(c->source, source, sizeof(c->source));
-        srv->pending++;
-        if (via_proxy) {
+        c->accepted = ev_now(loop);
+        if (health) {
+            c->health = 1;
+            srv->health_pending++;
+        } else if (via_proxy) {
+            srv->pending++;
             c->via_proxy = 1;
             memcpy(&c->peer, &addr, sizeof(addr));
         } else {
+            srv->pending++;
             gw_sources_add(srv->pending_by_source, source, 1, ev_now(loop));
             c->counted = 1;
         }
@@ -792,7 +833,8 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             srv->conns->prev = c;
         srv->conns = c;
         ev_io_init(&c->io, conn_read, fd, EV_READ);
-        ev_timer_init(&c->timer, conn_timeout, HEAD_S, 0.);
+        /* A health connection's whole head has HEALTH_HEAD_S, no less than this. */
+        ev_timer_init(&c->timer, conn_timeout, FIRST_BYTE_S, 0.);
         c->io.data = c->timer.data = c;
         ev_io_start(loop, &c->io);
         ev_timer_start(loop, &c->timer);
@@ -817,10 +859,13 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     srv->t = t;
     srv->fd = -1;
     srv->port = -1;
+    srv->health_fd = -1;
     srv->cfg = *cfg;
     srv->address = strdup(cfg->address != NULL ? cfg->address : "");
     srv->origins = calloc(cfg->norigins + 1, sizeof(char *));
     if (srv->address == NULL || srv->origins == NULL)
+        goto nomem;
+    if (cfg->health_address != NULL && (srv->health_address = strdup(cfg->health_address)) == NULL)
         goto nomem;
     for (size_t i = 0; i < cfg->norigins; i++) {
         if ((srv->origins[i] = strdup(cfg->origins[i])) == NULL)
@@ -860,33 +905,23 @@ nomem:
     return NULL;
 }
 
-int gw_server_start(struct gw_server *srv, struct telo_err *err)
+/* Listens on address ("": every interface) and port (0: the kernel picks; *bound gets the port).
+ * Returns the socket, or -TELO_EINVAL / -TELO_EIO with err naming the address. */
+static int listen_on(const char *address, int port, int *bound, struct telo_err *err)
 {
-    int has_cert = srv->cfg.tls_cert_path != NULL && srv->cfg.tls_cert_path[0] != '\0';
-    int has_key = srv->cfg.tls_key_path != NULL && srv->cfg.tls_key_path[0] != '\0';
-    if (has_cert != has_key)
-        return telo_err_set(err, TELO_EINVAL,
-                            "gateway: TLS needs both a certificate and a key file; got only the %s",
-                            has_cert ? "certificate" : "key");
-    if (srv->proxies == NULL &&
-        gw_proxies_parse("--trusted-proxies", srv->cfg.trusted_proxies, &srv->proxies, err) != 0)
-        return -err->code;
-    if (has_cert && srv->tls == NULL &&
-        (srv->tls = ws_tls_ctx_new(srv->cfg.tls_cert_path, srv->cfg.tls_key_path, err)) == NULL)
-        return -err->code;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     socklen_t slen;
-    const char *addr = srv->address[0] != '\0' ? srv->address : "::";
+    const char *addr = address[0] != '\0' ? address : "::";
     struct sockaddr_in *in = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, addr, &in->sin_addr) == 1) {
         in->sin_family = AF_INET;
-        in->sin_port = htons((uint16_t)srv->cfg.port);
+        in->sin_port = htons((uint16_t)port);
         slen = sizeof(*in);
     } else if (inet_pton(AF_INET6, addr, &in6->sin6_addr) == 1) {
         in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)srv->cfg.port);
+        in6->sin6_port = htons((uint16_t)port);
         slen = sizeof(*in6);
     } else {
         return telo_err_set(err, TELO_EINVAL,
@@ -903,22 +938,55 @@ int gw_server_start(struct gw_server *srv, struct telo_err *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return telo_err_set(err, TELO_EIO, "gateway: cannot listen on [%s]:%d: %s", addr,
-                            srv->cfg.port, strerror(e));
+        return telo_err_set(err, TELO_EIO, "gateway: cannot listen on [%s]:%d: %s", addr, port,
+                            strerror(e));
     }
     socklen_t alen = sizeof(ss);
     getsockname(fd, (struct sockaddr *)&ss, &alen);
-    srv->port = ntohs(ss.ss_family == AF_INET ? in->sin_port : in6->sin6_port);
+    *bound = ntohs(ss.ss_family == AF_INET ? in->sin_port : in6->sin6_port);
+    return fd;
+}
+
+int gw_server_start(struct gw_server *srv, struct telo_err *err)
+{
+    int has_cert = srv->cfg.tls_cert_path != NULL && srv->cfg.tls_cert_path[0] != '\0';
+    int has_key = srv->cfg.tls_key_path != NULL && srv->cfg.tls_key_path[0] != '\0';
+    if (has_cert != has_key)
+        return telo_err_set(err, TELO_EINVAL,
+                            "gateway: TLS needs both a certificate and a key file; got only the %s",
+                            has_cert ? "certificate" : "key");
+    if (srv->proxies == NULL &&
+        gw_proxies_parse("--trusted-proxies", srv->cfg.trusted_proxies, &srv->proxies, err) != 0)
+        return -err->code;
+    if (has_cert && srv->tls == NULL &&
+        (srv->tls = ws_tls_ctx_new(srv->cfg.tls_cert_path, srv->cfg.tls_key_path, err)) == NULL)
+        return -err->code;
+    int fd = listen_on(srv->address, srv->cfg.port, &srv->port, err);
+    if (fd < 0)
+        return fd;
     srv->fd = fd;
     ev_io_init(&srv->accept_io, accept_cb, fd, EV_READ);
     srv->accept_io.data = srv;
     ev_io_start(srv->loop, &srv->accept_io);
+    if (srv->health_address == NULL)
+        return 0;
+    if ((fd = listen_on(srv->health_address, srv->cfg.health_port, &srv->health_port, err)) < 0)
+        return fd;
+    srv->health_fd = fd;
+    ev_io_init(&srv->health_io, accept_cb, fd, EV_READ);
+    srv->health_io.data = srv;
+    ev_io_start(srv->loop, &srv->health_io);
     return 0;
 }
 
 int gw_server_port(const struct gw_server *srv)
 {
     return srv->port;
+}
+
+int gw_server_health_port(const struct gw_server *srv)
+{
+    return srv->health_fd >= 0 ? srv->health_port : -1;
 }
 
 void gw_server_free(struct gw_server *srv)
@@ -928,6 +996,10 @@ void gw_server_free(struct gw_server *srv)
     if (srv->fd >= 0) {
         ev_io_stop(srv->loop, &srv->accept_io);
         close(srv->fd);
+    }
+    if (srv->health_fd >= 0) {
+        ev_io_stop(srv->loop, &srv->health_io);
+        close(srv->health_fd);
     }
     ev_timer_stop(srv->loop, &srv->accept_backoff);
     while (srv->conns != NULL)
@@ -946,5 +1018,6 @@ void gw_server_free(struct gw_server *srv)
     }
     free(srv->origins);
     free(srv->address);
+    free(srv->health_address);
     free(srv);
 }

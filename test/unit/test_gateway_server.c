@@ -75,6 +75,89 @@ static int answered(int fd)
     return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
 }
 
+/* Runs the loop until fd has an answer or seconds have passed; returns the bytes read (the status
+ * line and on), "" when none. */
+static void run_until_answer(struct env *e, int fd, double seconds, char *out, size_t outlen)
+{
+    size_t got = 0;
+    out[0] = '\0';
+    for (int ticks = 0; ticks < (int)(seconds * 100); ticks++) {
+        ev_run(e->loop, EVRUN_NOWAIT);
+        ssize_t n = recv(fd, out + got, outlen - 1 - got, MSG_DONTWAIT);
+        if (n > 0)
+            got += (size_t)n;
+        if (n == 0 || got == outlen - 1 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            break;
+        if (n < 0)
+            ev_sleep(0.01);
+    }
+    out[got] = '\0';
+}
+
+/* Runs the loop for seconds. */
+static void run_for(struct env *e, double seconds)
+{
+    for (int ticks = 0; ticks < (int)(seconds * 100); ticks++) {
+        ev_run(e->loop, EVRUN_NOWAIT);
+        ev_sleep(0.01);
+    }
+    ev_run(e->loop, EVRUN_NOWAIT);
+}
+
+static void get(struct env *e, int port, const char *path, char *out, size_t outlen)
+{
+    int fd = dial(e, "127.0.0.9", port); /* the kubelet: an address of its own */
+    char req[128];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    assert_int_equal(send(fd, req, (size_t)n, 0), n);
+    run_until_answer(e, fd, 2.0, out, outlen);
+}
+
+static void the_probes_answer_while_clients_fill_max_pending(void **state)
+{
+    (void)state;
+    struct gw_server_config cfg = {
+        .address = "127.0.0.1", .max_pending = 4, .health_address = "127.0.0.1"};
+    struct env *e = env_new(&cfg);
+    int port = gw_server_port(e->srv), health = gw_server_health_port(e->srv);
+    assert_true(health > 0 && health != port);
+    for (int i = 0; i < 4; i++)
+        dial(e, i % 2 ? "127.0.0.2" : "127.0.0.3", port);
+    run_for(e, 0.05);
+    char answer[4096];
+    get(e, port, "/healthz", answer, sizeof(answer));
+    assert_non_null(strstr(answer, "HTTP/1.1 503")); /* the client port's cap is full... */
+    get(e, health, "/healthz", answer, sizeof(answer));
+    assert_non_null(strstr(answer, "HTTP/1.1 200")); /* ...the probes' is not */
+    get(e, health, "/readyz", answer, sizeof(answer));
+    assert_non_null(strstr(answer, "HTTP/1.1 200"));
+    get(e, health, "/metrics", answer, sizeof(answer));
+    assert_non_null(strstr(answer, "HTTP/1.1 200"));
+    assert_non_null(strstr(answer, "telo_gateway_pending 4"));
+    /* Health and metrics only: no attach there. */
+    get(e, health, "/v1/namespaces/ns/telosessions/s/attach", answer, sizeof(answer));
+    assert_non_null(strstr(answer, "HTTP/1.1 404"));
+    env_free(e);
+}
+
+static void a_client_that_sends_nothing_is_closed_after_2_s(void **state)
+{
+    (void)state;
+    struct gw_server_config cfg = {.address = "127.0.0.1"};
+    struct env *e = env_new(&cfg);
+    int port = gw_server_port(e->srv);
+    int silent = dial(e, "127.0.0.1", port);
+    int slow = dial(e, "127.0.0.1", port);
+    const char *part = "GET /healthz HTTP/1.1\r\n";
+    assert_int_equal(send(slow, part, strlen(part), 0), (ssize_t)strlen(part));
+    run_for(e, 1.5);
+    assert_false(answered(silent));
+    run_for(e, 1.0);
+    assert_true(answered(silent)); /* closed at 2 s, not at the head's 10 s */
+    assert_false(answered(slow));  /* it spoke: the head has its 10 s */
+    env_free(e);
+}
+
 static void one_event_accepts_at_most_a_batch(void **state)
 {
     (void)state;
@@ -102,6 +185,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(one_event_accepts_at_most_a_batch),
+        cmocka_unit_test(the_probes_answer_while_clients_fill_max_pending),
+        cmocka_unit_test(a_client_that_sends_nothing_is_closed_after_2_s),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
