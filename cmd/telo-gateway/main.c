@@ -39,7 +39,7 @@ static void usage(FILE *out)
         "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
         "                    [--idle-keep-seconds S]\n"
         "                    [--max-pending N] [--max-pending-per-ip N]\n"
-        "                    [--trusted-proxies CIDR,...]\n"
+        "                    [--trusted-proxies CIDR,...] [--max-pending-per-proxy N]\n"
         "                    [--max-clients N] [--max-clients-per-session N]\n"
         "                    [--admission-cache-seconds S] [--admission-rate N]\n"
         "                    [--admission-burst N] [--admission-rate-per-ip N]\n"
@@ -89,7 +89,9 @@ static void usage(FILE *out)
         "proxies such as the Ingress controller's pods or the API server: their connections\n"
         "count per client, the rightmost X-Forwarded-For address that is not itself a\n"
         "trusted proxy, for the per-address limits; X-Forwarded-For from anyone else is\n"
-        "ignored. Default: none, every client is the address it connects from.\n"
+        "ignored. Default: none, every client is the address it connects from. Until its\n"
+        "head names the client, a trusted proxy's connection counts under the proxy's own\n"
+        "address, at most --max-pending-per-proxy (4x --max-pending-per-ip: 256) of them.\n"
         "--health-listen HOST:PORT serves /healthz, /readyz and /metrics on a listener of\n"
         "their own (default none), with a cap of 16 connections and a 2 s deadline apart\n"
         "from the clients': point the kubelet's probes there, so clients filling\n"
@@ -232,6 +234,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;
             o->cfg.max_pending_per_source = (size_t)d;
+        } else if (strcmp(a, "--max-pending-per-proxy") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.max_pending_per_proxy = (size_t)d;
         } else if (strcmp(a, "--trusted-proxies") == 0) {
             o->cfg.trusted_proxies = v; /* checked by gw_server_start */
         } else if (strcmp(a, "--max-clients") == 0) {

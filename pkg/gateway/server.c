@@ -63,6 +63,7 @@ struct conn {
     char remote[GW_ADDRESS_KEY_MAX];
     char source[GW_ADDRESS_KEY_MAX]; /* what it is limited under (gw_source_key) */
     int counted;                     /* source holds one of pending_by_source's counts */
+    int proxy_counted;               /* source (a proxy's) holds one of pending_by_proxy's */
     struct sockaddr_storage peer;    /* a trusted proxy's: the client is read from the head */
     int via_proxy;
     int health;      /* from the health listener: health and metrics only, counted apart */
@@ -105,9 +106,10 @@ struct gw_server {
     struct gw_front_stats stats;
     struct gw_gate *gate;
     struct gw_sources *pending_by_source;
-    struct gw_proxies *proxies;     /* NULL: none trusted */
-    size_t pending;                 /* connections in conns */
-    struct gw_lingering *lingering; /* refused at accept, their answer out */
+    struct gw_sources *pending_by_proxy; /* a trusted proxy's connections before their head */
+    struct gw_proxies *proxies;          /* NULL: none trusted */
+    size_t pending;                      /* connections in conns */
+    struct gw_lingering *lingering;      /* refused at accept, their answer out */
     ev_timer accept_backoff;
     int accept_stalled;
 };
@@ -124,6 +126,8 @@ static void conn_free(struct conn *c)
         srv->pending--;
     if (c->counted)
         gw_sources_add(srv->pending_by_source, c->source, -1, ev_now(srv->loop));
+    if (c->proxy_counted)
+        gw_sources_add(srv->pending_by_proxy, c->source, -1, ev_now(srv->loop));
     if (c->token != NULL) {
         OPENSSL_cleanse(c->token, strlen(c->token));
         free(c->token);
@@ -539,10 +543,10 @@ static void attach_request(struct conn *c, const struct ws_http_head *h)
     admit(c, token);
 }
 
-/* A trusted proxy's request: the client its X-Forwarded-For names takes the per-address pending
- * count the proxy's connection was spared at accept. Every X-Forwarded-For line counts, in
- * order: a proxy may append its own line after a client's rather than extend the client's.
- * Returns 0, or -1 when that client is over its cap (answered 429). */
+/* A trusted proxy's request: the client its X-Forwarded-For names takes over the pending count
+ * the proxy's connection held under the proxy's own address since accept. Every X-Forwarded-For
+ * line counts, in order: a proxy may append its own line after a client's rather than extend the
+ * client's. Returns 0, or -1 when that client is over its cap (answered 429). */
 static int count_forwarded_client(struct conn *c, const struct ws_http_head *h)
 {
     struct gw_server *srv = c->srv;
@@ -558,6 +562,8 @@ static int count_forwarded_client(struct conn *c, const struct ws_http_head *h)
             break; /* cannot happen: the values come from a head of at most HEAD_MAX bytes */
         used += (size_t)n;
     }
+    gw_sources_add(srv->pending_by_proxy, c->source, -1, ev_now(srv->loop));
+    c->proxy_counted = 0;
     gw_proxies_client(srv->proxies, (const struct sockaddr *)&c->peer, used > 0 ? joined : NULL,
                       c->source, c->remote);
     if ((size_t)gw_sources_count(srv->pending_by_source, c->source) >=
@@ -766,8 +772,10 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         char source[GW_ADDRESS_KEY_MAX], remote[GW_ADDRESS_KEY_MAX] = "";
         gw_source_key((const struct sockaddr *)&addr, source, sizeof(source));
-        /* A proxy carries many clients: its connections are limited per client once the head
-         * names one (count_forwarded_client); the overall cap holds for them as for any. */
+        /* A proxy carries many clients: until the head names one (count_forwarded_client) its
+         * connections count under its own address against max_pending_per_proxy, larger than a
+         * client's cap, so a host in a trusted range (an Ingress pod CIDR holds tenant pods too)
+         * cannot hold more than that silent; the overall cap holds for them as for any. */
         int via_proxy = gw_proxies_trusts(srv->proxies, (const struct sockaddr *)&addr);
         if (addr.ss_family == AF_INET) {
             struct sockaddr_in *in = (struct sockaddr_in *)&addr;
@@ -784,6 +792,13 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         if (!health && srv->pending >= srv->cfg.max_pending) {
             refuse_at_accept(srv, fd, 503, GW_L_PENDING,
                              "the gateway has as many connections waiting as it may", remote);
+            continue;
+        }
+        if (!health && via_proxy &&
+            (size_t)gw_sources_count(srv->pending_by_proxy, source) >=
+                srv->cfg.max_pending_per_proxy) {
+            refuse_at_accept(srv, fd, 429, GW_L_PENDING_PER_SOURCE,
+                             "too many connections waiting from this proxy", remote);
             continue;
         }
         if (!health && !via_proxy &&
@@ -821,6 +836,8 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             srv->health_pending++;
         } else if (via_proxy) {
             srv->pending++;
+            gw_sources_add(srv->pending_by_proxy, source, 1, ev_now(loop));
+            c->proxy_counted = 1;
             c->via_proxy = 1;
             memcpy(&c->peer, &addr, sizeof(addr));
         } else {
@@ -875,6 +892,8 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
         srv->cfg.max_pending = 1024;
     if (srv->cfg.max_pending_per_source == 0)
         srv->cfg.max_pending_per_source = 64;
+    if (srv->cfg.max_pending_per_proxy == 0)
+        srv->cfg.max_pending_per_proxy = 4 * srv->cfg.max_pending_per_source;
     if (srv->cfg.max_clients == 0)
         srv->cfg.max_clients = 4096;
     if (srv->cfg.max_clients_per_session == 0)
@@ -887,6 +906,7 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     /* Counts only (no bucket); one entry per source with a connection waiting, at most
      * max_pending of them. */
     srv->pending_by_source = gw_sources_new(srv->cfg.max_pending + 1, 0, 0);
+    srv->pending_by_proxy = gw_sources_new(srv->cfg.max_pending + 1, 0, 0);
     struct gw_hub_opts hub = cfg->hub;
     hub.auth = srv->auth;
     srv->hub = srv->auth != NULL ? gw_hub_new(loop, t, &hub) : NULL;
@@ -895,7 +915,8 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     srv->relays = gw_relays_new(loop, cfg->hub.ping_interval_s);
     srv->lingering = gw_lingering_new(loop, LINGER_MAX, LINGER_S);
     if (srv->auth == NULL || srv->lingering == NULL || srv->gate == NULL ||
-        srv->pending_by_source == NULL || srv->hub == NULL || srv->relays == NULL)
+        srv->pending_by_source == NULL || srv->pending_by_proxy == NULL || srv->hub == NULL ||
+        srv->relays == NULL)
         goto nomem;
     gw_relays_set_auth(srv->relays, srv->auth, cfg->hub.reauth_s);
     return srv;
@@ -1007,6 +1028,7 @@ void gw_server_free(struct gw_server *srv)
     gw_lingering_free(srv->lingering);
     gw_gate_free(srv->gate);
     gw_sources_free(srv->pending_by_source);
+    gw_sources_free(srv->pending_by_proxy);
     gw_proxies_free(srv->proxies);
     gw_relays_free(srv->relays);
     ws_tls_ctx_free(srv->tls);

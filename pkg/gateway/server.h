@@ -42,8 +42,11 @@ struct gw_server_config {
     /* Networks whose connections are proxies (an Ingress controller, the API server's service
      * proxy), comma-separated (gateway/proxies.h); NULL or "": none. Such a connection is limited
      * under the client its X-Forwarded-For names, not under the proxy's address; checked by
-     * gw_server_start. */
+     * gw_server_start. Before its head names one it counts under the proxy's address against
+     * max_pending_per_proxy: a proxy carries many clients, so more than one client's cap, but
+     * a host in a trusted range cannot hold the whole max_pending silent. */
     const char *trusted_proxies;
+    size_t max_pending_per_proxy;   /* 0: 4 x max_pending_per_source (256) */
     size_t max_clients;             /* 0: 4096 */
     size_t max_clients_per_session; /* 0: 64 */
     struct gw_gate_opts admission;

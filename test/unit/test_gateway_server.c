@@ -158,6 +158,36 @@ static void a_client_that_sends_nothing_is_closed_after_2_s(void **state)
     env_free(e);
 }
 
+static void a_trusted_proxy_has_a_cap_of_its_own_before_the_head(void **state)
+{
+    (void)state;
+    struct gw_server_config cfg = {.address = "127.0.0.1",
+                                   .max_pending = 100,
+                                   .max_pending_per_source = 2,
+                                   .max_pending_per_proxy = 5,
+                                   .trusted_proxies = "127.0.0.2/32"};
+    struct env *e = env_new(&cfg);
+    int port = gw_server_port(e->srv);
+    int first = dial(e, "127.0.0.2", port);
+    for (int i = 1; i < 8; i++)
+        dial(e, "127.0.0.2", port);
+    run_for(e, 0.05);
+    int refused = 0;
+    for (int i = 0; i < e->nsocks; i++)
+        refused += answered(e->socks[i]);
+    assert_int_equal(refused, 3); /* 5 held: more than a client's 2, far from max_pending */
+    /* A head naming the client moves the count to it: the proxy has room again. */
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.1\r\n\r\n";
+    assert_int_equal(send(first, req, strlen(req), 0), (ssize_t)strlen(req));
+    char answer[512];
+    run_until_answer(e, first, 2.0, answer, sizeof(answer));
+    assert_non_null(strstr(answer, "HTTP/1.1 200"));
+    int again = dial(e, "127.0.0.2", port);
+    run_for(e, 0.05);
+    assert_false(answered(again));
+    env_free(e);
+}
+
 static void one_event_accepts_at_most_a_batch(void **state)
 {
     (void)state;
@@ -187,6 +217,7 @@ int main(void)
         cmocka_unit_test(one_event_accepts_at_most_a_batch),
         cmocka_unit_test(the_probes_answer_while_clients_fill_max_pending),
         cmocka_unit_test(a_client_that_sends_nothing_is_closed_after_2_s),
+        cmocka_unit_test(a_trusted_proxy_has_a_cap_of_its_own_before_the_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
