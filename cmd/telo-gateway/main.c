@@ -18,7 +18,8 @@
 struct options {
     const char *kubeconfig;
     const char *context;
-    const char *bind; /* HOST:PORT */
+    const char *bind;   /* HOST:PORT */
+    const char *health; /* HOST:PORT; NULL: no health listener */
     const char *origins[MAX_ORIGINS];
     size_t norigins;
     char *owned[MAX_ORIGINS]; /* items split from --allowed-origins */
@@ -31,13 +32,14 @@ static void usage(FILE *out)
     fprintf(
         out,
         "usage: telo-gateway [--kubeconfig FILE] [--context NAME] [--bind-address HOST:PORT]\n"
+        "                    [--health-listen HOST:PORT]\n"
         "                    [--allowed-origin ORIGIN]... [--allowed-origins O1,O2]\n"
         "                    [--token-audience AUD] [--reauth-seconds S] [--ring-bytes N]\n"
         "                    [--client-queue-bytes N] [--ping-interval SECONDS]\n"
         "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
         "                    [--idle-keep-seconds S]\n"
         "                    [--max-pending N] [--max-pending-per-ip N]\n"
-        "                    [--trusted-proxies CIDR,...]\n"
+        "                    [--trusted-proxies CIDR,...] [--max-pending-per-proxy N]\n"
         "                    [--max-clients N] [--max-clients-per-session N]\n"
         "                    [--admission-cache-seconds S] [--admission-rate N]\n"
         "                    [--admission-burst N] [--admission-rate-per-ip N]\n"
@@ -71,7 +73,8 @@ static void usage(FILE *out)
         "changed files (a renewed certificate, a Secret volume's update) are loaded again for\n"
         "new connections, looked at at most once a second as connections arrive: no restart.\n"
         "GET .../telosessions/NAME/debug relays the session's inspector as server-sent events.\n"
-        "Limits: connections before admission (the head must arrive within 10 s) at most\n"
+        "Limits: connections before admission (the first byte must arrive within 2 s, the\n"
+        "whole head within 10 s) at most\n"
         "--max-pending (1024) overall and --max-pending-per-ip (64) per address (an IPv6 /64),\n"
         "answered 503 and 429 with Retry-After; attached clients and debug streams at most\n"
         "--max-clients (4096) and --max-clients-per-session (64), answered 503 and 429.\n"
@@ -80,13 +83,22 @@ static void usage(FILE *out)
         "honoured at most that late; identical requests share one lookup; lookups that reach\n"
         "the API server are limited to --admission-rate a second (10, burst --admission-burst\n"
         "2x) overall and --admission-rate-per-ip (5, burst --admission-burst-per-ip 4x) per\n"
-        "address; beyond that 429 with Retry-After. Out of file descriptors, accepting pauses\n"
+        "address; beyond that 429 with Retry-After. An address whose lookup failed (401, 403,\n"
+        "404) in the last 10 s, or with 4 lookups already unanswered, shares a quarter of\n"
+        "the overall rate and burst with every other such address, so garbage tokens cannot\n"
+        "take the whole budget from others. Out of file descriptors, accepting pauses\n"
         "for 0.2 s at a time.\n"
         "--trusted-proxies (comma-separated networks: 10.0.0.0/8,fd00::/8,192.0.2.7) names\n"
         "proxies such as the Ingress controller's pods or the API server: their connections\n"
         "count per client, the rightmost X-Forwarded-For address that is not itself a\n"
         "trusted proxy, for the per-address limits; X-Forwarded-For from anyone else is\n"
-        "ignored. Default: none, every client is the address it connects from.\n");
+        "ignored. Default: none, every client is the address it connects from. Until its\n"
+        "head names the client, a trusted proxy's connection counts under the proxy's own\n"
+        "address, at most --max-pending-per-proxy (4x --max-pending-per-ip: 256) of them.\n"
+        "--health-listen HOST:PORT serves /healthz, /readyz and /metrics on a listener of\n"
+        "their own (default none), with a cap of 16 connections and a 2 s deadline apart\n"
+        "from the clients': point the kubelet's probes there, so clients filling\n"
+        "--max-pending cannot fail them and get the gateway restarted.\n");
 }
 
 static int parse_number(const char *flag, const char *v, double lo, double hi, double *out)
@@ -121,6 +133,23 @@ static int split_origins(struct options *o, const char *list)
         }
         p += n + (comma != NULL ? 1 : 0);
     }
+    return 0;
+}
+
+/* HOST:PORT ("[::1]:8081" too) into host and *port. Returns 0, or -1 after saying why. */
+static int split_host_port(const char *flag, const char *v, char *host, size_t hostlen, int *port)
+{
+    const char *colon = strrchr(v, ':');
+    if (colon == NULL || (size_t)(colon - v) >= hostlen) {
+        fprintf(stderr, "telo-gateway: %s %s: want HOST:PORT (e.g. 0.0.0.0:8081)\n", flag, v);
+        return -1;
+    }
+    snprintf(host, hostlen, "%.*s", (int)(colon - v), v);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    *port = atoi(colon + 1);
     return 0;
 }
 
@@ -159,6 +188,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->context = v;
         } else if (strcmp(a, "--bind-address") == 0) {
             o->bind = v;
+        } else if (strcmp(a, "--health-listen") == 0) {
+            o->health = v;
         } else if (strcmp(a, "--tls-cert-file") == 0) {
             o->cfg.tls_cert_path = v;
         } else if (strcmp(a, "--tls-private-key-file") == 0) {
@@ -206,6 +237,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;
             o->cfg.max_pending_per_source = (size_t)d;
+        } else if (strcmp(a, "--max-pending-per-proxy") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.max_pending_per_proxy = (size_t)d;
         } else if (strcmp(a, "--trusted-proxies") == 0) {
             o->cfg.trusted_proxies = v; /* checked by gw_server_start */
         } else if (strcmp(a, "--max-clients") == 0) {
@@ -274,22 +309,15 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    char host[128];
-    const char *colon = strrchr(o.bind, ':');
-    if (colon == NULL || (size_t)(colon - o.bind) >= sizeof(host)) {
-        fprintf(stderr, "telo-gateway: --bind-address %s: want HOST:PORT (e.g. 0.0.0.0:8081)\n",
-                o.bind);
+    char host[128], health_host[128];
+    if (split_host_port("--bind-address", o.bind, host, sizeof(host), &o.cfg.port) != 0 ||
+        (o.health != NULL && split_host_port("--health-listen", o.health, health_host,
+                                             sizeof(health_host), &o.cfg.health_port) != 0)) {
         free_options(&o);
         return 2;
     }
-    snprintf(host, sizeof(host), "%.*s", (int)(colon - o.bind), o.bind);
-    /* "[::1]:8081" */
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        memmove(host, host + 1, strlen(host));
-        host[strlen(host) - 1] = '\0';
-    }
     o.cfg.address = host;
-    o.cfg.port = atoi(colon + 1);
+    o.cfg.health_address = o.health != NULL ? health_host : NULL;
     /* Socket writes use MSG_NOSIGNAL, but OpenSSL's (through libcurl) do not. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -308,10 +336,10 @@ int main(int argc, char **argv)
     }
     telo_log(TELO_LOG_INFO, "serving attach",
              "address=%s port=%d tls=%s api_server=%s token_audience=\"%s\" allowed_origins=%zu "
-             "trusted_proxies=\"%s\"",
+             "trusted_proxies=\"%s\" health_port=%d",
              host, gw_server_port(srv), o.cfg.tls_cert_path ? "on" : "off", kcfg->server,
              o.cfg.token_audience ? o.cfg.token_audience : "", o.norigins,
-             o.cfg.trusted_proxies ? o.cfg.trusted_proxies : "");
+             o.cfg.trusted_proxies ? o.cfg.trusted_proxies : "", gw_server_health_port(srv));
     ev_signal sigterm, sigint;
     ev_signal_init(&sigterm, on_signal, SIGTERM);
     ev_signal_init(&sigint, on_signal, SIGINT);

@@ -16,6 +16,16 @@
 
 #define CACHE_MAX 2048
 #define KEY_MAX   (2 * SHA256_DIGEST_LENGTH + 2 * 254 + 3)
+/* A source is suspect for SUSPECT_S after one of its lookups failed (401, 403, 404), and while
+ * it has FREE_IN_FLIGHT lookups unanswered (an answer not yet in is no success yet).
+ * A suspect source's lookups draw from the overall bucket and from a share of it, 1 /
+ * SUSPECT_SHARE of its rate and burst, that all suspect sources split. So sources sending
+ * garbage tokens spend at most rate / SUSPECT_SHARE + (their addresses) / SUSPECT_S lookups a
+ * second of the overall rate (the second term: each address's first failure, before it is
+ * known), and the rest stays with everyone else; a random token never hits the cache. */
+#define SUSPECT_S      10.0
+#define SUSPECT_SHARE  4
+#define FREE_IN_FLIGHT 4
 
 /* A verdict with its own copies of the strings. */
 struct verdict {
@@ -41,6 +51,7 @@ struct cached {
 struct lookup {
     struct gw_gate *g;
     char key[KEY_MAX];
+    char source[64]; /* who started it: its in-flight count, and marked suspect on a failure */
     struct gw_admission *adm; /* the backend's, NULL once answered */
     struct gw_gate_req *waiters;
 };
@@ -61,7 +72,11 @@ struct gw_gate {
     struct strmap *cache;    /* key -> struct cached */
     struct strmap *inflight; /* key -> struct lookup */
     struct gw_bucket bucket;
+    struct gw_bucket suspect_bucket; /* the share of bucket suspect sources split */
     struct gw_sources *sources;
+    /* Per source: lookups in flight (the count) and a recent failure (its one-token bucket,
+     * empty for SUSPECT_S after a failure). */
+    struct gw_sources *suspects;
     struct gw_gate_req *ready; /* answered without a lookup, delivered on the next loop turn */
     ev_timer ready_timer;
     struct gw_gate_metrics m;
@@ -208,6 +223,11 @@ static void lookup_done(const struct gw_admitted *a, void *ud)
     snprintf(v.pod_ip, sizeof(v.pod_ip), "%s", a->pod_ip ? a->pod_ip : "");
     snprintf(v.uid, sizeof(v.uid), "%s", a->uid ? a->uid : "");
     strmap_remove(g->inflight, lk->key);
+    gw_sources_add(g->suspects, lk->source, -1, now(g));
+    if (v.verdict == GW_UNAUTHENTICATED || v.verdict == GW_FORBIDDEN || v.verdict == GW_NOT_FOUND) {
+        double ignored = 0;
+        gw_sources_take(g->suspects, lk->source, now(g), &ignored);
+    }
     remember(g, lk->key, &v);
     /* One at a time from the head: a callback may cancel other waiters. */
     while (lk->waiters != NULL) {
@@ -259,17 +279,23 @@ struct gw_gate_req *gw_gate_admit(struct gw_gate *g, const char *source, const c
         list_add(&lk->waiters, r);
         return r;
     }
-    /* The source's allowance first, so one source emptying its own bucket leaves the overall
-     * one to the others. */
-    double wait = 0;
-    int per_source = !gw_sources_take(g->sources, source ? source : "", now(g), &wait);
-    if (per_source || !gw_bucket_take(&g->bucket, now(g))) {
-        if (per_source) {
+    /* Every bucket is checked before any is taken from, so a request refused by one costs
+     * nothing from the others (a source's own allowance is not spent on an overall refusal).
+     * The source's first: one source emptying its own leaves the overall one to the others. */
+    const char *src = source ? source : "";
+    int suspect = gw_sources_count(g->suspects, src) >= FREE_IN_FLIGHT ||
+                  gw_sources_wait(g->suspects, src, now(g)) > 0;
+    double wait = gw_sources_wait(g->sources, src, now(g));
+    int per_source = wait > 0;
+    if (!per_source && suspect)
+        wait = gw_bucket_wait(&g->suspect_bucket, now(g));
+    if (!per_source && wait <= 0)
+        wait = gw_bucket_wait(&g->bucket, now(g));
+    if (wait > 0) {
+        if (per_source)
             g->m.limited_per_source++;
-        } else {
+        else
             g->m.limited++;
-            wait = gw_bucket_wait(&g->bucket, now(g));
-        }
         struct verdict v = {.verdict = GW_TOO_MANY, .retry_after = wait, .exit_code = -1};
         snprintf(v.reason, sizeof(v.reason), "%s",
                  per_source ? GW_GATE_PER_SOURCE_REASON : "too many admission requests");
@@ -286,11 +312,19 @@ struct gw_gate_req *gw_gate_admit(struct gw_gate *g, const char *source, const c
         free(lk);
         goto nomem;
     }
+    snprintf(lk->source, sizeof(lk->source), "%s", src);
+    gw_bucket_take(&g->bucket, now(g));
+    if (suspect)
+        gw_bucket_take(&g->suspect_bucket, now(g));
+    double ignored = 0;
+    gw_sources_take(g->sources, src, now(g), &ignored);
+    gw_sources_add(g->suspects, src, 1, now(g));
     r->lookup = lk;
     list_add(&lk->waiters, r);
     g->m.lookups++;
     lk->adm = g->be.admit(g->be.ud, namespace, name, token, lookup_done, lk, err);
     if (lk->adm == NULL) {
+        gw_sources_add(g->suspects, src, -1, now(g));
         strmap_remove(g->inflight, lk->key);
         free(lk);
         free(r);
@@ -338,13 +372,16 @@ struct gw_gate *gw_gate_new(struct ev_loop *loop, const struct gw_gate_backend *
     if (g->opts.max_sources == 0)
         g->opts.max_sources = 16384;
     gw_bucket_init(&g->bucket, g->opts.rate, g->opts.burst, ev_now(loop));
+    gw_bucket_init(&g->suspect_bucket, g->opts.rate / SUSPECT_SHARE, g->opts.burst / SUSPECT_SHARE,
+                   ev_now(loop));
     g->cache = strmap_new();
     g->inflight = strmap_new();
     g->sources =
         gw_sources_new(g->opts.max_sources, g->opts.rate_per_source, g->opts.burst_per_source);
+    g->suspects = gw_sources_new(g->opts.max_sources, 1 / SUSPECT_S, 1);
     ev_timer_init(&g->ready_timer, ready_cb, 0., 0.);
     g->ready_timer.data = g;
-    if (g->cache == NULL || g->inflight == NULL || g->sources == NULL) {
+    if (g->cache == NULL || g->inflight == NULL || g->sources == NULL || g->suspects == NULL) {
         gw_gate_free(g);
         return NULL;
     }
@@ -378,6 +415,7 @@ void gw_gate_free(struct gw_gate *g)
         strmap_free(g->cache);
     }
     gw_sources_free(g->sources);
+    gw_sources_free(g->suspects);
     free(g);
 }
 

@@ -32,7 +32,9 @@ struct gw_gate_opts {
      * has ended (not one still starting). A revoked token or binding, or a rotated session
      * token, is honoured at most this late; 0: 2 s, < 0: no cache. */
     double cache_s;
-    double rate, burst; /* lookups a second overall and their burst; 0: 10, 2 x rate */
+    /* Lookups a second overall and their burst; 0: 10, 2 x rate. Sources whose lookups failed
+     * recently split a quarter of both (gate.c: SUSPECT_SHARE). */
+    double rate, burst;
     double rate_per_source, burst_per_source; /* per source address; 0: 5, 4 x rate */
     size_t max_sources;                       /* per-source buckets kept; 0: 16384 */
 };

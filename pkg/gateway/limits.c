@@ -185,6 +185,16 @@ int gw_sources_take(struct gw_sources *t, const char *source, double now, double
     return 0;
 }
 
+double gw_sources_wait(const struct gw_sources *t, const char *source, double now)
+{
+    if (t->rate <= 0)
+        return 0;
+    const struct source *s = strmap_get(t->map, source);
+    if (s == NULL && strmap_len(t->map) >= t->max)
+        s = strmap_get(t->map, OVERFLOW_KEY); /* where gw_sources_take would take from */
+    return s != NULL ? gw_bucket_wait(&s->bucket, now) : 0; /* none yet: a full bucket */
+}
+
 size_t gw_sources_len(const struct gw_sources *t)
 {
     return strmap_len(t->map);

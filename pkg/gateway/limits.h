@@ -46,6 +46,10 @@ int gw_sources_add(struct gw_sources *t, const char *source, int delta, double n
  * one is there. */
 int gw_sources_take(struct gw_sources *t, const char *source, double now, double *wait);
 
+/* Seconds until source's bucket has a token (0 when it has one), without taking it: for
+ * checking several buckets before taking from any. */
+double gw_sources_wait(const struct gw_sources *t, const char *source, double now);
+
 /* Entries held (for tests and metrics). */
 size_t gw_sources_len(const struct gw_sources *t);
 

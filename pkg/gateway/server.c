@@ -1,5 +1,6 @@
 /* The gateway's HTTP front: the attach route with its WebSocket handshake and admission, and
- * /healthz, /readyz and /metrics, on one listening socket of the libev loop. */
+ * /healthz, /readyz and /metrics, on the client listening socket of the libev loop; the last
+ * three also on a health listener of their own, for the kubelet's probes. */
 #include "gateway/server.h"
 
 #include "gateway/auth.h"
@@ -30,15 +31,24 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define HEAD_MAX         8192
-#define HEAD_S           10.0 /* the whole head, and admission, within this (slow senders included) */
-#define TOKEN_MAX        8192
-#define LINGER_MAX       256 /* refused connections read to their end before the close */
-#define LINGER_S         2.0
-#define ACCEPT_BACKOFF_S 0.2  /* out of descriptors: accept again this much later */
-#define TLS_RELOAD_S     1.0  /* a renewed certificate file is looked for this often, at most */
-#define RETRY_AFTER_S    5    /* over a client cap: when to try again */
-#define WRITE_S          10.0 /* an answer not taken by the peer within this: dropped */
+#define HEAD_MAX 8192
+#define HEAD_S   10.0 /* the whole head, and admission, within this (slow senders included) */
+/* A client that has sent nothing at all by then is closed: a silent connection is the cheapest way
+ * to hold a pending slot, and every real client speaks at once (a ClientHello, a request line). */
+#define FIRST_BYTE_S 2.0
+/* The health listener: the kubelet probes every few seconds with one connection at a time, so a
+ * small cap of its own, not the clients' max_pending, and a short deadline for the whole head. */
+#define HEALTH_PENDING_MAX 16
+#define HEALTH_HEAD_S      2.0
+#define TOKEN_MAX          8192
+#define LINGER_MAX         256 /* refused connections read to their end before the close */
+#define LINGER_S           2.0
+#define ACCEPT_BACKOFF_S   0.2  /* out of descriptors: accept again this much later */
+#define ACCEPT_BATCH       16   /* accepts per event, so a connect flood cannot hold the loop */
+#define DRAIN_READS        16   /* reads of a refused peer's bytes before its answer, at most */
+#define TLS_RELOAD_S       1.0  /* a renewed certificate file is looked for this often, at most */
+#define RETRY_AFTER_S      5    /* over a client cap: when to try again */
+#define WRITE_S            10.0 /* an answer not taken by the peer within this: dropped */
 
 struct conn {
     struct gw_server *srv;
@@ -53,8 +63,12 @@ struct conn {
     char remote[GW_ADDRESS_KEY_MAX];
     char source[GW_ADDRESS_KEY_MAX]; /* what it is limited under (gw_source_key) */
     int counted;                     /* source holds one of pending_by_source's counts */
+    int proxy_counted;               /* source (a proxy's) holds one of pending_by_proxy's */
     struct sockaddr_storage peer;    /* a trusted proxy's: the client is read from the head */
     int via_proxy;
+    int health;      /* from the health listener: health and metrics only, counted apart */
+    int heard;       /* the peer has sent something (the first-byte deadline is behind it) */
+    double accepted; /* when, for the head deadline */
     struct gw_gate_req *adm;
     struct gw_target target;
     enum gw_proto proto;
@@ -75,10 +89,15 @@ struct gw_server {
     struct kube_transport *t;
     struct gw_server_config cfg;
     char *address;
+    char *health_address; /* NULL: no health listener */
     char **origins;
     int fd;
     int port;
     ev_io accept_io;
+    int health_fd; /* -1: no health listener */
+    int health_port;
+    ev_io health_io;
+    size_t health_pending; /* connections from the health listener */
     struct gw_auth *auth;
     struct gw_hub *hub;
     struct gw_relays *relays;
@@ -87,9 +106,10 @@ struct gw_server {
     struct gw_front_stats stats;
     struct gw_gate *gate;
     struct gw_sources *pending_by_source;
-    struct gw_proxies *proxies;     /* NULL: none trusted */
-    size_t pending;                 /* connections in conns */
-    struct gw_lingering *lingering; /* refused at accept, their answer out */
+    struct gw_sources *pending_by_proxy; /* a trusted proxy's connections before their head */
+    struct gw_proxies *proxies;          /* NULL: none trusted */
+    size_t pending;                      /* connections in conns */
+    struct gw_lingering *lingering;      /* refused at accept, their answer out */
     ev_timer accept_backoff;
     int accept_stalled;
 };
@@ -100,9 +120,14 @@ static void conn_free(struct conn *c)
     ev_io_stop(srv->loop, &c->io);
     ev_timer_stop(srv->loop, &c->timer);
     gw_gate_cancel(c->adm);
-    srv->pending--;
+    if (c->health)
+        srv->health_pending--;
+    else
+        srv->pending--;
     if (c->counted)
         gw_sources_add(srv->pending_by_source, c->source, -1, ev_now(srv->loop));
+    if (c->proxy_counted)
+        gw_sources_add(srv->pending_by_proxy, c->source, -1, ev_now(srv->loop));
     if (c->token != NULL) {
         OPENSSL_cleanse(c->token, strlen(c->token));
         free(c->token);
@@ -403,7 +428,7 @@ static void metrics(struct conn *c)
                                 .gate = gw_gate_metrics(srv->gate),
                                 .debug_streams = gw_relays_count(srv->relays),
                                 .debug_frames = gw_relays_frames(srv->relays),
-                                .pending = srv->pending - 1,
+                                .pending = srv->pending - (c->health ? 0 : 1), /* not itself */
                                 .accept_backoff_s = ACCEPT_BACKOFF_S};
     struct buf b;
     buf_init(&b, (size_t)1 << 20);
@@ -518,10 +543,10 @@ static void attach_request(struct conn *c, const struct ws_http_head *h)
     admit(c, token);
 }
 
-/* A trusted proxy's request: the client its X-Forwarded-For names takes the per-address pending
- * count the proxy's connection was spared at accept. Every X-Forwarded-For line counts, in
- * order: a proxy may append its own line after a client's rather than extend the client's.
- * Returns 0, or -1 when that client is over its cap (answered 429). */
+/* A trusted proxy's request: the client its X-Forwarded-For names takes over the pending count
+ * the proxy's connection held under the proxy's own address since accept. Every X-Forwarded-For
+ * line counts, in order: a proxy may append its own line after a client's rather than extend the
+ * client's. Returns 0, or -1 when that client is over its cap (answered 429). */
 static int count_forwarded_client(struct conn *c, const struct ws_http_head *h)
 {
     struct gw_server *srv = c->srv;
@@ -537,6 +562,8 @@ static int count_forwarded_client(struct conn *c, const struct ws_http_head *h)
             break; /* cannot happen: the values come from a head of at most HEAD_MAX bytes */
         used += (size_t)n;
     }
+    gw_sources_add(srv->pending_by_proxy, c->source, -1, ev_now(srv->loop));
+    c->proxy_counted = 0;
     gw_proxies_client(srv->proxies, (const struct sockaddr *)&c->peer, used > 0 ? joined : NULL,
                       c->source, c->remote);
     if ((size_t)gw_sources_count(srv->pending_by_source, c->source) >=
@@ -562,7 +589,7 @@ static void handle(struct conn *c)
     if (c->via_proxy && count_forwarded_client(c, &h) != 0)
         return;
     const char *target = h.target;
-    if (gw_parse_target(target, &c->target) == 0)
+    if (!c->health && gw_parse_target(target, &c->target) == 0)
         return attach_request(c, &h);
     const char *q = strchr(target, '?');
     size_t plen = q != NULL ? (size_t)(q - target) : strlen(target);
@@ -581,9 +608,16 @@ static void handle(struct conn *c)
 
 static void conn_read(struct ev_loop *loop, ev_io *w, int revents)
 {
-    (void)loop;
     (void)revents;
     struct conn *c = w->data;
+    if (!c->heard) {
+        /* Something came (or the end): from now on the head deadline alone. */
+        c->heard = 1;
+        double left = c->accepted + (c->health ? HEALTH_HEAD_S : HEAD_S) - ev_now(loop);
+        ev_timer_stop(loop, &c->timer);
+        ev_timer_set(&c->timer, left > 0 ? left : 0., 0.);
+        ev_timer_start(loop, &c->timer);
+    }
     if (c->adm != NULL) {
         /* Waiting for admission: a peer that hangs up frees its slot; bytes it sends early (a
          * first WebSocket frame) stay in the kernel until the upgrade. */
@@ -651,8 +685,10 @@ static void refuse_at_accept(struct gw_server *srv, int fd, int code, enum gw_li
         close(fd);
         return;
     }
+    /* What already came gets no reset; bounded, so a peer that keeps sending cannot hold the
+     * loop here (the lingering close reads the rest). */
     char sink[4096];
-    while (recv(fd, sink, sizeof(sink), 0) > 0) /* what already came: no reset for it */
+    for (int i = 0; i < DRAIN_READS && recv(fd, sink, sizeof(sink), 0) > 0; i++)
         ;
     struct buf body, answer;
     buf_init(&body, 4096);
@@ -677,6 +713,8 @@ static void accept_resume(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     struct gw_server *srv = w->data;
     ev_io_start(loop, &srv->accept_io);
+    if (srv->health_fd >= 0)
+        ev_io_start(loop, &srv->health_io);
 }
 
 /* A renewed certificate (cert-manager, a Secret volume's update) is served from the next
@@ -696,12 +734,15 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)revents;
     struct gw_server *srv = w->data;
+    int health = w == &srv->health_io;
     if (srv->tls != NULL)
         reload_tls(srv, ev_now(loop));
-    for (;;) {
+    /* The watcher is level-triggered: what is left in the backlog is taken on the next turn,
+     * after the other watchers have had theirs. */
+    for (int batch = 0; batch < ACCEPT_BATCH; batch++) {
         struct sockaddr_storage addr;
         socklen_t alen = sizeof(addr);
-        int fd = accept(srv->fd, (struct sockaddr *)&addr, &alen);
+        int fd = accept(w->fd, (struct sockaddr *)&addr, &alen);
         if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
             continue;
         if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
@@ -713,6 +754,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
                          "error=\"%s\" retry_s=%g", strerror(errno), ACCEPT_BACKOFF_S);
             srv->accept_stalled = 1;
             ev_io_stop(loop, &srv->accept_io);
+            ev_io_stop(loop, &srv->health_io);
             ev_timer_set(&srv->accept_backoff, ACCEPT_BACKOFF_S, 0.);
             ev_timer_start(loop, &srv->accept_backoff);
             return;
@@ -730,8 +772,10 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         char source[GW_ADDRESS_KEY_MAX], remote[GW_ADDRESS_KEY_MAX] = "";
         gw_source_key((const struct sockaddr *)&addr, source, sizeof(source));
-        /* A proxy carries many clients: its connections are limited per client once the head
-         * names one (count_forwarded_client); the overall cap holds for them as for any. */
+        /* A proxy carries many clients: until the head names one (count_forwarded_client) its
+         * connections count under its own address against max_pending_per_proxy, larger than a
+         * client's cap, so a host in a trusted range (an Ingress pod CIDR holds tenant pods too)
+         * cannot hold more than that silent; the overall cap holds for them as for any. */
         int via_proxy = gw_proxies_trusts(srv->proxies, (const struct sockaddr *)&addr);
         if (addr.ss_family == AF_INET) {
             struct sockaddr_in *in = (struct sockaddr_in *)&addr;
@@ -740,13 +784,26 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&addr;
             inet_ntop(AF_INET6, &in6->sin6_addr, remote, sizeof(remote));
         }
-        if (srv->pending >= srv->cfg.max_pending) {
+        if (health && srv->health_pending >= HEALTH_PENDING_MAX) {
+            refuse_at_accept(srv, fd, 503, GW_L_PENDING,
+                             "the health listener has as many connections as it may", remote);
+            continue;
+        }
+        if (!health && srv->pending >= srv->cfg.max_pending) {
             refuse_at_accept(srv, fd, 503, GW_L_PENDING,
                              "the gateway has as many connections waiting as it may", remote);
             continue;
         }
-        if (!via_proxy && (size_t)gw_sources_count(srv->pending_by_source, source) >=
-                              srv->cfg.max_pending_per_source) {
+        if (!health && via_proxy &&
+            (size_t)gw_sources_count(srv->pending_by_proxy, source) >=
+                srv->cfg.max_pending_per_proxy) {
+            refuse_at_accept(srv, fd, 429, GW_L_PENDING_PER_SOURCE,
+                             "too many connections waiting from this proxy", remote);
+            continue;
+        }
+        if (!health && !via_proxy &&
+            (size_t)gw_sources_count(srv->pending_by_source, source) >=
+                srv->cfg.max_pending_per_source) {
             refuse_at_accept(srv, fd, 429, GW_L_PENDING_PER_SOURCE,
                              "too many connections waiting from this address", remote);
             continue;
@@ -773,11 +830,18 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         memcpy(c->remote, remote, sizeof(c->remote));
         memcpy(c->source, source, sizeof(c->source));
-        srv->pending++;
-        if (via_proxy) {
+        c->accepted = ev_now(loop);
+        if (health) {
+            c->health = 1;
+            srv->health_pending++;
+        } else if (via_proxy) {
+            srv->pending++;
+            gw_sources_add(srv->pending_by_proxy, source, 1, ev_now(loop));
+            c->proxy_counted = 1;
             c->via_proxy = 1;
             memcpy(&c->peer, &addr, sizeof(addr));
         } else {
+            srv->pending++;
             gw_sources_add(srv->pending_by_source, source, 1, ev_now(loop));
             c->counted = 1;
         }
@@ -786,7 +850,8 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             srv->conns->prev = c;
         srv->conns = c;
         ev_io_init(&c->io, conn_read, fd, EV_READ);
-        ev_timer_init(&c->timer, conn_timeout, HEAD_S, 0.);
+        /* A health connection's whole head has HEALTH_HEAD_S, no less than this. */
+        ev_timer_init(&c->timer, conn_timeout, FIRST_BYTE_S, 0.);
         c->io.data = c->timer.data = c;
         ev_io_start(loop, &c->io);
         ev_timer_start(loop, &c->timer);
@@ -811,10 +876,13 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     srv->t = t;
     srv->fd = -1;
     srv->port = -1;
+    srv->health_fd = -1;
     srv->cfg = *cfg;
     srv->address = strdup(cfg->address != NULL ? cfg->address : "");
     srv->origins = calloc(cfg->norigins + 1, sizeof(char *));
     if (srv->address == NULL || srv->origins == NULL)
+        goto nomem;
+    if (cfg->health_address != NULL && (srv->health_address = strdup(cfg->health_address)) == NULL)
         goto nomem;
     for (size_t i = 0; i < cfg->norigins; i++) {
         if ((srv->origins[i] = strdup(cfg->origins[i])) == NULL)
@@ -824,6 +892,8 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
         srv->cfg.max_pending = 1024;
     if (srv->cfg.max_pending_per_source == 0)
         srv->cfg.max_pending_per_source = 64;
+    if (srv->cfg.max_pending_per_proxy == 0)
+        srv->cfg.max_pending_per_proxy = 4 * srv->cfg.max_pending_per_source;
     if (srv->cfg.max_clients == 0)
         srv->cfg.max_clients = 4096;
     if (srv->cfg.max_clients_per_session == 0)
@@ -836,6 +906,7 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     /* Counts only (no bucket); one entry per source with a connection waiting, at most
      * max_pending of them. */
     srv->pending_by_source = gw_sources_new(srv->cfg.max_pending + 1, 0, 0);
+    srv->pending_by_proxy = gw_sources_new(srv->cfg.max_pending + 1, 0, 0);
     struct gw_hub_opts hub = cfg->hub;
     hub.auth = srv->auth;
     srv->hub = srv->auth != NULL ? gw_hub_new(loop, t, &hub) : NULL;
@@ -844,7 +915,8 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     srv->relays = gw_relays_new(loop, cfg->hub.ping_interval_s);
     srv->lingering = gw_lingering_new(loop, LINGER_MAX, LINGER_S);
     if (srv->auth == NULL || srv->lingering == NULL || srv->gate == NULL ||
-        srv->pending_by_source == NULL || srv->hub == NULL || srv->relays == NULL)
+        srv->pending_by_source == NULL || srv->pending_by_proxy == NULL || srv->hub == NULL ||
+        srv->relays == NULL)
         goto nomem;
     gw_relays_set_auth(srv->relays, srv->auth, cfg->hub.reauth_s);
     return srv;
@@ -854,33 +926,23 @@ nomem:
     return NULL;
 }
 
-int gw_server_start(struct gw_server *srv, struct telo_err *err)
+/* Listens on address ("": every interface) and port (0: the kernel picks; *bound gets the port).
+ * Returns the socket, or -TELO_EINVAL / -TELO_EIO with err naming the address. */
+static int listen_on(const char *address, int port, int *bound, struct telo_err *err)
 {
-    int has_cert = srv->cfg.tls_cert_path != NULL && srv->cfg.tls_cert_path[0] != '\0';
-    int has_key = srv->cfg.tls_key_path != NULL && srv->cfg.tls_key_path[0] != '\0';
-    if (has_cert != has_key)
-        return telo_err_set(err, TELO_EINVAL,
-                            "gateway: TLS needs both a certificate and a key file; got only the %s",
-                            has_cert ? "certificate" : "key");
-    if (srv->proxies == NULL &&
-        gw_proxies_parse("--trusted-proxies", srv->cfg.trusted_proxies, &srv->proxies, err) != 0)
-        return -err->code;
-    if (has_cert && srv->tls == NULL &&
-        (srv->tls = ws_tls_ctx_new(srv->cfg.tls_cert_path, srv->cfg.tls_key_path, err)) == NULL)
-        return -err->code;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     socklen_t slen;
-    const char *addr = srv->address[0] != '\0' ? srv->address : "::";
+    const char *addr = address[0] != '\0' ? address : "::";
     struct sockaddr_in *in = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, addr, &in->sin_addr) == 1) {
         in->sin_family = AF_INET;
-        in->sin_port = htons((uint16_t)srv->cfg.port);
+        in->sin_port = htons((uint16_t)port);
         slen = sizeof(*in);
     } else if (inet_pton(AF_INET6, addr, &in6->sin6_addr) == 1) {
         in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)srv->cfg.port);
+        in6->sin6_port = htons((uint16_t)port);
         slen = sizeof(*in6);
     } else {
         return telo_err_set(err, TELO_EINVAL,
@@ -897,22 +959,55 @@ int gw_server_start(struct gw_server *srv, struct telo_err *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return telo_err_set(err, TELO_EIO, "gateway: cannot listen on [%s]:%d: %s", addr,
-                            srv->cfg.port, strerror(e));
+        return telo_err_set(err, TELO_EIO, "gateway: cannot listen on [%s]:%d: %s", addr, port,
+                            strerror(e));
     }
     socklen_t alen = sizeof(ss);
     getsockname(fd, (struct sockaddr *)&ss, &alen);
-    srv->port = ntohs(ss.ss_family == AF_INET ? in->sin_port : in6->sin6_port);
+    *bound = ntohs(ss.ss_family == AF_INET ? in->sin_port : in6->sin6_port);
+    return fd;
+}
+
+int gw_server_start(struct gw_server *srv, struct telo_err *err)
+{
+    int has_cert = srv->cfg.tls_cert_path != NULL && srv->cfg.tls_cert_path[0] != '\0';
+    int has_key = srv->cfg.tls_key_path != NULL && srv->cfg.tls_key_path[0] != '\0';
+    if (has_cert != has_key)
+        return telo_err_set(err, TELO_EINVAL,
+                            "gateway: TLS needs both a certificate and a key file; got only the %s",
+                            has_cert ? "certificate" : "key");
+    if (srv->proxies == NULL &&
+        gw_proxies_parse("--trusted-proxies", srv->cfg.trusted_proxies, &srv->proxies, err) != 0)
+        return -err->code;
+    if (has_cert && srv->tls == NULL &&
+        (srv->tls = ws_tls_ctx_new(srv->cfg.tls_cert_path, srv->cfg.tls_key_path, err)) == NULL)
+        return -err->code;
+    int fd = listen_on(srv->address, srv->cfg.port, &srv->port, err);
+    if (fd < 0)
+        return fd;
     srv->fd = fd;
     ev_io_init(&srv->accept_io, accept_cb, fd, EV_READ);
     srv->accept_io.data = srv;
     ev_io_start(srv->loop, &srv->accept_io);
+    if (srv->health_address == NULL)
+        return 0;
+    if ((fd = listen_on(srv->health_address, srv->cfg.health_port, &srv->health_port, err)) < 0)
+        return fd;
+    srv->health_fd = fd;
+    ev_io_init(&srv->health_io, accept_cb, fd, EV_READ);
+    srv->health_io.data = srv;
+    ev_io_start(srv->loop, &srv->health_io);
     return 0;
 }
 
 int gw_server_port(const struct gw_server *srv)
 {
     return srv->port;
+}
+
+int gw_server_health_port(const struct gw_server *srv)
+{
+    return srv->health_fd >= 0 ? srv->health_port : -1;
 }
 
 void gw_server_free(struct gw_server *srv)
@@ -923,12 +1018,17 @@ void gw_server_free(struct gw_server *srv)
         ev_io_stop(srv->loop, &srv->accept_io);
         close(srv->fd);
     }
+    if (srv->health_fd >= 0) {
+        ev_io_stop(srv->loop, &srv->health_io);
+        close(srv->health_fd);
+    }
     ev_timer_stop(srv->loop, &srv->accept_backoff);
     while (srv->conns != NULL)
         conn_free(srv->conns); // NOLINT(clang-analyzer-unix.Malloc): conn_free unlinks it
     gw_lingering_free(srv->lingering);
     gw_gate_free(srv->gate);
     gw_sources_free(srv->pending_by_source);
+    gw_sources_free(srv->pending_by_proxy);
     gw_proxies_free(srv->proxies);
     gw_relays_free(srv->relays);
     ws_tls_ctx_free(srv->tls);
@@ -940,5 +1040,6 @@ void gw_server_free(struct gw_server *srv)
     }
     free(srv->origins);
     free(srv->address);
+    free(srv->health_address);
     free(srv);
 }

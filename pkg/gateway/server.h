@@ -1,5 +1,6 @@
 /* The gateway's HTTP front: the attach route with its WebSocket handshake and admission, and
- * /healthz, /readyz and /metrics, on one listening socket of the libev loop. */
+ * /healthz, /readyz and /metrics, on the client listening socket of the libev loop; the last
+ * three also on a health listener of their own, for the kubelet's probes. */
 #ifndef TELO_GATEWAY_SERVER_H
 #define TELO_GATEWAY_SERVER_H
 
@@ -14,8 +15,14 @@ struct kube_transport;
 struct gw_server;
 
 struct gw_server_config {
-    const char *address;        /* IPv4 or IPv6 literal; NULL or "": every interface */
-    int port;                   /* 0: the kernel picks (read it with gw_server_port) */
+    const char *address; /* IPv4 or IPv6 literal; NULL or "": every interface */
+    int port;            /* 0: the kernel picks (read it with gw_server_port) */
+    /* The health listener: /healthz, /readyz and /metrics only, with a small connection cap of
+     * its own and a 2 s deadline, so clients filling max_pending cannot fail the kubelet's
+     * probes (and get the gateway restarted). Same TLS as the client port. IPv4 or IPv6 literal
+     * ("": every interface); NULL: none. */
+    const char *health_address;
+    int health_port;            /* 0: the kernel picks (gw_server_health_port) */
     const char *tls_cert_path;  /* PEM chain; with tls_key_path serves HTTPS/WSS (read at start,
                                  * and again when the files change: ws_tls_ctx_reload) */
     const char *tls_key_path;   /* PEM key; both NULL: plain HTTP */
@@ -35,8 +42,11 @@ struct gw_server_config {
     /* Networks whose connections are proxies (an Ingress controller, the API server's service
      * proxy), comma-separated (gateway/proxies.h); NULL or "": none. Such a connection is limited
      * under the client its X-Forwarded-For names, not under the proxy's address; checked by
-     * gw_server_start. */
+     * gw_server_start. Before its head names one it counts under the proxy's address against
+     * max_pending_per_proxy: a proxy carries many clients, so more than one client's cap, but
+     * a host in a trusted range cannot hold the whole max_pending silent. */
     const char *trusted_proxies;
+    size_t max_pending_per_proxy;   /* 0: 4 x max_pending_per_source (256) */
     size_t max_clients;             /* 0: 4096 */
     size_t max_clients_per_session; /* 0: 64 */
     struct gw_gate_opts admission;
@@ -54,6 +64,9 @@ int gw_server_start(struct gw_server *srv, struct telo_err *err);
 
 /* The bound port, or -1 before start. */
 int gw_server_port(const struct gw_server *srv);
+
+/* The health listener's bound port, or -1 before start or without one. */
+int gw_server_health_port(const struct gw_server *srv);
 
 /* Closes the listener, every connection and session, and frees srv. NULL is a no-op. */
 void gw_server_free(struct gw_server *srv);

@@ -233,6 +233,74 @@ static void lookups_are_rate_limited_per_source_and_overall(void **state)
     env_free(e);
 }
 
+static void an_overall_refusal_spends_no_token_of_the_source(void **state)
+{
+    (void)state;
+    struct gw_gate_opts opts = {
+        .rate = 10, .burst = 1, .rate_per_source = 0.01, .burst_per_source = 2};
+    struct env *e = env_new(&opts);
+    struct got a = {0}, b1 = {0}, b2 = {0}, b3 = {0}, b4 = {0};
+    admit(e, "1.1.1.1", "s", "a", &a); /* the overall bucket's one token */
+    admit(e, "2.2.2.2", "s", "b1", &b1);
+    admit(e, "2.2.2.2", "s", "b2", &b2);
+    turn(e);
+    assert_int_equal(b1.verdict, GW_TOO_MANY);
+    assert_int_equal(b2.verdict, GW_TOO_MANY);
+    assert_int_equal(gw_gate_metrics(e->gate)->limited, 2);
+    /* Its own two tokens are still there, one for each overall refill. */
+    for (int i = 0; i < 2; i++) {
+        ev_sleep(0.11);
+        ev_now_update(e->loop);
+        admit(e, "2.2.2.2", "s", i == 0 ? "b3" : "b4", i == 0 ? &b3 : &b4);
+    }
+    assert_int_equal(e->fake.calls, 3);
+    assert_int_equal(gw_gate_metrics(e->gate)->limited_per_source, 0);
+    for (int i = 0; i < 3; i++)
+        answer(&e->fake, i, GW_UNAUTHENTICATED, "");
+    env_free(e);
+}
+
+static void failing_sources_share_a_quarter_of_the_overall_rate(void **state)
+{
+    (void)state;
+    /* Overall 4/s, burst 8: sources whose lookups failed split 1/s, burst 2. */
+    struct gw_gate_opts opts = {
+        .rate = 4, .burst = 8, .rate_per_source = 100, .burst_per_source = 100};
+    struct env *e = env_new(&opts);
+    struct got bad[8], good[2];
+    memset(bad, 0, sizeof(bad));
+    memset(good, 0, sizeof(good));
+    char source[32], token[32];
+    /* Four addresses with garbage tokens: a first lookup each, all 401. */
+    for (int i = 0; i < 4; i++) {
+        snprintf(source, sizeof(source), "198.51.100.%d", i);
+        snprintf(token, sizeof(token), "garbage-%d", i);
+        admit(e, source, "s", token, &bad[i]);
+        answer(&e->fake, i, GW_UNAUTHENTICATED, "");
+    }
+    /* Again: now known to fail, they get the share's burst of 2, not the 4 left overall. */
+    for (int i = 4; i < 8; i++) {
+        snprintf(source, sizeof(source), "198.51.100.%d", i - 4);
+        snprintf(token, sizeof(token), "garbage-%d", i);
+        admit(e, source, "s", token, &bad[i]);
+    }
+    assert_int_equal(e->fake.calls, 6);
+    turn(e);
+    assert_int_equal(bad[6].verdict, GW_TOO_MANY);
+    assert_int_equal(bad[7].verdict, GW_TOO_MANY);
+    /* The rest of the overall burst is everyone else's. */
+    admit(e, "203.0.113.1", "s", "valid-1", &good[0]);
+    admit(e, "203.0.113.2", "s", "valid-2", &good[1]);
+    turn(e);
+    assert_int_equal(e->fake.calls, 8);
+    assert_int_equal(good[0].n + good[1].n, 0); /* waiting for their lookups, not refused */
+    for (int i = 4; i < 8; i++)
+        answer(&e->fake, i, i < 6 ? GW_UNAUTHENTICATED : GW_ALLOW, "Running");
+    assert_int_equal(good[0].verdict, GW_ALLOW);
+    assert_int_equal(good[1].verdict, GW_ALLOW);
+    env_free(e);
+}
+
 static void a_cancelled_request_is_not_called(void **state)
 {
     (void)state;
@@ -262,6 +330,8 @@ int main(void)
         cmocka_unit_test(the_cache_expires_and_skips_sessions_still_starting),
         cmocka_unit_test(lookups_are_rate_limited_per_source_and_overall),
         cmocka_unit_test(a_cancelled_request_is_not_called),
+        cmocka_unit_test(an_overall_refusal_spends_no_token_of_the_source),
+        cmocka_unit_test(failing_sources_share_a_quarter_of_the_overall_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
