@@ -39,6 +39,7 @@ static void usage(FILE *out)
         "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
         "                    [--idle-keep-seconds S]\n"
         "                    [--max-pending N] [--max-pending-per-ip N]\n"
+        "                    [--first-byte-seconds S]\n"
         "                    [--trusted-proxies CIDR,...] [--max-pending-per-proxy N]\n"
         "                    [--max-clients N] [--max-clients-per-session N]\n"
         "                    [--admission-cache-seconds S] [--admission-rate N]\n"
@@ -73,8 +74,8 @@ static void usage(FILE *out)
         "changed files (a renewed certificate, a Secret volume's update) are loaded again for\n"
         "new connections, looked at at most once a second as connections arrive: no restart.\n"
         "GET .../telosessions/NAME/debug relays the session's inspector as server-sent events.\n"
-        "Limits: connections before admission (the first byte must arrive within 2 s, the\n"
-        "whole head within 10 s) at most\n"
+        "Limits: connections before admission (the first byte must arrive within\n"
+        "--first-byte-seconds (2), the whole head within 10 s) at most\n"
         "--max-pending (1024) overall and --max-pending-per-ip (64) per address (an IPv6 /64),\n"
         "answered 503 and 429 with Retry-After; attached clients and debug streams at most\n"
         "--max-clients (4096) and --max-clients-per-session (64), answered 503 and 429.\n"
@@ -237,6 +238,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;
             o->cfg.max_pending_per_source = (size_t)d;
+        } else if (strcmp(a, "--first-byte-seconds") == 0) {
+            if (parse_number(a, v, 0.1, 10, &d) != 0)
+                return -1;
+            o->cfg.first_byte_s = d;
         } else if (strcmp(a, "--max-pending-per-proxy") == 0) {
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;

@@ -33,9 +33,6 @@
 
 #define HEAD_MAX 8192
 #define HEAD_S   10.0 /* the whole head, and admission, within this (slow senders included) */
-/* A client that has sent nothing at all by then is closed: a silent connection is the cheapest way
- * to hold a pending slot, and every real client speaks at once (a ClientHello, a request line). */
-#define FIRST_BYTE_S 2.0
 /* The health listener: the kubelet probes every few seconds with one connection at a time, so a
  * small cap of its own, not the clients' max_pending, and a short deadline for the whole head. */
 #define HEALTH_PENDING_MAX 16
@@ -851,7 +848,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         srv->conns = c;
         ev_io_init(&c->io, conn_read, fd, EV_READ);
         /* A health connection's whole head has HEALTH_HEAD_S, no less than this. */
-        ev_timer_init(&c->timer, conn_timeout, FIRST_BYTE_S, 0.);
+        ev_timer_init(&c->timer, conn_timeout, srv->cfg.first_byte_s, 0.);
         c->io.data = c->timer.data = c;
         ev_io_start(loop, &c->io);
         ev_timer_start(loop, &c->timer);
@@ -890,6 +887,8 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     }
     if (srv->cfg.max_pending == 0)
         srv->cfg.max_pending = 1024;
+    if (!(srv->cfg.first_byte_s > 0))
+        srv->cfg.first_byte_s = 2.0;
     if (srv->cfg.max_pending_per_source == 0)
         srv->cfg.max_pending_per_source = 64;
     if (srv->cfg.max_pending_per_proxy == 0)

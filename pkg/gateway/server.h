@@ -37,7 +37,11 @@ struct gw_server_config {
      * the verdict) overall and per source address (an IPv6 /64), answered 503 and 429 at once;
      * attached clients (and debug streams) overall and per session, answered 503 and 429 after
      * admission; the admission cache and lookup rates (gateway/gate.h). 0: the defaults. */
-    size_t max_pending;            /* 0: 1024 */
+    size_t max_pending; /* 0: 1024 */
+    /* A client that has sent nothing at all this long is closed (the head's own deadline is
+     * 10 s): a silent connection is the cheapest way to hold a pending slot, and every real
+     * client speaks at once (a ClientHello, a request line). 0: 2 s. */
+    double first_byte_s;
     size_t max_pending_per_source; /* 0: 64 */
     /* Networks whose connections are proxies (an Ingress controller, the API server's service
      * proxy), comma-separated (gateway/proxies.h); NULL or "": none. Such a connection is limited

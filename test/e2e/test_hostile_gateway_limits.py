@@ -166,8 +166,11 @@ def pending_unless_full(gw, refused):
 
 
 def test_connections_over_the_caps_get_429_and_503(env, two, tmp_path):
+    # Silent connections must outlive the checks below on a slow machine: the first-byte deadline
+    # up to the head's own.
     gw = start_gateway(env, tmp_path, "caps", "--max-pending", "6", "--max-pending-per-ip", "3",
-                       "--max-clients", "3", "--max-clients-per-session", "2")
+                       "--max-clients", "3", "--max-clients-per-session", "2",
+                       "--first-byte-seconds", "10")
     idle = []
     clients = []
     try:
