@@ -479,6 +479,14 @@ size_t gw_relays_count(const struct gw_relays *r)
     return r->count;
 }
 
+size_t gw_relays_session_count(const struct gw_relays *r, const char *session)
+{
+    size_t n = 0;
+    for (const struct relay *rl = r->list; rl != NULL; rl = rl->next)
+        n += strcmp(rl->session, session) == 0;
+    return n;
+}
+
 unsigned long gw_relays_frames(const struct gw_relays *r)
 {
     return r->frames;

@@ -268,9 +268,13 @@ static int over_client_caps(struct conn *c)
                        RETRY_AFTER_S);
         return 1;
     }
-    if (strcmp(c->target.action, "debug") != 0 &&
-        gw_hub_session_clients(srv->hub, c->target.namespace, c->target.name) >=
-            srv->cfg.max_clients_per_session) {
+    /* Debug streams count with the attach clients: each holds up to ~1.5 MiB (its queue and the
+     * event being parsed), so one session's viewers must not be able to open them unbounded. */
+    char session[600];
+    snprintf(session, sizeof(session), "%s/%s", c->target.namespace, c->target.name);
+    if (gw_hub_session_clients(srv->hub, c->target.namespace, c->target.name) +
+            gw_relays_session_count(srv->relays, session) >=
+        srv->cfg.max_clients_per_session) {
         refuse_limited(c, GW_L_CLIENTS_PER_SESSION, 429,
                        "as many clients are attached to this session as it may have",
                        RETRY_AFTER_S);

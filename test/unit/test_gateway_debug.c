@@ -189,6 +189,38 @@ static void a_client_that_does_not_read_holds_the_inspector_back(void **state)
     ev_loop_destroy(loop);
 }
 
+/* A session's debug streams are counted apart from other sessions' (the gateway caps them with
+ * its attach clients), and one whose client left is counted no more. */
+static void relays_are_counted_per_session(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct gw_relays *r = gw_relays_new(loop, 20);
+    assert_non_null(r);
+    static const char *const sessions[] = {"ns/a", "ns/a", "ns/b"};
+    int clients[3];
+    for (int i = 0; i < 3; i++) {
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+        struct telo_err err = {0};
+        /* Port 1 on loopback: no inspector, the relay keeps retrying. */
+        assert_int_equal(gw_relays_add(r, sv[0], NULL, "127.0.0.1", 1, sessions[i], NULL, &err), 0);
+        clients[i] = sv[1];
+    }
+    assert_int_equal(gw_relays_session_count(r, "ns/a"), 2);
+    assert_int_equal(gw_relays_session_count(r, "ns/b"), 1);
+    assert_int_equal(gw_relays_session_count(r, "ns/c"), 0);
+    close(clients[0]);
+    for (int i = 0; i < 20 && gw_relays_session_count(r, "ns/a") == 2; i++)
+        ev_run(loop, EVRUN_NOWAIT);
+    assert_int_equal(gw_relays_session_count(r, "ns/a"), 1);
+    assert_int_equal(gw_relays_count(r), 2);
+    gw_relays_free(r);
+    close(clients[1]);
+    close(clients[2]);
+    ev_loop_destroy(loop);
+}
+
 int main(void)
 {
     /* A relay writing to a client that left must not kill the test. */
@@ -196,6 +228,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_fast_inspector_does_not_hold_the_loop),
         cmocka_unit_test(a_client_that_does_not_read_holds_the_inspector_back),
+        cmocka_unit_test(relays_are_counted_per_session),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
