@@ -248,8 +248,9 @@ static void up_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         size_t take = (size_t)n < HEAD_MAX - rl->head_len ? (size_t)n : HEAD_MAX - rl->head_len;
         memcpy(rl->head + rl->head_len, chunk, take);
+        size_t searched = rl->head_len;
         rl->head_len += take;
-        long end = ws_http_head_end(rl->head, rl->head_len, HEAD_MAX);
+        long end = ws_http_head_end(rl->head, rl->head_len, searched, HEAD_MAX);
         if (end < 0)
             return up_fail(rl, "answer head too long");
         if (end == 0)

@@ -619,8 +619,9 @@ static void conn_read(struct ev_loop *loop, ev_io *w, int revents)
             return;
         if (n <= 0)
             return conn_free(c);
+        size_t searched = c->len;
         c->len += (size_t)n;
-        long end = ws_http_head_end(c->head, c->len, HEAD_MAX);
+        long end = ws_http_head_end(c->head, c->len, searched, HEAD_MAX);
         if (end < 0)
             return respond(c, 431, "text/plain; charset=utf-8", "request head too large\n", NULL);
         if (end > 0) {

@@ -6,10 +6,11 @@
 #include <string.h>
 #include <strings.h>
 
-long ws_http_head_end(const char *buf, size_t len, size_t max)
+long ws_http_head_end(const char *buf, size_t len, size_t searched, size_t max)
 {
     size_t n = len < max ? len : max;
-    for (size_t i = 3; i < n; i++) {
+    /* i is where a blank line would end: the earlier calls tried every i below searched. */
+    for (size_t i = searched > 3 ? searched : 3; i < n; i++) {
         if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r')
             return (long)(i + 1);
     }
