@@ -465,9 +465,22 @@ static void debug_request(struct conn *c, const struct ws_http_head *h)
     admit(c, token);
 }
 
+/* Headers a request must not repeat: we read the first, a proxy or an authorizer in front of us
+ * may read the last, and the two would then decide on different values. */
+static const char *const single_headers[] = {"Upgrade", "Sec-WebSocket-Key", "Authorization",
+                                             "Origin"};
+
 static void attach_request(struct conn *c, const struct ws_http_head *h)
 {
     struct gw_server *srv = c->srv;
+    for (size_t i = 0; i < sizeof(single_headers) / sizeof(single_headers[0]); i++) {
+        if (ws_http_header_count(h, single_headers[i]) > 1) {
+            char message[80];
+            snprintf(message, sizeof(message), "the request repeats the %s header",
+                     single_headers[i]);
+            return refuse(c, 400, "BadRequest", message, NULL);
+        }
+    }
     if (strcmp(c->target.action, "debug") == 0)
         return debug_request(c, h);
     const char *key = ws_http_header(h, "Sec-WebSocket-Key");

@@ -122,6 +122,14 @@ const char *ws_http_header(const struct ws_http_head *h, const char *name)
     return NULL;
 }
 
+size_t ws_http_header_count(const struct ws_http_head *h, const char *name)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < h->nheaders; i++)
+        n += strcasecmp(h->headers[i].name, name) == 0;
+    return n;
+}
+
 int ws_http_list_next(const char **list, char *out, size_t outlen)
 {
     const char *p = *list;

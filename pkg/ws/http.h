@@ -45,6 +45,9 @@ int ws_http_parse_response(char *buf, size_t head_len, struct ws_http_head *h,
 /* The value of the first header named name (case-insensitive), or NULL. */
 const char *ws_http_header(const struct ws_http_head *h, const char *name);
 
+/* How many headers are named name (case-insensitive). */
+size_t ws_http_header_count(const struct ws_http_head *h, const char *name);
+
 /* 1 when the comma-separated list value holds token (case-insensitive, blanks around items
  * ignored), else 0. For Connection, Upgrade and Sec-WebSocket-Protocol. */
 int ws_http_list_has(const char *value, const char *token);

@@ -397,6 +397,43 @@ def test_debug_streams_count_under_the_per_session_cap(cluster, crd, namespace, 
         inspector.close()
 
 
+def test_a_repeated_upgrade_key_authorization_or_origin_is_a_400(cluster, crd, namespace,
+                                                                   own_gateway):
+    """A request that repeats Upgrade, Sec-WebSocket-Key, Authorization or Origin is refused 400
+    naming the header: we read the first, a proxy in front of us may read the last. The same
+    request with each header once is upgraded."""
+    gw = own_gateway()
+    token = base64.b16encode(os.urandom(16)).decode()
+    fake_session(cluster, namespace, "dups", token)
+    lines = ["GET /v1/namespaces/%s/telosessions/dups/attach HTTP/1.1" % namespace,
+             "Host: %s" % gw.base, "Upgrade: websocket", "Connection: Upgrade",
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13",
+             "Sec-WebSocket-Protocol: v5.channel.k8s.io", "Authorization: Bearer " + token]
+
+    def answer(extra):
+        host, port = gw.base.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(("\r\n".join(lines + extra) + "\r\n\r\n").encode())
+            data = b""
+            # A refusal ends with the connection; an upgrade stays open after its head.
+            while not (data.startswith(b"HTTP/1.1 101 ") and b"\r\n\r\n" in data):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return data.decode(errors="replace")
+
+    assert answer([]).startswith("HTTP/1.1 101 ")
+    for extra in ("Upgrade: websocket", "Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==",
+                  "Authorization: Bearer " + token, "Origin: https://a.example"):
+        name = extra.split(":")[0]
+        more = [extra] if name != "Origin" else [extra, "Origin: https://b.example"]
+        got = answer(more)
+        assert got.startswith("HTTP/1.1 400 "), (name, got[:200])
+        assert "repeats the %s header" % name in got, (name, got)
+    assert alive(gw)
+
+
 def test_a_foreign_origin_is_refused_by_default(cluster, crd, namespace, own_gateway):
     """Without --allowed-origin no browser origin may attach or read the debug stream; a client
     that sends no Origin (kubectl telo, client-go) is unaffected; a listed origin passes."""

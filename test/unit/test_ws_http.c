@@ -33,6 +33,21 @@ static void parses_an_upgrade_request(void **state)
     assert_true(ws_http_list_has(ws_http_header(&h, "Connection"), "upgrade"));
     assert_false(ws_http_list_has(ws_http_header(&h, "Connection"), "close"));
     assert_null(ws_http_header(&h, "Origin"));
+    assert_int_equal(ws_http_header_count(&h, "upgrade"), 1);
+    assert_int_equal(ws_http_header_count(&h, "Origin"), 0);
+}
+
+/* A repeated header is counted (the gateway refuses a request that repeats one it relies on). */
+static void repeated_headers_are_counted(void **state)
+{
+    (void)state;
+    char req[] = "GET / HTTP/1.1\r\nOrigin: https://a\r\nHost: gw\r\norigin: https://b\r\n\r\n";
+    long end = ws_http_head_end(req, strlen(req), 0, 8192);
+    struct ws_http_head h;
+    assert_int_equal(ws_http_parse_request(req, (size_t)end, &h, NULL), 0);
+    assert_int_equal(ws_http_header_count(&h, "ORIGIN"), 2);
+    assert_int_equal(ws_http_header_count(&h, "Host"), 1);
+    assert_string_equal(ws_http_header(&h, "Origin"), "https://a");
 }
 
 static void head_end_needs_the_blank_line_and_respects_the_limit(void **state)
@@ -170,6 +185,7 @@ int main(void)
         cmocka_unit_test(parses_an_upgrade_request),
         cmocka_unit_test(head_end_needs_the_blank_line_and_respects_the_limit),
         cmocka_unit_test(head_end_resumes_where_the_last_search_stopped),
+        cmocka_unit_test(repeated_headers_are_counted),
         cmocka_unit_test(refuses_malformed_requests),
         cmocka_unit_test(refuses_too_many_headers),
         cmocka_unit_test(parses_responses),
