@@ -22,11 +22,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define OUT_MAX       ((size_t)1 << 20) /* a client further behind loses frames */
-#define EVENT_MAX     ((size_t)256 << 10)
-#define HEAD_MAX      8192
-#define RECONNECT_S   0.5 /* as the reference's relayDebugStream */
-#define UP_READ_CHUNK 16384
+#define OUT_MAX ((size_t)1 << 20) /* a client's queue; past it, frames are lost */
+/* The inspector is not read while the client has this much to take: TCP then holds the app back
+ * instead of us parsing what we would drop. Half of OUT_MAX, so what one more read completes (at
+ * most an EVENT_MAX event and the frames of UP_READ_CHUNK bytes) still fits. */
+#define OUT_PAUSE      (OUT_MAX / 2)
+#define EVENT_MAX      ((size_t)256 << 10)
+#define HEAD_MAX       8192
+#define RECONNECT_S    0.5 /* as the reference's relayDebugStream */
+#define UP_READ_CHUNK  16384
+#define UP_READ_ROUNDS 16 /* reads per readiness event, as ws/conn.c */
 
 enum up_state { UP_IDLE, UP_CONNECTING, UP_HEAD, UP_BODY };
 
@@ -102,6 +107,20 @@ static void relay_free(struct relay *rl)
     free(rl);
 }
 
+/* Whether the client is far enough behind that the inspector must wait for it. */
+static int client_behind(const struct relay *rl)
+{
+    return rl->out.len - rl->out_off >= OUT_PAUSE;
+}
+
+/* Reads the inspector again once the client caught up (up_cb stopped it while it was behind). */
+static void resume_inspector(struct relay *rl)
+{
+    if (!rl->refused && rl->ufd >= 0 && (rl->ustate == UP_HEAD || rl->ustate == UP_BODY) &&
+        !client_behind(rl))
+        ev_io_start(rl->set->loop, &rl->uio);
+}
+
 /* Writes what the client takes. Returns 0, or -1 when the client is gone. */
 static int flush_client(struct relay *rl)
 {
@@ -118,6 +137,7 @@ static int flush_client(struct relay *rl)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             ev_io_start(rl->set->loop, &rl->cwrite);
+            resume_inspector(rl);
             return 0;
         }
         return -1;
@@ -125,6 +145,7 @@ static int flush_client(struct relay *rl)
     buf_reset(&rl->out);
     rl->out_off = 0;
     ev_io_stop(rl->set->loop, &rl->cwrite);
+    resume_inspector(rl);
     return 0;
 }
 
@@ -201,7 +222,18 @@ static void up_cb(struct ev_loop *loop, ev_io *w, int revents)
         return;
     }
     char chunk[UP_READ_CHUNK];
-    for (;;) {
+    /* An app that streams faster than we parse gets a few reads, not the loop: the watcher is
+     * level-triggered, so it comes back after the other tenants' watchers and timers. */
+    for (int round = 0; round < UP_READ_ROUNDS; round++) {
+        if (client_behind(rl)) {
+            ev_io_stop(rl->set->loop, &rl->uio); /* flush_client starts it again */
+            return;
+        }
+        /* What the client took leaves room at the front: reclaim it before appending more. */
+        if (rl->out_off > 0 && rl->out.len > OUT_PAUSE) {
+            buf_consume(&rl->out, rl->out_off);
+            rl->out_off = 0;
+        }
         ssize_t n = read(rl->ufd, chunk, sizeof(chunk));
         if (n < 0 && errno == EINTR)
             continue;
@@ -216,8 +248,9 @@ static void up_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         size_t take = (size_t)n < HEAD_MAX - rl->head_len ? (size_t)n : HEAD_MAX - rl->head_len;
         memcpy(rl->head + rl->head_len, chunk, take);
+        size_t searched = rl->head_len;
         rl->head_len += take;
-        long end = ws_http_head_end(rl->head, rl->head_len, HEAD_MAX);
+        long end = ws_http_head_end(rl->head, rl->head_len, searched, HEAD_MAX);
         if (end < 0)
             return up_fail(rl, "answer head too long");
         if (end == 0)
@@ -445,6 +478,14 @@ int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, cons
 size_t gw_relays_count(const struct gw_relays *r)
 {
     return r->count;
+}
+
+size_t gw_relays_session_count(const struct gw_relays *r, const char *session)
+{
+    size_t n = 0;
+    for (const struct relay *rl = r->list; rl != NULL; rl = rl->next)
+        n += strcmp(rl->session, session) == 0;
+    return n;
 }
 
 unsigned long gw_relays_frames(const struct gw_relays *r)

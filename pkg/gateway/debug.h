@@ -44,6 +44,9 @@ int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, cons
 /* Relays running now. */
 size_t gw_relays_count(const struct gw_relays *r);
 
+/* Relays running now for session (as named to gw_relays_add, "ns/name"). */
+size_t gw_relays_session_count(const struct gw_relays *r, const char *session);
+
 /* Debug frames relayed to clients since the start. */
 unsigned long gw_relays_frames(const struct gw_relays *r);
 

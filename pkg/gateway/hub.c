@@ -32,10 +32,14 @@
 #define SESSION_CONTAINER "session"
 #define RETRY_MIN_S       0.5
 #define RETRY_MAX_S       5.0
-#define MAX_CLIENT_MSG    (1 << 20)
 #define MAX_PENDING_STDIN (64 << 10)
-#define MAX_FRAME_BYTES   (64 << 10) /* output bytes of one frame to a channel-protocol client */
-#define CLOSE_POLICY      1008       /* RFC 6455 policy violation: the credential was revoked */
+/* What a client may send as one message (telo.io.v1 control text: GW_CONTROL_MAX): a stdin
+ * chunk or a channel frame, which kubectl's stdin copy sends 32 KiB at a time. A connection's
+ * input buffers grow to about twice this while a message arrives, and on each of 4096 clients at
+ * 1 MiB that was gigabytes from tenants holding a fragment open. */
+#define MAX_CLIENT_MSG  (64 << 10)
+#define MAX_FRAME_BYTES (64 << 10) /* output bytes of one frame to a channel-protocol client */
+#define CLOSE_POLICY    1008       /* RFC 6455 policy violation: the credential was revoked */
 
 enum state {
     S_CONNECTING, /* upstream opening */
@@ -727,6 +731,7 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
     ev_timer_init(&c->reauth, reauth_cb, util_spread_first(h->opts.reauth_s), h->opts.reauth_s);
     c->reauth.data = c;
     struct ws_conn_opts opts = {.max_message = MAX_CLIENT_MSG,
+                                .max_text = GW_CONTROL_MAX,
                                 .max_queued = h->opts.client_queue_bytes * 2,
                                 .low_water = h->opts.client_queue_bytes / 2,
                                 .ping_interval_s = h->opts.ping_interval_s};

@@ -122,7 +122,7 @@ int gw_clamp_dim(long long v)
 int gw_parse_io_control(const uint8_t *data, size_t len, struct gw_io_control *out)
 {
     memset(out, 0, sizeof(*out));
-    if (len > 4096)
+    if (len > GW_CONTROL_MAX)
         return -TELO_EPROTO;
     struct json_tokener *tok = json_tokener_new();
     if (tok == NULL)

@@ -17,6 +17,7 @@ enum gw_proto {
 };
 
 #define GW_SIZE_MAX_DIM  10000 /* the reference's clamp for rows and columns */
+#define GW_CONTROL_MAX   4096  /* a telo.io.v1 control message's bytes: a resize takes ~40 */
 #define GW_NAME_MAX      254
 #define GW_BEARER_PREFIX "base64url.bearer.authorization.k8s.io."
 
@@ -55,7 +56,8 @@ struct gw_io_control {
 /* Parses a telo.io.v1 control message (a text frame; binary frames are stdin and never come
  * here): {"type":"resize","cols":C,"rows":R}; any other valid JSON object, including one whose
  * "type" is not a string (null, a number, an array...), is GW_IO_UNKNOWN. Returns 0, or
- * -TELO_EPROTO when it is not a JSON object or a resize lacks integer cols/rows. */
+ * -TELO_EPROTO when it is not a JSON object, is over GW_CONTROL_MAX bytes, or a resize lacks
+ * integer cols/rows. */
 int gw_parse_io_control(const uint8_t *data, size_t len, struct gw_io_control *out);
 
 /* Appends a Kubernetes Status error body ({"kind":"Status",...,"code":code}) for refusals. */

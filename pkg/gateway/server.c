@@ -290,9 +290,13 @@ static int over_client_caps(struct conn *c)
                        RETRY_AFTER_S);
         return 1;
     }
-    if (strcmp(c->target.action, "debug") != 0 &&
-        gw_hub_session_clients(srv->hub, c->target.namespace, c->target.name) >=
-            srv->cfg.max_clients_per_session) {
+    /* Debug streams count with the attach clients: each holds up to ~1.5 MiB (its queue and the
+     * event being parsed), so one session's viewers must not be able to open them unbounded. */
+    char session[600];
+    snprintf(session, sizeof(session), "%s/%s", c->target.namespace, c->target.name);
+    if (gw_hub_session_clients(srv->hub, c->target.namespace, c->target.name) +
+            gw_relays_session_count(srv->relays, session) >=
+        srv->cfg.max_clients_per_session) {
         refuse_limited(c, GW_L_CLIENTS_PER_SESSION, 429,
                        "as many clients are attached to this session as it may have",
                        RETRY_AFTER_S);
@@ -483,9 +487,22 @@ static void debug_request(struct conn *c, const struct ws_http_head *h)
     admit(c, token);
 }
 
+/* Headers a request must not repeat: we read the first, a proxy or an authorizer in front of us
+ * may read the last, and the two would then decide on different values. */
+static const char *const single_headers[] = {"Upgrade", "Sec-WebSocket-Key", "Authorization",
+                                             "Origin"};
+
 static void attach_request(struct conn *c, const struct ws_http_head *h)
 {
     struct gw_server *srv = c->srv;
+    for (size_t i = 0; i < sizeof(single_headers) / sizeof(single_headers[0]); i++) {
+        if (ws_http_header_count(h, single_headers[i]) > 1) {
+            char message[80];
+            snprintf(message, sizeof(message), "the request repeats the %s header",
+                     single_headers[i]);
+            return refuse(c, 400, "BadRequest", message, NULL);
+        }
+    }
     if (strcmp(c->target.action, "debug") == 0)
         return debug_request(c, h);
     const char *key = ws_http_header(h, "Sec-WebSocket-Key");
@@ -646,8 +663,9 @@ static void conn_read(struct ev_loop *loop, ev_io *w, int revents)
             return;
         if (n <= 0)
             return conn_free(c);
+        size_t searched = c->len;
         c->len += (size_t)n;
-        long end = ws_http_head_end(c->head, c->len, HEAD_MAX);
+        long end = ws_http_head_end(c->head, c->len, searched, HEAD_MAX);
         if (end < 0)
             return respond(c, 431, "text/plain; charset=utf-8", "request head too large\n", NULL);
         if (end > 0) {

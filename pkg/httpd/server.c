@@ -83,6 +83,7 @@ struct conn {
     enum conn_state state;
     char *in; /* max_request + 1 bytes: the head being read and what follows it */
     size_t in_len;
+    size_t head_searched;         /* of in, searched for the head's end without finding it */
     unsigned long long body_left; /* bytes of the request body still to drop */
     struct buf out;               /* the answer being written */
     size_t out_off;
@@ -276,6 +277,7 @@ static int serve(struct conn *c, size_t hlen)
     /* The head is done with: what follows it is the body, then the next request. */
     memmove(c->in, c->in + hlen, c->in_len - hlen);
     c->in_len -= hlen;
+    c->head_searched = 0;
     c->body_left = body;
     if (c->body_left > 0)
         c->state = C_BODY;
@@ -288,6 +290,7 @@ static void drop_buffered_body(struct conn *c)
     size_t n = c->body_left < c->in_len ? (size_t)c->body_left : c->in_len;
     memmove(c->in, c->in + n, c->in_len - n);
     c->in_len -= n;
+    c->head_searched = 0;
     c->body_left -= n;
     if (c->body_left == 0)
         c->state = C_WRITE;
@@ -351,9 +354,11 @@ static int step(struct conn *c)
                 ev_timer_set(&c->deadline, srv->request_timeout, 0.0);
                 ev_timer_start(srv->loop, &c->deadline);
             }
-            long hlen = ws_http_head_end(c->in, c->in_len, srv->max_request);
+            long hlen = ws_http_head_end(c->in, c->in_len, c->head_searched, srv->max_request);
             if (hlen < 0)
                 return -1; /* over the bound: closed unanswered */
+            if (hlen == 0)
+                c->head_searched = c->in_len;
             if (hlen > 0) {
                 if (serve(c, (size_t)hlen) != 0)
                     return -1;

@@ -373,8 +373,9 @@ static void read_head(struct kube_attach *a)
                         "attach: the connection ended before the WebSocket upgrade completed (%s)",
                         why);
         }
+        size_t searched = a->head_len;
         a->head_len += (size_t)n;
-        long hlen = ws_http_head_end(a->head, a->head_len, HEAD_MAX);
+        long hlen = ws_http_head_end(a->head, a->head_len, searched, HEAD_MAX);
         if (hlen == -TELO_ETOOBIG)
             return fail(a, TELO_EPROTO,
                         "attach: the upgrade's response head is over the limit of %d bytes",

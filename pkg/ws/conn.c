@@ -16,6 +16,7 @@
 
 #define READ_CHUNK  65536
 #define READ_FIRST  4096 /* the input buffer's first size: client input is keystrokes */
+#define MSG_FIRST   4096 /* the message buffer's */
 #define QUEUE_FIRST 4096 /* the send queue's */
 #define READ_ROUNDS 16   /* reads per readiness event */
 
@@ -332,6 +333,26 @@ static void on_control(struct ws_conn *c, const struct ws_frame *f)
     after_flush(c);
 }
 
+/* Gives a buffer grown for one large message back down to first bytes once what it holds fits:
+ * a peer that sent one big message and then idles (pinging) would otherwise keep its peak on
+ * each of thousands of connections. A failed shrink keeps the larger buffer, which still works. */
+static void shrink(uint8_t **buf, size_t *cap, size_t used, size_t first)
+{
+    if (*cap <= first || used > first)
+        return;
+    uint8_t *p = realloc(*buf, first);
+    if (p == NULL)
+        return;
+    *buf = p;
+    *cap = first;
+}
+
+/* The largest message of opcode (a data frame's, or the message's a continuation adds to). */
+static size_t message_limit(const struct ws_conn *c, int opcode)
+{
+    return opcode == WS_OP_TEXT ? c->opts.max_text : c->opts.max_message;
+}
+
 /* Parses and dispatches every complete frame in the input buffer. */
 static void parse_input(struct ws_conn *c)
 {
@@ -359,6 +380,10 @@ static void parse_input(struct ws_conn *c)
                 protocol_error(c, WS_CLOSE_PROTOCOL_ERROR, "new message inside a fragmented one");
                 break;
             }
+            if (f.fin && f.payload_len > message_limit(c, f.opcode)) {
+                protocol_error(c, WS_CLOSE_TOO_BIG, "message over the size limit");
+                break;
+            }
             if (f.fin) {
                 deliver(c, f.opcode, f.payload, f.payload_len);
                 continue;
@@ -369,12 +394,12 @@ static void parse_input(struct ws_conn *c)
             protocol_error(c, WS_CLOSE_PROTOCOL_ERROR, "continuation without a message");
             break;
         }
-        if (c->msg_len + f.payload_len > c->opts.max_message) {
+        if (c->msg_len + f.payload_len > message_limit(c, c->msg_opcode)) {
             protocol_error(c, WS_CLOSE_TOO_BIG, "message over the size limit");
             break;
         }
         if (c->msg_len + f.payload_len > c->msg_cap) {
-            size_t cap = c->msg_cap ? c->msg_cap : 4096;
+            size_t cap = c->msg_cap ? c->msg_cap : MSG_FIRST;
             while (cap < c->msg_len + f.payload_len)
                 cap *= 2;
             uint8_t *p = realloc(c->msg, cap);
@@ -391,12 +416,17 @@ static void parse_input(struct ws_conn *c)
             int op = c->msg_opcode;
             c->msg_opcode = 0;
             deliver(c, op, c->msg, c->msg_len);
+            if (c->dead || c->state == FINISHED)
+                return;
+            c->msg_len = 0;
+            shrink(&c->msg, &c->msg_cap, 0, MSG_FIRST);
         }
     }
     if (c->dead || c->state == FINISHED)
         return;
     memmove(c->in, c->in + pos, c->in_len - pos);
     c->in_len -= pos;
+    shrink(&c->in, &c->in_cap, c->in_len, READ_FIRST);
     answer_ping(c);
     if (c->dead || c->state == FINISHED)
         return;
@@ -552,7 +582,7 @@ struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_i
         c->in_cap = READ_FIRST;
         c->in = malloc(c->in_cap);
         /* Never NULL, so an empty first fragment copies nothing to a real buffer. */
-        c->msg_cap = 4096;
+        c->msg_cap = MSG_FIRST;
         c->msg = malloc(c->msg_cap);
     }
     if (c == NULL || c->in == NULL || c->msg == NULL) {
@@ -573,6 +603,8 @@ struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_i
         c->opts = *opts;
     if (c->opts.max_message == 0)
         c->opts.max_message = (size_t)1 << 20;
+    if (c->opts.max_text == 0 || c->opts.max_text > c->opts.max_message)
+        c->opts.max_text = c->opts.max_message;
     if (c->opts.max_queued == 0)
         c->opts.max_queued = (size_t)1 << 20;
     if (c->opts.low_water == 0)

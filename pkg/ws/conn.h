@@ -36,7 +36,10 @@ struct ws_conn_callbacks {
 
 struct ws_conn_opts {
     int client;             /* 1: mask what we send, expect unmasked frames (RFC 6455 5.1) */
-    size_t max_message;     /* largest message accepted; 0: 1 MiB */
+    size_t max_message;     /* largest message accepted; 0: 1 MiB. A larger one closes the
+                             * connection with 1009. The buffers that held one larger than 4 KiB
+                             * shrink back once it is done */
+    size_t max_text;        /* largest text message; 0 (or over max_message): max_message */
     size_t max_queued;      /* send queue bound: for ws_conn_send without force, for our pongs
                              * (one queued at a time, answering the latest ping) and pings; reading
                              * stops while the queue is at it or a pong waits; 0: 1 MiB */

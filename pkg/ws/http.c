@@ -6,10 +6,11 @@
 #include <string.h>
 #include <strings.h>
 
-long ws_http_head_end(const char *buf, size_t len, size_t max)
+long ws_http_head_end(const char *buf, size_t len, size_t searched, size_t max)
 {
     size_t n = len < max ? len : max;
-    for (size_t i = 3; i < n; i++) {
+    /* i is where a blank line would end: the earlier calls tried every i below searched. */
+    for (size_t i = searched > 3 ? searched : 3; i < n; i++) {
         if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r')
             return (long)(i + 1);
     }
@@ -119,6 +120,14 @@ const char *ws_http_header(const struct ws_http_head *h, const char *name)
             return h->headers[i].value;
     }
     return NULL;
+}
+
+size_t ws_http_header_count(const struct ws_http_head *h, const char *name)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < h->nheaders; i++)
+        n += strcasecmp(h->headers[i].name, name) == 0;
+    return n;
 }
 
 int ws_http_list_next(const char **list, char *out, size_t outlen)

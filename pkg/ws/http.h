@@ -25,10 +25,12 @@ struct ws_http_head {
     size_t nheaders;
 };
 
-/* Looks for the blank line ending a head in buf[0..len). Returns the head's length including the
- * blank line, 0 when it is not complete yet, or -TELO_ETOOBIG when len has reached max without
- * one. */
-long ws_http_head_end(const char *buf, size_t len, size_t max);
+/* Looks for the blank line ending a head in buf[0..len). searched is the len of an earlier call
+ * on the same buffer that found none (0 the first time): the search resumes there (less the 3
+ * bytes a blank line may straddle), so a head that arrives a byte at a time is read once, not
+ * once per byte. Returns the head's length including the blank line, 0 when it is not complete
+ * yet, or -TELO_ETOOBIG when len has reached max without one. */
+long ws_http_head_end(const char *buf, size_t len, size_t searched, size_t max);
 
 /* Parses a complete request head (buf[0..head_len), head_len from ws_http_head_end) in place.
  * Returns 0, or -TELO_EPROTO with err filled: a malformed request line, a version other than
@@ -42,6 +44,9 @@ int ws_http_parse_response(char *buf, size_t head_len, struct ws_http_head *h,
 
 /* The value of the first header named name (case-insensitive), or NULL. */
 const char *ws_http_header(const struct ws_http_head *h, const char *name);
+
+/* How many headers are named name (case-insensitive). */
+size_t ws_http_header_count(const struct ws_http_head *h, const char *name);
 
 /* 1 when the comma-separated list value holds token (case-insensitive, blanks around items
  * ignored), else 0. For Connection, Upgrade and Sec-WebSocket-Protocol. */

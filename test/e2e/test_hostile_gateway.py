@@ -359,6 +359,81 @@ def test_a_rotated_session_token_ends_the_debug_stream(cluster, crd, namespace, 
         inspector.close()
 
 
+def test_debug_streams_count_under_the_per_session_cap(cluster, crd, namespace, own_gateway):
+    """A session's debug streams count under --max-clients-per-session (each may hold ~1.5 MiB
+    in the gateway, so one tenant's viewers cannot grow it without bound): past the cap 429 with
+    Retry-After; another session is unaffected, and a freed slot is usable again."""
+    gw = own_gateway("--max-clients-per-session", "2")
+    token = base64.b16encode(os.urandom(16)).decode()
+    other = base64.b16encode(os.urandom(16)).decode()
+    fake_session(cluster, namespace, "capped", token, inspect=True)
+    fake_session(cluster, namespace, "beside", other, inspect=True)
+    inspector = FakeInspector(['{"kind":"event","n":1}'])
+    streams = []
+    try:
+        for _ in range(2):
+            conn, resp = debug_stream(gw, namespace, "capped", token)
+            assert resp.status == 200
+            streams.append((conn, resp))  # the response holds the socket open
+        conn, resp = debug_stream(gw, namespace, "capped", token)
+        status, retry_after = resp.status, resp.getheader("Retry-After")
+        conn.close()
+        assert status == 429 and retry_after, (status, retry_after)
+        conn, resp = debug_stream(gw, namespace, "beside", other)
+        assert resp.status == 200
+        streams.append((conn, resp))
+        for held in streams.pop(0):
+            held.close()
+        wait_until(lambda: gw.metric("telo_gateway_debug_streams") == 2, timeout=10,
+                   interval=0.1, what="a debug stream gone")
+        conn, resp = debug_stream(gw, namespace, "capped", token)
+        assert resp.status == 200
+        streams.append((conn, resp))
+        assert alive(gw)
+    finally:
+        for held in streams:
+            for c in held:
+                c.close()
+        inspector.close()
+
+
+def test_a_repeated_upgrade_key_authorization_or_origin_is_a_400(cluster, crd, namespace,
+                                                                   own_gateway):
+    """A request that repeats Upgrade, Sec-WebSocket-Key, Authorization or Origin is refused 400
+    naming the header: we read the first, a proxy in front of us may read the last. The same
+    request with each header once is upgraded."""
+    gw = own_gateway()
+    token = base64.b16encode(os.urandom(16)).decode()
+    fake_session(cluster, namespace, "dups", token)
+    lines = ["GET /v1/namespaces/%s/telosessions/dups/attach HTTP/1.1" % namespace,
+             "Host: %s" % gw.base, "Upgrade: websocket", "Connection: Upgrade",
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13",
+             "Sec-WebSocket-Protocol: v5.channel.k8s.io", "Authorization: Bearer " + token]
+
+    def answer(extra):
+        host, port = gw.base.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(("\r\n".join(lines + extra) + "\r\n\r\n").encode())
+            data = b""
+            # A refusal ends with the connection; an upgrade stays open after its head.
+            while not (data.startswith(b"HTTP/1.1 101 ") and b"\r\n\r\n" in data):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return data.decode(errors="replace")
+
+    assert answer([]).startswith("HTTP/1.1 101 ")
+    for extra in ("Upgrade: websocket", "Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==",
+                  "Authorization: Bearer " + token, "Origin: https://a.example"):
+        name = extra.split(":")[0]
+        more = [extra] if name != "Origin" else [extra, "Origin: https://b.example"]
+        got = answer(more)
+        assert got.startswith("HTTP/1.1 400 "), (name, got[:200])
+        assert "repeats the %s header" % name in got, (name, got)
+    assert alive(gw)
+
+
 def test_a_foreign_origin_is_refused_by_default(cluster, crd, namespace, own_gateway):
     """Without --allowed-origin no browser origin may attach or read the debug stream; a client
     that sends no Origin (kubectl telo, client-go) is unaffected; a listed origin passes."""

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (buf == NULL)
         return 0;
     memcpy(buf, data + 1, len);
-    long head = ws_http_head_end(buf, len, 8192);
+    long head = ws_http_head_end(buf, len, 0, 8192);
     if (head <= 0) {
         if (head < 0 && (head != -TELO_ETOOBIG || len < 8192))
             abort();

@@ -153,7 +153,7 @@ static void head_cb(struct ev_loop *loop, ev_io *w, int revents)
     if (n <= 0)
         return srv_close_fd();
     srv.head_len += (size_t)n;
-    long hl = ws_http_head_end(srv.head, srv.head_len, sizeof(srv.head));
+    long hl = ws_http_head_end(srv.head, srv.head_len, 0, sizeof(srv.head));
     if (hl == 0)
         return;
     assert_true(hl > 0);
@@ -895,7 +895,7 @@ static void tls_serve_one(SSL_CTX *ctx, int fd)
             if (n <= 0)
                 break;
             len += (size_t)n;
-            hl = ws_http_head_end(head, len, sizeof(head));
+            hl = ws_http_head_end(head, len, 0, sizeof(head));
         }
         struct ws_http_head h;
         struct telo_err err;

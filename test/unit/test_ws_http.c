@@ -19,7 +19,7 @@ static void parses_an_upgrade_request(void **state)
     char req[] = "GET /v1/namespaces/a/telosessions/b/attach?lastSeq=4 HTTP/1.1\r\n"
                  "Host: gw\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n"
                  "Sec-WebSocket-Protocol:  v5.channel.k8s.io , telo.io.v1\t\r\n\r\nTAIL";
-    long end = ws_http_head_end(req, strlen(req), 8192);
+    long end = ws_http_head_end(req, strlen(req), 0, 8192);
     assert_int_equal(end, (long)(strstr(req, "TAIL") - req));
     struct ws_http_head h;
     assert_int_equal(ws_http_parse_request(req, (size_t)end, &h, NULL), 0);
@@ -33,14 +33,59 @@ static void parses_an_upgrade_request(void **state)
     assert_true(ws_http_list_has(ws_http_header(&h, "Connection"), "upgrade"));
     assert_false(ws_http_list_has(ws_http_header(&h, "Connection"), "close"));
     assert_null(ws_http_header(&h, "Origin"));
+    assert_int_equal(ws_http_header_count(&h, "upgrade"), 1);
+    assert_int_equal(ws_http_header_count(&h, "Origin"), 0);
+}
+
+/* A repeated header is counted (the gateway refuses a request that repeats one it relies on). */
+static void repeated_headers_are_counted(void **state)
+{
+    (void)state;
+    char req[] = "GET / HTTP/1.1\r\nOrigin: https://a\r\nHost: gw\r\norigin: https://b\r\n\r\n";
+    long end = ws_http_head_end(req, strlen(req), 0, 8192);
+    struct ws_http_head h;
+    assert_int_equal(ws_http_parse_request(req, (size_t)end, &h, NULL), 0);
+    assert_int_equal(ws_http_header_count(&h, "ORIGIN"), 2);
+    assert_int_equal(ws_http_header_count(&h, "Host"), 1);
+    assert_string_equal(ws_http_header(&h, "Origin"), "https://a");
 }
 
 static void head_end_needs_the_blank_line_and_respects_the_limit(void **state)
 {
     (void)state;
     const char *partial = "GET / HTTP/1.1\r\nHost: x\r\n";
-    assert_int_equal(ws_http_head_end(partial, strlen(partial), 8192), 0);
-    assert_int_equal(ws_http_head_end(partial, strlen(partial), 10), -TELO_ETOOBIG);
+    assert_int_equal(ws_http_head_end(partial, strlen(partial), 0, 8192), 0);
+    assert_int_equal(ws_http_head_end(partial, strlen(partial), 0, 10), -TELO_ETOOBIG);
+}
+
+/* A head that arrives in pieces is found whatever the split, the blank line too when it straddles
+ * two pieces; the bytes an earlier call searched are not read again (a head sent a byte at a time
+ * used to cost a scan of everything before each byte: 33M comparisons per 8 KiB). */
+static void head_end_resumes_where_the_last_search_stopped(void **state)
+{
+    (void)state;
+    const char *head = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    size_t len = strlen(head);
+    for (size_t k = 0; k < len; k++) {
+        assert_int_equal(ws_http_head_end(head, k, 0, 8192), 0);
+        assert_int_equal(ws_http_head_end(head, len, k, 8192), (long)len);
+    }
+    /* Byte by byte, as a slow or hostile client sends it. */
+    long end = 0;
+    for (size_t have = 1; have <= len && end == 0; have++)
+        end = ws_http_head_end(head, have, have - 1, 8192);
+    assert_int_equal(end, (long)len);
+    /* What was searched is not looked at again, beyond the 3 bytes a blank line may straddle. */
+    const char *searched = "\r\n\r\nabcd";
+    assert_int_equal(ws_http_head_end(searched, strlen(searched), 7, 8192), 0);
+    assert_int_equal(ws_http_head_end(searched, strlen(searched), 3, 8192), 4);
+    /* The bound is the same. */
+    static char junk[8192];
+    memset(junk, 'a', sizeof(junk));
+    end = 0;
+    for (size_t have = 1; have <= sizeof(junk) && end == 0; have++)
+        end = ws_http_head_end(junk, have, have - 1, sizeof(junk));
+    assert_int_equal(end, -TELO_ETOOBIG);
 }
 
 static void refuses_malformed_requests(void **state)
@@ -139,6 +184,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parses_an_upgrade_request),
         cmocka_unit_test(head_end_needs_the_blank_line_and_respects_the_limit),
+        cmocka_unit_test(head_end_resumes_where_the_last_search_stopped),
+        cmocka_unit_test(repeated_headers_are_counted),
         cmocka_unit_test(refuses_malformed_requests),
         cmocka_unit_test(refuses_too_many_headers),
         cmocka_unit_test(parses_responses),

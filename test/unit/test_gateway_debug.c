@@ -1,0 +1,234 @@
+/* Tests for pkg/gateway/debug.c: the relay against an inspector (a child process) that streams
+ * events without pause, as a hostile or busy session app may. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Its own block so include sorting keeps it after the headers it needs. */
+#include <cmocka.h>
+
+#include "gateway/debug.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define EVENT_TEXT_BYTES 65536
+
+struct inspector {
+    pid_t pid;
+    int port;
+    int report; /* read end: the bytes the child wrote in its last second */
+};
+
+/* The child: answers the relay's request with an event stream and writes events for seconds,
+ * then reports how many bytes went out in the last second and exits. */
+static void inspector_run(int listener, double seconds, int report)
+{
+    int c = accept(listener, NULL, NULL);
+    char req[1024];
+    if (c < 0 || read(c, req, sizeof(req)) <= 0)
+        _exit(1);
+    static const char head[] = "HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+    if (write(c, head, sizeof(head) - 1) != (ssize_t)(sizeof(head) - 1))
+        _exit(1);
+    static char event[EVENT_TEXT_BYTES + 64];
+    int n = snprintf(event, sizeof(event), "data: {\"kind\":\"event\",\"s\":\"");
+    memset(event + n, 'x', EVENT_TEXT_BYTES);
+    n += EVENT_TEXT_BYTES;
+    n += snprintf(event + n, sizeof(event) - (size_t)n, "\"}\n\n");
+    fcntl(c, F_SETFL, O_NONBLOCK);
+    double start = ev_time(), last_second = start + seconds - 1;
+    unsigned long long late = 0;
+    size_t off = 0;
+    while (ev_time() - start < seconds) {
+        ssize_t w = write(c, event + off, (size_t)n - off);
+        if (w > 0) {
+            off = (off + (size_t)w) % (size_t)n;
+            if (ev_time() >= last_second)
+                late += (unsigned long long)w;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN)
+            break;
+        struct pollfd p = {.fd = c, .events = POLLOUT};
+        poll(&p, 1, 50);
+    }
+    if (write(report, &late, sizeof(late)) != sizeof(late))
+        _exit(1);
+    _exit(0);
+}
+
+static struct inspector inspector_start(double seconds)
+{
+    struct inspector in = {0};
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(l, 1), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &alen), 0);
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    in.pid = fork();
+    assert_true(in.pid >= 0);
+    if (in.pid == 0) {
+        close(pipefd[0]);
+        inspector_run(l, seconds, pipefd[1]);
+    }
+    close(l);
+    close(pipefd[1]);
+    in.port = ntohs(a.sin_port);
+    in.report = pipefd[0];
+    return in;
+}
+
+/* Waits for the child; returns what it wrote in its last second. */
+static unsigned long long inspector_finish(struct inspector *in)
+{
+    unsigned long long late = 0;
+    assert_int_equal(read(in->report, &late, sizeof(late)), (ssize_t)sizeof(late));
+    close(in->report);
+    waitpid(in->pid, NULL, 0);
+    return late;
+}
+
+struct ticks {
+    int n, want;
+};
+
+static void tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)revents;
+    struct ticks *t = w->data;
+    if (++t->n >= t->want)
+        ev_break(loop, EVBREAK_ALL);
+}
+
+static void drain(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    char sink[65536];
+    while (read(w->fd, sink, sizeof(sink)) > 0) {
+    }
+}
+
+static struct gw_relays *relay_to(struct ev_loop *loop, const struct inspector *in, int sv[2])
+{
+    struct gw_relays *r = gw_relays_new(loop, 20);
+    assert_non_null(r);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    struct telo_err err = {0};
+    assert_int_equal(gw_relays_add(r, sv[0], NULL, "127.0.0.1", in->port, "ns/s", NULL, &err), 0);
+    return r;
+}
+
+/* The relay takes a few reads per event, so the other tenants' timers keep their time: ten ticks
+ * of 0.1 s take about a second. The old relay read until the socket was empty, which an app
+ * writing faster than we parse never lets happen: the first tick came when the app stopped. */
+static void a_fast_inspector_does_not_hold_the_loop(void **state)
+{
+    (void)state;
+    struct inspector in = inspector_start(4);
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    int sv[2];
+    struct gw_relays *r = relay_to(loop, &in, sv);
+    ev_io reader;
+    ev_io_init(&reader, drain, sv[1], EV_READ);
+    ev_io_start(loop, &reader);
+    struct ticks t = {.want = 10};
+    ev_timer timer;
+    ev_timer_init(&timer, tick, 0.1, 0.1);
+    timer.data = &t;
+    ev_timer_start(loop, &timer);
+    double start = ev_time();
+    ev_run(loop, 0);
+    double took = ev_time() - start;
+    assert_int_equal(t.n, 10);
+    assert_true(took < 2.5);
+    assert_true(gw_relays_frames(r) > 0);
+    gw_relays_free(r);
+    inspector_finish(&in);
+    close(sv[1]);
+    ev_loop_destroy(loop);
+}
+
+/* A client that does not read holds the inspector back: once its queue is full the relay stops
+ * reading, so TCP stops the app's writes. The old relay kept reading and parsing only to drop
+ * the frames, megabytes a second of one core for nobody. */
+static void a_client_that_does_not_read_holds_the_inspector_back(void **state)
+{
+    (void)state;
+    struct inspector in = inspector_start(3);
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    int sv[2];
+    struct gw_relays *r = relay_to(loop, &in, sv);
+    struct ticks t = {.want = 1};
+    ev_timer timer;
+    ev_timer_init(&timer, tick, 3.5, 0.);
+    timer.data = &t;
+    ev_timer_start(loop, &timer);
+    ev_run(loop, 0);
+    unsigned long long late = inspector_finish(&in);
+    assert_true(gw_relays_frames(r) > 0);
+    assert_true(late < ((unsigned long long)1 << 20));
+    gw_relays_free(r);
+    close(sv[1]);
+    ev_loop_destroy(loop);
+}
+
+/* A session's debug streams are counted apart from other sessions' (the gateway caps them with
+ * its attach clients), and one whose client left is counted no more. */
+static void relays_are_counted_per_session(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct gw_relays *r = gw_relays_new(loop, 20);
+    assert_non_null(r);
+    static const char *const sessions[] = {"ns/a", "ns/a", "ns/b"};
+    int clients[3];
+    for (int i = 0; i < 3; i++) {
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+        struct telo_err err = {0};
+        /* Port 1 on loopback: no inspector, the relay keeps retrying. */
+        assert_int_equal(gw_relays_add(r, sv[0], NULL, "127.0.0.1", 1, sessions[i], NULL, &err), 0);
+        clients[i] = sv[1];
+    }
+    assert_int_equal(gw_relays_session_count(r, "ns/a"), 2);
+    assert_int_equal(gw_relays_session_count(r, "ns/b"), 1);
+    assert_int_equal(gw_relays_session_count(r, "ns/c"), 0);
+    close(clients[0]);
+    for (int i = 0; i < 20 && gw_relays_session_count(r, "ns/a") == 2; i++)
+        ev_run(loop, EVRUN_NOWAIT);
+    assert_int_equal(gw_relays_session_count(r, "ns/a"), 1);
+    assert_int_equal(gw_relays_count(r), 2);
+    gw_relays_free(r);
+    close(clients[1]);
+    close(clients[2]);
+    ev_loop_destroy(loop);
+}
+
+int main(void)
+{
+    /* A relay writing to a client that left must not kill the test. */
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_fast_inspector_does_not_hold_the_loop),
+        cmocka_unit_test(a_client_that_does_not_read_holds_the_inspector_back),
+        cmocka_unit_test(relays_are_counted_per_session),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
