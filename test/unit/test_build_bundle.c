@@ -11,6 +11,7 @@
 #include "imagebuild/bundle.h"
 #include "util/err.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -222,6 +223,41 @@ static void caps_stop_bombs(void **state)
     assert_null(b);
 }
 
+/* The review's input: 10000 one-byte files, 84 KB of gzip that fits a ConfigMap, once held 128 KiB
+ * of read buffer per file (683 MB resident, past the chart's 256Mi limit). What the bundle holds
+ * must be its bytes plus a small constant per file: the data, the path and the file's slot in
+ * the array (which doubles, so up to two slots per file). */
+static void many_small_files_cost_their_bytes(void **state)
+{
+    (void)state;
+    enum { NFILES = 10000, PER_FILE = 128 };
+    struct tgz_entry *e = calloc(NFILES, sizeof(*e));
+    char(*names)[16] = calloc(NFILES, sizeof(*names));
+    assert_non_null(e);
+    assert_non_null(names);
+    for (size_t i = 0; i < NFILES; i++) {
+        snprintf(names[i], sizeof(names[i]), "f/%05zu", i);
+        e[i] = (struct tgz_entry){.path = names[i], .data = "x"};
+    }
+    size_t len;
+    unsigned char *tgz = tgz_make(e, NFILES, &len);
+    assert_true(len < 1u << 20);
+    struct build_bundle *b = NULL;
+    struct telo_err err;
+    telo_err_clear(&err);
+    assert_int_equal(build_bundle_read(tgz, len, NULL, "u", &b, &err), 0);
+    assert_int_equal(b->nfiles, NFILES);
+    assert_int_equal(b->total, NFILES);
+    size_t held = malloc_usable_size(b->files);
+    for (size_t i = 0; i < b->nfiles; i++)
+        held += malloc_usable_size(b->files[i].data) + malloc_usable_size(b->files[i].path);
+    assert_true(held <= b->total + (size_t)NFILES * PER_FILE);
+    build_bundle_free(b);
+    free(tgz);
+    free(names);
+    free(e);
+}
+
 static void checks_the_entry_file(void **state)
 {
     (void)state;
@@ -254,6 +290,7 @@ int main(void)
         cmocka_unit_test(refuses_bad_entries),
         cmocka_unit_test(refuses_what_is_not_a_gzip_tar),
         cmocka_unit_test(caps_stop_bombs),
+        cmocka_unit_test(many_small_files_cost_their_bytes),
         cmocka_unit_test(checks_the_entry_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
