@@ -18,8 +18,6 @@
 #define DEFAULT_MAX_FILE    ((size_t)16 << 20)
 #define DEFAULT_MAX_ENTRIES ((size_t)10000)
 #define DEFAULT_MAX_PATH    ((size_t)1024)
-/* libarchive hands data over in blocks; reading in 64 KiB steps keeps the cap checks tight. */
-#define READ_STEP ((size_t)64 << 10)
 /* The entry check's nesting limit, depkey's default budget: libyaml's stacks grow with it. */
 #define ENTRY_MAX_DEPTH 100
 
@@ -147,53 +145,224 @@ static const char *entry_kind(mode_t type)
     }
 }
 
-/* Reads the current entry's data into f, refusing to go past the caps. */
-static int read_data(struct archive *a, const struct build_bundle_limits *lim,
+/* Reads the current entry's data (the header said size bytes, or -1 when it gave no size) into
+ * f, refusing to go past the caps. f->data holds len+1 bytes when this returns 0: a bundle of
+ * many small files then costs its bytes plus the allocator's overhead per file, not a read
+ * buffer per file (10000 one-byte files once cost 1.3 GB of address space and 683 MB resident). */
+static int read_data(struct archive *a, la_int64_t size, const struct build_bundle_limits *lim,
                      struct build_bundle *b, struct build_bundle_file *f, const char *source,
                      struct telo_err *err)
 {
-    size_t cap = 0;
+    /* The header's size is already checked against max_file; checking it against the total too
+     * means a header that claims more than the bundle may hold costs no allocation. */
+    size_t cap = size > 0 ? (size_t)size : 0;
+    if (cap > lim->max_total - b->total)
+        return telo_err_set(err, TELO_ETOOBIG,
+                            "%s: %s: bundle larger than %zu bytes once uncompressed (limit for "
+                            "all files)",
+                            source, f->path, lim->max_total);
+    f->data = malloc(cap + 1);
+    if (f->data == NULL)
+        return telo_err_set(err, TELO_ENOMEM, "%s: %s: out of memory", source, f->path);
+    unsigned char chunk[16384];
     for (;;) {
-        if (f->len + READ_STEP + 1 > cap) {
-            size_t want = cap == 0 ? READ_STEP + 1 : cap * 2;
-            if (want > lim->max_file + READ_STEP + 1)
-                want = lim->max_file + READ_STEP + 1;
-            unsigned char *d = realloc(f->data, want);
-            if (d == NULL)
-                return telo_err_set(err, TELO_ENOMEM, "%s: %s: out of memory", source, f->path);
-            f->data = d;
-            cap = want;
-        }
-        la_ssize_t got = archive_read_data(a, f->data + f->len, READ_STEP);
+        la_ssize_t got = archive_read_data(a, chunk, sizeof(chunk));
         if (got < 0)
             return telo_err_set(err, TELO_EINVAL, "%s: %s: corrupt or truncated archive: %s",
                                 source, f->path, archive_error_string(a));
         if (got == 0)
             break;
-        f->len += (size_t)got;
-        b->total += (size_t)got;
-        if (f->len > lim->max_file)
+        if (f->len + (size_t)got > lim->max_file)
             return telo_err_set(err, TELO_ETOOBIG,
                                 "%s: %s: file larger than %zu bytes once uncompressed (limit per "
                                 "file)",
                                 source, f->path, lim->max_file);
-        if (b->total > lim->max_total)
+        if (b->total + (size_t)got > lim->max_total)
             return telo_err_set(err, TELO_ETOOBIG,
                                 "%s: %s: bundle larger than %zu bytes once uncompressed (limit "
                                 "for all files)",
                                 source, f->path, lim->max_total);
+        /* Only an entry without a size (or one whose data outruns it) grows the buffer:
+         * doubling, capped at max_file, and trimmed below. */
+        if (f->len + (size_t)got > cap) {
+            size_t want = cap * 2 > f->len + (size_t)got ? cap * 2 : f->len + (size_t)got;
+            if (want > lim->max_file)
+                want = lim->max_file;
+            unsigned char *d = realloc(f->data, want + 1);
+            if (d == NULL)
+                return telo_err_set(err, TELO_ENOMEM, "%s: %s: out of memory", source, f->path);
+            f->data = d;
+            cap = want;
+        }
+        memcpy(f->data + f->len, chunk, (size_t)got);
+        f->len += (size_t)got;
+        b->total += (size_t)got;
     }
-    if (f->data == NULL) {
-        f->data = malloc(1);
-        if (f->data == NULL)
-            return telo_err_set(err, TELO_ENOMEM, "%s: %s: out of memory", source, f->path);
+    if (cap > f->len) {
+        unsigned char *d = realloc(f->data, f->len + 1);
+        if (d != NULL)
+            f->data = d;
     }
     f->data[f->len] = '\0';
     return 0;
 }
 
-static int read_entries(struct archive *a, const struct build_bundle_limits *lim,
-                        struct build_bundle *b, const char *source, struct telo_err *err)
+/* The decompressed tar stream read a second time, forward only and in step with the tar reader,
+ * through libarchive's raw format. The build extracts bundles with busybox tar, which reads
+ * headers differently from libarchive: it takes a file's size from the ustar header, never from
+ * a pax record, and it steps over a single all-zero block where libarchive ends the archive. The
+ * tar reader does not show the bytes it read or skipped; this stream does, so the checks below
+ * can refuse what the two would read differently. */
+struct raw_stream {
+    struct archive *a;
+    la_int64_t pos; /* bytes of the decompressed stream read so far */
+};
+
+#define TAR_BLOCK 512
+
+/* Opens tgz (borrowed) as one raw stream. Returns 0, -TELO_EINVAL or -TELO_ENOMEM; r->a is
+ * set either way (NULL only when out of memory) and freed by the caller. */
+static int raw_stream_open(struct raw_stream *r, const void *tgz, size_t len)
+{
+    r->pos = 0;
+    r->a = archive_read_new();
+    if (r->a == NULL)
+        return -TELO_ENOMEM;
+    archive_read_support_filter_gzip(r->a);
+    archive_read_support_format_raw(r->a);
+    struct archive_entry *e = NULL;
+    if (archive_read_open_memory(r->a, tgz, len) != ARCHIVE_OK ||
+        archive_read_next_header(r->a, &e) != ARCHIVE_OK)
+        return -TELO_EINVAL;
+    return 0;
+}
+
+/* Reads up to n bytes into out. Returns the bytes read, fewer than n only at the end of the
+ * stream, or -1 on corrupt data. */
+static la_int64_t raw_stream_read(struct raw_stream *r, unsigned char *out, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        la_ssize_t got = archive_read_data(r->a, out + done, n - done);
+        if (got < 0)
+            return -1;
+        if (got == 0)
+            break;
+        done += (size_t)got;
+        r->pos += got;
+    }
+    return (la_int64_t)done;
+}
+
+/* Moves the stream to offset to, which must not be behind it. Returns 0, or -1 when to is behind
+ * or past the end of the stream, or the data is corrupt. */
+static int raw_stream_seek(struct raw_stream *r, la_int64_t to)
+{
+    unsigned char chunk[16384];
+    if (to < r->pos)
+        return -1;
+    while (r->pos < to) {
+        size_t step =
+            to - r->pos < (la_int64_t)sizeof(chunk) ? (size_t)(to - r->pos) : sizeof(chunk);
+        if (raw_stream_read(r, chunk, step) != (la_int64_t)step)
+            return -1;
+    }
+    return 0;
+}
+
+/* A ustar numeric field: optional leading spaces, octal digits, then spaces or NULs to the end,
+ * the form both libarchive and busybox read alike. Returns the value, or -1 for anything else
+ * (base-256, stray bytes), which no bundle needs. */
+static la_int64_t ustar_octal(const unsigned char *field, size_t n)
+{
+    size_t i = 0;
+    while (i < n && field[i] == ' ')
+        i++;
+    la_int64_t v = 0;
+    for (; i < n && field[i] >= '0' && field[i] <= '7'; i++)
+        v = v * 8 + (field[i] - '0');
+    for (; i < n; i++)
+        if (field[i] != ' ' && field[i] != '\0')
+            return -1;
+    return v;
+}
+
+/* Checks that the size libarchive took for entry e (whose data starts at data_at in the
+ * decompressed stream) is the size in the ustar header block just before the data, the one
+ * busybox tar uses: a pax `size` record that says otherwise would make the build extract other
+ * files than the ones checked here. */
+static int check_header_size(struct raw_stream *r, la_int64_t data_at, struct archive_entry *e,
+                             const char *name, const char *source, struct telo_err *err)
+{
+    unsigned char block[TAR_BLOCK];
+    if (raw_stream_seek(r, data_at - TAR_BLOCK) != 0 ||
+        raw_stream_read(r, block, TAR_BLOCK) != TAR_BLOCK)
+        return telo_err_set(err, TELO_EINVAL,
+                            "%s: %s: corrupt archive (the tar header is not where libarchive read "
+                            "it)",
+                            source, name);
+    la_int64_t ustar = ustar_octal(block + 124, 12);
+    la_int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+    if (ustar < 0)
+        return telo_err_set(err, TELO_EINVAL,
+                            "%s: %s: the tar header's size field is not an octal number (make the "
+                            "archive with tar czf)",
+                            source, name);
+    if (ustar != size)
+        return telo_err_set(err, TELO_EINVAL,
+                            "%s: %s: a pax header gives the size %lld but the tar header %lld; "
+                            "busybox tar, which extracts the bundle in the build, would read "
+                            "other files than the ones checked here (make the archive with tar "
+                            "czf)",
+                            source, name, (long long)size, (long long)ustar);
+    return 0;
+}
+
+/* Checks that nothing but zeros (the tar end blocks and record padding) follows end, where
+ * libarchive stopped: it ends the archive at the first all-zero block, busybox tar steps over a
+ * single one and extracts whatever follows. At most max_total bytes of padding are read. */
+static int check_end(struct raw_stream *r, la_int64_t end, const struct build_bundle_limits *lim,
+                     const char *source, struct telo_err *err)
+{
+    if (raw_stream_seek(r, end) != 0)
+        return telo_err_set(err, TELO_EINVAL,
+                            "%s: corrupt archive (the end of the tar data is not where libarchive "
+                            "found it)",
+                            source);
+    unsigned char chunk[16384];
+    la_int64_t padding = 0;
+    for (;;) {
+        la_int64_t got = raw_stream_read(r, chunk, sizeof(chunk));
+        if (got < 0)
+            return telo_err_set(err, TELO_EINVAL,
+                                "%s: corrupt or truncated gzip data after the end of the tar "
+                                "archive: %s",
+                                source, archive_error_string(r->a));
+        for (la_int64_t i = 0; i < got; i++) {
+            if (chunk[i] == 0)
+                continue;
+            la_int64_t at = r->pos - got + i;
+            return telo_err_set(err, TELO_EINVAL,
+                                "%s: data after the end of the tar archive (byte %lld of the "
+                                "uncompressed tar, after an all-zero block): busybox tar, "
+                                "which extracts the bundle in the build, would read on where "
+                                "libarchive stopped (make the archive with tar czf)",
+                                source, (long long)at);
+        }
+        padding += got;
+        if (got < (la_int64_t)sizeof(chunk))
+            return 0;
+        if ((size_t)padding > lim->max_total)
+            return telo_err_set(err, TELO_ETOOBIG,
+                                "%s: more than %zu bytes of padding after the end of the tar "
+                                "archive",
+                                source, lim->max_total);
+    }
+}
+
+static int read_entries(struct archive *a, struct raw_stream *rs,
+                        const struct build_bundle_limits *lim, struct build_bundle *b,
+                        const char *source, struct telo_err *err)
 {
     size_t nentries = 0, cap = 0;
     char *path = malloc(lim->max_path + 1);
@@ -203,8 +372,10 @@ static int read_entries(struct archive *a, const struct build_bundle_limits *lim
     for (;;) {
         struct archive_entry *e = NULL;
         int r = archive_read_next_header(a, &e);
-        if (r == ARCHIVE_EOF)
+        if (r == ARCHIVE_EOF) {
+            rc = check_end(rs, archive_filter_bytes(a, 0), lim, source, err);
             break;
+        }
         if (r == ARCHIVE_RETRY || r == ARCHIVE_WARN) {
             /* Unknown pax keywords and similar; the entry itself is usable. */
             if (e == NULL)
@@ -236,6 +407,9 @@ static int read_entries(struct archive *a, const struct build_bundle_limits *lim
             rc = telo_err_set(err, TELO_EINVAL, "%s: entry %zu has no path", source, nentries);
             break;
         }
+        rc = check_header_size(rs, archive_filter_bytes(a, 0), e, raw, source, err);
+        if (rc != 0)
+            break;
         struct telo_err perr;
         telo_err_clear(&perr);
         if (strlen(raw) > lim->max_path) {
@@ -298,7 +472,8 @@ static int read_entries(struct archive *a, const struct build_bundle_limits *lim
             break;
         }
         b->nfiles++;
-        rc = read_data(a, lim, b, f, source, err);
+        rc = read_data(a, archive_entry_size_is_set(e) ? archive_entry_size(e) : -1, lim, b, f,
+                       source, err);
         if (rc != 0)
             break;
     }
@@ -352,12 +527,22 @@ int build_bundle_read(const void *tgz, size_t len, const struct build_bundle_lim
     /* Only gzip and tar: the fewer decoders, the smaller the attack surface. */
     archive_read_support_filter_gzip(a);
     archive_read_support_format_tar(a);
+    struct raw_stream rs = {0};
     int rc;
-    if (archive_read_open_memory(a, tgz, len) != ARCHIVE_OK)
+    if (archive_read_open_memory(a, tgz, len) != ARCHIVE_OK) {
         rc = telo_err_set(err, TELO_EINVAL, "%s: not a gzip-compressed tar archive: %s", source,
                           archive_error_string(a));
-    else
-        rc = read_entries(a, &l, b, source, err);
+    } else {
+        rc = raw_stream_open(&rs, tgz, len);
+        if (rc == -TELO_ENOMEM)
+            rc = telo_err_set(err, TELO_ENOMEM, "%s: out of memory", source);
+        else if (rc != 0)
+            rc = telo_err_set(err, TELO_EINVAL, "%s: not a gzip-compressed tar archive: %s", source,
+                              archive_error_string(rs.a));
+        else
+            rc = read_entries(a, &rs, &l, b, source, err);
+    }
+    archive_read_free(rs.a);
     archive_read_free(a);
     if (rc != 0) {
         build_bundle_free(b);

@@ -526,8 +526,18 @@ static int on_scalar(struct reader *r, yaml_event_t *ev)
     if (s == NULL)
         return enomem(r);
     s->type = SUM_SCALAR;
-    s->text = value;
-    s->str = scalar_string((const char *)ev->data.scalar.tag, ev->data.scalar.style, value, len);
+    if (memchr(value, '\0', len) == NULL) {
+        s->text = value;
+        s->str =
+            scalar_string((const char *)ev->data.scalar.tag, ev->data.scalar.style, value, len);
+    } else {
+        /* A NUL ("pkg/x@1\0anything" in double quotes) would cut the value short here, so two
+         * bundles the reference keys apart would share a tag and an image. The key holds C
+         * strings, so such a scalar is neither a key nor a value of it, and every file's bytes
+         * go into the tag instead, as for any file the key cannot describe. */
+        fallback(r->c, r->path, ev->start_mark.line + 1, ev->start_mark.column + 1,
+                 "a scalar holding a NUL byte (the dependency key cannot hold it)");
+    }
     s->mark = ev->start_mark;
     s->expanded = 1;
     char *anchor = (char *)ev->data.scalar.anchor;

@@ -22,8 +22,8 @@ struct build_depkey {
     size_t ncontrollers;
     /* 1 when the key alone cannot capture what the image depends on, so the tag also covers
      * every file's bytes: a Telo.Definition with a string `local_path` (its controller's source
-     * is in the bundle), or a file that is not well-formed YAML (the runner cannot know what
-     * it declares). */
+     * is in the bundle), a file that is not well-formed YAML (the runner cannot know what
+     * it declares), or a scalar holding a NUL byte (these strings cannot). */
     int full_content_fallback;
     char fallback_reason[256]; /* the first cause, "lib/broken.yaml: line 2 column 5: ...", or
                                 * "" */

@@ -11,9 +11,11 @@
 #include "imagebuild/bundle.h"
 #include "util/err.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <zlib.h>
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -222,6 +224,197 @@ static void caps_stop_bombs(void **state)
     assert_null(b);
 }
 
+/* The review's input: 10000 one-byte files, 84 KB of gzip that fits a ConfigMap, once held 128 KiB
+ * of read buffer per file (683 MB resident, past the chart's 256Mi limit). What the bundle holds
+ * must be its bytes plus a small constant per file: the data, the path and the file's slot in
+ * the array (which doubles, so up to two slots per file). */
+static void many_small_files_cost_their_bytes(void **state)
+{
+    (void)state;
+    enum { NFILES = 10000, PER_FILE = 128 };
+    struct tgz_entry *e = calloc(NFILES, sizeof(*e));
+    char(*names)[16] = calloc(NFILES, sizeof(*names));
+    assert_non_null(e);
+    assert_non_null(names);
+    for (size_t i = 0; i < NFILES; i++) {
+        snprintf(names[i], sizeof(names[i]), "f/%05zu", i);
+        e[i] = (struct tgz_entry){.path = names[i], .data = "x"};
+    }
+    size_t len;
+    unsigned char *tgz = tgz_make(e, NFILES, &len);
+    assert_true(len < 1u << 20);
+    struct build_bundle *b = NULL;
+    struct telo_err err;
+    telo_err_clear(&err);
+    assert_int_equal(build_bundle_read(tgz, len, NULL, "u", &b, &err), 0);
+    assert_int_equal(b->nfiles, NFILES);
+    assert_int_equal(b->total, NFILES);
+    size_t held = malloc_usable_size(b->files);
+    for (size_t i = 0; i < b->nfiles; i++)
+        held += malloc_usable_size(b->files[i].data) + malloc_usable_size(b->files[i].path);
+    assert_true(held <= b->total + (size_t)NFILES * PER_FILE);
+    build_bundle_free(b);
+    free(tgz);
+    free(names);
+    free(e);
+}
+
+/* Archives written byte by byte, for what libarchive's writer will not make. */
+struct tar_bytes {
+    unsigned char *p;
+    size_t len;
+};
+
+/* Appends a ustar header: typeflag type, size in its size field, link target link (or NULL). */
+static void tar_header(struct tar_bytes *t, const char *name, char type, size_t size,
+                       const char *link)
+{
+    t->p = realloc(t->p, t->len + 512);
+    assert_non_null(t->p);
+    char *h = (char *)t->p + t->len;
+    memset(h, 0, 512);
+    memcpy(h, name, strlen(name) + 1);
+    memcpy(h + 100, "0000644", 8);
+    memcpy(h + 108, "0000000", 8);
+    memcpy(h + 116, "0000000", 8);
+    snprintf(h + 124, 12, "%011zo", size);
+    memcpy(h + 136, "00000000000", 12);
+    memset(h + 148, ' ', 8);
+    h[156] = type;
+    if (link != NULL)
+        memcpy(h + 157, link, strlen(link) + 1);
+    memcpy(h + 257, "ustar", 6);
+    h[263] = h[264] = '0';
+    unsigned sum = 0;
+    for (size_t i = 0; i < 512; i++)
+        sum += (unsigned char)h[i];
+    snprintf(h + 148, 8, "%06o", sum);
+    t->len += 512;
+}
+
+/* Appends len bytes of data (zeros when data is NULL), padded to a whole block. */
+static void tar_data(struct tar_bytes *t, const char *data, size_t len)
+{
+    size_t padded = (len + 511) / 512 * 512;
+    t->p = realloc(t->p, t->len + padded);
+    assert_non_null(t->p);
+    memset(t->p + t->len, 0, padded);
+    if (data != NULL)
+        memcpy(t->p + t->len, data, len);
+    t->len += padded;
+}
+
+static void tar_file(struct tar_bytes *t, const char *name, const char *data)
+{
+    tar_header(t, name, '0', strlen(data), NULL);
+    tar_data(t, data, strlen(data));
+}
+
+/* gzip of t's bytes; the caller frees it. */
+static unsigned char *tar_gzip(const struct tar_bytes *t, size_t *len)
+{
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    size_t cap = deflateBound(&z, (uLong)t->len);
+    unsigned char *out = malloc(cap);
+    assert_non_null(out);
+    z.next_in = t->p;
+    z.avail_in = (uInt)t->len;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+    *len = z.total_out;
+    deflateEnd(&z);
+    return out;
+}
+
+static int read_tar_bytes(const struct tar_bytes *t, struct build_bundle **out,
+                          struct telo_err *err)
+{
+    size_t len;
+    unsigned char *tgz = tar_gzip(t, &len);
+    telo_err_clear(err);
+    int rc = build_bundle_read(tgz, len, NULL, "ConfigMap demo/app", out, err);
+    free(tgz);
+    return rc;
+}
+
+#define APP_YAML "kind: Telo.Application\nmetadata:\n  name: harmless\n"
+
+/* libarchive ends an archive at its first all-zero block; busybox tar, which extracts bundles in
+ * the build, steps over one and reads on. The review's input: this one read as a single
+ * app.yaml, and busybox extracted the symbolic link, the hard link and the file behind it. */
+static void refuses_data_after_the_end_block(void **state)
+{
+    (void)state;
+    struct tar_bytes t = {0};
+    tar_file(&t, "app.yaml", APP_YAML);
+    tar_data(&t, NULL, 512);
+    tar_header(&t, "link", '2', 0, "/kaniko/.docker/config.json");
+    tar_header(&t, "hard", '1', 0, "app.yaml");
+    tar_header(&t, "big.bin", '0', 1u << 20, NULL);
+    tar_data(&t, NULL, 1u << 20);
+    tar_data(&t, NULL, 1024);
+    struct build_bundle *b = (struct build_bundle *)1;
+    struct telo_err err;
+    assert_int_equal(read_tar_bytes(&t, &b, &err), -TELO_EINVAL);
+    assert_null(b);
+    assert_string_equal(err.msg, "ConfigMap demo/app: data after the end of the tar archive (byte "
+                                 "1536 of the uncompressed tar, after an all-zero block): busybox "
+                                 "tar, which extracts the bundle in the build, would read on where "
+                                 "libarchive stopped (make the archive with tar czf)");
+
+    /* Zeros after the end, as tar pads its last record, are fine. */
+    t.len = 1024;
+    tar_data(&t, NULL, 10240);
+    assert_int_equal(read_tar_bytes(&t, &b, &err), 0);
+    assert_int_equal(b->nfiles, 1);
+    build_bundle_free(b);
+    free(t.p);
+}
+
+/* libarchive takes a file's size from a pax `size` record, busybox tar from the ustar header. The
+ * review's input: "pad" is empty for libarchive, which then reads the harmless app.yaml and the
+ * end blocks; for busybox they are pad's data, and it extracts the evil app.yaml and a link. */
+static void refuses_a_pax_size_the_tar_header_does_not_give(void **state)
+{
+    (void)state;
+    struct tar_bytes inner = {0};
+    tar_file(&inner, "app.yaml", APP_YAML);
+    tar_data(&inner, NULL, 1024);
+    struct tar_bytes t = {0};
+    tar_header(&t, "PaxHeader/pad", 'x', 9, NULL);
+    tar_data(&t, "9 size=0\n", 9);
+    tar_header(&t, "pad", '0', inner.len, NULL);
+    tar_data(&t, (const char *)inner.p, inner.len);
+    tar_file(&t, "app.yaml", "kind: Telo.Application\nimports: {Evil: evil/pkg@1}\n");
+    tar_header(&t, "link", '2', 0, "/kaniko/.docker/config.json");
+    tar_data(&t, NULL, 1024);
+    struct build_bundle *b = (struct build_bundle *)1;
+    struct telo_err err;
+    assert_int_equal(read_tar_bytes(&t, &b, &err), -TELO_EINVAL);
+    assert_null(b);
+    assert_string_equal(err.msg, "ConfigMap demo/app: pad: a pax header gives the size 0 but the "
+                                 "tar header 2048; busybox tar, which extracts the bundle in the "
+                                 "build, would read other files than the ones checked here (make "
+                                 "the archive with tar czf)");
+
+    /* A pax size that agrees with the tar header is read as usual. */
+    free(t.p);
+    t = (struct tar_bytes){0};
+    tar_header(&t, "PaxHeader/app.yaml", 'x', 10, NULL);
+    tar_data(&t, "10 size=4\n", 10);
+    tar_file(&t, "app.yaml", "a: 1");
+    tar_data(&t, NULL, 1024);
+    assert_int_equal(read_tar_bytes(&t, &b, &err), 0);
+    assert_int_equal(b->nfiles, 1);
+    assert_string_equal((const char *)b->files[0].data, "a: 1");
+    build_bundle_free(b);
+    free(t.p);
+    free(inner.p);
+}
+
 static void checks_the_entry_file(void **state)
 {
     (void)state;
@@ -254,6 +447,9 @@ int main(void)
         cmocka_unit_test(refuses_bad_entries),
         cmocka_unit_test(refuses_what_is_not_a_gzip_tar),
         cmocka_unit_test(caps_stop_bombs),
+        cmocka_unit_test(many_small_files_cost_their_bytes),
+        cmocka_unit_test(refuses_data_after_the_end_block),
+        cmocka_unit_test(refuses_a_pax_size_the_tar_header_does_not_give),
         cmocka_unit_test(checks_the_entry_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -254,6 +254,41 @@ static void fallbacks_fold_in_every_file(void **state)
     assert_string_not_equal(tag, "02ffafe8bbba0187dee2536c23ebe82f");
 }
 
+/* A double-quoted "\0" puts a NUL inside a scalar: read as a C string, "pkg/x@1\0anything" was
+ * "pkg/x@1", so this bundle and the one importing pkg/x@1 shared a tag (and an image). Such a
+ * scalar is left out of the key and every file's bytes go into the tag. */
+static void a_nul_in_a_scalar_folds_in_every_file(void **state)
+{
+    (void)state;
+    struct tgz_entry plain[] = {
+        {.path = "app.yaml", .data = "kind: Telo.Application\nimports: {X: pkg/x@1}\n"}};
+    struct tgz_entry nul[] = {
+        {.path = "app.yaml",
+         .data = "kind: Telo.Application\nimports: {X: \"pkg/x@1\\0anything\"}\n"}};
+    struct tgz_entry nul_key[] = {
+        {.path = "app.yaml", .data = "kind: Telo.Application\n\"imports\\0x\": {X: pkg/x@1}\n"}};
+    char tag_plain[BUILD_TAG_LEN + 1], tag[BUILD_TAG_LEN + 1];
+    struct build_depkey *k = NULL;
+    tag_of(plain, N(plain), &INPUT, tag_plain, &k);
+    assert_int_equal(k->nimports, 1);
+    assert_int_equal(k->full_content_fallback, 0);
+    build_depkey_free(k);
+
+    tag_of(nul, N(nul), &INPUT, tag, &k);
+    assert_string_not_equal(tag, tag_plain);
+    assert_int_equal(k->nimports, 0);
+    assert_int_equal(k->full_content_fallback, 1);
+    assert_string_equal(k->fallback_reason, "app.yaml: line 2 column 14: a scalar holding a NUL "
+                                            "byte (the dependency key cannot hold it)");
+    build_depkey_free(k);
+
+    tag_of(nul_key, N(nul_key), &INPUT, tag, &k);
+    assert_string_not_equal(tag, tag_plain);
+    assert_int_equal(k->nimports, 0);
+    assert_int_equal(k->full_content_fallback, 1);
+    build_depkey_free(k);
+}
+
 static void yaml_shapes_the_reference_accepts_or_refuses(void **state)
 {
     (void)state;
@@ -465,6 +500,7 @@ int main(void)
         cmocka_unit_test(a_changed_import_or_digest_changes_the_tag),
         cmocka_unit_test(bare_and_unicode_vectors),
         cmocka_unit_test(fallbacks_fold_in_every_file),
+        cmocka_unit_test(a_nul_in_a_scalar_folds_in_every_file),
         cmocka_unit_test(yaml_shapes_the_reference_accepts_or_refuses),
         cmocka_unit_test(budgets_name_the_limit),
         cmocka_unit_test(alias_bombs_are_refused),
