@@ -255,12 +255,7 @@ static const char context_script[] =
     "set -e\n"
     "src=/bundle/" BUILD_CONTEXT_KEY "\n"
     "if [ -n \"$BUNDLE_URL\" ]; then\n"
-    "  src=/tmp/bundle.tgz\n"
-    "  if ! wget -q -T 30 -O \"$src\" \"$BUNDLE_URL\" 2>/tmp/wget.err; then\n"
-    "    echo \"cannot download the bundle from $BUNDLE_URL: $(head -c 300 /tmp/wget.err)\" | "
-    "tee /dev/termination-log >&2; exit 66\n"
-    "  fi\n"
-    "  got=$(sha256sum \"$src\" | cut -d' ' -f1)\n"
+    "  src=/tmp/bundle.tgz\n" BUILD_DOWNLOAD_SCRIPT "  got=$(sha256sum \"$src\" | cut -d' ' -f1)\n"
     "  if [ \"$got\" != \"$BUNDLE_SHA256\" ]; then\n"
     "    echo \"bundle sha256 mismatch for $BUNDLE_URL: expected $BUNDLE_SHA256, got $got\" | "
     "tee /dev/termination-log >&2; exit 67\n"
@@ -288,6 +283,11 @@ static struct json_object *init_container(const struct build_config *cfg,
     if (in->bundle_url != NULL) {
         kube_obj_push(env, kube_obj_env("BUNDLE_URL", in->bundle_url));
         kube_obj_push(env, kube_obj_env("BUNDLE_SHA256", in->bundle_sha256));
+        char n[24];
+        snprintf(n, sizeof(n), "%zu", BUILD_DOWNLOAD_MAX);
+        kube_obj_push(env, kube_obj_env("BUNDLE_MAX", n));
+        snprintf(n, sizeof(n), "%ld", BUILD_DOWNLOAD_TIMEOUT_S);
+        kube_obj_push(env, kube_obj_env("BUNDLE_TIMEOUT", n));
     } else {
         kube_obj_push(mounts, kube_obj_mount("bundle", "/bundle", 1));
     }

@@ -35,13 +35,12 @@
 #define MEMO_MAX      256
 #define TABLE_MAX     4096
 #define SECRET_KEY    ".dockerconfigjson"
-/* URL bundles: the download's cap, its timeout, and how long a failed download's answer stands
- * before the next session asks again. At most bundle.maxConcurrentDownloads run at once, so
- * downloads hold at most that many times DOWNLOAD_MAX; the reader's cap on what a bundle holds
- * once uncompressed (32 MiB) makes a larger archive useless anyway. */
-#define DOWNLOAD_MAX        ((size_t)16 << 20)
-#define DOWNLOAD_TIMEOUT_MS 60000L
-#define FETCH_ERROR_TTL_S   30.0
+/* URL bundles: how long a failed download's answer stands before the next session asks again.
+ * The download's cap and timeout are BUILD_DOWNLOAD_MAX and BUILD_DOWNLOAD_TIMEOUT_S, the pods'
+ * own. At most bundle.maxConcurrentDownloads run at once, so downloads hold at most that many
+ * times BUILD_DOWNLOAD_MAX; the reader's cap on what a bundle holds once uncompressed (32 MiB)
+ * makes a larger archive useless anyway. */
+#define FETCH_ERROR_TTL_S 30.0
 /* The longest legal parts of a memo key, from the CRD's maxLength (crds/telo.run_telosessions.yaml)
  * and the Kubernetes name rules; a key holding all of them fits MEMO_KEY_SIZE. The operator's own
  * defaults (images.default, registryUrl) are held to the same lengths. */
@@ -370,9 +369,9 @@ static void downloaded(struct fetch *f, const struct build_http_response *resp, 
         snprintf(detail, len, "download of spec.bundle.url failed: HTTP %ld", resp->code);
         return;
     }
-    if (resp->body->len >= DOWNLOAD_MAX) {
+    if (resp->body->len >= BUILD_DOWNLOAD_MAX) {
         snprintf(detail, len, "download of spec.bundle.url failed: larger than %zu bytes",
-                 DOWNLOAD_MAX);
+                 BUILD_DOWNLOAD_MAX);
         return;
     }
     unsigned char digest[32];
@@ -434,8 +433,8 @@ static int start_download(struct fetch *f)
     const struct session_cidrs *allow = &b->cfg->bundle_allowed_cidrs;
     struct build_http_request req = {.method = "GET",
                                      .url = f->url,
-                                     .timeout_ms = DOWNLOAD_TIMEOUT_MS,
-                                     .max_body = DOWNLOAD_MAX,
+                                     .timeout_ms = BUILD_DOWNLOAD_TIMEOUT_S * 1000L,
+                                     .max_body = BUILD_DOWNLOAD_MAX,
                                      .restrict_addresses = 1,
                                      .allow = allow->items,
                                      .nallow = allow->n,

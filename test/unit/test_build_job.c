@@ -366,6 +366,39 @@ static void job_from_a_url_bundle_with_defaults(void **state)
     json_object_put(job);
 }
 
+static const char *env_value(struct json_object *container, const char *name)
+{
+    struct json_object *env = at(container, "env");
+    for (size_t i = 0; i < json_object_array_length(env); i++)
+        if (strcmp(str_at(json_object_array_get_idx(env, i), "name"), name) == 0)
+            return str_at(json_object_array_get_idx(env, i), "value");
+    return NULL;
+}
+
+/* The download is bounded by timeout(1), not `wget -T` (busybox 1.35 crashes on it), and by
+ * head(1) at BUILD_DOWNLOAD_MAX, so an endless stream cannot fill the volume. */
+static void the_url_download_is_bounded_in_time_and_size(void **state)
+{
+    (void)state;
+    struct build_config cfg = {.repository = "reg.example/apps"};
+    struct build_job_input in = {.tag = TAG,
+                                 .base_image = "b",
+                                 .entry = "e.yaml",
+                                 .bundle_url = "https://x.example/b.tgz",
+                                 .bundle_sha256 = "ab"};
+    struct json_object *job = build_desired_job(&cfg, &in, NULL);
+    assert_non_null(job);
+    struct json_object *init = at(job, "spec.template.spec.initContainers.0");
+    const char *script = str_at(init, "command.2");
+    assert_null(strstr(script, "-T"));
+    assert_non_null(strstr(script, "timeout \"$BUNDLE_TIMEOUT\" wget -q -O - \"$BUNDLE_URL\""));
+    assert_non_null(strstr(script, "| head -c $((BUNDLE_MAX + 1)) >/tmp/bundle.tgz"));
+    assert_non_null(strstr(script, "it is larger than $BUNDLE_MAX bytes"));
+    assert_string_equal(env_value(init, "BUNDLE_MAX"), "16777216");
+    assert_string_equal(env_value(init, "BUNDLE_TIMEOUT"), "60");
+    json_object_put(job);
+}
+
 static void context_configmap(void **state)
 {
     (void)state;
@@ -513,6 +546,7 @@ int main(void)
         cmocka_unit_test(tags_are_per_namespace_unless_shared),
         cmocka_unit_test(job_from_a_configmap_bundle),
         cmocka_unit_test(job_from_a_url_bundle_with_defaults),
+        cmocka_unit_test(the_url_download_is_bounded_in_time_and_size),
         cmocka_unit_test(context_configmap),
         cmocka_unit_test(status_of_jobs),
         cmocka_unit_test(log_tails),
