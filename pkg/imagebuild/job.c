@@ -26,6 +26,25 @@
 #define CONTEXT_DIR        "/workspace"
 #define DOCKERFILE_DIR     "/build"
 #define CACHE_DIR          "/telo-cache"
+/* What each emptyDir of the build pod may hold (its sizeLimit; the kubelet evicts the pod past
+ * it). Tenant bytes reach all three, and a gzip bundle can expand ~1000x, so none is unbounded:
+ * - the context holds the extracted bundle, which the operator has read under bundle.h's default
+ *   caps before any Job runs (32 MiB of files, 10000 entries): the files plus a 4 KiB block of
+ *   rounding for each entry (39 MiB) fit in 3x the total cap;
+ * - /tmp holds the download (BUILD_DOWNLOAD_MAX + 1 bytes at most, head(1) stops it) and the
+ *   tools' error output;
+ * - the Dockerfile's directory holds the Dockerfile (64 KiB at most, build_dockerfile). */
+#define CONTEXT_SIZE_LIMIT_MIB    96
+#define TMP_SIZE_LIMIT_MIB        24
+#define DOCKERFILE_SIZE_LIMIT_MIB 1
+#define MIB_QUANTITY(n)           MIB_QUANTITY_(n)
+#define MIB_QUANTITY_(n)          #n "Mi"
+_Static_assert(((size_t)CONTEXT_SIZE_LIMIT_MIB << 20) >= 3 * ((size_t)32 << 20),
+               "the context holds 32 MiB of files and their blocks' rounding");
+_Static_assert(((size_t)TMP_SIZE_LIMIT_MIB << 20) >= BUILD_DOWNLOAD_MAX + ((size_t)1 << 20),
+               "/tmp holds the largest download and the tools' error output");
+_Static_assert(((size_t)DOCKERFILE_SIZE_LIMIT_MIB << 20) >= ((size_t)64 << 10),
+               "the Dockerfile's directory holds the largest Dockerfile");
 
 static const char *or_default(const char *v, const char *def)
 {
@@ -394,9 +413,11 @@ struct json_object *build_desired_job(const struct build_config *cfg,
     kube_obj_put(pod, "initContainers", inits);
     kube_obj_push(containers, builder_container(cfg, in));
     kube_obj_put(pod, "containers", containers);
-    kube_obj_push(volumes, kube_obj_empty_dir("workspace"));
-    kube_obj_push(volumes, kube_obj_empty_dir("build"));
-    kube_obj_push(volumes, kube_obj_empty_dir("tmp"));
+    kube_obj_push(volumes,
+                  kube_obj_empty_dir_limited("workspace", MIB_QUANTITY(CONTEXT_SIZE_LIMIT_MIB)));
+    kube_obj_push(volumes,
+                  kube_obj_empty_dir_limited("build", MIB_QUANTITY(DOCKERFILE_SIZE_LIMIT_MIB)));
+    kube_obj_push(volumes, kube_obj_empty_dir_limited("tmp", MIB_QUANTITY(TMP_SIZE_LIMIT_MIB)));
     if (in->bundle_url == NULL)
         kube_obj_push(volumes, kube_obj_configmap_volume("bundle", in->bundle_configmap,
                                                          BUILD_CONTEXT_KEY, BUILD_CONTEXT_KEY));

@@ -399,6 +399,43 @@ static void the_url_download_is_bounded_in_time_and_size(void **state)
     json_object_put(job);
 }
 
+/* Every emptyDir of the build pod has a sizeLimit: tenant bytes reach each of them (the extracted
+ * bundle, the download, the Dockerfile), and a gzip bundle can expand ~1000x. */
+static void every_build_volume_is_bounded(void **state)
+{
+    (void)state;
+    struct build_config cfg = {.repository = "reg.example/apps", .push_secret = "creds"};
+    const char *urls[] = {NULL, "https://x.example/b.tgz"};
+    for (size_t u = 0; u < 2; u++) {
+        struct build_job_input in = {.tag = TAG,
+                                     .base_image = "b",
+                                     .entry = "e.yaml",
+                                     .bundle_configmap = urls[u] ? NULL : "telo-build-" TAG,
+                                     .bundle_url = urls[u],
+                                     .bundle_sha256 = "ab"};
+        struct json_object *job = build_desired_job(&cfg, &in, NULL);
+        assert_non_null(job);
+        struct json_object *vols = at(job, "spec.template.spec.volumes");
+        size_t dirs = 0;
+        for (size_t i = 0; i < json_object_array_length(vols); i++) {
+            struct json_object *v = json_object_array_get_idx(vols, i);
+            if (!at(v, "emptyDir"))
+                continue;
+            dirs++;
+            const char *name = str_at(v, "name"), *limit = str_at(v, "emptyDir.sizeLimit");
+            assert_non_null(limit);
+            if (strcmp(name, "workspace") == 0)
+                assert_string_equal(limit, "96Mi"); /* 3x the bundle's 32 MiB total cap */
+            else if (strcmp(name, "tmp") == 0)
+                assert_string_equal(limit, "24Mi"); /* the 16 MiB download and error output */
+            else
+                assert_string_equal(limit, "1Mi"); /* the Dockerfile */
+        }
+        assert_int_equal(dirs, 3);
+        json_object_put(job);
+    }
+}
+
 static void context_configmap(void **state)
 {
     (void)state;
@@ -547,6 +584,7 @@ int main(void)
         cmocka_unit_test(job_from_a_configmap_bundle),
         cmocka_unit_test(job_from_a_url_bundle_with_defaults),
         cmocka_unit_test(the_url_download_is_bounded_in_time_and_size),
+        cmocka_unit_test(every_build_volume_is_bounded),
         cmocka_unit_test(context_configmap),
         cmocka_unit_test(status_of_jobs),
         cmocka_unit_test(log_tails),
