@@ -7,6 +7,7 @@
 #include "util/buf.h"
 #include "util/jget.h"
 #include "util/timefmt.h"
+#include "util/utf8.h"
 
 #include <openssl/sha.h>
 
@@ -598,13 +599,25 @@ static size_t log_clean(const char *in, size_t n, char *out)
             out[o++] = '?';
             continue;
         }
-        if (c == 0xc2 && i + 1 < n && (unsigned char)in[i + 1] >= 0x80 &&
-            (unsigned char)in[i + 1] <= 0x9f) {
+        if (c < 0x80) {
+            out[o++] = (char)c;
+            continue;
+        }
+        /* status.message must be UTF-8 (the API server and kubectl read it so): a byte that
+         * starts no well-formed sequence (a lone 0x9b, the 8-bit CSI, say) is one '?'. */
+        size_t len = util_utf8_len((const unsigned char *)in + i, n - i);
+        if (len == 0) {
+            out[o++] = '?';
+            continue;
+        }
+        if (c == 0xc2 && (unsigned char)in[i + 1] <= 0x9f) {
             out[o++] = '?'; /* a C1 control (U+0080..U+009F, CSI among them) */
             i++;
             continue;
         }
-        out[o++] = (char)c;
+        memcpy(out + o, in + i, len);
+        o += len;
+        i += len - 1;
     }
     out[o] = '\0';
     return o;

@@ -571,6 +571,16 @@ static void log_tails(void **state)
                         "INFO[0000] RUN [\"telo\"]\ntelo install: ]0;title?bad?\tend?2J \xc3\xa9");
     build_log_tail("a\x1b[", 3, 1, out, sizeof(out)); /* a sequence cut by the log's end */
     assert_string_equal(out, "a");
+    /* The tail is UTF-8: each byte outside a well-formed sequence (a lone 0x9b, the 8-bit CSI; a
+     * stray continuation; an overlong form; a surrogate; a sequence cut short) is one '?', and
+     * well-formed characters of every length stay. */
+    const char *raw = "a\x9b[2Jb\x80"
+                      "c\xc0\xaf"
+                      "d\xed\xa0\x80"
+                      "e\xe2\x82"
+                      "f\xff\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xe2\x82";
+    build_log_tail(raw, strlen(raw), 1, big, sizeof(big));
+    assert_string_equal(big, "a?[2Jb?c??d???e??f?\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80??");
 }
 
 int main(void)
