@@ -7,6 +7,7 @@
 #include "util/buf.h"
 #include "util/jget.h"
 #include "util/timefmt.h"
+#include "util/utf8.h"
 
 #include <openssl/sha.h>
 
@@ -26,6 +27,25 @@
 #define CONTEXT_DIR        "/workspace"
 #define DOCKERFILE_DIR     "/build"
 #define CACHE_DIR          "/telo-cache"
+/* What each emptyDir of the build pod may hold (its sizeLimit; the kubelet evicts the pod past
+ * it). Tenant bytes reach all three, and a gzip bundle can expand ~1000x, so none is unbounded:
+ * - the context holds the extracted bundle, which the operator has read under bundle.h's default
+ *   caps before any Job runs (32 MiB of files, 10000 entries): the files plus a 4 KiB block of
+ *   rounding for each entry (39 MiB) fit in 3x the total cap;
+ * - /tmp holds the download (BUILD_DOWNLOAD_MAX + 1 bytes at most, head(1) stops it) and the
+ *   tools' error output;
+ * - the Dockerfile's directory holds the Dockerfile (64 KiB at most, build_dockerfile). */
+#define CONTEXT_SIZE_LIMIT_MIB    96
+#define TMP_SIZE_LIMIT_MIB        24
+#define DOCKERFILE_SIZE_LIMIT_MIB 1
+#define MIB_QUANTITY(n)           MIB_QUANTITY_(n)
+#define MIB_QUANTITY_(n)          #n "Mi"
+_Static_assert(((size_t)CONTEXT_SIZE_LIMIT_MIB << 20) >= 3 * ((size_t)32 << 20),
+               "the context holds 32 MiB of files and their blocks' rounding");
+_Static_assert(((size_t)TMP_SIZE_LIMIT_MIB << 20) >= BUILD_DOWNLOAD_MAX + ((size_t)1 << 20),
+               "/tmp holds the largest download and the tools' error output");
+_Static_assert(((size_t)DOCKERFILE_SIZE_LIMIT_MIB << 20) >= ((size_t)64 << 10),
+               "the Dockerfile's directory holds the largest Dockerfile");
 
 static const char *or_default(const char *v, const char *def)
 {
@@ -255,12 +275,7 @@ static const char context_script[] =
     "set -e\n"
     "src=/bundle/" BUILD_CONTEXT_KEY "\n"
     "if [ -n \"$BUNDLE_URL\" ]; then\n"
-    "  src=/tmp/bundle.tgz\n"
-    "  if ! wget -q -T 30 -O \"$src\" \"$BUNDLE_URL\" 2>/tmp/wget.err; then\n"
-    "    echo \"cannot download the bundle from $BUNDLE_URL: $(head -c 300 /tmp/wget.err)\" | "
-    "tee /dev/termination-log >&2; exit 66\n"
-    "  fi\n"
-    "  got=$(sha256sum \"$src\" | cut -d' ' -f1)\n"
+    "  src=/tmp/bundle.tgz\n" BUILD_DOWNLOAD_SCRIPT "  got=$(sha256sum \"$src\" | cut -d' ' -f1)\n"
     "  if [ \"$got\" != \"$BUNDLE_SHA256\" ]; then\n"
     "    echo \"bundle sha256 mismatch for $BUNDLE_URL: expected $BUNDLE_SHA256, got $got\" | "
     "tee /dev/termination-log >&2; exit 67\n"
@@ -288,6 +303,11 @@ static struct json_object *init_container(const struct build_config *cfg,
     if (in->bundle_url != NULL) {
         kube_obj_push(env, kube_obj_env("BUNDLE_URL", in->bundle_url));
         kube_obj_push(env, kube_obj_env("BUNDLE_SHA256", in->bundle_sha256));
+        char n[24];
+        snprintf(n, sizeof(n), "%zu", BUILD_DOWNLOAD_MAX);
+        kube_obj_push(env, kube_obj_env("BUNDLE_MAX", n));
+        snprintf(n, sizeof(n), "%ld", BUILD_DOWNLOAD_TIMEOUT_S);
+        kube_obj_push(env, kube_obj_env("BUNDLE_TIMEOUT", n));
     } else {
         kube_obj_push(mounts, kube_obj_mount("bundle", "/bundle", 1));
     }
@@ -394,9 +414,11 @@ struct json_object *build_desired_job(const struct build_config *cfg,
     kube_obj_put(pod, "initContainers", inits);
     kube_obj_push(containers, builder_container(cfg, in));
     kube_obj_put(pod, "containers", containers);
-    kube_obj_push(volumes, kube_obj_empty_dir("workspace"));
-    kube_obj_push(volumes, kube_obj_empty_dir("build"));
-    kube_obj_push(volumes, kube_obj_empty_dir("tmp"));
+    kube_obj_push(volumes,
+                  kube_obj_empty_dir_limited("workspace", MIB_QUANTITY(CONTEXT_SIZE_LIMIT_MIB)));
+    kube_obj_push(volumes,
+                  kube_obj_empty_dir_limited("build", MIB_QUANTITY(DOCKERFILE_SIZE_LIMIT_MIB)));
+    kube_obj_push(volumes, kube_obj_empty_dir_limited("tmp", MIB_QUANTITY(TMP_SIZE_LIMIT_MIB)));
     if (in->bundle_url == NULL)
         kube_obj_push(volumes, kube_obj_configmap_volume("bundle", in->bundle_configmap,
                                                          BUILD_CONTEXT_KEY, BUILD_CONTEXT_KEY));
@@ -577,13 +599,25 @@ static size_t log_clean(const char *in, size_t n, char *out)
             out[o++] = '?';
             continue;
         }
-        if (c == 0xc2 && i + 1 < n && (unsigned char)in[i + 1] >= 0x80 &&
-            (unsigned char)in[i + 1] <= 0x9f) {
+        if (c < 0x80) {
+            out[o++] = (char)c;
+            continue;
+        }
+        /* status.message must be UTF-8 (the API server and kubectl read it so): a byte that
+         * starts no well-formed sequence (a lone 0x9b, the 8-bit CSI, say) is one '?'. */
+        size_t len = util_utf8_len((const unsigned char *)in + i, n - i);
+        if (len == 0) {
+            out[o++] = '?';
+            continue;
+        }
+        if (c == 0xc2 && (unsigned char)in[i + 1] <= 0x9f) {
             out[o++] = '?'; /* a C1 control (U+0080..U+009F, CSI among them) */
             i++;
             continue;
         }
-        out[o++] = (char)c;
+        memcpy(out + o, in + i, len);
+        o += len;
+        i += len - 1;
     }
     out[o] = '\0';
     return o;

@@ -22,6 +22,37 @@
 #define BUILD_INIT_CONTAINER "context"
 #define BUILD_CONTEXT_KEY    "bundle.tgz"
 
+/* A URL bundle's download: its cap in bytes, shared by the operator's own download
+ * (pkg/session/builds.c) and the pods' (the build Job's and the session pod's init containers), so
+ * a bundle the operator could read is never refused by a pod and a pod never writes more; and the
+ * build Job's time limit, the operator's own for the same bytes (a session pod's follows its start
+ * deadline, session_download_timeout). */
+#define BUILD_DOWNLOAD_MAX       ((size_t)16 << 20)
+#define BUILD_DOWNLOAD_TIMEOUT_S 60L
+
+/* The init scripts' download of $BUNDLE_URL into /tmp/bundle.tgz, at most $BUNDLE_MAX bytes
+ * within $BUNDLE_TIMEOUT seconds; a failure writes one line to the termination log and exits
+ * 66. The time bound is timeout(1), not `wget -T`: Debian's busybox 1.35 crashes on -T (SIGSEGV
+ * on every download); busybox's timeout exits 143 (SIGTERM), coreutils' 124. The size bound is
+ * head(1) in the pipe: an endless stream stops one byte past the cap (wget then dies of the closed
+ * pipe) instead of filling the volume until the timeout. A string literal to splice into a
+ * script; inputs only through the environment. */
+#define BUILD_DOWNLOAD_SCRIPT                                                                      \
+    "rc=0\n"                                                                                       \
+    "{ timeout \"$BUNDLE_TIMEOUT\" wget -q -O - \"$BUNDLE_URL\" 2>/tmp/wget.err ||"                \
+    " echo $? >/tmp/wget.rc; } | head -c $((BUNDLE_MAX + 1)) >/tmp/bundle.tgz\n"                   \
+    "if [ -s /tmp/wget.rc ]; then rc=$(cat /tmp/wget.rc); fi\n"                                    \
+    "if [ \"$(wc -c </tmp/bundle.tgz)\" -gt \"$BUNDLE_MAX\" ]; then\n"                             \
+    "  echo \"cannot download the bundle from $BUNDLE_URL: it is larger than $BUNDLE_MAX "         \
+    "bytes\" | tee /dev/termination-log >&2; exit 66\n"                                            \
+    "elif [ $rc -eq 124 ] || [ $rc -eq 143 ]; then\n"                                              \
+    "  echo \"cannot download the bundle from $BUNDLE_URL: it did not finish within "              \
+    "$BUNDLE_TIMEOUT s\" | tee /dev/termination-log >&2; exit 66\n"                                \
+    "elif [ $rc -ne 0 ]; then\n"                                                                   \
+    "  echo \"cannot download the bundle from $BUNDLE_URL: $(head -c 300 /tmp/wget.err)\" | "      \
+    "tee /dev/termination-log >&2; exit 66\n"                                                      \
+    "fi\n"
+
 /* The build settings, borrowed strings; NULL or 0 fields take the default in the comment. */
 struct build_config {
     const char *namespace;         /* where Jobs run: "telo-builds" */
@@ -166,7 +197,7 @@ void build_status_read(const struct json_object *job, const char *job_name, cons
  * safe to show on a terminal (it lands in status.message, and a RUN step's output is the
  * tenant's): ANSI escape sequences (a builder's colours, ESC '[' ... final byte) and carriage
  * returns are dropped, any other control character (C0 but newline and tab, DEL, C1 as UTF-8)
- * becomes '?'. */
+ * becomes '?', and so does each byte that is not part of well-formed UTF-8: the tail is UTF-8. */
 size_t build_log_tail(const char *log, size_t log_len, int lines, char *out, size_t len);
 
 #endif

@@ -28,6 +28,10 @@
 #define DEFAULT_CACHE_MAX  4096
 #define TOKEN_BODY_MAX     ((size_t)64 << 10)
 #define MESSAGE_MAX        512
+/* The longest bearer token taken (registries' JWTs run to a few KiB at most); a longer one is
+ * refused rather than cut short in the request header. */
+#define TOKEN_MAX 4000
+#define BEARER    "Authorization: Bearer "
 
 /* ---- pure helpers ---- */
 
@@ -304,9 +308,10 @@ struct build_registry_check {
     struct build_registry *r;
     struct build_registry_check *prev, *next;
     char *ref, *host, *path, *tag, *head_url, *secret_name;
-    char *basic;   /* base64 "user:password", or NULL */
-    char *api_url; /* build.registryApiUrl, or NULL */
-    char *bearer;  /* token from the challenge, or NULL */
+    char *basic;             /* base64 "user:password", or NULL */
+    char *api_url;           /* build.registryApiUrl, or NULL */
+    char *bearer;            /* token from the challenge, or NULL */
+    char token_service[208]; /* the realm that gave it, for messages */
     int insecure;
     int attempts;
     int token_tried;
@@ -511,6 +516,7 @@ static int answer_begin(struct build_registry_check *c, const struct build_http_
 
 static void start_token(struct build_registry_check *c, const struct build_auth_challenge *ch)
 {
+    snprintf(c->token_service, sizeof(c->token_service), "%.200s", ch->realm);
     struct buf url;
     buf_init(&url, 4096);
     int rc = buf_append_str(&url, ch->realm);
@@ -597,6 +603,29 @@ static void on_head(struct build_http_call *call, const struct build_http_respon
     }
 }
 
+/* Whether token can go into the Authorization header as is: RFC 6750's b64token is printable
+ * ASCII, and curl sends a CR or LF in a header through, so a token service could add headers of
+ * its own to the registry request. Returns 0, or -1 with why (len bytes) saying what is wrong. */
+static int token_check(const char *token, char *why, size_t len)
+{
+    size_t n = strlen(token);
+    if (n > TOKEN_MAX) {
+        snprintf(why, len, "a token of %zu bytes (at most %d are taken)", n, TOKEN_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b = (unsigned char)token[i];
+        if (b < 0x21 || b > 0x7e) {
+            snprintf(why, len,
+                     "a token with byte 0x%02x at offset %zu (only printable ASCII, "
+                     "0x21-0x7e, may go into an Authorization header)",
+                     b, i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void on_token(struct build_http_call *call, const struct build_http_response *resp, void *ud)
 {
     (void)call;
@@ -623,6 +652,19 @@ static void on_token(struct build_http_call *call, const struct build_http_respo
         transient(c, "the token service answered without a token");
         return;
     }
+    char why[160];
+    if (token_check(token, why, sizeof(why)) < 0) {
+        json_object_put(root);
+        /* Asking again would get the same token: the answer is final, and names the service. */
+        char msg[MESSAGE_MAX];
+        snprintf(msg, sizeof(msg),
+                 "registry %s: its token service '%s' answered %s; refusing it, treating the "
+                 "image as missing and building it (fix the token service)",
+                 c->host, c->token_service, why);
+        snprintf(c->last_error, sizeof(c->last_error), "%.300s", msg);
+        finish(c, BUILD_IMAGE_UNKNOWN, NULL, msg);
+        return;
+    }
     free(c->bearer);
     c->bearer = strdup(token);
     json_object_put(root);
@@ -635,10 +677,10 @@ static void on_token(struct build_http_call *call, const struct build_http_respo
 
 static void start_head(struct build_registry_check *c)
 {
-    char auth[4096];
+    char auth[sizeof(BEARER) + TOKEN_MAX];
     const char *headers[3] = {BUILD_MANIFEST_ACCEPT, NULL, NULL};
     if (c->bearer != NULL) {
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->bearer);
+        snprintf(auth, sizeof(auth), BEARER "%s", c->bearer);
         headers[1] = auth;
     } else if (c->basic != NULL) {
         /* Sent up front, as the reference does: a Basic-only registry never challenges twice. */

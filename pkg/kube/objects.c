@@ -101,6 +101,14 @@ struct json_object *kube_obj_empty_dir(const char *name)
     return v;
 }
 
+struct json_object *kube_obj_empty_dir_limited(const char *name, const char *size_limit)
+{
+    struct json_object *v = kube_obj_empty_dir(name), *dir = NULL;
+    if (json_object_object_get_ex(v, "emptyDir", &dir))
+        kube_obj_put_str(dir, "sizeLimit", size_limit);
+    return v;
+}
+
 /* A volume of source kind source ("configMap", "secret") whose object is named by ref_field,
  * projecting one key to path. */
 static struct json_object *one_key_volume(const char *name, const char *source,

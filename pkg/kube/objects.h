@@ -51,6 +51,10 @@ struct json_object *kube_obj_mount(const char *name, const char *path, int read_
 /* A pod volume backed by an emptyDir. */
 struct json_object *kube_obj_empty_dir(const char *name);
 
+/* The same with emptyDir.sizeLimit size_limit (a quantity, "96Mi"): the kubelet evicts the pod
+ * once the volume holds more, so what a pod writes there cannot fill the node's disk. */
+struct json_object *kube_obj_empty_dir_limited(const char *name, const char *size_limit);
+
 /* A pod volume with one key of ConfigMap configmap, at path inside the mount. */
 struct json_object *kube_obj_configmap_volume(const char *name, const char *configmap,
                                               const char *key, const char *path);

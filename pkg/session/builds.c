@@ -35,13 +35,20 @@
 #define MEMO_MAX      256
 #define TABLE_MAX     4096
 #define SECRET_KEY    ".dockerconfigjson"
-/* URL bundles: the download's cap, its timeout, and how long a failed download's answer stands
- * before the next session asks again. At most bundle.maxConcurrentDownloads run at once, so
- * downloads hold at most that many times DOWNLOAD_MAX; the reader's cap on what a bundle holds
- * once uncompressed (32 MiB) makes a larger archive useless anyway. */
-#define DOWNLOAD_MAX        ((size_t)16 << 20)
-#define DOWNLOAD_TIMEOUT_MS 60000L
-#define FETCH_ERROR_TTL_S   30.0
+/* URL bundles: how long a failed download's answer stands before the next session asks again.
+ * The download's cap and timeout are BUILD_DOWNLOAD_MAX and BUILD_DOWNLOAD_TIMEOUT_S, the pods'
+ * own. At most bundle.maxConcurrentDownloads run at once, so downloads hold at most that many
+ * times BUILD_DOWNLOAD_MAX; the reader's cap on what a bundle holds once uncompressed (32 MiB)
+ * makes a larger archive useless anyway. */
+#define FETCH_ERROR_TTL_S 30.0
+/* The longest legal parts of a memo key, from the CRD's maxLength (crds/telo.run_telosessions.yaml)
+ * and the Kubernetes name rules; a key holding all of them fits MEMO_KEY_SIZE. The operator's own
+ * defaults (images.default, registryUrl) are held to the same lengths. */
+#define URL_MAX    2048 /* spec.bundle.url, spec.registryUrl */
+#define IMAGE_MAX  512  /* spec.image */
+#define CM_KEY_MAX 253  /* spec.bundle.configMap.key */
+#define MEMO_KEY_SIZE                                                                              \
+    (SESSION_BUILDS_MEMO_MAX + IMAGE_MAX + URL_MAX + BUILD_ENTRY_MAX + CM_KEY_MAX + 8)
 
 /* The registry's answer about one tag, or the question in flight. */
 struct answer {
@@ -64,8 +71,9 @@ struct memo_entry {
 /* A URL bundle being downloaded, or the failure of the last download. */
 struct fetch {
     struct session_builds *b;
-    char key[4400]; /* the memo key: URL, digest and the tag's other inputs */
-    char url[2048], sha256[65], image[520], registry[2048], entry[BUILD_ENTRY_MAX + 1];
+    char key[MEMO_KEY_SIZE]; /* the memo key: URL, digest and the tag's other inputs */
+    char url[URL_MAX + 1], sha256[65], image[IMAGE_MAX + 1], registry[URL_MAX + 1];
+    char entry[BUILD_ENTRY_MAX + 1];
     int in_flight;
     struct session_bundle_key failed; /* when !in_flight: why it could not be used */
     double at;
@@ -261,12 +269,36 @@ static void read_key(const void *tgz, size_t len, const char *source, const stru
     build_bundle_free(bundle);
 }
 
-/* The memo key: what says the bytes are the same, and the tag's other inputs. */
-static void memo_key(const struct session_builds *b, const char *memo, const struct session *s,
-                     char *out, size_t len)
+/* The memo key: what says the bytes are the same (memo, and for a ConfigMap the key that picks
+ * them out of it: cm_key, "" for a URL), and the tag's other inputs. Returns 0, or -1 with
+ * k->error naming the part too long to key (a truncated key could match another session's bytes,
+ * so the bundle is refused instead). */
+static int memo_key(const struct session_builds *b, const char *memo, const char *cm_key,
+                    const struct session *s, char *out, struct session_bundle_key *k)
 {
-    snprintf(out, len, "%s\n%s\n%s\n%s", memo, session_image(s, b->cfg),
-             s->registry_url ? s->registry_url : b->cfg->registry_url, s->entry);
+    const char *registry = s->registry_url ? s->registry_url : b->cfg->registry_url;
+    const struct {
+        const char *field, *value;
+        size_t max;
+    } parts[] = {
+        {"the bundle's identity", memo, SESSION_BUILDS_MEMO_MAX - 1},
+        {"spec.bundle.configMap.key", cm_key, CM_KEY_MAX},
+        {"spec.image (or the operator's images.default)", session_image(s, b->cfg), IMAGE_MAX},
+        {"spec.registryUrl (or the operator's registryUrl)", registry, URL_MAX},
+        {"spec.entry", s->entry, BUILD_ENTRY_MAX},
+    };
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        size_t n = strlen(parts[i].value);
+        if (n > parts[i].max) {
+            snprintf(k->error, sizeof(k->error),
+                     "%s has %zu characters, at most %zu are allowed: shorten it", parts[i].field,
+                     n, parts[i].max);
+            return -1;
+        }
+    }
+    snprintf(out, MEMO_KEY_SIZE, "%s\n%s\n%s\n%s\n%s", memo, cm_key, session_image(s, b->cfg),
+             registry, s->entry);
+    return 0;
 }
 
 static const struct session_bundle_key *memo_get(const struct session_builds *b, const char *key)
@@ -294,9 +326,10 @@ void session_builds_bundle_key(struct session_builds *b, const char *memo, const
                                struct session_bundle_key *out)
 {
     memset(out, 0, sizeof(*out));
-    char key[4400];
+    char key[MEMO_KEY_SIZE];
     if (memo) {
-        memo_key(b, memo, s, key, sizeof(key));
+        if (memo_key(b, memo, s->bundle_configmap_key, s, key, out) < 0)
+            return;
         const struct session_bundle_key *k = memo_get(b, key);
         if (k) {
             *out = *k;
@@ -336,9 +369,9 @@ static void downloaded(struct fetch *f, const struct build_http_response *resp, 
         snprintf(detail, len, "download of spec.bundle.url failed: HTTP %ld", resp->code);
         return;
     }
-    if (resp->body->len >= DOWNLOAD_MAX) {
+    if (resp->body->len >= BUILD_DOWNLOAD_MAX) {
         snprintf(detail, len, "download of spec.bundle.url failed: larger than %zu bytes",
-                 DOWNLOAD_MAX);
+                 BUILD_DOWNLOAD_MAX);
         return;
     }
     unsigned char digest[32];
@@ -400,8 +433,8 @@ static int start_download(struct fetch *f)
     const struct session_cidrs *allow = &b->cfg->bundle_allowed_cidrs;
     struct build_http_request req = {.method = "GET",
                                      .url = f->url,
-                                     .timeout_ms = DOWNLOAD_TIMEOUT_MS,
-                                     .max_body = DOWNLOAD_MAX,
+                                     .timeout_ms = BUILD_DOWNLOAD_TIMEOUT_S * 1000L,
+                                     .max_body = BUILD_DOWNLOAD_MAX,
                                      .restrict_addresses = 1,
                                      .allow = allow->items,
                                      .nallow = allow->n,
@@ -440,10 +473,17 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
                            struct session_bundle_key *out)
 {
     memset(out, 0, sizeof(*out));
-    char memo[2200], key[4400];
+    char memo[SESSION_BUILDS_MEMO_MAX], key[MEMO_KEY_SIZE];
+    if (strlen(s->bundle_url) > URL_MAX) {
+        snprintf(out->error, sizeof(out->error),
+                 "spec.bundle.url has %zu characters, at most %d are allowed: shorten it",
+                 strlen(s->bundle_url), URL_MAX);
+        return 1;
+    }
     /* A digest names the bytes: the same URL and digest are the same bundle. */
     snprintf(memo, sizeof(memo), "url %s sha256 %s", s->bundle_url, s->bundle_sha256);
-    memo_key(b, memo, s, key, sizeof(key));
+    if (memo_key(b, memo, "", s, key, out) < 0)
+        return 1;
     const struct session_bundle_key *k = memo_get(b, key);
     if (k) {
         *out = *k;

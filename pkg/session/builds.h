@@ -58,11 +58,15 @@ struct session_bundle_key {
                           * else "" (BundleInvalid) */
 };
 
+/* The longest memo string session_builds_bundle_key takes, with its NUL. */
+#define SESSION_BUILDS_MEMO_MAX 2200
+
 /* The key of s's bundle (tgz, len bytes of gzip tar, borrowed), read once per memo string (the
- * ConfigMap's namespace, name and resourceVersion say it is the same bytes; NULL: not memoised)
- * and the tag's other inputs (base image, TELO_REGISTRY_URL). source names the bundle in
- * messages. Reading is capped (pkg/imagebuild/bundle.h), so a bomb costs bounded time and memory.
- */
+ * ConfigMap's namespace, name and resourceVersion say it is the same ConfigMap; NULL: not
+ * memoised), s's spec.bundle.configMap.key (which picks the bytes out of it) and the tag's other
+ * inputs (base image, TELO_REGISTRY_URL, entry). source names the bundle in messages. Reading is
+ * capped (pkg/imagebuild/bundle.h), so a bomb costs bounded time and memory. A part longer than
+ * its CRD maxLength is refused (out->error says which), never cut short into another's key. */
 void session_builds_bundle_key(struct session_builds *b, const char *memo, const void *tgz,
                                size_t len, const char *source, const struct session *s,
                                struct session_bundle_key *out);

@@ -120,9 +120,8 @@ long session_download_timeout(const struct session_config *cfg)
 
 /* Delivers the bundle into /app. Inputs arrive as environment variables, never spliced into the
  * script, so no spec value can change what the shell runs. A failure writes one line to the
- * termination log, which the session's failure message quotes. The download is bounded by
- * `timeout`, not `wget -T`: Debian's busybox 1.35 crashes on -T (SIGSEGV on every download).
- * busybox's timeout exits 143 (SIGTERM), coreutils' 124. */
+ * termination log, which the session's failure message quotes. The download is the build Job's
+ * (BUILD_DOWNLOAD_SCRIPT: bounded in time and size), with the session's own time limit. */
 static struct json_object *init_container(const struct session *s, const struct session_config *cfg,
                                           const struct session_limits *lim)
 {
@@ -133,18 +132,7 @@ static struct json_object *init_container(const struct session *s, const struct 
         "/tmp/tar.err)\" | tee /dev/termination-log >&2; exit 65\n"
         "fi\n";
     static const char url_script[] =
-        "set -e\n"
-        "rc=0\n"
-        "timeout \"$BUNDLE_TIMEOUT\" wget -q -O /tmp/bundle.tgz \"$BUNDLE_URL\" 2>/tmp/wget.err || "
-        "rc=$?\n"
-        "if [ $rc -eq 124 ] || [ $rc -eq 143 ]; then\n"
-        "  echo \"cannot download the bundle from $BUNDLE_URL: it did not finish within "
-        "$BUNDLE_TIMEOUT s\" | tee /dev/termination-log >&2; exit 66\n"
-        "elif [ $rc -ne 0 ]; then\n"
-        "  echo \"cannot download the bundle from $BUNDLE_URL: $(head -c 300 /tmp/wget.err)\" | "
-        "tee /dev/termination-log >&2; exit 66\n"
-        "fi\n"
-        "got=$(sha256sum /tmp/bundle.tgz | cut -d' ' -f1)\n"
+        "set -e\n" BUILD_DOWNLOAD_SCRIPT "got=$(sha256sum /tmp/bundle.tgz | cut -d' ' -f1)\n"
         "if [ \"$got\" != \"$BUNDLE_SHA256\" ]; then\n"
         "  echo \"bundle sha256 mismatch for $BUNDLE_URL: spec.bundle.url.sha256 is "
         "$BUNDLE_SHA256 but the download is $got\" | tee /dev/termination-log >&2; exit 67\n"
@@ -166,6 +154,9 @@ static struct json_object *init_container(const struct session *s, const struct 
         char timeout[24];
         snprintf(timeout, sizeof(timeout), "%ld", session_download_timeout(cfg));
         kube_obj_push(env, kube_obj_env("BUNDLE_TIMEOUT", timeout));
+        char max[24];
+        snprintf(max, sizeof(max), "%zu", BUILD_DOWNLOAD_MAX);
+        kube_obj_push(env, kube_obj_env("BUNDLE_MAX", max));
     } else {
         kube_obj_push(env, kube_obj_env("BUNDLE_SOURCE", s->bundle_configmap));
         kube_obj_push(mounts, kube_obj_mount("bundle", "/bundle", 1));

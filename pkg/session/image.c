@@ -6,6 +6,7 @@
 #include "session/phase.h"
 #include "util/jget.h"
 #include "util/timefmt.h"
+#include "util/utf8.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -90,6 +91,9 @@ static void build_failed(const struct session_image_obs *obs, const char *job_ke
              "again: kubectl delete job -n %s %s",
              job_key, why, tail, obs->build_namespace, obs->job_name, obs->build_namespace,
              obs->job_name);
+    /* A long tail fills the buffer, and snprintf cuts by bytes: never leave half a character in
+     * status.message, which must be UTF-8. */
+    out->message[util_utf8_cut(out->message, strlen(out->message))] = '\0';
 }
 
 static void vanished(const struct session_image_obs *obs, const char *job_key,

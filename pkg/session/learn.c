@@ -118,13 +118,15 @@ static void bundle_image_step(struct pass *p, struct json_object *cm)
         }
     }
     if (!k.error[0]) {
-        /* The same resourceVersion is the same bytes: read a bundle once, not every pass. */
-        char memo[600];
-        snprintf(memo, sizeof(memo), "%s/%s@%s", p->s.namespace, p->s.bundle_configmap,
-                 jget_string(jget(cm, "metadata"), "resourceVersion")
-                     ? jget_string(jget(cm, "metadata"), "resourceVersion")
-                     : "");
-        session_builds_bundle_key(p->r->builds, memo, p->tgz, p->tgz_len, source, &p->s, &k);
+        /* The same resourceVersion is the same ConfigMap: read a bundle once, not every pass
+         * (the memo adds the key that picks the bytes out of it). A resourceVersion too long to
+         * hold is read every pass rather than keyed by a part of it. */
+        const char *rv = jget_string(jget(cm, "metadata"), "resourceVersion");
+        char memo[SESSION_BUILDS_MEMO_MAX];
+        int n = snprintf(memo, sizeof(memo), "%s/%s@%s", p->s.namespace, p->s.bundle_configmap,
+                         rv ? rv : "");
+        session_builds_bundle_key(p->r->builds, n >= 0 && (size_t)n < sizeof(memo) ? memo : NULL,
+                                  p->tgz, p->tgz_len, source, &p->s, &k);
     }
     image_step(p, &k);
 }

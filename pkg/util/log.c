@@ -7,6 +7,7 @@
 #include "util/log.h"
 
 #include "util/timefmt.h"
+#include "util/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,35 +124,6 @@ static void puts_(struct line *l, const char *s)
     put(l, s, strlen(s));
 }
 
-/* The length of the well-formed UTF-8 sequence at p (1 to 4), or 0 when the byte there does not
- * start one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut). */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        lo = c == 0xE0 ? 0xA0 : 0x80;
-        hi = c == 0xED ? 0x9F : 0xBF;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        lo = c == 0xF0 ? 0x90 : 0x80;
-        hi = c == 0xF4 ? 0x8F : 0xBF;
-    } else
-        return 0;
-    if (n < len || p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (p[i] < 0x80 || p[i] > 0xBF)
-            return 0;
-    return len;
-}
-
 /* Appends v escaped for a quoted logfmt or JSON string (without the quotes). Control characters
  * are \n, \r, \t or \u00XX; a byte that is not UTF-8 is \xNN in logfmt (Go's strconv reads it
  * back as that byte) and U+FFFD in JSON, which must be UTF-8. */
@@ -161,7 +133,7 @@ static void put_escaped(struct line *l, const char *v, size_t n, enum telo_log_f
     char e[8];
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
-        size_t len = utf8_len(p + i, n - i);
+        size_t len = util_utf8_len(p + i, n - i);
         if (c == '"' || c == '\\') {
             e[0] = '\\';
             e[1] = (char)c;
@@ -197,7 +169,7 @@ static int needs_quotes(const char *v, size_t n)
         return 1;
     const unsigned char *p = (const unsigned char *)v;
     for (size_t i = 0; i < n;) {
-        size_t len = utf8_len(p + i, n - i);
+        size_t len = util_utf8_len(p + i, n - i);
         if (len == 0 || p[i] <= ' ' || p[i] == '=' || p[i] == '"' || p[i] == '\\' || p[i] == 0x7f)
             return 1;
         i += len;

@@ -366,6 +366,76 @@ static void job_from_a_url_bundle_with_defaults(void **state)
     json_object_put(job);
 }
 
+static const char *env_value(struct json_object *container, const char *name)
+{
+    struct json_object *env = at(container, "env");
+    for (size_t i = 0; i < json_object_array_length(env); i++)
+        if (strcmp(str_at(json_object_array_get_idx(env, i), "name"), name) == 0)
+            return str_at(json_object_array_get_idx(env, i), "value");
+    return NULL;
+}
+
+/* The download is bounded by timeout(1), not `wget -T` (busybox 1.35 crashes on it), and by
+ * head(1) at BUILD_DOWNLOAD_MAX, so an endless stream cannot fill the volume. */
+static void the_url_download_is_bounded_in_time_and_size(void **state)
+{
+    (void)state;
+    struct build_config cfg = {.repository = "reg.example/apps"};
+    struct build_job_input in = {.tag = TAG,
+                                 .base_image = "b",
+                                 .entry = "e.yaml",
+                                 .bundle_url = "https://x.example/b.tgz",
+                                 .bundle_sha256 = "ab"};
+    struct json_object *job = build_desired_job(&cfg, &in, NULL);
+    assert_non_null(job);
+    struct json_object *init = at(job, "spec.template.spec.initContainers.0");
+    const char *script = str_at(init, "command.2");
+    assert_null(strstr(script, "-T"));
+    assert_non_null(strstr(script, "timeout \"$BUNDLE_TIMEOUT\" wget -q -O - \"$BUNDLE_URL\""));
+    assert_non_null(strstr(script, "| head -c $((BUNDLE_MAX + 1)) >/tmp/bundle.tgz"));
+    assert_non_null(strstr(script, "it is larger than $BUNDLE_MAX bytes"));
+    assert_string_equal(env_value(init, "BUNDLE_MAX"), "16777216");
+    assert_string_equal(env_value(init, "BUNDLE_TIMEOUT"), "60");
+    json_object_put(job);
+}
+
+/* Every emptyDir of the build pod has a sizeLimit: tenant bytes reach each of them (the extracted
+ * bundle, the download, the Dockerfile), and a gzip bundle can expand ~1000x. */
+static void every_build_volume_is_bounded(void **state)
+{
+    (void)state;
+    struct build_config cfg = {.repository = "reg.example/apps", .push_secret = "creds"};
+    const char *urls[] = {NULL, "https://x.example/b.tgz"};
+    for (size_t u = 0; u < 2; u++) {
+        struct build_job_input in = {.tag = TAG,
+                                     .base_image = "b",
+                                     .entry = "e.yaml",
+                                     .bundle_configmap = urls[u] ? NULL : "telo-build-" TAG,
+                                     .bundle_url = urls[u],
+                                     .bundle_sha256 = "ab"};
+        struct json_object *job = build_desired_job(&cfg, &in, NULL);
+        assert_non_null(job);
+        struct json_object *vols = at(job, "spec.template.spec.volumes");
+        size_t dirs = 0;
+        for (size_t i = 0; i < json_object_array_length(vols); i++) {
+            struct json_object *v = json_object_array_get_idx(vols, i);
+            if (!at(v, "emptyDir"))
+                continue;
+            dirs++;
+            const char *name = str_at(v, "name"), *limit = str_at(v, "emptyDir.sizeLimit");
+            assert_non_null(limit);
+            if (strcmp(name, "workspace") == 0)
+                assert_string_equal(limit, "96Mi"); /* 3x the bundle's 32 MiB total cap */
+            else if (strcmp(name, "tmp") == 0)
+                assert_string_equal(limit, "24Mi"); /* the 16 MiB download and error output */
+            else
+                assert_string_equal(limit, "1Mi"); /* the Dockerfile */
+        }
+        assert_int_equal(dirs, 3);
+        json_object_put(job);
+    }
+}
+
 static void context_configmap(void **state)
 {
     (void)state;
@@ -501,6 +571,16 @@ static void log_tails(void **state)
                         "INFO[0000] RUN [\"telo\"]\ntelo install: ]0;title?bad?\tend?2J \xc3\xa9");
     build_log_tail("a\x1b[", 3, 1, out, sizeof(out)); /* a sequence cut by the log's end */
     assert_string_equal(out, "a");
+    /* The tail is UTF-8: each byte outside a well-formed sequence (a lone 0x9b, the 8-bit CSI; a
+     * stray continuation; an overlong form; a surrogate; a sequence cut short) is one '?', and
+     * well-formed characters of every length stay. */
+    const char *raw = "a\x9b[2Jb\x80"
+                      "c\xc0\xaf"
+                      "d\xed\xa0\x80"
+                      "e\xe2\x82"
+                      "f\xff\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xe2\x82";
+    build_log_tail(raw, strlen(raw), 1, big, sizeof(big));
+    assert_string_equal(big, "a?[2Jb?c??d???e??f?\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80??");
 }
 
 int main(void)
@@ -513,6 +593,8 @@ int main(void)
         cmocka_unit_test(tags_are_per_namespace_unless_shared),
         cmocka_unit_test(job_from_a_configmap_bundle),
         cmocka_unit_test(job_from_a_url_bundle_with_defaults),
+        cmocka_unit_test(the_url_download_is_bounded_in_time_and_size),
+        cmocka_unit_test(every_build_volume_is_bounded),
         cmocka_unit_test(context_configmap),
         cmocka_unit_test(status_of_jobs),
         cmocka_unit_test(log_tails),

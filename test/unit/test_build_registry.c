@@ -188,6 +188,22 @@ static void route(int fd, const struct mock_req *r)
             mock_reply(fd, 200, NULL, "{\"token\":\"GIVEN-FOR-CREDENTIALS\"}");
         else
             mock_reply(fd, 401, NULL, "{\"errors\":[{\"code\":\"NOCREDS\"}]}");
+    } else if (strncmp(r->path, "/v2/injected/apps/manifests/", 28) == 0) {
+        if (has_header(r, "X-Injected: 1\r\n")) {
+            mock_reply(fd, 200, NULL, NULL); /* the token service's header got through */
+        } else {
+            struct sockaddr_in self;
+            socklen_t slen = sizeof(self);
+            getsockname(fd, (struct sockaddr *)&self, &slen);
+            snprintf(extra, sizeof(extra),
+                     "WWW-Authenticate: Bearer realm=\"http://127.0.0.1:%d/%s\"\r\n",
+                     ntohs(self.sin_port), strcmp(r->path + 28, "crlf") == 0 ? "crlf" : "space");
+            mock_reply(fd, 401, extra, NULL);
+        }
+    } else if (strncmp(r->path, "/crlf?", 6) == 0) {
+        mock_reply(fd, 200, NULL, "{\"token\":\"a\\r\\nX-Injected: 1\"}");
+    } else if (strncmp(r->path, "/space?", 7) == 0) {
+        mock_reply(fd, 200, NULL, "{\"access_token\":\"a b\"}");
     } else if (strncmp(r->path, "/token?", 7) == 0) {
         if (strcmp(r->path, "/token?service=reg&scope=repository%3Abearer%2Fapps%3Apull") != 0)
             mock_reply(fd, 400, NULL, "{}");
@@ -424,6 +440,28 @@ static void plain_http_api_with_credentials_needs_insecure(void **state)
                                     "are sent only over TLS"));
 }
 
+/* A token goes into the request header as is: one with CR/LF would add headers of the token
+ * service's choosing (curl sends them through), so only printable ASCII is taken. */
+static void tokens_outside_printable_ascii_are_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct answer a;
+    ask(f, "127.0.0.1:5000/injected/apps", "crlf", NULL, &a);
+    assert_int_equal(a.presence, BUILD_IMAGE_UNKNOWN);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "registry 127.0.0.1:5000: its token service 'http://127.0.0.1:%d/crlf' answered a "
+             "token with byte 0x0d at offset 1 (only printable ASCII, 0x21-0x7e, may go into an "
+             "Authorization header); refusing it, treating the image as missing and building it "
+             "(fix the token service)",
+             f->server.port);
+    assert_string_equal(a.message, want);
+    assert_string_equal(a.last_error, want);
+    ask(f, "127.0.0.1:5000/injected/apps", "space", NULL, &a);
+    assert_int_equal(a.presence, BUILD_IMAGE_UNKNOWN);
+    assert_non_null(strstr(a.message, "/space' answered a token with byte 0x20 at offset 1"));
+}
+
 static void retries_then_unknown(void **state)
 {
     struct fixture *f = *state;
@@ -551,6 +589,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(basic_credentials, setup, teardown),
         cmocka_unit_test_setup_teardown(bearer_challenge, setup, teardown),
         cmocka_unit_test_setup_teardown(retries_then_unknown, setup, teardown),
+        cmocka_unit_test_setup_teardown(tokens_outside_printable_ascii_are_refused, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(foreign_realm_gets_no_credentials, setup, teardown),
         cmocka_unit_test(realm_trust),
         cmocka_unit_test_setup_teardown(plain_http_api_with_credentials_needs_insecure, setup,

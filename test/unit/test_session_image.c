@@ -10,6 +10,7 @@
 
 #include "imagebuild/job.h"
 #include "session/image.h"
+#include "util/utf8.h"
 
 #include <json.h>
 
@@ -376,6 +377,47 @@ static void a_failed_job_waits_for_its_log_then_fails_with_it(void **state)
     world_free(&w);
 }
 
+static int valid_utf8(const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0, len = 0; i < n; i += len)
+        if ((len = util_utf8_len((const unsigned char *)s + i, n - i)) == 0)
+            return 0;
+    return 1;
+}
+
+/* A tail that fills the message (with the refused push's advice) is cut on a character boundary,
+ * whatever its parity: the message lands in status.message, which must be UTF-8. */
+static void a_long_log_tail_is_cut_between_characters(void **state)
+{
+    (void)state;
+    char tail[2048], secret[254]; /* the longest tail the log reader keeps, the longest name */
+    memset(secret, 's', sizeof(secret) - 1);
+    secret[sizeof(secret) - 1] = '\0';
+    for (size_t odd = 0; odd < 2; odd++) {
+        size_t n = (size_t)snprintf(tail, sizeof(tail), "%sfailed to push: 403 Forbidden\n",
+                                    odd ? "x" : "");
+        while (n + 2 < sizeof(tail)) {
+            tail[n++] = '\xc3';
+            tail[n++] = '\xa9';
+        }
+        tail[n] = '\0';
+        struct world w;
+        world_init(&w);
+        world_old(&w, "Building", JOB);
+        world_job(&w, "demo/a",
+                  "{\"failed\":1,\"conditions\":[{\"type\":\"Failed\",\"status\":\"True\"}]}");
+        w.obs.log = SESSION_LOG_DONE;
+        w.obs.log_tail = tail;
+        w.obs.push_secret = secret;
+        decide(&w);
+        assert_string_equal(w.plan.failure, "BuildFailed");
+        assert_true(strlen(w.plan.message) >= sizeof(w.plan.message) - 2);
+        assert_true(valid_utf8(w.plan.message));
+        world_free(&w);
+    }
+}
+
 static void a_refused_push_names_the_push_secret(void **state)
 {
     (void)state;
@@ -520,6 +562,7 @@ int main(void)
         cmocka_unit_test(a_following_session_does_not_ask_the_registry_again),
         cmocka_unit_test(a_finished_job_gives_a_built_image),
         cmocka_unit_test(a_failed_job_waits_for_its_log_then_fails_with_it),
+        cmocka_unit_test(a_long_log_tail_is_cut_between_characters),
         cmocka_unit_test(a_refused_push_names_the_push_secret),
         cmocka_unit_test(a_job_past_its_deadline_times_out),
         cmocka_unit_test(a_vanished_job_asks_the_registry_then_fails),
