@@ -17,15 +17,15 @@
 #define CACHE_MAX 2048
 #define KEY_MAX   (2 * SHA256_DIGEST_LENGTH + 2 * 254 + 3)
 /* A source is suspect for SUSPECT_S after one of its lookups failed (401, 403, 404), and while
- * it has FREE_IN_FLIGHT lookups unanswered (an answer not yet in is no success yet).
- * A suspect source's lookups draw from the overall bucket and from a share of it, 1 /
- * SUSPECT_SHARE of its rate and burst, that all suspect sources split. So sources sending
- * garbage tokens spend at most rate / SUSPECT_SHARE + (their addresses) / SUSPECT_S lookups a
- * second of the overall rate (the second term: each address's first failure, before it is
- * known), and the rest stays with everyone else; a random token never hits the cache. */
-#define SUSPECT_S      10.0
-#define SUSPECT_SHARE  4
-#define FREE_IN_FLIGHT 4
+ * it has FREE_IN_FLIGHT lookups unanswered (an answer not yet in is no success yet). A suspect
+ * source takes from the overall bucket only what lies above a reserve of SUSPECT_RESERVE of its
+ * burst: sources sending garbage tokens (a random token never hits the cache) can empty the
+ * bucket down to the reserve, never below, so everyone else always finds it there and gets the
+ * refill first while it is under it. A suspect source on a quiet gateway (a person who mistyped
+ * a token) still gets the whole rate, since nobody else drains the bucket. */
+#define SUSPECT_S       10.0
+#define SUSPECT_RESERVE 0.75
+#define FREE_IN_FLIGHT  4
 
 /* A verdict with its own copies of the strings. */
 struct verdict {
@@ -72,7 +72,6 @@ struct gw_gate {
     struct strmap *cache;    /* key -> struct cached */
     struct strmap *inflight; /* key -> struct lookup */
     struct gw_bucket bucket;
-    struct gw_bucket suspect_bucket; /* the share of bucket suspect sources split */
     struct gw_sources *sources;
     /* Per source: lookups in flight (the count) and a recent failure (its one-token bucket,
      * empty for SUSPECT_S after a failure). */
@@ -249,6 +248,14 @@ static void make_key(char *out, const char *namespace, const char *name, const c
     snprintf(out + pos, KEY_MAX - pos, "/%s/%s", namespace, name);
 }
 
+/* The part of b a suspect source cannot take; below the whole burst, so that one can still take
+ * from a full bucket (a burst of 1 to 3). */
+static double suspect_reserve(const struct gw_bucket *b)
+{
+    double reserve = b->burst * SUSPECT_RESERVE;
+    return reserve < b->burst - 1 ? reserve : b->burst - 1;
+}
+
 struct gw_gate_req *gw_gate_admit(struct gw_gate *g, const char *source, const char *namespace,
                                   const char *name, const char *token, gw_admit_fn *cb, void *ud,
                                   struct telo_err *err)
@@ -287,10 +294,8 @@ struct gw_gate_req *gw_gate_admit(struct gw_gate *g, const char *source, const c
                   gw_sources_wait(g->suspects, src, now(g)) > 0;
     double wait = gw_sources_wait(g->sources, src, now(g));
     int per_source = wait > 0;
-    if (!per_source && suspect)
-        wait = gw_bucket_wait(&g->suspect_bucket, now(g));
-    if (!per_source && wait <= 0)
-        wait = gw_bucket_wait(&g->bucket, now(g));
+    if (!per_source)
+        wait = gw_bucket_wait_above(&g->bucket, suspect ? suspect_reserve(&g->bucket) : 0, now(g));
     if (wait > 0) {
         if (per_source)
             g->m.limited_per_source++;
@@ -314,8 +319,6 @@ struct gw_gate_req *gw_gate_admit(struct gw_gate *g, const char *source, const c
     }
     snprintf(lk->source, sizeof(lk->source), "%s", src);
     gw_bucket_take(&g->bucket, now(g));
-    if (suspect)
-        gw_bucket_take(&g->suspect_bucket, now(g));
     double ignored = 0;
     gw_sources_take(g->sources, src, now(g), &ignored);
     gw_sources_add(g->suspects, src, 1, now(g));
@@ -372,8 +375,6 @@ struct gw_gate *gw_gate_new(struct ev_loop *loop, const struct gw_gate_backend *
     if (g->opts.max_sources == 0)
         g->opts.max_sources = 16384;
     gw_bucket_init(&g->bucket, g->opts.rate, g->opts.burst, ev_now(loop));
-    gw_bucket_init(&g->suspect_bucket, g->opts.rate / SUSPECT_SHARE, g->opts.burst / SUSPECT_SHARE,
-                   ev_now(loop));
     g->cache = strmap_new();
     g->inflight = strmap_new();
     g->sources =

@@ -33,7 +33,7 @@ struct gw_gate_opts {
      * token, is honoured at most this late; 0: 2 s, < 0: no cache. */
     double cache_s;
     /* Lookups a second overall and their burst; 0: 10, 2 x rate. Sources whose lookups failed
-     * recently split a quarter of both (gate.c: SUSPECT_SHARE). */
+     * recently take only what lies above three quarters of the burst (gate.c: SUSPECT_RESERVE). */
     double rate, burst;
     double rate_per_source, burst_per_source; /* per source address; 0: 5, 4 x rate */
     size_t max_sources;                       /* per-source buckets kept; 0: 16384 */

@@ -42,13 +42,19 @@ int gw_bucket_take(struct gw_bucket *b, double now)
     return 1;
 }
 
-double gw_bucket_wait(const struct gw_bucket *b, double now)
+double gw_bucket_wait_above(const struct gw_bucket *b, double reserve, double now)
 {
     if (b->rate <= 0)
         return 0;
     struct gw_bucket copy = *b;
     refill(&copy, now);
-    return copy.tokens >= 1 ? 0 : (1 - copy.tokens) / copy.rate;
+    double need = reserve + 1;
+    return copy.tokens >= need ? 0 : (need - copy.tokens) / copy.rate;
+}
+
+double gw_bucket_wait(const struct gw_bucket *b, double now)
+{
+    return gw_bucket_wait_above(b, 0, now);
 }
 
 struct source {

@@ -23,6 +23,10 @@ int gw_bucket_take(struct gw_bucket *b, double now);
 /* Seconds until a token is there (0 when one is), for Retry-After. */
 double gw_bucket_wait(const struct gw_bucket *b, double now);
 
+/* Seconds until b holds a token above reserve (0 when it does): a taker held to this leaves the
+ * reserve to others. */
+double gw_bucket_wait_above(const struct gw_bucket *b, double reserve, double now);
+
 /* Per source address: a count (connections before admission) and a bucket (API lookups). Keeps at
  * most max_entries sources; an entry goes when its count is 0 and its bucket has refilled. When
  * the table is full of live entries, new sources share one overflow entry, so an attacker with

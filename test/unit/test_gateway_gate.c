@@ -260,41 +260,47 @@ static void an_overall_refusal_spends_no_token_of_the_source(void **state)
     env_free(e);
 }
 
-static void failing_sources_share_a_quarter_of_the_overall_rate(void **state)
+static void failing_sources_leave_three_quarters_of_the_burst_to_others(void **state)
 {
     (void)state;
-    /* Overall 4/s, burst 8: sources whose lookups failed split 1/s, burst 2. */
+    /* Overall 4/s, burst 8: sources whose lookups failed take only above a reserve of 6. */
     struct gw_gate_opts opts = {
         .rate = 4, .burst = 8, .rate_per_source = 100, .burst_per_source = 100};
     struct env *e = env_new(&opts);
-    struct got bad[8], good[2];
+    struct got bad[8], good[6];
     memset(bad, 0, sizeof(bad));
     memset(good, 0, sizeof(good));
     char source[32], token[32];
-    /* Four addresses with garbage tokens: a first lookup each, all 401. */
-    for (int i = 0; i < 4; i++) {
-        snprintf(source, sizeof(source), "198.51.100.%d", i);
+    /* One address with garbage tokens: its first lookup fails... */
+    admit(e, "198.51.100.1", "s", "garbage-0", &bad[0]);
+    answer(&e->fake, 0, GW_UNAUTHENTICATED, "");
+    /* ...then it takes the 1 token left above the reserve (7 left, reserve 6), no more. */
+    for (int i = 1; i < 4; i++) {
         snprintf(token, sizeof(token), "garbage-%d", i);
-        admit(e, source, "s", token, &bad[i]);
-        answer(&e->fake, i, GW_UNAUTHENTICATED, "");
+        admit(e, "198.51.100.1", "s", token, &bad[i]);
     }
-    /* Again: now known to fail, they get the share's burst of 2, not the 4 left overall. */
+    assert_int_equal(e->fake.calls, 2);
+    turn(e);
+    assert_int_equal(bad[2].verdict, GW_TOO_MANY);
+    assert_int_equal(bad[3].verdict, GW_TOO_MANY);
+    /* Other addresses with garbage: each first lookup counts (its failure is not known yet). */
     for (int i = 4; i < 8; i++) {
-        snprintf(source, sizeof(source), "198.51.100.%d", i - 4);
+        snprintf(source, sizeof(source), "198.51.100.%d", i);
         snprintf(token, sizeof(token), "garbage-%d", i);
         admit(e, source, "s", token, &bad[i]);
     }
     assert_int_equal(e->fake.calls, 6);
-    turn(e);
-    assert_int_equal(bad[6].verdict, GW_TOO_MANY);
-    assert_int_equal(bad[7].verdict, GW_TOO_MANY);
-    /* The rest of the overall burst is everyone else's. */
-    admit(e, "203.0.113.1", "s", "valid-1", &good[0]);
-    admit(e, "203.0.113.2", "s", "valid-2", &good[1]);
+    /* What those left of the reserve is everyone else's: two lookups, then 429. */
+    for (int i = 0; i < 3; i++) {
+        snprintf(source, sizeof(source), "203.0.113.%d", i);
+        snprintf(token, sizeof(token), "valid-%d", i);
+        admit(e, source, "s", token, &good[i]);
+    }
     turn(e);
     assert_int_equal(e->fake.calls, 8);
     assert_int_equal(good[0].n + good[1].n, 0); /* waiting for their lookups, not refused */
-    for (int i = 4; i < 8; i++)
+    assert_int_equal(good[2].verdict, GW_TOO_MANY);
+    for (int i = 1; i < 8; i++)
         answer(&e->fake, i, i < 6 ? GW_UNAUTHENTICATED : GW_ALLOW, "Running");
     assert_int_equal(good[0].verdict, GW_ALLOW);
     assert_int_equal(good[1].verdict, GW_ALLOW);
@@ -331,7 +337,7 @@ int main(void)
         cmocka_unit_test(lookups_are_rate_limited_per_source_and_overall),
         cmocka_unit_test(a_cancelled_request_is_not_called),
         cmocka_unit_test(an_overall_refusal_spends_no_token_of_the_source),
-        cmocka_unit_test(failing_sources_share_a_quarter_of_the_overall_rate),
+        cmocka_unit_test(failing_sources_leave_three_quarters_of_the_burst_to_others),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
