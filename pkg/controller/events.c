@@ -9,6 +9,7 @@
 #include "util/log.h"
 #include "util/strmap.h"
 #include "util/timefmt.h"
+#include "util/utf8.h"
 
 #include <ev.h>
 #include <json.h>
@@ -198,14 +199,8 @@ static const char *str(const char *s)
 static void copy_utf8(char *dst, const char *src, size_t max)
 {
     size_t n = strlen(src);
-    if (n > max) {
-        n = max;
-        /* Back off continuation bytes (10xxxxxx) and the lead byte they belong to. */
-        size_t cut = n;
-        while (cut > 0 && ((unsigned char)src[cut] & 0xC0) == 0x80)
-            cut--;
-        n = cut;
-    }
+    if (n > max)
+        n = util_utf8_cut(src, max);
     memcpy(dst, src, n);
     dst[n] = '\0';
 }
