@@ -82,6 +82,78 @@ void cache_pack_free(struct cache_pack *p)
     free(p);
 }
 
+/* What of a string value may enter the dictionary, by its key: */
+enum keep { KEEP_ALL, KEEP_NONE, KEEP_URL_BASE };
+
+/* An environment variable's value may be anything, a credential included; a URL may carry one
+ * in its user part or its query (a bundle URL's token, a registry URL's password). */
+static enum keep keep_under(const char *key, size_t n)
+{
+    if (n == 5 && memcmp(key, "value", 5) == 0)
+        return KEEP_NONE;
+    if ((n == 3 && memcmp(key, "url", 3) == 0) || (n == 11 && memcmp(key, "registryUrl", 11) == 0))
+        return KEEP_URL_BASE;
+    return KEEP_ALL;
+}
+
+/* How many bytes of the URL s (n bytes) hold neither its user part nor its query or fragment:
+ * up to the first '?' or '#', and only up to "scheme://" when an '@' comes before that. */
+static size_t url_base(const char *s, size_t n)
+{
+    size_t cut = 0;
+    while (cut < n && s[cut] != '?' && s[cut] != '#')
+        cut++;
+    if (!memchr(s, '@', cut))
+        return cut;
+    for (size_t i = 0; i + 3 <= cut; i++)
+        if (memcmp(s + i, "://", 3) == 0)
+            return i + 3;
+    return 0;
+}
+
+/* Writes the dictionary for the JSON text (len bytes) into dict, at most max bytes, and returns
+ * its length: the text without what may be a tenant's secret (keep_under). The dictionary is
+ * shared by every object of the store and is usually a tenant's object: with a secret in it,
+ * how well another object packs (telo_cache_bytes) would tell whether that object repeats it,
+ * a guessing oracle. Keys, numbers and other values stay: without them objects pack 3x larger. */
+static size_t dict_of(const char *text, size_t len, unsigned char *dict, size_t max)
+{
+    size_t i = 0, n = 0;
+    enum keep keep = KEEP_ALL; /* for the next value: set by the key before it */
+    while (i < len && n < max) {
+        char c = text[i];
+        if (c != '"') {
+            if (c != ':' && c != ' ' && c != '\n' && c != '\t' && c != '\r')
+                keep = KEEP_ALL;
+            dict[n++] = (unsigned char)text[i++];
+            continue;
+        }
+        size_t end = i + 1; /* the closing quote */
+        while (end < len && text[end] != '"')
+            end += text[end] == '\\' ? 2 : 1;
+        if (end >= len)
+            break;
+        size_t next = end + 1;
+        while (next < len && (text[next] == ' ' || text[next] == '\n' || text[next] == '\t' ||
+                              text[next] == '\r'))
+            next++;
+        int key = next < len && text[next] == ':';
+        const char *body = text + i + 1;
+        size_t body_len = end - i - 1;
+        if (!key && keep != KEEP_ALL)
+            body_len = keep == KEEP_NONE ? 0 : url_base(body, body_len);
+        if (body_len + 2 > max - n)
+            break;
+        dict[n++] = '"';
+        memcpy(dict + n, body, body_len);
+        n += body_len;
+        dict[n++] = '"';
+        keep = key ? keep_under(body, end - i - 1) : KEEP_ALL;
+        i = end + 1;
+    }
+    return n;
+}
+
 /* buf grown to at least need bytes (*cap updated), or NULL when out of memory (buf kept). */
 static void *reserve(void *buf, size_t *cap, size_t need)
 {
@@ -99,11 +171,9 @@ int cache_pack_deflate(struct cache_pack *p, const char *text, size_t len,
     if (len > INT_MAX) /* json-c parses at most INT_MAX bytes */
         return telo_err_set(err, TELO_ETOOBIG, "object of %zu bytes is too big to cache", len);
     if (!p->dict) {
-        size_t n = len < CACHE_PACK_DICT_MAX ? len : CACHE_PACK_DICT_MAX;
-        if (!(p->dict = malloc(n ? n : 1)))
+        if (!(p->dict = malloc(CACHE_PACK_DICT_MAX)))
             return telo_err_oom(err, "keeping the cache's dictionary");
-        memcpy(p->dict, text, n);
-        p->dict_len = n;
+        p->dict_len = dict_of(text, len, p->dict, CACHE_PACK_DICT_MAX);
     }
     *out = (const unsigned char *)text;
     *out_len = len;

@@ -14,8 +14,10 @@
 #include <json.h>
 #include <stddef.h>
 
-/* The dictionary is the head of the first text, up to this many bytes: deflate's window (8 KiB
- * here) must hold the dictionary and the text that refers to it. */
+/* The dictionary is the head of the first text, up to this many bytes, without the values that
+ * may be a tenant's secret (environment variables' values, URLs' user parts and queries), which
+ * would otherwise make a text that repeats them pack smaller: deflate's window (8 KiB here) must
+ * hold the dictionary and the text that refers to it. */
 #define CACHE_PACK_DICT_MAX 4096
 
 struct cache_pack;
@@ -27,7 +29,8 @@ struct cache_pack *cache_pack_new(int level);
 /* Frees p. Accepts NULL. Bytes it handed out become unreadable. */
 void cache_pack_free(struct cache_pack *p);
 
-/* Packs text (len bytes, no NUL needed). The first call on p takes its dictionary from text.
+/* Packs text (len bytes, no NUL needed). The first call on p takes its dictionary from text
+ * (CACHE_PACK_DICT_MAX).
  * *out receives the packed bytes and *out_len their length: p's own buffer, valid until the next
  * cache_pack_deflate on p, when they are shorter than len; text itself (*out_len == len) when
  * deflate would not shrink it. Equal texts pack to equal bytes on the same p. Returns 0,

@@ -138,6 +138,53 @@ static void corrupt_bytes_parse_to_null(void **state)
 
 /* An object nested past json-c's default depth of 32 reads back: the watch decoder takes up to
  * JGET_OBJECT_MAX_DEPTH, and the cache must not keep an object it cannot read. */
+/* A session-shaped text holding an environment variable's value and two URLs, one with a
+ * password, one with a token in its query. */
+static void secret_text(const char *value, const char *password, const char *token, char *out,
+                        size_t len)
+{
+    snprintf(
+        out, len,
+        "{\"kind\":\"TeloSession\",\"spec\":{\"env\":[{\"name\":\"API_KEY\",\"value\":"
+        "\"%s\"}],\"bundle\":{\"url\":{\"url\":\"https://bundles.example.com/app.tgz?token=%s\","
+        "\"sha256\":\"\"}},\"registryUrl\":\"https://ci:%s@registry.example.com/\"}}",
+        value, token, password);
+}
+
+/* The first text is the dictionary of every later one. If its secrets were in it, a tenant who
+ * reads telo_cache_bytes could guess them: a text repeating a secret would pack smaller than one
+ * with a wrong guess of the same length. */
+static void the_first_texts_secrets_do_not_make_a_right_guess_pack_smaller(void **state)
+{
+    (void)state;
+    static const char value[] = "sk-9fQ2xLr7Tz4WmB8cKd1VhN6pYs3JgE5u",
+                      password[] = "Pw7kQz2XnR8vLm4T", token[] = "tk-3HsW9qLp2ZxC7vBn5MdR";
+    static const char wrong_value[] = "sk-4GhT8mNq1XzL6rWb3Pk9VcJ5dYs2FuE7",
+                      wrong_password[] = "Xb3nLq8WzR2kMv7T",
+                      wrong_token[] = "tk-8PdQ2zWx5LcN9vHm3BsK";
+    struct cache_pack *p = cache_pack_new(3);
+    assert_non_null(p);
+    char text[1024];
+    secret_text(value, password, token, text, sizeof(text));
+    round_trip(p, text);
+    const char *right[] = {value, password, token},
+               *wrong[] = {wrong_value, wrong_password, wrong_token};
+    for (int which = 0; which < 3; which++) {
+        const char *args_right[3] = {wrong_value, wrong_password, wrong_token};
+        args_right[which] = right[which];
+        secret_text(args_right[0], args_right[1], args_right[2], text, sizeof(text));
+        size_t guessed = round_trip(p, text);
+        secret_text(wrong[0], wrong[1], wrong[2], text, sizeof(text));
+        size_t missed = round_trip(p, text);
+        print_message("secret %d: right guess %zu bytes, wrong %zu\n", which, guessed, missed);
+        assert_true(guessed + 2 >= missed);
+    }
+    /* What is not secret still packs: the URLs' hosts and paths, the keys. */
+    secret_text(wrong_value, wrong_password, wrong_token, text, sizeof(text));
+    assert_true(round_trip(p, text) * 2 < strlen(text));
+    cache_pack_free(p);
+}
+
 static void deep_objects_read_back(void **state)
 {
     (void)state;
@@ -162,6 +209,7 @@ int main(void)
         cmocka_unit_test(incompressible_texts_are_kept_as_they_are),
         cmocka_unit_test(corrupt_bytes_parse_to_null),
         cmocka_unit_test(deep_objects_read_back),
+        cmocka_unit_test(the_first_texts_secrets_do_not_make_a_right_guess_pack_smaller),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
