@@ -1,7 +1,8 @@
 """The chart's NetworkPolicies, enforced on the real node (telo-netpol, hack/cluster/README.md
 "NetworkPolicy"): a session pod is reachable from the gateway (its own pods) and from the
 ingress controller, from no other pod; its egress reaches addresses outside the blocked ranges but
-not the cloud metadata address 169.254.169.254.
+not the cloud metadata address 169.254.169.254. A build pod gets the same egress (it downloads
+tenants' URL bundles) and reaches the registries named in networkPolicy.builds.registryPeers.
 
 The policies are the chart's own, rendered by `helm template` for the test's namespaces. Before
 they are applied, every connection the tests expect to be refused is made and must succeed, so a
@@ -39,7 +40,10 @@ INGRESS_LABELS = {"app.kubernetes.io/name": "ingress-nginx"}
 SESSION_LABELS = {"app.kubernetes.io/managed-by": "telo-operator"}  # the chart's config.managedBy
 # Each pod and the namespace (by role) it runs in.
 HOME = {"gateway": "ops", "stranger": "ops", "session-a": "sessions", "session-b": "sessions",
-        "ingress": "ingress", "dns": "dns", "world": "world", "operator": "ops"}
+        "ingress": "ingress", "dns": "dns", "world": "world", "operator": "ops",
+        "builder": "builds", "registry": "registry"}
+# The registry stand-in's labels, which the test names in networkPolicy.builds.registryPeers.
+REGISTRY_LABELS = {"app": "registry-stand-in"}
 # A port session-a serves without declaring it (issue 17: the operator's probes reach declared
 # TCP ports only, the container ports the operator names telo-tcp-<i>).
 UNDECLARED = 8081
@@ -123,6 +127,22 @@ def chart(helm, ns, sessions_ns):  # noqa: F811
     return policies, deployment["spec"]["template"]["metadata"]["labels"]
 
 
+def build_policy(helm, ns):  # noqa: F811
+    """The chart's NetworkPolicy for the build namespace ns["builds"], with the registry
+    stand-in (its namespace and labels) as the one registry peer."""
+    peers = [{"namespaceSelector": {"matchLabels": {
+                 "kubernetes.io/metadata.name": ns["registry"]}},
+              "podSelector": {"matchLabels": REGISTRY_LABELS}}]
+    docs = render(helm, "namespaces.builds=" + ns["builds"],
+                  "networkPolicy.dnsNamespace=" + ns["dns"],
+                  "json:networkPolicy.builds.registryPeers=" + json.dumps(peers),
+                  "networkPolicy.operator.enabled=false", release=RELEASE, namespace=ns["ops"])
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"
+                and d["metadata"]["namespace"] == ns["builds"]]
+    assert len(policies) == 1, policies
+    return policies[0]
+
+
 def operator_labels(helm, ns):  # noqa: F811
     """The labels of the chart's operator pods (its manager Deployment), for a stand-in."""
     docs = render(helm, "networkPolicy.operator.enabled=false",
@@ -143,16 +163,18 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
     gateway labels, a stranger without), the sessions namespace (two session pods), the ingress
     controller's namespace, the cluster DNS's (a pod answering on port 53 too) and the world."""
     suffix = os.urandom(3).hex()
-    ns = {k: "e2e-np-%s-%s" % (suffix, k) for k in ("ops", "sessions", "ingress", "dns", "world")}
+    ns = {k: "e2e-np-%s-%s" % (suffix, k)
+          for k in ("ops", "sessions", "ingress", "dns", "world", "builds", "registry")}
     image = enforcing_node["telo-session-test"]
     # The stand-in gets the labels of the chart's gateway pods.
     policies, gateway_labels = chart(helm, ns, ns["sessions"])
+    policies.append(build_policy(helm, ns))
     try:
         for key, name in ns.items():
             new_namespace(cluster, name, restricted=key == "sessions")
         labels = {"gateway": gateway_labels, "session-a": SESSION_LABELS,
                   "session-b": SESSION_LABELS, "ingress": INGRESS_LABELS,
-                  "operator": operator_labels(helm, ns)}
+                  "operator": operator_labels(helm, ns), "registry": REGISTRY_LABELS}
         for name, where in HOME.items():
             entry = "http %d hello from %s\n" % (PORT, name)
             pod = server_pod(name, image, labels.get(name, {}))
@@ -168,11 +190,12 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
         ips = {}
         for name, where in HOME.items():
             ips[name] = wait_running(cluster, ns[where], name, timeout=120)["status"]["podIP"]
-        # The stand-ins for the metadata server and a public address, and the client's routes.
+        # The stand-ins for the metadata server and a public address, and the clients' routes.
         for ip in (METADATA_IP, PUBLIC_IP):
             in_pod_netns(cluster, ns["world"], "world", "addr", "add", ip + "/32", "dev", "eth0")
-            in_pod_netns(cluster, ns["sessions"], "session-a", "route", "add", ip + "/32",
-                         "dev", "eth0")
+            for client in ("session-a", "builder"):
+                in_pod_netns(cluster, ns[HOME[client]], client, "route", "add", ip + "/32",
+                             "dev", "eth0")
         yield {"ns": ns, "ips": ips, "policies": policies, "image": image}
     finally:
         for name in ns.values():
@@ -182,9 +205,12 @@ def net(cluster, helm, enforcing_node):  # noqa: F811
 # (client pod, target): connections the policies must refuse, and some they must let through.
 FORBIDDEN = [("stranger", "session-a"), ("session-b", "session-a"), ("world", "session-a"),
              ("session-a", METADATA_IP), ("session-a", "world"), ("session-a", "dns"),
-             ("operator", "session-a:%d" % UNDECLARED)]
+             ("operator", "session-a:%d" % UNDECLARED),
+             ("builder", METADATA_IP), ("builder", "world"), ("builder", "dns"),
+             ("stranger", "builder"), ("session-a", "registry")]
 ALLOWED = [("gateway", "session-a"), ("ingress", "session-a"), ("session-a", PUBLIC_IP),
-           ("session-a", "dns:53"), ("operator", "session-a")]
+           ("session-a", "dns:53"), ("operator", "session-a"),
+           ("builder", PUBLIC_IP), ("builder", "dns:53"), ("builder", "registry")]
 
 
 def target_ip(net, target):
@@ -242,6 +268,24 @@ def test_session_egress_skips_cloud_metadata_and_private_ranges_but_reaches_outs
     assert ok and body == "hello from world", "egress to %s: %s" % (PUBLIC_IP, body)
     for target in (METADATA_IP, "world"):  # the world pod's own address is in 10.0.0.0/8
         assert_refused(cluster, net, "session-a", target, policies)
+
+
+def test_build_egress_reaches_outside_dns_and_the_named_registry_only(cluster, net, policies):
+    """A build pod downloads a tenant's URL bundle: like a session it reaches a public address
+    and DNS on port 53, not cloud metadata nor a private address (the world pod); the registry
+    stand-in, at a private address too, only because registryPeers names it, and a session,
+    which the peer does not cover, still cannot reach it."""
+    for target, answer in ((PUBLIC_IP, "hello from world"), ("dns:53", "dns stand-in"),
+                           ("registry", "hello from registry")):
+        ok, body = fetch_from(cluster, net, "builder", target)
+        assert ok and body == answer, "build pod egress to %s: %s" % (target, body)
+    for target in (METADATA_IP, "world", "dns"):
+        assert_refused(cluster, net, "builder", target, policies)
+    assert_refused(cluster, net, "session-a", "registry", policies)
+
+
+def test_nothing_reaches_a_build_pod(cluster, net, policies):
+    assert_refused(cluster, net, "stranger", "builder", policies)
 
 
 def test_session_egress_reaches_cluster_dns_on_port_53_only(cluster, net, policies):
