@@ -35,7 +35,8 @@ static void usage(FILE *out)
         "                    [--health-listen HOST:PORT]\n"
         "                    [--allowed-origin ORIGIN]... [--allowed-origins O1,O2]\n"
         "                    [--token-audience AUD] [--reauth-seconds S] [--ring-bytes N]\n"
-        "                    [--client-queue-bytes N] [--ping-interval SECONDS]\n"
+        "                    [--client-queue-bytes N] [--client-queue-total-bytes N]\n"
+        "                    [--max-sessions N] [--ping-interval SECONDS]\n"
         "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
         "                    [--idle-keep-seconds S]\n"
         "                    [--max-pending N] [--max-pending-per-ip N]\n"
@@ -66,7 +67,14 @@ static void usage(FILE *out)
         "Every attached client's credential is checked again every --reauth-seconds\n"
         "(default 60): a revoked one closes the stream with a Status (v4/v5) or an error\n"
         "frame (telo.io.v1).\n"
-        "--ring-bytes is the replay buffer per session (default 1 MiB).\n"
+        "--ring-bytes is the replay buffer per session (default 1 MiB). At most\n"
+        "--max-sessions (128) sessions are held at once, each with its ring (up to 1.25x\n"
+        "--ring-bytes with its index) and its pods/attach: a new one takes the place of the\n"
+        "session that has been without a client the longest (its scrollback goes early), or\n"
+        "is refused 503 with Retry-After when every one has a client. A client's send queue\n"
+        "stops at --client-queue-bytes (256 KiB), or at its share of\n"
+        "--client-queue-total-bytes (32 MiB) among all attached clients (at least 16 KiB);\n"
+        "what it has not taken waits in the ring.\n"
         "A running session nobody is attached to for --idle-keep-seconds (default 3600)\n"
         "closes its pods/attach and drops its scrollback; an ended one is kept for\n"
         "--ended-keep-seconds (default 300).\n"
@@ -218,6 +226,14 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 4096, 1 << 28, &d) != 0)
                 return -1;
             o->cfg.hub.client_queue_bytes = (size_t)d;
+        } else if (strcmp(a, "--client-queue-total-bytes") == 0) {
+            if (parse_number(a, v, 1 << 16, (double)((size_t)1 << 34), &d) != 0)
+                return -1;
+            o->cfg.hub.client_queue_total = (size_t)d;
+        } else if (strcmp(a, "--max-sessions") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.hub.max_sessions = (size_t)d;
         } else if (strcmp(a, "--ping-interval") == 0) {
             if (parse_number(a, v, 1, 3600, &d) != 0)
                 return -1;

@@ -6,9 +6,9 @@
 
 static const int refusal_codes[GW_REFUSAL_CODES] = {400, 401, 403, 404, 409, 429, 503};
 
-static const char *const limit_names[GW_L_COUNT] = {"pending_per_source",        "pending",
-                                                    "clients_per_session",       "clients",
-                                                    "admission_rate_per_source", "admission_rate"};
+static const char *const limit_names[GW_L_COUNT] = {
+    "pending_per_source", "pending", "clients_per_session", "clients", "admission_rate_per_source",
+    "admission_rate",     "sessions"};
 
 const char *gw_limit_name(enum gw_limit which)
 {
@@ -93,6 +93,10 @@ int gw_front_metrics(struct buf *b, const struct gw_front_stats *s, const struct
         "keep time without a client.\n"
         "# TYPE telo_gateway_idle_closes_total counter\n"
         "telo_gateway_idle_closes_total %lu\n"
+        "# HELP telo_gateway_evictions_total Sessions without a client dropped before their "
+        "keep time, to make room for another (--max-sessions).\n"
+        "# TYPE telo_gateway_evictions_total counter\n"
+        "telo_gateway_evictions_total %lu\n"
         "# HELP telo_gateway_resizes_total Resizes sent to containers.\n"
         "# TYPE telo_gateway_resizes_total counter\ntelo_gateway_resizes_total %lu\n"
         "# HELP telo_gateway_output_bytes_total Output read from containers.\n"
@@ -106,7 +110,8 @@ int gw_front_metrics(struct buf *b, const struct gw_front_stats *s, const struct
         "# HELP telo_gateway_refusals_total Attach requests refused, by HTTP status.\n"
         "# TYPE telo_gateway_refusals_total counter\n",
         m->sessions, m->clients, m->clients_total, m->upstream_connects, m->upstream_failures,
-        m->gaps, m->idle_closes, m->resizes, m->bytes_in, m->bytes_out, m->stdin_bytes);
+        m->gaps, m->idle_closes, m->evictions, m->resizes, m->bytes_in, m->bytes_out,
+        m->stdin_bytes);
     for (size_t i = 0; rc == 0 && i < GW_REFUSAL_CODES; i++)
         rc = buf_printf(b, "telo_gateway_refusals_total{code=\"%d\"} %lu\n", refusal_codes[i],
                         s->refusals[i]);
@@ -127,9 +132,13 @@ int gw_front_metrics(struct buf *b, const struct gw_front_stats *s, const struct
                          "# HELP telo_gateway_pending Connections before admission (head or "
                          "verdict awaited), this request not counted.\n"
                          "# TYPE telo_gateway_pending gauge\ntelo_gateway_pending %zu\n"
+                         "# HELP telo_gateway_client_queued_bytes Output queued to attached "
+                         "clients, not yet written to their sockets.\n"
+                         "# TYPE telo_gateway_client_queued_bytes gauge\n"
+                         "telo_gateway_client_queued_bytes %zu\n"
                          "# HELP telo_gateway_limited_total Requests turned away by a limit.\n"
                          "# TYPE telo_gateway_limited_total counter\n",
-                         g->pending);
+                         g->pending, g->client_queued);
     for (size_t i = 0; rc == 0 && i < GW_L_COUNT; i++)
         rc = buf_printf(b, "telo_gateway_limited_total{limit=\"%s\"} %lu\n", limit_names[i],
                         s->limited[i]);

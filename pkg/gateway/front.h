@@ -17,6 +17,7 @@ enum gw_limit {
     GW_L_CLIENTS,
     GW_L_ADMISSION_RATE_PER_SOURCE,
     GW_L_ADMISSION_RATE,
+    GW_L_SESSIONS,
     GW_L_COUNT
 };
 
@@ -37,7 +38,8 @@ struct gw_front_gauges {
     const struct gw_gate_metrics *gate;
     size_t debug_streams;
     unsigned long debug_frames;
-    size_t pending; /* connections before admission, the /metrics request not counted */
+    size_t pending;       /* connections before admission, the /metrics request not counted */
+    size_t client_queued; /* bytes queued to attached clients (gw_hub_queued_bytes) */
     double accept_backoff_s;
 };
 

@@ -39,7 +39,10 @@
  * 1 MiB that was gigabytes from tenants holding a fragment open. */
 #define MAX_CLIENT_MSG  (64 << 10)
 #define MAX_FRAME_BYTES (64 << 10) /* output bytes of one frame to a channel-protocol client */
-#define CLOSE_POLICY    1008       /* RFC 6455 policy violation: the credential was revoked */
+/* The least a client's send queue may hold however many share client_queue_total: a window
+ * that keeps a terminal's output flowing between two drains. */
+#define MIN_CLIENT_QUEUE (16 << 10)
+#define CLOSE_POLICY     1008 /* RFC 6455 policy violation: the credential was revoked */
 
 enum state {
     S_CONNECTING, /* upstream opening */
@@ -57,8 +60,9 @@ struct session {
     char namespace[254];
     char name[254];
     char pod[254];
-    char uid[64];    /* the TeloSession's, so a new session of the same name starts afresh */
-    double ended_at; /* S_ENDED: when (loop time, epoch seconds) */
+    char uid[64];       /* the TeloSession's, so a new session of the same name starts afresh */
+    double ended_at;    /* S_ENDED: when (loop time, epoch seconds) */
+    double alone_since; /* when its last client left (loop time); 0 while it has clients */
     struct gw_ring *ring;
     struct kube_attach *up;               /* pods/attach of the session container, NULL when none */
     struct kube_execcred_wait *cred_wait; /* S_CONNECTING: an exec plugin runs first */
@@ -234,14 +238,28 @@ static void send_gap(struct client *c, uint64_t first)
 
 /* Sends what the client has not seen yet while its queue has room: a stalled client only stops
  * its own pump; it catches up (or gets a gap marker) when its socket drains. */
+/* Where a client's send queue stops taking output: client_queue_bytes, or its share of
+ * client_queue_total once many clients are attached, so a crowd of clients that do not read
+ * holds a bounded total while the rest waits in the rings. */
+static size_t queue_high(const struct gw_hub *h)
+{
+    size_t share = h->opts.client_queue_total / (h->m.clients > 0 ? h->m.clients : 1);
+    if (share > h->opts.client_queue_bytes)
+        share = h->opts.client_queue_bytes;
+    return share < MIN_CLIENT_QUEUE ? MIN_CLIENT_QUEUE : share;
+}
+
 static void pump(struct client *c)
 {
     struct session *s = c->s;
-    size_t high = s->hub->opts.client_queue_bytes;
+    size_t high = queue_high(s->hub);
     if (c->finished)
         return;
+    /* Called back once the queue drains to half of where it stops now. */
+    ws_conn_set_low_water(c->ws, high / 2);
     while (c->cursor < gw_ring_next(s->ring)) {
-        if (ws_conn_queued(c->ws) >= high)
+        size_t queued = ws_conn_queued(c->ws);
+        if (queued >= high)
             return;
         uint64_t first = gw_ring_first(s->ring);
         if (c->cursor < first) {
@@ -262,7 +280,8 @@ static void pump(struct client *c)
             /* The channel protocols carry a byte stream: a client catching up (the scrollback,
              * or after its socket drained) gets the chunks that lie together in one frame, not
              * a frame, a copy and a terminal write on its side per chunk of upstream output. */
-            if ((chunks = gw_ring_get_run(s->ring, c->cursor, MAX_FRAME_BYTES, &chunk)) == 0)
+            size_t room = high - queued < MAX_FRAME_BYTES ? high - queued : MAX_FRAME_BYTES;
+            if ((chunks = gw_ring_get_run(s->ring, c->cursor, room, &chunk)) == 0)
                 return;
             static const uint8_t ch = KUBE_CHANNEL_STDOUT;
             rc = ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, chunk.data, chunk.len, 1);
@@ -347,6 +366,8 @@ static void client_closed(struct ws_conn *ws, int code, const char *reason, void
     telo_log(TELO_LOG_INFO, "attach client left", "session=%s subject=\"%s\" code=%d reason=\"%s\"",
              s->key, c->subject, code, reason);
     client_free(c);
+    if (s->clients == NULL)
+        s->alone_since = ev_now(s->hub->loop);
     /* An upstream nobody reads would hold its pods/attach and ring for the session's life. */
     if (s->clients == NULL && s->state != S_ENDED) {
         ev_timer_stop(s->hub->loop, &s->expire);
@@ -675,14 +696,41 @@ static int new_run(const struct session *s, const struct gw_attach *req)
            req->ready_since >= floor(s->ended_at);
 }
 
+/* The session a new one may take the place of when max_sessions are held: of those without a
+ * client, the one alone the longest (its scrollback and upstream would go at the idle or ended
+ * keep time anyway); NULL when every one has a client. */
+static struct session *make_room_from(const struct gw_hub *h)
+{
+    struct session *oldest = NULL;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *v;
+    while (strmap_next(h->sessions, &it, &key, &v)) {
+        struct session *s = v;
+        if (s->clients == NULL && (oldest == NULL || s->alone_since < oldest->alone_since))
+            oldest = s;
+    }
+    return oldest;
+}
+
+static const char full_why[] = "the gateway holds as many sessions as it may (--max-sessions), "
+                               "each with a client attached; try again later";
+
 int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char **why)
 {
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", req->namespace, req->name);
-    if (strmap_get(h->sessions, key) != NULL || running(req) || terminal_phase(req->phase))
+    if (strmap_get(h->sessions, key) != NULL)
         return 0;
-    *why = "the session is not running yet; attach once its phase is Running";
-    return 409;
+    if (!running(req) && !terminal_phase(req->phase)) {
+        *why = "the session is not running yet; attach once its phase is Running";
+        return 409;
+    }
+    if (strmap_len(h->sessions) >= h->opts.max_sessions && make_room_from(h) == NULL) {
+        *why = full_why;
+        return 503;
+    }
+    return 0;
 }
 
 /* Closes a socket that never became a client. */
@@ -706,6 +754,21 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
     int fresh = s == NULL;
     if (!fresh && s->state != S_ENDED)
         ev_timer_stop(h->loop, &s->expire); /* idle no more */
+    if (fresh && strmap_len(h->sessions) >= h->opts.max_sessions) {
+        /* gw_hub_check found room, but another client may have taken it since. */
+        struct session *victim = make_room_from(h);
+        if (victim == NULL) {
+            drop_socket(fd, io);
+            return telo_err_set(err, TELO_ETOOBIG, "attach: %s", full_why);
+        }
+        h->m.evictions++;
+        telo_log(TELO_LOG_INFO,
+                 "attach session dropped to make room: upstream closed, "
+                 "scrollback dropped",
+                 "session=%s for=%s max_sessions=%zu alone_s=%.0f", victim->key, key,
+                 h->opts.max_sessions, ev_now(h->loop) - victim->alone_since);
+        session_free(victim);
+    }
     if (fresh && (s = session_new(h, req)) == NULL) {
         drop_socket(fd, io);
         return telo_err_set(err, TELO_ENOMEM, "attach: out of memory");
@@ -805,6 +868,10 @@ struct gw_hub *gw_hub_new(struct ev_loop *loop, struct kube_transport *t,
         h->opts.ring_bytes = (size_t)1 << 20;
     if (h->opts.client_queue_bytes == 0)
         h->opts.client_queue_bytes = (size_t)256 << 10;
+    if (h->opts.client_queue_total == 0)
+        h->opts.client_queue_total = (size_t)32 << 20;
+    if (h->opts.max_sessions == 0)
+        h->opts.max_sessions = 128;
     if (h->opts.ping_interval_s <= 0)
         h->opts.ping_interval_s = 20;
     if (h->opts.resize_throttle_s <= 0)
@@ -839,6 +906,18 @@ void gw_hub_free(struct gw_hub *h)
 const struct gw_hub_metrics *gw_hub_metrics(const struct gw_hub *h)
 {
     return &h->m;
+}
+
+size_t gw_hub_queued_bytes(const struct gw_hub *h)
+{
+    size_t n = 0;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *v;
+    while (strmap_next(h->sessions, &it, &key, &v))
+        for (const struct client *c = ((const struct session *)v)->clients; c != NULL; c = c->next)
+            n += ws_conn_queued(c->ws);
+    return n;
 }
 
 size_t gw_hub_session_clients(const struct gw_hub *h, const char *namespace, const char *name)

@@ -22,6 +22,12 @@ struct gw_hub;
 struct gw_hub_opts {
     size_t ring_bytes;         /* replay ring per session; 0: 1 MiB */
     size_t client_queue_bytes; /* a client's send queue before it counts as slow; 0: 256 KiB */
+    size_t client_queue_total; /* what all clients' send queues share: with many clients each
+                                * stops at this over their number (at least 16 KiB) rather than
+                                * at client_queue_bytes; 0: 32 MiB */
+    size_t max_sessions;       /* sessions held at once (each a ring and an upstream); a new one
+                                * past it takes the place of the one without clients that has
+                                * had none the longest, or is refused; 0: 128 */
     double ping_interval_s;    /* clients and upstreams; 0: 20 s */
     double resize_throttle_s;  /* at most one resize upstream per this; 0: 0.05 s */
     double ended_keep_s;       /* an ended session's output stays for late clients; 0: 300 s */
@@ -40,6 +46,7 @@ struct gw_hub_metrics {
     unsigned long upstream_failures; /* connections that could not be made or were refused */
     unsigned long gaps;              /* times a client lost output (behind the ring) */
     unsigned long idle_closes;       /* sessions dropped after idle_keep_s without a client */
+    unsigned long evictions;         /* sessions without clients dropped early for a new one */
     unsigned long resizes;           /* resizes sent upstream */
     unsigned long reauth_closes;     /* clients closed because re-authorization refused them */
     unsigned long long bytes_in;     /* output from containers */
@@ -70,8 +77,9 @@ struct gw_hub *gw_hub_new(struct ev_loop *loop, struct kube_transport *t,
 /* Closes every client and upstream and frees h. NULL is a no-op. */
 void gw_hub_free(struct gw_hub *h);
 
-/* Whether a client may be attached for req: returns 0, or an HTTP status (409) with *why set
- * when the session is neither running with a pod, nor ended, nor held in memory. */
+/* Whether a client may be attached for req: returns 0, or an HTTP status with *why set: 409
+ * when the session is neither running with a pod, nor ended, nor held in memory; 503 when it is
+ * not held and max_sessions are, each with a client attached. */
 int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char **why);
 
 /* Takes the upgraded socket fd and how to read and write it (io: plain or TLS; NULL for plain),
@@ -83,6 +91,9 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
 
 /* The counters; valid for the hub's lifetime. */
 const struct gw_hub_metrics *gw_hub_metrics(const struct gw_hub *h);
+
+/* Bytes queued to all attached clients and not yet written to their sockets. */
+size_t gw_hub_queued_bytes(const struct gw_hub *h);
 
 /* Clients attached to the session namespace/name now (0 when it is not held). */
 size_t gw_hub_session_clients(const struct gw_hub *h, const char *namespace, const char *name);

@@ -344,6 +344,8 @@ static void upgrade(struct conn *c, const struct gw_admitted *a)
                                .token = c->token};
     const char *why = NULL;
     int code = gw_hub_check(srv->hub, &c->up, &why);
+    if (code == 503)
+        return refuse_limited(c, GW_L_SESSIONS, 503, why, RETRY_AFTER_S);
     if (code != 0)
         return refuse(c, code, "Conflict", why, a->subject);
     if (over_client_caps(c))
@@ -430,6 +432,7 @@ static void metrics(struct conn *c)
                                 .debug_streams = gw_relays_count(srv->relays),
                                 .debug_frames = gw_relays_frames(srv->relays),
                                 .pending = srv->pending - (c->health ? 0 : 1), /* not itself */
+                                .client_queued = gw_hub_queued_bytes(srv->hub),
                                 .accept_backoff_s = ACCEPT_BACKOFF_S};
     struct buf b;
     buf_init(&b, (size_t)1 << 20);

@@ -667,6 +667,13 @@ size_t ws_conn_queued(const struct ws_conn *c)
     return queued(c);
 }
 
+void ws_conn_set_low_water(struct ws_conn *c, size_t low_water)
+{
+    c->opts.low_water = low_water;
+    if (queued(c) > low_water)
+        c->above_low = 1;
+}
+
 int ws_conn_local_error(const struct ws_conn *c)
 {
     return c->local_error;

@@ -70,6 +70,10 @@ int ws_conn_send(struct ws_conn *c, int opcode, const void *prefix, size_t prefi
 /* Bytes queued and not yet written to the socket. */
 size_t ws_conn_queued(const struct ws_conn *c);
 
+/* Moves the level on_drain reports at (ws_conn_opts.low_water) to low_water: a writer that now
+ * stops at a lower high-water mark is still called back once the queue drains below it. */
+void ws_conn_set_low_water(struct ws_conn *c, size_t low_water);
+
 /* 1 when the connection ended (or is ending) because the peer broke the protocol or a size limit:
  * then on_closed's code and reason are the ones we sent, not the peer's. */
 int ws_conn_local_error(const struct ws_conn *c);

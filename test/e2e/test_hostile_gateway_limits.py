@@ -400,3 +400,79 @@ def test_out_of_file_descriptors_the_gateway_does_not_spin(env, two, tmp_path):
         for s in socks:
             s.close()
         gw.stop()
+
+
+def test_a_session_past_max_sessions_takes_an_idle_ones_place_or_gets_503(env, two, tmp_path):
+    """--max-sessions bounds the rings and pods/attach the gateway holds: with 1, a second
+    session is refused 503 while the first has a client, and takes its place (scrollback
+    dropped early, counted) once it has none."""
+    gw = start_gateway(env, tmp_path, "maxsessions", "--max-sessions", "1")
+    clients = []
+    try:
+        clients.append(Client(attach_url(gw, env, "victim"), two["victim"], V5))
+        assert echo_works(clients[0], "held")
+        status, head = attach_status(gw, env, "bystander", two["bystander"])
+        assert status == 503 and "Retry-After:" in head, head
+        assert gw.metric('telo_gateway_limited_total{limit="sessions"}') == 1
+        assert gw.metric("telo_gateway_sessions") == 1
+        clients.pop().close()
+        wait_until(lambda: gw.metric("telo_gateway_clients") == 0, timeout=10,
+                   what="the client gone")
+        # The victim's session is still held (idle keep), without a client: it makes room.
+        assert gw.metric("telo_gateway_sessions") == 1
+        clients.append(Client(attach_url(gw, env, "bystander"), two["bystander"], V5))
+        assert echo_works(clients[0], "in-its-place")
+        assert gw.metric("telo_gateway_evictions_total") == 1
+        assert gw.metric("telo_gateway_sessions") == 1
+        assert "attach session dropped to make room" in gw.log()
+        status, head = attach_status(gw, env, "victim", two["victim"])
+        assert status == 503 and "Retry-After:" in head, head
+    finally:
+        for c in clients:
+            c.close()
+        gw.stop()
+
+
+def non_reader(gw, env, name, token):
+    """An attached client that never reads, with a receive buffer as small as the kernel allows,
+    so what the gateway sends it piles up in the gateway rather than in socket buffers."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", gw.port))
+    s.sendall(upgrade_request(env, name, token))
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return s
+
+
+def test_clients_that_do_not_read_share_one_queue_budget(env, two, tmp_path):
+    """--client-queue-total-bytes: eight attached clients that never read each hold their share
+    of it (here the 16 KiB floor) plus at most a frame, not --client-queue-bytes (256 KiB) each,
+    while a flood passes; the reading client still gets all of it."""
+    gw = start_gateway(env, tmp_path, "queues", "--client-queue-total-bytes", "65536")
+    stalled = []
+    try:
+        reader = Client(attach_url(gw, env, "victim"), two["victim"], V5)
+        assert echo_works(reader, "before-flood")
+        stalled = [non_reader(gw, env, "victim", two["victim"]) for _ in range(8)]
+        wait_until(lambda: gw.metric("telo_gateway_clients") == 9, timeout=10,
+                   what="nine clients")
+        mark = len(reader.out)
+        reader.type("flood %d\n" % (8 * 1000 * 1000))
+        reader.wait_for("flood: done\r\n", timeout=120, start=mark)
+        time.sleep(0.5)  # the reader's own queue drains
+        queued = gw.metric("telo_gateway_client_queued_bytes")
+        print("\n8 stalled clients beside a reader, after an 8 MB flood: %d bytes queued" % queued)
+        assert gw.proc.poll() is None, "the gateway died:\n" + gw.log()[-3000:]
+        # They did fill their queues (the bound is what stopped them)...
+        assert queued >= 8 * 16 * 1024, queued
+        # ...to their share and one frame each (64 KiB at most), where each took 256 KiB before.
+        assert queued <= 8 * (16 + 64) * 1024, queued
+        assert echo_works(reader, "after-flood")
+    finally:
+        for s in stalled:
+            s.close()
+        gw.stop()
