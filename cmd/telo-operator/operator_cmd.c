@@ -34,6 +34,7 @@ struct options {
     const char *lease_namespace, *lease_name;
     struct leader_timing lease_timing; /* zero fields: client-go's defaults */
     const char *http_address;          /* "host:port", or "0" for none */
+    const char *health_address;        /* the probes' own listener, or "0" for none */
     double resync_period;              /* seconds; 0: the manager's default (10 h) */
 };
 
@@ -49,7 +50,7 @@ struct run_state {
     struct metrics_registry *reg;
     struct ctrl_metrics *runtime_metrics;
     struct events_metrics events_metrics;
-    struct httpd_server *http;
+    struct httpd_server *http, *health;
     char identity[128];
     int shutting_down;
     ev_timer trim; /* hands the heap's free pages back after a burst */
@@ -68,12 +69,16 @@ void operator_cmd_usage(FILE *out)
         "                     [--leader-election-namespace NS] [--leader-election-id NAME]\n"
         "                     [--leader-elect-lease-duration D] [--leader-elect-renew-deadline D]\n"
         "                     [--leader-elect-retry-period D]\n"
-        "                     [--http-bind-address HOST:PORT|0] [--log-level LEVEL]\n"
+        "                     [--http-bind-address HOST:PORT|0]\n"
+        "                     [--health-bind-address HOST:PORT|0] [--log-level LEVEL]\n"
         "                     [--log-format logfmt|json] [-v N]\n"
         "                     [--resync-period SECONDS]\n"
         "\n"
         "Runs the TeloSession controller. Serves /healthz, /readyz and /metrics on\n"
-        "--http-bind-address (default 0.0.0.0:8080; 0 turns it off). --config reads a YAML\n"
+        "--http-bind-address (default 0.0.0.0:8080; 0 turns it off). --health-bind-address\n"
+        "(default 0: none) serves the same on a listener of its own for the kubelet's probes,\n"
+        "so clients filling the first one's connections cannot fail them and get the\n"
+        "operator restarted. --config reads a YAML\n"
         "file of the keys below; --set KEY=VALUE overrides one (lists comma-separated,\n"
         "maps k=v,k2=v2). SIGTERM drains reconciles, releases the lease and exits 0.\n"
         "--resync-period reconciles every TeloSession again that often (default 36000,\n"
@@ -90,6 +95,7 @@ void operator_cmd_usage(FILE *out)
 static int parse_args(int argc, char **argv, struct options *o)
 {
     o->http_address = "0.0.0.0:8080";
+    o->health_address = "0";
     o->lease_name = "telo-operator.telo.run";
     o->lease_namespace = getenv("POD_NAMESPACE") ? getenv("POD_NAMESPACE") : "telo-system";
     for (int i = 0; i < argc; i++) {
@@ -145,6 +151,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->lease_name = v;
         else if (strcmp(a, "--http-bind-address") == 0)
             o->http_address = v;
+        else if (strcmp(a, "--health-bind-address") == 0)
+            o->health_address = v;
         else if (strcmp(a, "--resync-period") == 0) {
             char *end = NULL;
             o->resync_period = strtod(v, &end);
@@ -221,25 +229,37 @@ static void start_trim(struct run_state *op)
     ev_unref(op->loop);
 }
 
-static int start_http(struct run_state *op, struct telo_err *err)
+/* Serves /healthz, /readyz and /metrics on address ("HOST:PORT", or "0" for nothing; flag names
+ * it in errors) into *out. */
+static int serve(struct run_state *op, const char *flag, const char *address,
+                 struct httpd_server **out, struct telo_err *err)
 {
-    if (strcmp(op->opt.http_address, "0") == 0)
+    if (strcmp(address, "0") == 0)
         return 0;
     char host[128];
-    const char *colon = strrchr(op->opt.http_address, ':');
-    if (!colon)
-        return telo_err_set(err, TELO_EINVAL,
-                            "--http-bind-address %s: want HOST:PORT (e.g. 0.0.0.0:8080) or 0",
-                            op->opt.http_address);
-    snprintf(host, sizeof(host), "%.*s", (int)(colon - op->opt.http_address), op->opt.http_address);
-    struct httpd_config hc = {.address = host, .port = atoi(colon + 1)};
-    op->http = httpd_new(op->loop, &hc, err);
-    if (!op->http || endpoints_register(op->http, op->reg, ready, op, err) < 0 ||
-        httpd_start(op->http, err) < 0)
+    const char *colon = strrchr(address, ':');
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || (size_t)(colon - address) >= sizeof(host) || end == colon + 1 || *end != '\0' ||
+        port < 0 || port > 65535)
+        return telo_err_set(err, TELO_EINVAL, "%s %s: want HOST:PORT (e.g. 0.0.0.0:8080) or 0",
+                            flag, address);
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - address), address);
+    struct httpd_config hc = {.address = host, .port = (int)port};
+    *out = httpd_new(op->loop, &hc, err);
+    if (!*out || endpoints_register(*out, op->reg, ready, op, err) < 0 ||
+        httpd_start(*out, err) < 0)
         return -err->code;
-    telo_log(TELO_LOG_INFO, "serving health and metrics", "address=%s port=%d", host,
-             httpd_port(op->http));
+    telo_log(TELO_LOG_INFO, "serving health and metrics", "flag=%s address=%s port=%d", flag, host,
+             httpd_port(*out));
     return 0;
+}
+
+static int start_http(struct run_state *op, struct telo_err *err)
+{
+    int rc = serve(op, "--http-bind-address", op->opt.http_address, &op->http, err);
+    return rc < 0 ? rc
+                  : serve(op, "--health-bind-address", op->opt.health_address, &op->health, err);
 }
 
 static int setup(struct run_state *op, struct telo_err *err)
@@ -294,6 +314,7 @@ static void teardown(struct run_state *op)
         ev_timer_stop(op->loop, &op->trim);
     }
     httpd_free(op->http);
+    httpd_free(op->health);
     metrics_registry_free(op->reg);
     ctrl_metrics_free(op->runtime_metrics);
     ctrl_manager_free(op->m);

@@ -198,6 +198,16 @@ def test_the_operators_own_pod_is_closed_but_for_its_metrics_port(helm):
 
     spec = operator_policy()
     assert spec["policyTypes"] == ["Ingress"]
+    # The probes use a port of their own, which the policy does not open (issue 15: clients
+    # filling the metrics port's connections must not get the operator restarted).
+    container = next(d for d in render(helm) if d["kind"] == "Deployment"
+                     and not d["metadata"]["name"].endswith("-gateway")
+                     )["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": 8080, "health": 8081}, ports
+    assert "--health-bind-address=0.0.0.0:8081" in container["args"], container["args"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] == "health", container[probe]
     assert spec["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}]}]
     spec = operator_policy("networkPolicy.operator.apiServerCidrs={192.0.2.1/32}")
     assert spec["policyTypes"] == ["Ingress", "Egress"]
