@@ -43,6 +43,7 @@ static void usage(FILE *out)
         "                    [--first-byte-seconds S]\n"
         "                    [--trusted-proxies CIDR,...] [--max-pending-per-proxy N]\n"
         "                    [--max-clients N] [--max-clients-per-session N]\n"
+        "                    [--max-debug-streams N]\n"
         "                    [--admission-cache-seconds S] [--admission-rate N]\n"
         "                    [--admission-burst N] [--admission-rate-per-ip N]\n"
         "                    [--admission-burst-per-ip N]\n"
@@ -86,7 +87,8 @@ static void usage(FILE *out)
         "--first-byte-seconds (2), the whole head within 10 s) at most\n"
         "--max-pending (1024) overall and --max-pending-per-ip (64) per address (an IPv6 /64),\n"
         "answered 503 and 429 with Retry-After; attached clients and debug streams at most\n"
-        "--max-clients (4096) and --max-clients-per-session (64), answered 503 and 429.\n"
+        "--max-clients (4096) and --max-clients-per-session (64), answered 503 and 429;\n"
+        "debug streams (up to 1.5 MiB each) at most --max-debug-streams (32), 503.\n"
         "Admission verdicts (401, 403, 404, and allows for running or ended sessions) are\n"
         "reused for --admission-cache-seconds (2; 0: never), so a revoked token or binding is\n"
         "honoured at most that late; identical requests share one lookup; lookups that reach\n"
@@ -272,6 +274,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;
             o->cfg.max_clients_per_session = (size_t)d;
+        } else if (strcmp(a, "--max-debug-streams") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.max_debug_streams = (size_t)d;
         } else if (strcmp(a, "--admission-cache-seconds") == 0) {
             if (parse_number(a, v, 0, 60, &d) != 0)
                 return -1;

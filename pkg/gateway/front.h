@@ -18,6 +18,7 @@ enum gw_limit {
     GW_L_ADMISSION_RATE_PER_SOURCE,
     GW_L_ADMISSION_RATE,
     GW_L_SESSIONS,
+    GW_L_DEBUG_STREAMS,
     GW_L_COUNT
 };
 

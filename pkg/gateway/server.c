@@ -374,6 +374,11 @@ static void relay(struct conn *c, const struct gw_admitted *a)
                       "the session is not running; its debug stream starts with it", a->subject);
     if (over_client_caps(c))
         return;
+    /* Each holds a 1 MiB queue and a 256 KiB event at most: bounded apart from the attach
+     * clients, whose queues share --client-queue-total-bytes. */
+    if (gw_relays_count(srv->relays) >= srv->cfg.max_debug_streams)
+        return refuse_limited(c, GW_L_DEBUG_STREAMS, 503,
+                              "the gateway relays as many debug streams as it may", RETRY_AFTER_S);
     char session[600];
     snprintf(session, sizeof(session), "%s/%s", c->target.namespace, c->target.name);
     struct ws_conn_io io;
@@ -918,6 +923,8 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
         srv->cfg.max_clients = 4096;
     if (srv->cfg.max_clients_per_session == 0)
         srv->cfg.max_clients_per_session = 64;
+    if (srv->cfg.max_debug_streams == 0)
+        srv->cfg.max_debug_streams = 32;
     ev_timer_init(&srv->accept_backoff, accept_resume, 0., 0.);
     srv->accept_backoff.data = srv;
     srv->auth = gw_auth_new(t, cfg->auth_cache_s > 0 ? cfg->auth_cache_s : 10);

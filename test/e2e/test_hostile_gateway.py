@@ -397,6 +397,39 @@ def test_debug_streams_count_under_the_per_session_cap(cluster, crd, namespace, 
         inspector.close()
 
 
+def test_debug_streams_of_all_sessions_stop_at_max_debug_streams(cluster, crd, namespace,
+                                                                 own_gateway):
+    """Each debug stream may hold ~1.5 MiB: --max-debug-streams bounds them across sessions
+    (503 with Retry-After past it, counted); attach clients are not counted in it."""
+    gw = own_gateway("--max-debug-streams", "1")
+    token = base64.b16encode(os.urandom(16)).decode()
+    other = base64.b16encode(os.urandom(16)).decode()
+    fake_session(cluster, namespace, "first", token, inspect=True)
+    fake_session(cluster, namespace, "second", other, inspect=True)
+    inspector = FakeInspector(['{"kind":"event","n":1}'])
+    held = None
+    try:
+        held = debug_stream(gw, namespace, "first", token)
+        assert held[1].status == 200
+        conn, resp = debug_stream(gw, namespace, "second", other)
+        status, retry_after = resp.status, resp.getheader("Retry-After")
+        conn.close()
+        assert status == 503 and retry_after, (status, retry_after)
+        assert gw.metric('telo_gateway_limited_total{limit="debug_streams"}') == 1
+        for c in held:
+            c.close()
+        held = None
+        wait_until(lambda: gw.metric("telo_gateway_debug_streams") == 0, timeout=10,
+                   interval=0.1, what="the debug stream gone")
+        held = debug_stream(gw, namespace, "second", other)
+        assert held[1].status == 200
+        assert alive(gw)
+    finally:
+        for c in held or ():
+            c.close()
+        inspector.close()
+
+
 def test_a_repeated_upgrade_key_authorization_or_origin_is_a_400(cluster, crd, namespace,
                                                                    own_gateway):
     """A request that repeats Upgrade, Sec-WebSocket-Key, Authorization or Origin is refused 400
