@@ -359,16 +359,21 @@ def test_a_rotated_session_token_ends_the_debug_stream(cluster, crd, namespace, 
         inspector.close()
 
 
+def inspected_sessions(cluster, namespace, *names):
+    """Fake running sessions with spec.inspect, one token each, and the inspector they share
+    (the caller closes it): (token, ..., inspector)."""
+    tokens = [base64.b16encode(os.urandom(16)).decode() for _ in names]
+    for name, token in zip(names, tokens):
+        fake_session(cluster, namespace, name, token, inspect=True)
+    return (*tokens, FakeInspector(['{"kind":"event","n":1}']))
+
+
 def test_debug_streams_count_under_the_per_session_cap(cluster, crd, namespace, own_gateway):
     """A session's debug streams count under --max-clients-per-session (each may hold ~1.5 MiB
     in the gateway, so one tenant's viewers cannot grow it without bound): past the cap 429 with
     Retry-After; another session is unaffected, and a freed slot is usable again."""
     gw = own_gateway("--max-clients-per-session", "2")
-    token = base64.b16encode(os.urandom(16)).decode()
-    other = base64.b16encode(os.urandom(16)).decode()
-    fake_session(cluster, namespace, "capped", token, inspect=True)
-    fake_session(cluster, namespace, "beside", other, inspect=True)
-    inspector = FakeInspector(['{"kind":"event","n":1}'])
+    token, other, inspector = inspected_sessions(cluster, namespace, "capped", "beside")
     streams = []
     try:
         for _ in range(2):
@@ -402,11 +407,7 @@ def test_debug_streams_of_all_sessions_stop_at_max_debug_streams(cluster, crd, n
     """Each debug stream may hold ~1.5 MiB: --max-debug-streams bounds them across sessions
     (503 with Retry-After past it, counted); attach clients are not counted in it."""
     gw = own_gateway("--max-debug-streams", "1")
-    token = base64.b16encode(os.urandom(16)).decode()
-    other = base64.b16encode(os.urandom(16)).decode()
-    fake_session(cluster, namespace, "first", token, inspect=True)
-    fake_session(cluster, namespace, "second", other, inspect=True)
-    inspector = FakeInspector(['{"kind":"event","n":1}'])
+    token, other, inspector = inspected_sessions(cluster, namespace, "first", "second")
     held = None
     try:
         held = debug_stream(gw, namespace, "first", token)
