@@ -40,7 +40,8 @@
 #define MAX_CLIENT_MSG  (64 << 10)
 #define MAX_FRAME_BYTES (64 << 10) /* output bytes of one frame to a channel-protocol client */
 /* The least a client's send queue may hold however many share client_queue_total: a window
- * that keeps a terminal's output flowing between two drains. */
+ * that keeps a terminal's output flowing between two drains. Also the largest chunk the ring
+ * keeps, so a queue never passes where it stops by more. */
 #define MIN_CLIENT_QUEUE (16 << 10)
 #define CLOSE_POLICY     1008 /* RFC 6455 policy violation: the credential was revoked */
 
@@ -491,7 +492,11 @@ static void up_output(struct kube_attach *a, int channel, const unsigned char *d
     (void)a;
     (void)channel; /* stdout and stderr are one stream under a TTY */
     struct session *s = ud;
-    gw_ring_append(s->ring, data, len);
+    /* In pieces of at most MIN_CLIENT_QUEUE: a client's queue then passes where it stops by less
+     * than that (a chunk is sent whole), whatever size the API server's messages have. */
+    for (size_t off = 0; off < len; off += MIN_CLIENT_QUEUE)
+        gw_ring_append(s->ring, data + off,
+                       len - off < MIN_CLIENT_QUEUE ? len - off : MIN_CLIENT_QUEUE);
     s->hub->m.bytes_in += len;
     for (struct client *c = s->clients, *next; c != NULL; c = next) {
         next = c->next;

@@ -450,8 +450,8 @@ def non_reader(gw, env, name, token):
 
 def test_clients_that_do_not_read_share_one_queue_budget(env, two, tmp_path):
     """--client-queue-total-bytes: eight attached clients that never read each hold their share
-    of it (here the 16 KiB floor) plus at most a frame, not --client-queue-bytes (256 KiB) each,
-    while a flood passes; the reading client still gets all of it."""
+    of it (here the 16 KiB floor) plus at most one 16 KiB chunk, not --client-queue-bytes (256
+    KiB) each, while a flood passes; the reading client still gets all of it."""
     gw = start_gateway(env, tmp_path, "queues", "--client-queue-total-bytes", "65536")
     stalled = []
     try:
@@ -469,8 +469,8 @@ def test_clients_that_do_not_read_share_one_queue_budget(env, two, tmp_path):
         assert gw.proc.poll() is None, "the gateway died:\n" + gw.log()[-3000:]
         # They did fill their queues (the bound is what stopped them)...
         assert queued >= 8 * 16 * 1024, queued
-        # ...to their share and one frame each (64 KiB at most), where each took 256 KiB before.
-        assert queued <= 8 * (16 + 64) * 1024, queued
+        # ...to their share and one chunk each (16 KiB at most), where each took 256 KiB before.
+        assert queued <= 8 * (16 + 16) * 1024, queued
         assert echo_works(reader, "after-flood")
     finally:
         for s in stalled:
