@@ -1,8 +1,9 @@
 /* libFuzzer target: the informer cache's packed texts (cache/pack.c). Objects decoded as the
  * watch decoder decodes them are serialized as the store serializes them, deflated against the
- * first one's dictionary, and parsed back: what comes back must serialize to the same text, and
- * the same text must pack to the same bytes. Input: a zlib level byte, then the texts one per
- * line (JSON texts hold no raw newline outside strings, and a string's is escaped). */
+ * first one's dictionary, and parsed back: what comes back must serialize as a plain parse of
+ * the same text does, and the same text must pack to the same bytes. Input: a zlib level byte, then
+ * the texts one per line (JSON texts hold no raw newline outside strings, and a string's is
+ * escaped). */
 #include "cache/pack.h"
 #include "fuzz_text.h"
 
@@ -60,11 +61,20 @@ static void round_trip(struct cache_pack *p, struct json_object *obj)
     struct json_object *back = cache_pack_parse(p, kept, out_len, len);
     if (!back)
         abort(); /* an object the cache took must read back */
-    size_t back_len = 0;
+    /* What a plain parse of the same text gives: json-c prints some texts it accepts beyond
+     * JSON otherwise than it read them ("01e" reads back as 1), which no API server sends and
+     * which is not the pack's to keep. */
+    struct json_object *plain = decode(text);
+    size_t back_len = 0, plain_len = 0;
     const char *again = json_object_to_json_string_length(
         back, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &back_len);
-    if (!again || back_len != len || memcmp(again, text, len) != 0)
+    const char *want =
+        plain ? json_object_to_json_string_length(
+                    plain, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &plain_len)
+              : NULL;
+    if (!again || !want || back_len != plain_len || memcmp(again, want, back_len) != 0)
         abort();
+    json_object_put(plain);
     json_object_put(back);
     free(kept);
 }

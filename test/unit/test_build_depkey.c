@@ -287,6 +287,17 @@ static void a_nul_in_a_scalar_folds_in_every_file(void **state)
     assert_int_equal(k->nimports, 0);
     assert_int_equal(k->full_content_fallback, 1);
     build_depkey_free(k);
+
+    /* The first cause is the NUL, met before the syntax error later in the same document (the
+     * fuzz oracle's loader sees only the error: test/fuzz/crashes/bundle_yaml-nul-before-a-*). */
+    struct tgz_entry nul_then_broken[] = {
+        {.path = "app.yaml",
+         .data = "kind: Telo.Application\nimports: {X: \"pkg/x@1\\0\"}\nbroken: [\n"}};
+    tag_of(nul_then_broken, N(nul_then_broken), &INPUT, tag, &k);
+    assert_int_equal(k->full_content_fallback, 1);
+    assert_string_equal(k->fallback_reason, "app.yaml: line 2 column 14: a scalar holding a NUL "
+                                            "byte (the dependency key cannot hold it)");
+    build_depkey_free(k);
 }
 
 static void yaml_shapes_the_reference_accepts_or_refuses(void **state)
