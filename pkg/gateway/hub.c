@@ -237,8 +237,6 @@ static void send_gap(struct client *c, uint64_t first)
     c->cursor = first;
 }
 
-/* Sends what the client has not seen yet while its queue has room: a stalled client only stops
- * its own pump; it catches up (or gets a gap marker) when its socket drains. */
 /* Where a client's send queue stops taking output: client_queue_bytes, or its share of
  * client_queue_total once many clients are attached, so a crowd of clients that do not read
  * holds a bounded total while the rest waits in the rings. */
@@ -250,6 +248,8 @@ static size_t queue_high(const struct gw_hub *h)
     return share < MIN_CLIENT_QUEUE ? MIN_CLIENT_QUEUE : share;
 }
 
+/* Sends what the client has not seen yet while its queue has room: a stalled client only stops
+ * its own pump; it catches up (or gets a gap marker) when its socket drains. */
 static void pump(struct client *c)
 {
     struct session *s = c->s;
