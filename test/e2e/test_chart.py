@@ -121,7 +121,7 @@ def test_the_chart_binds_the_rules_of_config_rbac(helm):
 def test_one_session_namespace_gets_role_bindings_there(helm):
     docs = render(helm, "config.namespaces={team-a}")
     kinds = {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")) for d in docs
-             if d["kind"].endswith("Binding")}
+             if d["kind"].endswith("Binding") and d["apiVersion"].startswith("rbac.")}
     assert kinds == {("RoleBinding", "telo-operator-manager", "team-a"),
                      ("RoleBinding", "telo-operator-gateway", "team-a"),
                      ("ClusterRoleBinding", "telo-operator-auth", None),
@@ -130,6 +130,16 @@ def test_one_session_namespace_gets_role_bindings_there(helm):
                      ("RoleBinding", "telo-operator-gateway-proxy", "telo-system")}, kinds
     ns = next(d for d in docs if d["kind"] == "Namespace" and d["metadata"]["name"] == "team-a")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    # The admission policy is bound there too (test_admission_policy.py), and everywhere when
+    # the operator watches every namespace.
+    vap = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert vap["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a"]}]
+    vap = next(d for d in render(helm, "config.namespaces=null")
+               if d["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert "matchResources" not in vap["spec"], vap
+    assert not any(d["kind"].startswith("ValidatingAdmissionPolicy")
+                   for d in render(helm, "admissionPolicy.enabled=false"))
 
 
 def config_keys_from_help():
@@ -246,7 +256,8 @@ def test_everything_rendered_passes_a_server_side_dry_run(cluster, helm, crd, ch
     kinds = sorted({d["kind"] for d in docs})
     assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap",
                      "CustomResourceDefinition", "Deployment", "Namespace", "NetworkPolicy",
-                     "ResourceQuota", "Role", "RoleBinding", "Service", "ServiceAccount"], kinds
+                     "ResourceQuota", "Role", "RoleBinding", "Service", "ServiceAccount",
+                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"], kinds
     assert proc.stdout.count("(server dry run)") == len(docs), proc.stdout
 
 
