@@ -3,6 +3,7 @@
 
 #include "imagebuild/job.h"
 #include "util/jget.h"
+#include "util/str.h"
 
 #include <openssl/sha.h>
 
@@ -89,6 +90,16 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
     s->uid = jget_string(meta, "uid");
     if (!s->name || !s->namespace || !s->uid)
         return telo_err_set(err, TELO_EINVAL, "metadata: name, namespace and uid are required");
+    /* The API server checks both; every child's name and host is made from them, so a server
+     * that did not (or a cache that was fed otherwise) must not get to choose those bytes. */
+    if (!util_str_dns_subdomain(s->name))
+        return telo_err_set(err, TELO_EINVAL,
+                            "metadata.name: not a DNS-1123 subdomain (lowercase letters, "
+                            "digits, '-' and '.', at most 253)");
+    if (!util_str_dns_label(s->namespace, strlen(s->namespace)))
+        return telo_err_set(err, TELO_EINVAL,
+                            "metadata.namespace: not a DNS-1123 label (lowercase letters, "
+                            "digits and '-', at most 63)");
     s->generation = number(meta, "generation", 0);
     s->deleting = jget(meta, "deletionTimestamp") != NULL;
     s->status = jget(obj, "status");

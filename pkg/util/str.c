@@ -49,3 +49,19 @@ int util_str_dns_label(const char *s, size_t n)
     }
     return 1;
 }
+
+int util_str_dns_subdomain(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253)
+        return 0;
+    for (const char *label = s;;) {
+        const char *dot = strchr(label, '.');
+        size_t len = dot ? (size_t)(dot - label) : strlen(label);
+        if (!util_str_dns_label(label, len))
+            return 0;
+        if (!dot)
+            return 1;
+        label = dot + 1;
+    }
+}

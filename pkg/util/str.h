@@ -20,4 +20,8 @@ const char *util_str_or_empty(const char *s);
  * [a-z0-9-], alphanumeric at both ends. */
 int util_str_dns_label(const char *s, size_t n);
 
+/* Whether s is a DNS-1123 subdomain (an object's name): at most 253 bytes of DNS-1123 labels
+ * joined by '.'. */
+int util_str_dns_subdomain(const char *s);
+
 #endif

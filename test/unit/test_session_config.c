@@ -636,6 +636,20 @@ static void spec_errors_name_the_field(void **state)
     assert_int_equal(session_spec_parse(obj, &s, &err), -TELO_EINVAL);
     assert_string_equal(err.msg, "spec: required");
     json_object_put(obj);
+    /* Names the API server would have refused (found by fuzz_session: a child name made of
+     * them was no DNS label). */
+    obj = json_tokener_parse("{\"metadata\":{\"name\":\"a\xc3\xa9\",\"namespace\":\"n\","
+                             "\"uid\":\"u\"},\"spec\":{}}");
+    assert_int_equal(session_spec_parse(obj, &s, &err), -TELO_EINVAL);
+    assert_string_equal(err.msg, "metadata.name: not a DNS-1123 subdomain (lowercase letters, "
+                                 "digits, '-' and '.', at most 253)");
+    json_object_put(obj);
+    obj = json_tokener_parse("{\"metadata\":{\"name\":\"a.b\",\"namespace\":\"N\","
+                             "\"uid\":\"u\"},\"spec\":{}}");
+    assert_int_equal(session_spec_parse(obj, &s, &err), -TELO_EINVAL);
+    assert_string_equal(err.msg, "metadata.namespace: not a DNS-1123 label (lowercase letters, "
+                                 "digits and '-', at most 63)");
+    json_object_put(obj);
 }
 
 static void spec_self_contained_and_url_bundles(void **state)
