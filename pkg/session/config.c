@@ -81,6 +81,10 @@ static const struct key keys[] = {
     {"build.shareAcrossNamespaces", K_BOOL, AT(build_share_across_namespaces),
      "one image per dependency set for all namespaces (the reference runner's tag); false: "
      "the namespace is keyed into the tag"},
+    {"build.maxConcurrent", K_COUNT, AT(build_max_concurrent),
+     "build Jobs running at once; 0: no limit (other sessions wait in Building for a slot)"},
+    {"build.maxConcurrentPerNamespace", K_COUNT, AT(build_max_concurrent_per_namespace),
+     "build Jobs running at once for the sessions of one namespace; 0: no limit"},
     {"bundle.maxConcurrentDownloads", K_POSINT, AT(bundle_max_downloads),
      "spec.bundle.url downloads at once; more wait their turn"},
     {"bundle.allowedUrlCidrs", K_CIDRLIST, AT(bundle_allowed_cidrs),

@@ -50,6 +50,10 @@ struct session_config {
     char **build_allowed_base_images;
     size_t nbuild_allowed_base_images;
     int build_share_across_namespaces; /* build.shareAcrossNamespaces: false (tag per namespace) */
+    /* Build Jobs running at once (buildslots.h): a session whose build would pass either waits
+     * in Building. 0: none. */
+    long build_max_concurrent;               /* build.maxConcurrent: 0 */
+    long build_max_concurrent_per_namespace; /* build.maxConcurrentPerNamespace: 0 */
 
     /* Bundles the operator reads for a tenant (bundle.*). */
     long bundle_max_downloads; /* bundle.maxConcurrentDownloads: 4 (others wait their turn) */

@@ -3,6 +3,7 @@
 #include "session/image.h"
 
 #include "imagebuild/job.h"
+#include "session/buildslots.h"
 #include "session/phase.h"
 #include "util/jget.h"
 #include "util/timefmt.h"
@@ -319,6 +320,15 @@ void session_image_decide(const struct session_image_obs *obs, struct session_im
     }
     if (following) {
         followed_job_gone(obs, out);
+        return;
+    }
+    if (obs->build_slot_wait) {
+        /* No Job yet: nothing to follow, and nothing to show in status.build. */
+        out->build_job = NULL;
+        out->build_namespace = NULL;
+        building(out, obs->build_slot_wait, note);
+        if (out->requeue_after == 0 || out->requeue_after > SESSION_BUILD_SLOTS_RECHECK_S)
+            out->requeue_after = SESSION_BUILD_SLOTS_RECHECK_S;
         return;
     }
     out->create_job = 1;

@@ -56,6 +56,9 @@ struct session_image_obs {
     /* "ns/name" of the push Secret (build.pushSecret), or NULL: a failed build whose log says
      * the registry refused the push names it. */
     const char *push_secret;
+    /* Why a build of this session may not start now (buildslots.h: every slot is taken), or
+     * NULL: it may. */
+    const char *build_slot_wait;
 };
 
 /* The next step of the session. */

@@ -136,6 +136,9 @@ static void on_job_created(const struct kube_result *res, void *ud)
     struct write_ctx *w = ud;
     struct pass *p = w->p;
     const char *uid = jget_string(jget(res->object, "metadata"), "uid");
+    /* A 409 is a Job of the tag that is there (the cache counts it); anything else made none. */
+    if (res->rc < 0 && res->code != 409)
+        session_build_slots_refused(p->r->build_slots, w->object);
     if (res->rc == 0 && res->code == 201 && uid && p->s.bundle_configmap) {
         struct build_config bc;
         session_pass_job_config(p, &bc);
@@ -196,13 +199,17 @@ void session_pass_create_job(struct pass *p, struct json_object *job)
     snprintf(w->object, sizeof(w->object), "%s/%s", ns, p->job_name);
     struct kube_ref ref = {.group = "batch", .version = "v1", .resource = "jobs", .namespace = ns};
     struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER};
+    (void)session_build_slots_started(p->r->build_slots, w->object, p->s.namespace,
+                                      session_pass_now(p->r));
     struct telo_err err;
     size_t len = 0;
     const char *body = json_object_to_json_string_length(
         job, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
     p->pending++;
     p->r->metrics.stats.writes++;
-    if (!kube_rest_create(p->r->t, &ref, body, len, &o, on_job_created, w, &err))
+    if (!kube_rest_create(p->r->t, &ref, body, len, &o, on_job_created, w, &err)) {
+        session_build_slots_refused(p->r->build_slots, w->object);
         session_pass_write_refused(w, &err);
+    }
     json_object_put(job);
 }

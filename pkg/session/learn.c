@@ -62,6 +62,14 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
     char push_secret[320];
     snprintf(push_secret, sizeof(push_secret), "%s/%s", cfg->build_namespace,
              cfg->build_push_secret ? cfg->build_push_secret : "");
+    /* Slots are counted only where a build may be about to start (the count reads every Job). */
+    char slot_wait[256];
+    int waits_for_slot =
+        builds && !job &&
+        (presence == SESSION_PRESENCE_ABSENT || presence == SESSION_PRESENCE_UNKNOWN) &&
+        !session_build_slots_free_for(r->build_slots, cfg, ctrl_informer_store(r->inf.jobs),
+                                      p->s.namespace, session_pass_now(r), slot_wait,
+                                      sizeof(slot_wait));
     struct session_image_obs obs = {
         .self = self,
         .base_image = session_image(&p->s, cfg),
@@ -85,6 +93,7 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
         .build_pod_succeeded = uid && session_build_pods_succeeded(r->inf.build_pods, k->tag, uid),
         .build_step = &step,
         .push_secret = cfg->build_push_secret ? push_secret : NULL,
+        .build_slot_wait = waits_for_slot ? slot_wait : NULL,
     };
     session_pass_converge(p, NULL, NULL, &obs);
     json_object_put(job);

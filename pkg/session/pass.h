@@ -8,6 +8,7 @@
 #include "imagebuild/job.h"
 #include "kube/rest.h"
 #include "session/builds.h"
+#include "session/buildslots.h"
 #include "session/cmmemo.h"
 #include "session/config.h"
 #include "session/desired.h"
@@ -36,7 +37,8 @@ struct session_reconciler {
     struct events_recorder *events;
     struct session_informers inf;
     struct session_metrics metrics;
-    struct session_builds *builds; /* NULL without build.repository */
+    struct session_builds *builds;           /* NULL without build.repository */
+    struct session_build_slots *build_slots; /* NULL without build.repository */
     struct session_expectations *expected;
     struct session_cm_memo *bundles; /* bundle ConfigMaps read moments ago or being read */
     struct session_prober *prober;   /* app reachability; NULL with reachability.enabled off */

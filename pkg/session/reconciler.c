@@ -729,6 +729,8 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
         session_admission_new(r, err) < 0 ||
         (cfg->build_repository &&
          !(r->builds = session_builds_new(t, cfg, requeue_session, r, err))) ||
+        (cfg->build_repository && !(r->build_slots = session_build_slots_new()) &&
+         telo_err_set(err, TELO_ENOMEM, "build slots: out of memory") < 0) ||
         (cfg->reach_enabled &&
          !(r->prober = session_prober_new(kube_transport_loop(t), cfg, requeue_session, r, err)))) {
         session_reconciler_free(r);
@@ -748,6 +750,7 @@ void session_reconciler_free(struct session_reconciler *r)
     session_cm_memo_free(r->bundles);
     session_refusals_free(r->refusals);
     session_builds_free(r->builds);
+    session_build_slots_free(r->build_slots);
     session_prober_free(r->prober);
     free(r);
 }

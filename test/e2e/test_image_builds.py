@@ -426,6 +426,48 @@ def test_deleting_a_session_during_its_build_neither_leaks_nor_breaks_the_other(
     assert job_creates(cluster, builds.namespace) == {job: 1}
 
 
+def test_a_namespace_out_of_build_slots_waits_and_builds_when_one_ends(
+        cluster, builds, pod_namespace, session_node):
+    """build.maxConcurrentPerNamespace=1: of two sessions with different dependencies made at
+    once, one builds and the other waits in Building without a Job, saying what for; when the
+    first build ends the second one's Job is created, and both run. Never two Jobs at once."""
+    ns, hold = pod_namespace, Hold(cluster, session_node)
+    builds("build.maxConcurrentPerNamespace=1", hold=hold)
+    marker = "%d" % (time.time_ns() % 100000)
+    objs = []
+    for name, minor in (("a", 17), ("b", 18)):
+        app = APP.replace("std/http-server@0.15.0", "std/http-server@0.%d.%s" % (minor, marker))
+        objs += [bundle_cm("bundle-" + name, tgz({"app/telo.yaml": app % '"%s"' % name})),
+                 session(name, bundle="bundle-" + name)]
+    apply(cluster, ns, *objs)
+    waiting = "Waiting for a build slot: 1 build of namespace %s runs, at most 1 " \
+              "(build.maxConcurrentPerNamespace)" % ns
+
+    def split():
+        progress_of = {n: progress(cluster, ns, n) for n in ("a", "b")}
+        queued = [n for n, text in progress_of.items() if text == waiting]
+        return (set(progress_of) - set(queued)).pop() if len(queued) == 1 else None
+    first = wait_until(split, timeout=30, what="one session building and one waiting for a slot")
+    second = "b" if first == "a" else "a"
+    first_job = get_ts(cluster, ns, first)["status"]["image"]["buildJob"]
+    st = get_ts(cluster, ns, second)["status"]
+    assert st["phase"] == "Building" and "buildJob" not in st["image"], st
+    assert [j["metadata"]["name"] for j in jobs(cluster, builds.namespace)] == [first_job]
+    time.sleep(2)  # it stays so: no second Job while the first runs
+    assert [j["metadata"]["name"] for j in jobs(cluster, builds.namespace)] == [first_job]
+
+    hold.release()
+    for name in (first, second):
+        ts = wait_phase(cluster, ns, name, "Running", timeout=90)
+        assert ts["status"]["image"]["reason"] == "Built", ts["status"]["image"]
+    found = {j["metadata"]["name"]: j for j in jobs(cluster, builds.namespace)}
+    second_job = get_ts(cluster, ns, second)["status"]["image"]["buildJob"]
+    assert set(found) == {first_job, second_job}
+    assert found[second_job]["metadata"]["creationTimestamp"] >= \
+        found[first_job]["status"]["completionTime"], found
+    assert job_creates(cluster, builds.namespace) == {first_job: 1, second_job: 1}
+
+
 def test_a_build_job_deleted_before_it_ends_fails_the_session_saying_so(cluster, builds,
                                                                        pod_namespace,
                                                                        session_node):

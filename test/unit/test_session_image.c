@@ -201,6 +201,34 @@ static void an_absent_image_creates_the_job(void **state)
     world_free(&w);
 }
 
+static void a_build_without_a_slot_waits_in_building_without_a_job(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w);
+    w.obs.presence = SESSION_PRESENCE_ABSENT;
+    w.obs.build_slot_wait =
+        "Waiting for a build slot: 2 builds run, at most 2 (build.maxConcurrent)";
+    decide(&w);
+    assert_int_equal(w.plan.step, SESSION_IMAGE_BUILDING);
+    assert_false(w.plan.create_job);
+    assert_string_equal(w.plan.progress, w.obs.build_slot_wait);
+    assert_null(w.plan.build_job); /* status.build names no Job that is not there */
+    assert_true(w.plan.requeue_after > 0 && w.plan.requeue_after <= 10.0);
+    struct json_object *image = session_image_status(&w.plan);
+    assert_string_equal(json_object_to_json_string_ext(image, JSON_C_TO_STRING_PLAIN |
+                                                                  JSON_C_TO_STRING_NOSLASHESCAPE),
+                        "{\"ref\":\"" REF "\",\"tag\":\"" TAG "\"}");
+    json_object_put(image);
+    assert_null(session_image_build_status(&w.plan));
+    /* A Job of the tag already there or on its way is followed: a slot is for a new Job. */
+    w.obs.job_expected = 1;
+    decide(&w);
+    assert_string_equal(w.plan.progress, BUILD_PROGRESS_BUILDING);
+    assert_string_equal(w.plan.build_job, JOB);
+    world_free(&w);
+}
+
 static void a_failed_registry_check_builds_and_says_why(void **state)
 {
     (void)state;
@@ -556,6 +584,7 @@ int main(void)
         cmocka_unit_test(an_image_in_the_registry_is_a_cache_hit),
         cmocka_unit_test(refused_credentials_block_without_a_build),
         cmocka_unit_test(an_absent_image_creates_the_job),
+        cmocka_unit_test(a_build_without_a_slot_waits_in_building_without_a_job),
         cmocka_unit_test(a_failed_registry_check_builds_and_says_why),
         cmocka_unit_test(another_sessions_running_job_is_shared),
         cmocka_unit_test(a_running_build_shows_its_step_and_time),

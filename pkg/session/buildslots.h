@@ -1,0 +1,50 @@
+/* Build slots: how many build Jobs run at once, in all and for one namespace's sessions, under
+ * build.maxConcurrent and build.maxConcurrentPerNamespace. Without them one tenant naming many
+ * dependency sets starts as many kaniko Jobs at once in the one build namespace, and every other
+ * tenant's build waits behind them for the build nodes.
+ *
+ * A Job counts from the moment this process creates it, so a burst of sessions reconciled before
+ * the informer shows the first Job cannot each take the last slot; it stops counting once it has
+ * finished (Complete or Failed), or when it vanished from the cache. A Job's namespace is that of
+ * the session that created it (its telo.run/requested-by annotation). Single-threaded, no I/O. */
+#ifndef TELO_SESSION_BUILDSLOTS_H
+#define TELO_SESSION_BUILDSLOTS_H
+
+#include "session/config.h"
+
+#include <json.h>
+#include <stddef.h>
+
+struct cache_store;
+struct session_build_slots;
+
+/* A session waiting for a slot is looked at again this often; a finished Job also queues the
+ * sessions of its own tag, not the waiting ones. */
+#define SESSION_BUILD_SLOTS_RECHECK_S 10.0
+
+/* Returns an empty table, or NULL when out of memory. Free with session_build_slots_free (NULL is
+ * a no-op). */
+struct session_build_slots *session_build_slots_new(void);
+void session_build_slots_free(struct session_build_slots *t);
+
+/* This process is creating Job job ("ns/name") for a session of namespace session_ns at now: it
+ * counts until the cache shows it (then the cache's copy counts) or SESSION_EXPECT_TTL_S passes.
+ * Returns 0, or -TELO_ENOMEM (the Job then counts once the cache shows it). */
+int session_build_slots_started(struct session_build_slots *t, const char *job,
+                                const char *session_ns, double now);
+
+/* The create of job was refused: it does not count. */
+void session_build_slots_refused(struct session_build_slots *t, const char *job);
+
+/* Whether a Job (as cached: metadata.annotations, status) still runs: not Complete nor Failed
+ * (nor SuccessCriteriaMet or FailureTarget, which come first). */
+int session_build_slots_job_runs(const struct json_object *job);
+
+/* Whether a new build for a session of namespace ns may start now, jobs being the cached build
+ * Jobs (may be NULL: none). Returns 1 when it may (no limit, or room under both); 0 when it must
+ * wait, with msg (len bytes) saying what it waits for and which key sets the limit. */
+int session_build_slots_free_for(struct session_build_slots *t, const struct session_config *cfg,
+                                 const struct cache_store *jobs, const char *ns, double now,
+                                 char *msg, size_t len);
+
+#endif
