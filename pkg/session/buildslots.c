@@ -47,9 +47,24 @@ void session_build_slots_free(struct session_build_slots *t)
     free(t);
 }
 
+/* Drops the creates never seen for longer than an expectation lives: deleted at once, or never
+ * made. Run on every create too, so the table stays bounded by the creates of that span even
+ * when no limit is set and nothing counts. */
+static void sweep(struct session_build_slots *t, double now)
+{
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(t->started, &it, &key, &value)) {
+        if (now - ((struct started *)value)->at > SESSION_EXPECT_TTL_S)
+            free(strmap_remove(t->started, key));
+    }
+}
+
 int session_build_slots_started(struct session_build_slots *t, const char *job,
                                 const char *session_ns, double now)
 {
+    sweep(t, now);
     struct started *s = calloc(1, sizeof(*s));
     if (!s)
         return -TELO_ENOMEM;
@@ -130,16 +145,12 @@ int session_build_slots_free_for(struct session_build_slots *t, const struct ses
     struct count c = {.ns = ns, .started = t->started};
     if (jobs)
         cache_store_each(jobs, count_cached, &c);
+    sweep(t, now);
     struct strmap_iter it = {0};
     const char *key;
     void *value;
     while (strmap_next(t->started, &it, &key, &value)) {
-        struct started *s = value;
-        if (now - s->at > SESSION_EXPECT_TTL_S) {
-            /* Created long ago and never seen: it was deleted at once, or never made. */
-            free(strmap_remove(t->started, key));
-            continue;
-        }
+        const struct started *s = value;
         c.total++;
         if (strcmp(s->ns, ns) == 0)
             c.in_ns++;
