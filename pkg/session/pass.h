@@ -54,8 +54,11 @@ struct write_ctx {
     char expect_key[320];
     int counts_start; /* a pod create: telo_session_starts_total on 201 */
     int status;       /* a status write: remember the resourceVersion it made; 409: stale */
-    int precondition; /* a delete with a uid precondition: 409 is someone else's object now */
-    /* A create or apply of a child (issue 17): its refusal is recorded, its success clears it. */
+    /* A delete with a uid precondition (409), or a child's patch with the child's uid (422 on
+     * metadata.uid): the name holds someone else's object now, which the next pass looks at. */
+    int precondition;
+    int create_child; /* a child's create: 409 AlreadyExists is its name taken (a refusal) */
+    /* A create or patch of a child (issue 17): its refusal is recorded, its success clears it. */
     int has_child;
     int child;        /* enum session_plan_child */
     char object[200]; /* "ns/name" of the child */

@@ -2,6 +2,7 @@
 #include "session/plan.h"
 
 #include "imagebuild/job.h"
+#include "kube/objects.h"
 #include "session/builds.h"
 #include "session/desired.h"
 #include "session/limits.h"
@@ -20,6 +21,7 @@ struct children {
     char child[64], secret[80];
     enum session_owner pod, secret_owner, service, ingress;
     char conflict[400];    /* the NameConflict message of the first child held by another */
+    unsigned conflicts;    /* bits (1 << child) of the children held by another */
     const char *replacing; /* the kind of the first child a deleted predecessor left */
 };
 
@@ -146,11 +148,16 @@ static enum session_owner note_child(const struct session_plan_obs *obs, struct 
 {
     const struct session *s = obs->s;
     enum session_owner owner = session_child_owner(child, s->name, s->uid);
-    if (owner == SESSION_OWNER_FOREIGN && !ch->conflict[0]) {
+    /* An object without the operator's labels is outside the caches: only our create, answered
+     * AlreadyExists, shows it. The create stays planned, held back until it is due again. */
+    int taken = !child && session_refusal_name_taken(&obs->refusal[which]);
+    if ((owner == SESSION_OWNER_FOREIGN || taken) && !ch->conflict[0]) {
         session_conflict_message(kind, s->namespace, name, ch->conflict, sizeof(ch->conflict));
         out->conflict_kind = kind;
         snprintf(out->conflict_name, sizeof(out->conflict_name), "%s", name);
     }
+    if (owner == SESSION_OWNER_FOREIGN || taken)
+        ch->conflicts |= 1u << which;
     if (owner != SESSION_OWNER_PREDECESSOR)
         return owner;
     if (!ch->replacing)
@@ -295,6 +302,82 @@ static int same_ingress(struct json_object *have, struct json_object *want)
            same_field(have, want, "spec", "ingressClassName") && has_annotations(have, want);
 }
 
+/* patch's field: want's value (a list goes whole), or null when have has one and want none. */
+static void patch_field(struct json_object *patch, struct json_object *have,
+                        struct json_object *want, const char *field)
+{
+    struct json_object *v = jget(want, field);
+    if (v)
+        kube_obj_put(patch, field, json_object_get(v));
+    else if (jget(have, field))
+        json_object_object_add(patch, field, NULL); /* a JSON null: remove it */
+}
+
+/* to gains every member of from (shared). */
+static void put_all(struct json_object *to, struct json_object *from)
+{
+    json_object_object_foreach(from, key, value)
+    {
+        kube_obj_put(to, key, json_object_get(value));
+    }
+}
+
+/* The annotations patch of an Ingress: those wanted, and null for each one have says we applied
+ * (SESSION_INGRESS_ANNOTATION_KEYS, comma-separated) that is wanted no more. NULL: none. */
+static struct json_object *annotations_patch(struct json_object *have, struct json_object *want)
+{
+    struct json_object *wanted = jget_object(jget(want, "metadata"), "annotations");
+    const char *applied = jget_string(jget_object(jget(have, "metadata"), "annotations"),
+                                      SESSION_INGRESS_ANNOTATION_KEYS);
+    struct json_object *patch = json_object_new_object();
+    if (wanted)
+        put_all(patch, wanted);
+    char key[320];
+    for (const char *k = applied; k && *k;) {
+        size_t n = strcspn(k, ",");
+        if (n > 0 && n < sizeof(key)) {
+            memcpy(key, k, n);
+            key[n] = '\0';
+            if (!jget(wanted, key))
+                json_object_object_add(patch, key, NULL);
+        }
+        k += n + (k[n] == ',');
+    }
+    if (applied && !jget(wanted, SESSION_INGRESS_ANNOTATION_KEYS))
+        json_object_object_add(patch, SESSION_INGRESS_ANNOTATION_KEYS, NULL);
+    if (json_object_object_length(patch) == 0) {
+        json_object_put(patch);
+        return NULL;
+    }
+    return patch;
+}
+
+/* The merge patch that brings have, the session's own Service or Ingress, to want in what the
+ * plan compares (same_field, same_ingress). Not server-side apply: the child was created by a
+ * POST (never overwriting), and fields a create set are not removed by a later apply of the same
+ * manager. metadata.uid is have's: the patch cannot land on an object that took the name since. */
+static struct json_object *update_patch(struct json_object *have, struct json_object *want,
+                                        int service)
+{
+    struct json_object *patch = json_object_new_object(), *meta = json_object_new_object();
+    struct json_object *spec = json_object_new_object();
+    struct json_object *have_spec = jget(have, "spec"), *want_spec = jget(want, "spec");
+    kube_obj_put_str(meta, "uid", uid_of(have));
+    if (service) {
+        patch_field(spec, have_spec, want_spec, "ports");
+    } else {
+        patch_field(spec, have_spec, want_spec, "rules");
+        patch_field(spec, have_spec, want_spec, "tls");
+        patch_field(spec, have_spec, want_spec, "ingressClassName");
+        struct json_object *annotations = annotations_patch(have, want);
+        if (annotations)
+            kube_obj_put(meta, "annotations", annotations);
+    }
+    kube_obj_put(patch, "metadata", meta);
+    kube_obj_put(patch, "spec", spec);
+    return patch;
+}
+
 /* Service and Ingress follow the spec while the session lives (wanted), and go once it is
  * stopped, as the reference runner's did with their pod. Only the session's own is patched or
  * deleted here; another's was noted (note_child) and is replaced or left alone. */
@@ -312,13 +395,15 @@ static void plan_routed(const struct session_plan_obs *obs, struct session_plan 
                        : session_desired_ingress(obs->s, obs->cfg);
     int same = have && want &&
                (service ? same_field(have, want, "spec", "ports") : same_ingress(have, want));
-    if (want && !same) {
+    if (want && have && !same) {
+        add_write(out, SESSION_PLAN_PATCH, which, ch->child, update_patch(have, want, service));
+    } else if (want && !have) {
         unsigned long long h = session_plan_body_hash(want);
-        if (have || !pending(obs, out, which, h)) {
+        if (!pending(obs, out, which, h)) {
             struct session_plan_write *w =
-                add_write(out, SESSION_PLAN_APPLY, which, ch->child, json_object_get(want));
+                add_write(out, SESSION_PLAN_CREATE, which, ch->child, json_object_get(want));
             if (w) {
-                w->expect = have == NULL;
+                w->expect = 1;
                 w->body_hash = h;
             }
         }
@@ -343,7 +428,7 @@ static void plan_secret(const struct session_plan_obs *obs, struct session_plan 
         pending(obs, out, SESSION_PLAN_SECRET, 0))
         return;
     struct session_plan_write *w =
-        add_write(out, SESSION_PLAN_APPLY, SESSION_PLAN_SECRET, ch->secret,
+        add_write(out, SESSION_PLAN_CREATE, SESSION_PLAN_SECRET, ch->secret,
                   session_desired_secret(obs->s, obs->cfg, ""));
     if (w) {
         w->expect = 1;
@@ -352,7 +437,8 @@ static void plan_secret(const struct session_plan_obs *obs, struct session_plan 
 }
 
 /* The pod's create: a new session (Pending) whose pod is neither there nor on its way, nothing
- * blocking it (a missing bundle, a name held by another, an image not decided or refused).
+ * blocking it (a missing bundle, another child's name held by another, an image not decided or
+ * refused). A pod name taken outside the caches is created again when due (hold_refused).
  * Returns 1 when it is created. */
 static int plan_pod(const struct session_plan_obs *obs, struct session_plan *out,
                     const struct children *ch, enum session_phase phase)
@@ -363,14 +449,15 @@ static int plan_pod(const struct session_plan_obs *obs, struct session_plan *out
     int image_ready = keep_image(obs) ? ready : 1;
     int pod_expected = !obs->pod && held(obs, SESSION_PLAN_POD, 0);
     if (obs->pod || phase != SESSION_PHASE_PENDING || obs->blocked_reason || pod_expected ||
-        ch->conflict[0] || !image_ready || (img && img->step == SESSION_IMAGE_BLOCKED) ||
-        obs->limit_waiting || session_restart_due(obs->s) != SESSION_RESTART_NONE)
+        (ch->conflicts & ~(1u << SESSION_PLAN_POD)) || !image_ready ||
+        (img && img->step == SESSION_IMAGE_BLOCKED) || obs->limit_waiting ||
+        session_restart_due(obs->s) != SESSION_RESTART_NONE)
         return 0; /* a new run's pod waits for the status that starts the run (its label) */
     const char *image = ready ? img->ref : session_image(obs->s, obs->cfg);
     struct json_object *pod = session_desired_pod(obs->s, obs->cfg, image);
     session_run_label_pod(obs->s, pod);
     struct session_plan_write *w =
-        add_write(out, SESSION_PLAN_APPLY, SESSION_PLAN_POD, ch->child, pod);
+        add_write(out, SESSION_PLAN_CREATE, SESSION_PLAN_POD, ch->child, pod);
     if (!w)
         return 0;
     w->expect = 1;

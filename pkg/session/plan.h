@@ -89,8 +89,14 @@ enum session_plan_learn {
 enum session_plan_learn session_plan_learn(const struct session_plan_obs *obs);
 
 enum session_plan_verb {
-    SESSION_PLAN_APPLY,  /* server-side apply of obj */
-    SESSION_PLAN_CREATE, /* create obj (the build Job: a 409 is another session's, shared) */
+    /* A merge patch (obj) of a child the session owns: obj's metadata.uid is the child's, so the
+     * patch cannot land on an object that took its name since (the API server answers 422 on
+     * metadata.uid then). */
+    SESSION_PLAN_PATCH,
+    /* Create obj, never overwriting: a name already taken answers 409 AlreadyExists. A child's
+     * is then held by an object outside the caches, which lack the operator's labels (a
+     * NameConflict, tried again later); the build Job's is another session's, shared. */
+    SESSION_PLAN_CREATE,
     SESSION_PLAN_DELETE, /* delete, background propagation */
 };
 
@@ -99,7 +105,7 @@ struct session_plan_write {
     enum session_plan_verb verb;
     enum session_plan_child child;
     char name[96];
-    struct json_object *obj; /* APPLY and CREATE: the body, owned by the plan */
+    struct json_object *obj; /* PATCH and CREATE: the body, owned by the plan */
     /* Remember the write until the child's cache shows it, as body_hash (0: any content). */
     int expect;
     unsigned long long body_hash;

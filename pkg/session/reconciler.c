@@ -80,11 +80,28 @@ void session_pass_done(struct pass *p)
 static void write_status(struct pass *p, struct json_object *status);
 static void record_event(struct pass *p, const struct session_verdict *v);
 
-/* A child's create or apply the API server answered (issue 17): a success clears the child's
- * refusal; a refusal (an answer of 400 or more; a 404 is an object already gone, a 409
- * AlreadyExists a create made before) is recorded for the plan, which says so in the status and
- * backs off, and the session is queued again so the status says so now. Returns 1 when res was
- * a refusal (the pass does not fail for it: the status carries it). */
+/* Whether res says the object w's precondition named is no longer under its name: a uid
+ * precondition's 409 (a delete), or a patch carrying the child's uid refused on metadata.uid. */
+static int precondition_failed(const struct write_ctx *w, const struct kube_result *res)
+{
+    if (!w->precondition)
+        return 0;
+    if (res->code == 409)
+        return 1;
+    for (size_t i = 0; res->code == 422 && res->status && i < res->status->ncauses; i++) {
+        const char *field = res->status->causes[i].field;
+        if (field && strcmp(field, "metadata.uid") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A child's create or patch the API server answered (issue 17): a success clears the child's
+ * refusal; a refusal (an answer of 400 or more; a 404 is an object already gone, a failed
+ * precondition one replaced) is recorded for the plan, which says so in the status and backs
+ * off, and the session is queued again so the status says so now. A create's 409 AlreadyExists
+ * is a refusal too: the name is held by an object outside the caches (the plan says
+ * NameConflict). Returns 1 when res was a refusal (the pass does not fail for it). */
 static int note_child_answer(struct write_ctx *w, const struct kube_result *res)
 {
     struct pass *p = w->p;
@@ -95,11 +112,11 @@ static int note_child_answer(struct write_ctx *w, const struct kube_result *res)
     snprintf(key, sizeof(key), "%s/%s", p->s.namespace, p->s.name);
     int exists =
         res->code == 409 && res->status && res->status->reason == KUBE_REASON_ALREADY_EXISTS;
-    if (res->rc == 0 || exists) {
+    if (res->rc == 0 || (exists && !w->create_child)) {
         session_refusals_clear(r->refusals, key, w->child);
         return 0;
     }
-    if (res->code < 400 || res->code == 404)
+    if (res->code < 400 || res->code == 404 || precondition_failed(w, res))
         return 0;
     const char *reason = res->status ? res->status->reason_text : "";
     const char *message = res->status && res->status->message[0] ? res->status->message
@@ -140,13 +157,13 @@ void session_pass_on_write(const struct kube_result *res, void *ud)
         session_pass_done(p);
         return;
     }
-    /* 404 on a delete: already gone, which is what we wanted. 409 on create: a previous pass
-     * made it and the cache has not caught up. Neither is an error. */
-    /* 409 on a delete with a uid precondition: the name holds another object now, which is
-     * not ours to delete; the next pass looks at it. */
+    /* 404 on a delete: already gone, which is what we wanted; on a patch, the next pass
+     * creates it. 409 on the build Job's create: another session's, shared. Neither is an
+     * error. A failed precondition: the name holds another object now, which is not ours to
+     * write; the next pass looks at it. */
     if (res->rc < 0 && !(res->code == 404) &&
         !(res->code == 409 && res->status && res->status->reason == KUBE_REASON_ALREADY_EXISTS) &&
-        !(res->code == 409 && w->precondition)) {
+        !precondition_failed(w, res)) {
         p->failed = 1;
         snprintf(p->error, sizeof(p->error), "%s", res->err ? res->err->msg : "write failed");
         if (w->expect_key[0])
@@ -191,23 +208,15 @@ void session_pass_write_refused(struct write_ctx *w, const struct telo_err *err)
     free(w);
 }
 
-/* Starts a server-side apply of obj (consumed) to ref; counts as a pending write. With
- * expect_key, the write is remembered (as body_hash, 0: any content) until the cache shows it. */
-static void apply_expecting(struct pass *p, const struct kube_ref *ref, struct json_object *obj,
-                            const char *expect, unsigned long long body_hash_value,
-                            int counts_start, int child)
+/* The context of a write to ref, counted as pending, or NULL when out of memory. With expect,
+ * the write is remembered (as body_hash, 0: any content) until the cache shows it. child: enum
+ * session_plan_child, or -1 for the session's own status. */
+static struct write_ctx *begin_write(struct pass *p, const struct kube_ref *ref, const char *expect,
+                                     unsigned long long body_hash, int child)
 {
-    size_t len = 0;
-    const char *body = json_object_to_json_string_length(
-        obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-    struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER, .force = 1};
-    struct telo_err err;
     struct write_ctx *w = session_pass_write_ctx(p, expect);
-    if (!w) {
-        json_object_put(obj);
-        return;
-    }
-    w->counts_start = counts_start;
+    if (!w)
+        return NULL;
     if (child >= 0 && child < SESSION_REFUSAL_NCHILDREN) {
         w->has_child = 1;
         w->child = child;
@@ -215,11 +224,32 @@ static void apply_expecting(struct pass *p, const struct kube_ref *ref, struct j
                  ref->name ? ref->name : "");
     }
     w->status = ref->subresource != NULL;
-    if (expect && session_pass_expect_set(p->r, expect, body_hash_value) < 0)
+    if (expect && session_pass_expect_set(p->r, expect, body_hash) < 0)
         w->expect_key[0] = '\0';
     p->pending++;
     p->r->metrics.stats.writes++;
-    if (!kube_rest_apply(p->r->t, ref, body, len, &o, session_pass_on_write, w, &err))
+    return w;
+}
+
+/* Sends obj (consumed) to ref as verb: a server-side apply (the status), a create or a merge
+ * patch (a child). */
+static void send_write(struct pass *p, struct write_ctx *w, enum session_plan_verb verb,
+                       const struct kube_ref *ref, struct json_object *obj)
+{
+    size_t len = 0;
+    const char *body = json_object_to_json_string_length(
+        obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER, .force = w->status};
+    struct telo_err err;
+    struct kube_call *call;
+    if (w->status)
+        call = kube_rest_apply(p->r->t, ref, body, len, &o, session_pass_on_write, w, &err);
+    else if (verb == SESSION_PLAN_CREATE)
+        call = kube_rest_create(p->r->t, ref, body, len, &o, session_pass_on_write, w, &err);
+    else
+        call = kube_rest_patch(p->r->t, ref, KUBE_PATCH_MERGE, body, len, &o, session_pass_on_write,
+                               w, &err);
+    if (!call)
         session_pass_write_refused(w, &err);
     json_object_put(obj);
 }
@@ -323,7 +353,11 @@ static void write_status(struct pass *p, struct json_object *status)
      * status, which would write it twice, record its Event twice and move lastTransitionTime. */
     char key[320];
     session_expect_key(key, sizeof(key), "status", p->s.namespace, p->s.name);
-    apply_expecting(p, &ref, body, key, 0, 0, -1);
+    struct write_ctx *w = begin_write(p, &ref, key, 0, -1);
+    if (w)
+        send_write(p, w, SESSION_PLAN_PATCH, &ref, body);
+    else
+        json_object_put(body);
     session_expect_status(p->r->expected, key, status, p->base_rv);
 }
 
@@ -421,7 +455,7 @@ static void execute_write(struct pass *p, struct session_plan_write *w)
         session_pass_delete(p, &ref, w->grace, w->uid[0] ? w->uid : NULL);
         return;
     }
-    if (w->verb == SESSION_PLAN_CREATE) {
+    if (w->child == SESSION_PLAN_JOB) {
         session_pass_create_job(p, obj);
         return;
     }
@@ -432,8 +466,16 @@ static void execute_write(struct pass *p, struct session_plan_write *w)
     }
     char key[320];
     session_expect_key(key, sizeof(key), ref.resource, ref.namespace, w->name);
-    apply_expecting(p, &ref, obj, w->expect ? key : NULL, w->body_hash, w->counts_start,
-                    (int)w->child);
+    struct write_ctx *ctx =
+        begin_write(p, &ref, w->expect ? key : NULL, w->body_hash, (int)w->child);
+    if (!ctx) {
+        json_object_put(obj);
+        return;
+    }
+    ctx->counts_start = w->counts_start;
+    ctx->create_child = w->verb == SESSION_PLAN_CREATE;
+    ctx->precondition = w->verb == SESSION_PLAN_PATCH;
+    send_write(p, ctx, w->verb, &ref, obj);
 }
 
 /* The status write of the plan, with its Event and the metrics of its transition. */

@@ -3,6 +3,7 @@
 #include "session/refusal.h"
 
 #include "session/failure.h"
+#include "session/owner.h"
 #include "util/strmap.h"
 
 #include <stdio.h>
@@ -122,8 +123,15 @@ int session_refusal_stalled(long code)
     return code == 400 || code == 403 || code == 422;
 }
 
+int session_refusal_name_taken(const struct session_refusal *r)
+{
+    return r->held && r->code == 409 && strcmp(r->api_reason, "AlreadyExists") == 0;
+}
+
 double session_refusal_retry_at(const struct session_refusal *r)
 {
+    if (session_refusal_name_taken(r))
+        return r->at + SESSION_REFUSAL_TAKEN_RETRY_S;
     double wait = SESSION_REFUSAL_BACKOFF_MIN_S;
     for (unsigned i = 1; i < r->attempts && wait < SESSION_REFUSAL_BACKOFF_MAX_S; i++)
         wait *= 2;
@@ -197,6 +205,16 @@ static void hint(const struct session_refusal *r, const char *ns, char *out, siz
 void session_refusal_message(const struct session_refusal *r, const char *namespace, int retrying,
                              char *out, size_t len)
 {
+    if (session_refusal_name_taken(r)) {
+        static const char *const kinds[SESSION_REFUSAL_NCHILDREN] = {"pod", "secret", "service",
+                                                                     "ingress", "job"};
+        const char *slash = strchr(r->object, '/');
+        char ns[128];
+        snprintf(ns, sizeof(ns), "%.*s", slash ? (int)(slash - r->object) : 0, r->object);
+        session_conflict_message(valid_child(r->child) ? kinds[r->child] : "object",
+                                 slash ? ns : namespace, slash ? slash + 1 : r->object, out, len);
+        return;
+    }
     char command[200];
     hint(r, namespace, command, sizeof(command));
     const char *detail = r->message[0] ? r->message : "no message";

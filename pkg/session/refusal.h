@@ -67,7 +67,16 @@ size_t session_refusals_count(const struct session_refusals *x);
  * without being Stalled. */
 int session_refusal_stalled(long code);
 
-/* When r's write is tried again: at + 5 s * 2^(attempts-1), at most at + 300 s. */
+/* Whether r is a create answered 409 AlreadyExists: the name is held by an object outside the
+ * operator's caches (one without its labels, which no write of ours may touch). The plan reports
+ * it as a NameConflict and creates again every SESSION_REFUSAL_TAKEN_RETRY_S, since no event
+ * tells when that object goes. */
+int session_refusal_name_taken(const struct session_refusal *r);
+
+#define SESSION_REFUSAL_TAKEN_RETRY_S 10.0
+
+/* When r's write is tried again: at + 5 s * 2^(attempts-1), at most at + 300 s; a name taken,
+ * at + SESSION_REFUSAL_TAKEN_RETRY_S. */
 double session_refusal_retry_at(const struct session_refusal *r);
 
 /* The status reason of a refusal of child: "PodRejected", "SecretRejected", "ServiceRejected",
@@ -80,7 +89,8 @@ void session_refusal_first_line(const char *text, char *out, size_t len);
 
 /* The status message of r for a session in namespace: what was refused, the API's answer, that
  * it is retried (retrying 1; 0 for a session that gave up), and the kubectl command that shows
- * the obstacle. */
+ * the obstacle. A name taken: session_conflict_message's (the object and the command to free it).
+ */
 void session_refusal_message(const struct session_refusal *r, const char *namespace, int retrying,
                              char *out, size_t len);
 

@@ -449,15 +449,20 @@ static void decide_provisioning(const struct session_observation *obs, struct dr
 }
 
 /* A refused write of a child the session wants (issue 17) is its reason while nothing else is:
- * the object, the API's answer and the command to run. */
+ * the object, the API's answer and the command to run. A create that found the name taken by an
+ * object outside the caches is a NameConflict, as for a labelled stranger; a Running session
+ * meets it when the pod's create went out with the child's (so it stays Running, not Ready). */
 static void note_refusal(const struct session_observation *obs, struct draft *d)
 {
     const struct session_refusal *r = obs->refusal;
     if (!r || obs->s->stopped || session_phase_is_terminal(d->phase) || d->reason[0])
         return;
-    snprintf(d->reason, sizeof(d->reason), "%s", session_refusal_reason(r->child));
+    int taken = session_refusal_name_taken(r);
+    snprintf(d->reason, sizeof(d->reason), "%s",
+             taken ? "NameConflict" : session_refusal_reason(r->child));
     session_refusal_message(r, obs->s->namespace, 1, d->message, sizeof(d->message));
-    d->refused = session_refusal_stalled(r->code) ? 2 : 1;
+    /* A name taken is Stalled like a refusal that needs a change: its owner must act. */
+    d->refused = taken || session_refusal_stalled(r->code) ? 2 : 1;
 }
 
 /* The phase of a session that has not finished. obs->pod is the session's own pod or NULL; owner

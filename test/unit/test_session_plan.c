@@ -32,6 +32,11 @@
 #define TAG      "0123456789abcdef0123456789abcdef"
 #define REF      "127.0.0.1:5001/telo/apps:" TAG
 #define JOB      "telo-build-" TAG
+/* The session's Ingress rules, as a patch carries them whole. */
+#define RULES                                                                                      \
+    "[{\"host\":\"8080-hello-demo-cjouygjdnwlb5vco.telo.test\",\"http\":{\"paths\":[{\"path\":"    \
+    "\"/\",\"pathType\":\"Prefix\",\"backend\":{\"service\":{\"name\":\"telo-run-hello\","         \
+    "\"port\":{\"number\":8080}}}}]}}]"
 
 /* Whose a child under the session's name is. */
 enum who {
@@ -81,7 +86,7 @@ struct row {
     const char *blocked; /* BundleNotFound */
     double now;          /* seconds after T0 */
     /* The plan expected. */
-    const char *writes;   /* "apply:pod* delete:service": '*' when the write is expected */
+    const char *writes;   /* "create:pod* delete:service": '*' when the write is expected */
     const char *phase;    /* the status written, "-" when none */
     const char *deferred; /* the status held back for the pod's create, or NULL */
     double requeue;
@@ -90,7 +95,7 @@ struct row {
 };
 
 static const char *const child_names[] = {"pod", "secret", "service", "ingress", "job", "session"};
-static const char *const verbs[] = {"apply", "create", "delete"};
+static const char *const verbs[] = {"patch", "create", "delete"};
 
 static struct json_object *parse(const char *text)
 {
@@ -399,14 +404,14 @@ static const struct row plain_rows[] = {
     /* A new session: its pod, Service, Ingress and Secret at once; its Pending waits for the
      * pod's arrival, which writes what follows. */
     {.name = "new session creates every child",
-     .writes = "apply:pod* apply:service* apply:ingress* apply:secret*",
+     .writes = "create:pod* create:service* create:ingress* create:secret*",
      .phase = "-",
      .deferred = "Pending"},
     /* spec.attachToken unset (the default): no Secret, and one left from when it was set is
      * deleted, which revokes its token. */
     {.name = "new session without attachToken: no Secret",
      .no_token = 1,
-     .writes = "apply:pod* apply:service* apply:ingress*",
+     .writes = "create:pod* create:service* create:ingress*",
      .phase = "-",
      .deferred = "Pending"},
     {.name = "attachToken turned off: our Secret deleted",
@@ -440,7 +445,7 @@ static const struct row plain_rows[] = {
      .requeue = 1.5},
     {.name = "new session, no ingress domain: no Ingress",
      .no_ingress = 1,
-     .writes = "apply:pod* apply:service* apply:secret*",
+     .writes = "create:pod* create:service* create:secret*",
      .phase = "-",
      .deferred = "Pending"},
     /* Our pod's create is on its way into the cache: not again; looked at when it lapses. */
@@ -454,7 +459,7 @@ static const struct row plain_rows[] = {
     {.name = "service written with other ports: applied again",
      .held = X_POD | X_SECRET | X_SERVICE | X_INGRESS,
      .held_other = X_SERVICE,
-     .writes = "apply:service*",
+     .writes = "create:service*",
      .phase = "-",
      .deferred = "Pending",
      .requeue = 10.1},
@@ -504,7 +509,7 @@ static const struct row plain_rows[] = {
      .service = OWN_DIFF,
      .ingress = OWN,
      .now = 5,
-     .writes = "apply:service",
+     .writes = "patch:service",
      .phase = "Running"},
     {.name = "running, ingress rules differ: ingress patched",
      .pod = "running",
@@ -513,7 +518,7 @@ static const struct row plain_rows[] = {
      .service = OWN,
      .ingress = OWN_DIFF,
      .now = 5,
-     .writes = "apply:ingress",
+     .writes = "patch:ingress",
      .phase = "Running"},
     {.name = "running, no ingress domain: own ingress deleted",
      .pod = "running",
@@ -529,7 +534,7 @@ static const struct row plain_rows[] = {
      .pod = "running",
      .pod_who = OWN,
      .now = 5,
-     .writes = "apply:service* apply:ingress* apply:secret*",
+     .writes = "create:service* create:ingress* create:secret*",
      .phase = "Running"},
     {.name = "running, Secret written not cached: trusted, not replaced",
      .pod = "running",
@@ -647,19 +652,19 @@ static const struct row plain_rows[] = {
     {.name = "predecessor's pod: deleted (after a live read), Pending",
      .pod = "running",
      .pod_who = PRED,
-     .writes = "apply:service* apply:ingress* apply:secret*",
+     .writes = "create:service* create:ingress* create:secret*",
      .phase = "Pending",
      .gone = "pod",
      .requeue = 10},
     {.name = "predecessor's pod going already: waited for",
      .pod = "running",
      .pod_who = PRED_GOING,
-     .writes = "apply:service* apply:ingress* apply:secret*",
+     .writes = "create:service* create:ingress* create:secret*",
      .phase = "Pending",
      .requeue = 10},
     {.name = "predecessor's secret: replaced, pod created meanwhile",
      .secret = PRED,
-     .writes = "apply:pod* apply:service* apply:ingress*",
+     .writes = "create:pod* create:service* create:ingress*",
      .phase = "-",
      .deferred = "Pending",
      .gone = "secret",
@@ -667,7 +672,7 @@ static const struct row plain_rows[] = {
     {.name = "predecessor's service and ingress: replaced",
      .service = PRED,
      .ingress = PRED,
-     .writes = "apply:pod* apply:secret*",
+     .writes = "create:pod* create:secret*",
      .phase = "-",
      .deferred = "Pending",
      .gone = "service ingress",
@@ -675,25 +680,25 @@ static const struct row plain_rows[] = {
     {.name = "foreign pod: NameConflict, nothing created in its place",
      .pod = "running",
      .pod_who = FOREIGN,
-     .writes = "apply:service* apply:ingress* apply:secret*",
+     .writes = "create:service* create:ingress* create:secret*",
      .phase = "Pending",
      .reason = "NameConflict",
      .requeue = 10},
     {.name = "foreign secret: NameConflict, no pod",
      .secret = FOREIGN,
-     .writes = "apply:service* apply:ingress*",
+     .writes = "create:service* create:ingress*",
      .phase = "Pending",
      .reason = "NameConflict",
      .requeue = 10},
     {.name = "foreign service: NameConflict, no pod",
      .service = FOREIGN,
-     .writes = "apply:ingress* apply:secret*",
+     .writes = "create:ingress* create:secret*",
      .phase = "Pending",
      .reason = "NameConflict",
      .requeue = 10},
     {.name = "bundle missing: Pending BundleNotFound, no pod, rechecked",
      .blocked = "BundleNotFound",
-     .writes = "apply:service* apply:ingress* apply:secret*",
+     .writes = "create:service* create:ingress* create:secret*",
      .phase = "Pending",
      .reason = "BundleNotFound",
      .requeue = 10},
@@ -710,23 +715,23 @@ static const struct row build_rows[] = {
     {.name = "builds: image in the registry: pod on it",
      .builds = 1,
      .img = IMG_PRESENT,
-     .writes = "apply:pod* apply:service* apply:ingress* apply:secret*",
+     .writes = "create:pod* create:service* create:ingress* create:secret*",
      .phase = "Pending"},
     {.name = "builds: no deps: the base image",
      .builds = 1,
      .img = IMG_NO_DEPS,
-     .writes = "apply:pod* apply:service* apply:ingress* apply:secret*",
+     .writes = "create:pod* create:service* create:ingress* create:secret*",
      .phase = "Pending"},
     {.name = "builds: image absent: Job created, no pod",
      .builds = 1,
      .img = IMG_ABSENT,
-     .writes = "create:job* apply:service* apply:ingress* apply:secret*",
+     .writes = "create:job* create:service* create:ingress* create:secret*",
      .phase = "Building"},
     {.name = "builds: Job written not cached: not created again",
      .builds = 1,
      .img = IMG_ABSENT,
      .held = X_JOB,
-     .writes = "apply:service* apply:ingress* apply:secret*",
+     .writes = "create:service* create:ingress* create:secret*",
      .phase = "Building",
      .requeue = 10.1},
     {.name = "builds: Job runs: Building, followed",
@@ -746,7 +751,7 @@ static const struct row build_rows[] = {
      .service = OWN,
      .ingress = OWN,
      .now = 70,
-     .writes = "apply:pod*",
+     .writes = "create:pod*",
      .phase = "Pending"},
     {.name = "builds: Job failed, log not read: wait for it",
      .builds = 1,
@@ -774,21 +779,21 @@ static const struct row build_rows[] = {
     {.name = "builds: base image not allowed: blocked, rechecked",
      .builds = 1,
      .spec = ",\"image\":\"evil.example/node:1\"",
-     .writes = "apply:service* apply:ingress* apply:secret*",
+     .writes = "create:service* create:ingress* create:secret*",
      .phase = "Pending",
      .reason = "ImageNotAllowed",
      .requeue = 10},
     {.name = "builds: bundle missing: no step, no pod",
      .builds = 1,
      .blocked = "BundleNotFound",
-     .writes = "apply:service* apply:ingress* apply:secret*",
+     .writes = "create:service* create:ingress* create:secret*",
      .phase = "Pending",
      .reason = "BundleNotFound",
      .requeue = 10},
     {.name = "builds: self-contained: no build, base image pod",
      .builds = 1,
      .spec = ",\"selfContained\":true",
-     .writes = "apply:pod* apply:service* apply:ingress* apply:secret*",
+     .writes = "create:pod* create:service* create:ingress* create:secret*",
      .phase = "-",
      .deferred = "Pending"},
     {.name = "builds: pod exists: no step, Running",
@@ -1039,6 +1044,146 @@ static int plans_write(const struct session_plan *plan, enum session_plan_child 
     return 0;
 }
 
+/* The write of child c in plan, or NULL. */
+static const struct session_plan_write *write_of(const struct session_plan *plan,
+                                                 enum session_plan_child c)
+{
+    for (size_t i = 0; i < plan->nwrites; i++)
+        if (plan->writes[i].child == c)
+            return &plan->writes[i];
+    return NULL;
+}
+
+/* The body of child c's patch in plan ("" when there is none), valid until the plan goes. */
+static const char *patch_text(const struct session_plan *plan, enum session_plan_child c)
+{
+    const struct session_plan_write *w = write_of(plan, c);
+    if (!w || w->verb != SESSION_PLAN_PATCH)
+        return "";
+    return json_object_to_json_string_ext(w->obj,
+                                          JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+/* A Service of the session's with other ports gets a merge patch of its ports alone, the list
+ * whole, with its uid as the precondition; one still as wanted, nothing. */
+static void a_services_ports_are_patched_with_its_uid(void **state)
+{
+    (void)state;
+    struct row row = {.name = "ports",
+                      .status = RUNNING,
+                      .pod = "running",
+                      .pod_who = OWN,
+                      .secret = OWN,
+                      .service = OWN_DIFF,
+                      .ingress = OWN,
+                      .now = 5};
+    struct world w;
+    world_init(&w, &row);
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_string_equal(
+        patch_text(&plan, SESSION_PLAN_SERVICE),
+        "{\"metadata\":{\"uid\":\"service\"},\"spec\":{\"ports\":[{\"name\":\"p8080\","
+        "\"port\":8080,\"targetPort\":8080,\"protocol\":\"TCP\"}]}}");
+    assert_null(write_of(&plan, SESSION_PLAN_INGRESS));
+    session_plan_release(&plan);
+    world_free(&w);
+}
+
+/* A create answered 409 AlreadyExists: the name is held by an object without the operator's
+ * labels, outside its caches. Nothing writes to it: the session says NameConflict (Stalled, as
+ * for a labelled stranger), holds its create back for 10 s and then creates again, still saying
+ * so. Another child's name taken keeps the pod from being created at all. */
+static void a_name_taken_outside_the_caches_is_a_name_conflict_tried_every_10s(void **state)
+{
+    (void)state;
+    static const enum session_plan_child taken[] = {SESSION_PLAN_POD, SESSION_PLAN_SECRET,
+                                                    SESSION_PLAN_SERVICE, SESSION_PLAN_INGRESS};
+    static const char *const said[] = {
+        "pod demo/telo-run-hello exists", "secret demo/telo-run-hello-attach exists",
+        "service demo/telo-run-hello exists", "ingress demo/telo-run-hello exists"};
+    for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
+        enum session_plan_child c = taken[i];
+        struct row row = {.name = "taken", .now = 3};
+        struct world w;
+        world_init(&w, &row);
+        refuse(&w, c, 409, "already exists", 0, 1);
+        snprintf(w.obs.refusal[c].api_reason, sizeof(w.obs.refusal[c].api_reason), "%s",
+                 "AlreadyExists");
+        assert_true(session_refusal_name_taken(&w.obs.refusal[c]));
+        assert_float_equal(session_refusal_retry_at(&w.obs.refusal[c]), T0 + 10, 1e-9);
+
+        struct session_plan plan;
+        assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+        assert_null(write_of(&plan, c));
+        assert_null(write_of(&plan, SESSION_PLAN_POD));
+        assert_string_equal(status_text(&plan, "phase"), "Pending");
+        assert_string_equal(status_text(&plan, "reason"), "NameConflict");
+        assert_non_null(strstr(status_text(&plan, "message"), said[i]));
+        assert_string_equal(plan_condition(&plan, "Stalled", "status"), "True");
+        assert_true(plan.requeue_after > 0 && plan.requeue_after <= 7 + 1e-9);
+        session_plan_release(&plan);
+
+        /* Due: created again (never patched: nothing of ours is there to patch). */
+        w.obs.now = T0 + 10;
+        assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+        const struct session_plan_write *again = write_of(&plan, c);
+        assert_non_null(again);
+        assert_int_equal(again->verb, SESSION_PLAN_CREATE);
+        if (c != SESSION_PLAN_POD)
+            assert_null(write_of(&plan, SESSION_PLAN_POD));
+        const struct json_object *shown =
+            plan.verdict.status ? plan.verdict.status : plan.deferred.status;
+        assert_string_equal(
+            json_object_get_string(json_object_object_get((struct json_object *)shown, "reason")),
+            "NameConflict");
+        session_plan_release(&plan);
+        world_free(&w);
+    }
+    /* The name's object in the cache as the session's own (ours all along, the cache behind):
+     * no conflict, and the refusal is forgotten. */
+    struct row own = {.name = "taken, then cached", .service = OWN, .now = 3};
+    struct world w;
+    world_init(&w, &own);
+    refuse(&w, SESSION_PLAN_SERVICE, 409, "already exists", 0, 1);
+    snprintf(w.obs.refusal[SESSION_PLAN_SERVICE].api_reason,
+             sizeof(w.obs.refusal[SESSION_PLAN_SERVICE].api_reason), "%s", "AlreadyExists");
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_true(plan.refusal_clear & (1u << SESSION_PLAN_SERVICE));
+    assert_non_null(write_of(&plan, SESSION_PLAN_POD));
+    assert_null(write_of(&plan, SESSION_PLAN_SERVICE));
+    session_plan_release(&plan);
+    world_free(&w);
+    /* A Running session meets it when its pod's create went out with the child's: it runs, not
+     * Ready, Stalled, naming the object. */
+    struct row running = {.name = "taken while running",
+                          .status = RUNNING,
+                          .pod = "running",
+                          .pod_who = OWN,
+                          .secret = OWN,
+                          .ingress = OWN,
+                          .now = 5};
+    world_init(&w, &running);
+    refuse(&w, SESSION_PLAN_SERVICE, 409, "already exists", 0, 1);
+    snprintf(w.obs.refusal[SESSION_PLAN_SERVICE].api_reason,
+             sizeof(w.obs.refusal[SESSION_PLAN_SERVICE].api_reason), "%s", "AlreadyExists");
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_null(write_of(&plan, SESSION_PLAN_SERVICE));
+    assert_string_equal(status_text(&plan, "phase"), "Running");
+    assert_string_equal(status_text(&plan, "reason"), "NameConflict");
+    assert_non_null(
+        strstr(status_text(&plan, "message"), "service demo/x exists and is not owned"));
+    assert_string_equal(plan_condition(&plan, "Stalled", "status"), "True");
+    assert_string_equal(plan_condition(&plan, "Ready", "status"), "False");
+    session_plan_release(&plan);
+    world_free(&w);
+    /* The build Job's 409 is another session's Job, shared: never a taken name. */
+    struct session_refusal job = {.held = 1, .code = 409, .child = SESSION_PLAN_JOB};
+    snprintf(job.api_reason, sizeof(job.api_reason), "%s", "Conflict");
+    assert_false(session_refusal_name_taken(&job));
+}
+
 /* Each child's refusal names the child's reason, holds its write back until the backoff is
  * over, is Stalled (403) and never Ready. */
 static void each_childs_refusal_is_its_reason_and_held_back(void **state)
@@ -1162,11 +1307,15 @@ static void an_ingress_without_the_configured_annotations_is_applied_again(void 
     session_plan_release(&plan);
     json_object_object_add(ann, "example.com/timeout", json_object_new_string("3600"));
 
-    /* A key the configuration no longer names is applied away (server-side apply drops what
-     * the operator applied before and no longer does), and so is the last one. */
+    /* A key the configuration no longer names is patched away (a null in the merge patch, for
+     * the keys the operator noted it applied), and so is the last one; others' stay. */
     assert_int_equal(session_config_set(w.cfg, "ingress.annotations=example.com/other=1", &err), 0);
     assert_int_equal(session_plan_make(&w.obs, &plan), 0);
-    assert_true(plans_write(&plan, SESSION_PLAN_INGRESS));
+    assert_string_equal(
+        patch_text(&plan, SESSION_PLAN_INGRESS),
+        "{\"metadata\":{\"uid\":\"ingress\",\"annotations\":{\"example.com/other\":\"1\","
+        "\"telo.run/ingress-annotations\":\"example.com/other\","
+        "\"example.com/timeout\":null}},\"spec\":{\"rules\":" RULES "}}");
     session_plan_release(&plan);
     json_object_object_del(ann, "example.com/timeout");
     json_object_object_add(ann, "example.com/other", json_object_new_string("1"));
@@ -1178,7 +1327,10 @@ static void an_ingress_without_the_configured_annotations_is_applied_again(void 
     json_object_put(w.cfg->ingress_annotations);
     w.cfg->ingress_annotations = json_object_new_object();
     assert_int_equal(session_plan_make(&w.obs, &plan), 0);
-    assert_true(plans_write(&plan, SESSION_PLAN_INGRESS));
+    assert_string_equal(
+        patch_text(&plan, SESSION_PLAN_INGRESS),
+        "{\"metadata\":{\"uid\":\"ingress\",\"annotations\":{\"example.com/other\":null,"
+        "\"telo.run/ingress-annotations\":null}},\"spec\":{\"rules\":" RULES "}}");
     session_plan_release(&plan);
     json_object_object_del(ann, "example.com/other");
     json_object_object_del(ann, SESSION_INGRESS_ANNOTATION_KEYS);
@@ -1432,8 +1584,10 @@ int main(void)
         cmocka_unit_test(plain_sessions),
         cmocka_unit_test(each_childs_refusal_is_its_reason_and_held_back),
         cmocka_unit_test(only_refusals_that_need_a_change_are_stalled),
+        cmocka_unit_test(a_name_taken_outside_the_caches_is_a_name_conflict_tried_every_10s),
         cmocka_unit_test(a_running_session_retrying_a_refused_write_is_reconciling),
         cmocka_unit_test(an_ingress_without_the_configured_annotations_is_applied_again),
+        cmocka_unit_test(a_services_ports_are_patched_with_its_uid),
         cmocka_unit_test(a_refused_write_is_retried_after_its_backoff),
         cmocka_unit_test(a_refusal_is_cleared_by_success_or_when_no_longer_wanted),
         cmocka_unit_test(a_session_that_never_got_a_pod_times_out_naming_the_refusal),
