@@ -417,7 +417,7 @@ static int set_strmap(struct session_config *c, const struct key *k, struct json
 }
 
 /* K_ARRAY: a list of maps. Each entry goes into every session pod: a bad one would fail every
- * pod's apply. */
+ * pod's create. */
 static int set_array(struct session_config *c, const struct key *k, struct json_object *v,
                      const char *source, struct telo_err *err)
 {

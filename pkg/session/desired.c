@@ -59,8 +59,8 @@ static int user_sets(const struct session *s, const char *name)
     return 0;
 }
 
-/* Appends name=value unless the user set name: env is a list keyed by name, and server-side
- * apply refuses a pod that names a variable twice. */
+/* Appends name=value unless the user set name: env is a list keyed by name, and a pod that
+ * names a variable twice is ambiguous (server-side apply refuses it; a create keeps the last). */
 static void add_default(struct json_object *env, const struct session *s, const char *name,
                         const char *value)
 {

@@ -12,13 +12,13 @@
 #define SESSION_CONTAINER     "session"
 #define SESSION_INIT          "fetch-bundle"
 #define SESSION_FIELD_MANAGER "telo-operator"
-/* On a session Ingress: the keys of ingress.annotations it was applied with, sorted and
- * comma-joined, so a configuration that drops one differs from what is there and the next apply
- * removes it (server-side apply removes what the manager applied before and no longer does). */
+/* On a session Ingress: the keys of ingress.annotations it was written with, sorted and
+ * comma-joined, so a configuration that drops one differs from what is there and the next patch
+ * removes it (a null for each key listed there and no longer wanted). */
 #define SESSION_INGRESS_ANNOTATION_KEYS "telo.run/ingress-annotations"
 
-/* Each builder returns a new object (the caller json_object_put()s it) ready for server-side
- * apply: apiVersion, kind, metadata (name, namespace, labels, the controller owner reference to
+/* Each builder returns a new object (the caller json_object_put()s it) ready to create:
+ * apiVersion, kind, metadata (name, namespace, labels, the controller owner reference to
  * the TeloSession), spec. They return NULL only when out of memory, or, for the Service and the
  * Ingress, when the session needs none. */
 

@@ -10,8 +10,8 @@
 
 /* How long a child we wrote may stay unseen by its informer before we write it again. Within
  * that time a reconcile that does not find it in the cache (the watch lags the write) trusts
- * the write instead of repeating it: a second pod apply is a wasted write, and a second Secret
- * apply would replace the attach token clients already hold. */
+ * the write instead of repeating it: a second create is a wasted write, answered 409, which would
+ * read as a name taken by another (NameConflict) until the cache caught up. */
 #define SESSION_EXPECT_TTL_S 30.0
 
 struct session_expectations;

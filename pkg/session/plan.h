@@ -32,8 +32,8 @@ enum session_plan_child {
 };
 
 /* A write of ours the child's cache has not shown yet, as the executor holds it: within its
- * time the write is trusted instead of repeated (a second Secret apply would replace the attach
- * token clients already hold). */
+ * time the write is trusted instead of repeated (a second create would be answered 409, a name
+ * taken). */
 struct session_plan_expect {
     int held;                /* 1: one is held (and has not lapsed) */
     unsigned long long body; /* hash of what was written (session_plan_body_hash); 0: any */

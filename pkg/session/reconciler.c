@@ -388,16 +388,16 @@ static void record_event(struct pass *p, const struct session_verdict *v)
                         v->event_message);
 }
 
-static void random_token(char out[65])
+/* 64 hex digits from the CSPRNG into out. Returns -1 when it has none to give: never a guessable
+ * token. */
+static int random_token(char out[65])
 {
     unsigned char bytes[32];
-    if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
-        /* Never hand out a guessable token: an empty one fails the Secret's apply instead. */
-        out[0] = '\0';
-        return;
-    }
+    if (RAND_bytes(bytes, sizeof(bytes)) != 1)
+        return -1;
     for (size_t i = 0; i < 32; i++)
         snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+    return 0;
 }
 
 /* Whether the session's own pod is in the pod cache now, or on its way into it. */
@@ -461,7 +461,13 @@ static void execute_write(struct pass *p, struct session_plan_write *w)
     }
     if (w->fill_token) {
         char token[65];
-        random_token(token);
+        if (random_token(token) < 0) {
+            /* No Secret rather than one with an empty token; the pass fails and is retried. */
+            p->failed = 1;
+            snprintf(p->error, sizeof(p->error), "no random bytes for the attach token");
+            json_object_put(obj);
+            return;
+        }
         json_object_object_add(jget(obj, "stringData"), "token", json_object_new_string(token));
     }
     char key[320];

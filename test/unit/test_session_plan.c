@@ -1090,6 +1090,36 @@ static void a_services_ports_are_patched_with_its_uid(void **state)
     world_free(&w);
 }
 
+/* The keys annotation is on an object others may edit: empty entries and a key longer than any
+ * annotation key are skipped, the rest nulled; nothing else of the object is touched. */
+static void an_ingresss_noted_keys_are_read_as_untrusted(void **state)
+{
+    (void)state;
+    struct row row = {.name = "keys",
+                      .status = RUNNING,
+                      .pod = "running",
+                      .pod_who = OWN,
+                      .secret = OWN,
+                      .service = OWN,
+                      .ingress = OWN,
+                      .now = 5};
+    struct world w;
+    world_init(&w, &row);
+    char keys[1024];
+    snprintf(keys, sizeof(keys), ",,x.example/a,,%0*d,b,", 1000, 0);
+    struct json_object *ann = json_object_new_object();
+    json_object_object_add(ann, SESSION_INGRESS_ANNOTATION_KEYS, json_object_new_string(keys));
+    json_object_object_add(json_object_object_get(w.ingress, "metadata"), "annotations", ann);
+    struct session_plan plan;
+    assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+    assert_string_equal(
+        patch_text(&plan, SESSION_PLAN_INGRESS),
+        "{\"metadata\":{\"uid\":\"ingress\",\"annotations\":{\"x.example/a\":null,"
+        "\"b\":null,\"telo.run/ingress-annotations\":null}},\"spec\":{\"rules\":" RULES "}}");
+    session_plan_release(&plan);
+    world_free(&w);
+}
+
 /* A create answered 409 AlreadyExists: the name is held by an object without the operator's
  * labels, outside its caches. Nothing writes to it: the session says NameConflict (Stalled, as
  * for a labelled stranger), holds its create back for 10 s and then creates again, still saying
@@ -1588,6 +1618,7 @@ int main(void)
         cmocka_unit_test(a_running_session_retrying_a_refused_write_is_reconciling),
         cmocka_unit_test(an_ingress_without_the_configured_annotations_is_applied_again),
         cmocka_unit_test(a_services_ports_are_patched_with_its_uid),
+        cmocka_unit_test(an_ingresss_noted_keys_are_read_as_untrusted),
         cmocka_unit_test(a_refused_write_is_retried_after_its_backoff),
         cmocka_unit_test(a_refusal_is_cleared_by_success_or_when_no_longer_wanted),
         cmocka_unit_test(a_session_that_never_got_a_pod_times_out_naming_the_refusal),
