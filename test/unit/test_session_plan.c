@@ -1044,6 +1044,20 @@ static int plans_write(const struct session_plan *plan, enum session_plan_child 
     return 0;
 }
 
+/* A Running session with every child its own, at T0 + 5. */
+static struct row running_row(const char *name)
+{
+    struct row row = {.name = name,
+                      .status = RUNNING,
+                      .pod = "running",
+                      .pod_who = OWN,
+                      .secret = OWN,
+                      .service = OWN,
+                      .ingress = OWN,
+                      .now = 5};
+    return row;
+}
+
 /* The write of child c in plan, or NULL. */
 static const struct session_plan_write *write_of(const struct session_plan *plan,
                                                  enum session_plan_child c)
@@ -1069,14 +1083,8 @@ static const char *patch_text(const struct session_plan *plan, enum session_plan
 static void a_services_ports_are_patched_with_its_uid(void **state)
 {
     (void)state;
-    struct row row = {.name = "ports",
-                      .status = RUNNING,
-                      .pod = "running",
-                      .pod_who = OWN,
-                      .secret = OWN,
-                      .service = OWN_DIFF,
-                      .ingress = OWN,
-                      .now = 5};
+    struct row row = running_row("ports");
+    row.service = OWN_DIFF;
     struct world w;
     world_init(&w, &row);
     struct session_plan plan;
@@ -1095,14 +1103,7 @@ static void a_services_ports_are_patched_with_its_uid(void **state)
 static void an_ingresss_noted_keys_are_read_as_untrusted(void **state)
 {
     (void)state;
-    struct row row = {.name = "keys",
-                      .status = RUNNING,
-                      .pod = "running",
-                      .pod_who = OWN,
-                      .secret = OWN,
-                      .service = OWN,
-                      .ingress = OWN,
-                      .now = 5};
+    struct row row = running_row("keys");
     struct world w;
     world_init(&w, &row);
     char keys[1024];
@@ -1293,19 +1294,12 @@ static void only_refusals_that_need_a_change_are_stalled(void **state)
     }
 }
 
-/* An Ingress made before ingress.annotations changed is applied again: the spec alone is not
+/* An Ingress made before ingress.annotations changed is patched again: the spec alone is not
  * the whole of what the operator wants; others' annotations do not count. */
-static void an_ingress_without_the_configured_annotations_is_applied_again(void **state)
+static void an_ingress_without_the_configured_annotations_is_patched_again(void **state)
 {
     (void)state;
-    struct row row = {.name = "annotations",
-                      .status = RUNNING,
-                      .pod = "running",
-                      .pod_who = OWN,
-                      .secret = OWN,
-                      .service = OWN,
-                      .ingress = OWN,
-                      .now = 5};
+    struct row row = running_row("annotations");
     struct world w;
     world_init(&w, &row);
     struct telo_err err;
@@ -1616,7 +1610,7 @@ int main(void)
         cmocka_unit_test(only_refusals_that_need_a_change_are_stalled),
         cmocka_unit_test(a_name_taken_outside_the_caches_is_a_name_conflict_tried_every_10s),
         cmocka_unit_test(a_running_session_retrying_a_refused_write_is_reconciling),
-        cmocka_unit_test(an_ingress_without_the_configured_annotations_is_applied_again),
+        cmocka_unit_test(an_ingress_without_the_configured_annotations_is_patched_again),
         cmocka_unit_test(a_services_ports_are_patched_with_its_uid),
         cmocka_unit_test(an_ingresss_noted_keys_are_read_as_untrusted),
         cmocka_unit_test(a_refused_write_is_retried_after_its_backoff),
