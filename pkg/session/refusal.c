@@ -130,13 +130,13 @@ int session_refusal_name_taken(const struct session_refusal *r)
 
 double session_refusal_retry_at(const struct session_refusal *r)
 {
-    if (session_refusal_name_taken(r))
-        return r->at + SESSION_REFUSAL_TAKEN_RETRY_S;
-    double wait = SESSION_REFUSAL_BACKOFF_MIN_S;
-    for (unsigned i = 1; i < r->attempts && wait < SESSION_REFUSAL_BACKOFF_MAX_S; i++)
+    int taken = session_refusal_name_taken(r);
+    double wait = taken ? SESSION_REFUSAL_TAKEN_RETRY_MIN_S : SESSION_REFUSAL_BACKOFF_MIN_S;
+    double most = taken ? SESSION_REFUSAL_TAKEN_RETRY_MAX_S : SESSION_REFUSAL_BACKOFF_MAX_S;
+    for (unsigned i = 1; i < r->attempts && wait < most; i++)
         wait *= 2;
-    if (wait > SESSION_REFUSAL_BACKOFF_MAX_S)
-        wait = SESSION_REFUSAL_BACKOFF_MAX_S;
+    if (wait > most)
+        wait = most;
     return r->at + wait;
 }
 

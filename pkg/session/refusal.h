@@ -69,14 +69,16 @@ int session_refusal_stalled(long code);
 
 /* Whether r is a create answered 409 AlreadyExists: the name is held by an object outside the
  * operator's caches (one without its labels, which no write of ours may touch). The plan reports
- * it as a NameConflict and creates again every SESSION_REFUSAL_TAKEN_RETRY_S, since no event
- * tells when that object goes. */
+ * it as a NameConflict and creates again, since no event tells when that object goes: after
+ * 10 s, doubling per answer in a row up to 60 s (a POST each, so a namespace of blocked sessions
+ * costs the API server at most one request per session a minute once they settle). */
 int session_refusal_name_taken(const struct session_refusal *r);
 
-#define SESSION_REFUSAL_TAKEN_RETRY_S 10.0
+#define SESSION_REFUSAL_TAKEN_RETRY_MIN_S 10.0
+#define SESSION_REFUSAL_TAKEN_RETRY_MAX_S 60.0
 
 /* When r's write is tried again: at + 5 s * 2^(attempts-1), at most at + 300 s; a name taken,
- * at + SESSION_REFUSAL_TAKEN_RETRY_S. */
+ * at + 10 s * 2^(attempts-1), at most at + 60 s. */
 double session_refusal_retry_at(const struct session_refusal *r);
 
 /* The status reason of a refusal of child: "PodRejected", "SecretRejected", "ServiceRejected",

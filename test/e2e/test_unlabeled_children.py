@@ -131,7 +131,7 @@ def test_an_unlabeled_object_under_a_childs_name_is_a_name_conflict_and_left_alo
     assert_untouched(cluster, ns, kind, name, before)
 
     # Once its owner removes it, the session goes on with a child of its own; nothing maps an
-    # unlabeled object's deletion to the session: its periodic look (10 s) does.
+    # unlabeled object's deletion to the session: the create tried again (after 10 s) does.
     force = ["--grace-period=0", "--force"] if kind == "pod" else []
     cluster.kubectl("delete", kind, name, "-n", ns, *force)
     ts = wait_phase(cluster, ns, "clash", "Running", timeout=60)

@@ -1123,9 +1123,9 @@ static void an_ingresss_noted_keys_are_read_as_untrusted(void **state)
 
 /* A create answered 409 AlreadyExists: the name is held by an object without the operator's
  * labels, outside its caches. Nothing writes to it: the session says NameConflict (Stalled, as
- * for a labelled stranger), holds its create back for 10 s and then creates again, still saying
- * so. Another child's name taken keeps the pod from being created at all. */
-static void a_name_taken_outside_the_caches_is_a_name_conflict_tried_every_10s(void **state)
+ * for a labelled stranger), holds its create back for 10 s (doubling to 1 min) and then creates
+ * again, still saying so. Another child's name taken keeps the pod from being created at all. */
+static void a_name_taken_outside_the_caches_is_a_name_conflict_tried_again(void **state)
 {
     (void)state;
     static const enum session_plan_child taken[] = {SESSION_PLAN_POD, SESSION_PLAN_SECRET,
@@ -1143,6 +1143,11 @@ static void a_name_taken_outside_the_caches_is_a_name_conflict_tried_every_10s(v
                  "AlreadyExists");
         assert_true(session_refusal_name_taken(&w.obs.refusal[c]));
         assert_float_equal(session_refusal_retry_at(&w.obs.refusal[c]), T0 + 10, 1e-9);
+        w.obs.refusal[c].attempts = 3;
+        assert_float_equal(session_refusal_retry_at(&w.obs.refusal[c]), T0 + 40, 1e-9);
+        w.obs.refusal[c].attempts = 40;
+        assert_float_equal(session_refusal_retry_at(&w.obs.refusal[c]), T0 + 60, 1e-9);
+        w.obs.refusal[c].attempts = 1;
 
         struct session_plan plan;
         assert_int_equal(session_plan_make(&w.obs, &plan), 0);
@@ -1608,7 +1613,7 @@ int main(void)
         cmocka_unit_test(plain_sessions),
         cmocka_unit_test(each_childs_refusal_is_its_reason_and_held_back),
         cmocka_unit_test(only_refusals_that_need_a_change_are_stalled),
-        cmocka_unit_test(a_name_taken_outside_the_caches_is_a_name_conflict_tried_every_10s),
+        cmocka_unit_test(a_name_taken_outside_the_caches_is_a_name_conflict_tried_again),
         cmocka_unit_test(a_running_session_retrying_a_refused_write_is_reconciling),
         cmocka_unit_test(an_ingress_without_the_configured_annotations_is_patched_again),
         cmocka_unit_test(a_services_ports_are_patched_with_its_uid),
