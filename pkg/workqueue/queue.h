@@ -1,4 +1,5 @@
-/* A rate-limited, delaying work queue of string keys with client-go's semantics. */
+/* A rate-limited, delaying work queue of string keys with client-go's semantics, fair across
+ * namespaces. */
 #ifndef TELO_WORKQUEUE_QUEUE_H
 #define TELO_WORKQUEUE_QUEUE_H
 
@@ -13,6 +14,10 @@
  * - wq_add_after keeps the earliest of several pending times for one key;
  * - keys added at low priority (initial list, resync) are handed out after every normal key; a
  *   normal add of a key waiting at low priority moves it up;
+ * - within a priority, namespaces (the text of a key before its first '/'; keys without one
+ *   share a namespace) take turns, one key each, and a namespace's keys come out in the order
+ *   they were queued. So one tenant queueing thousands of keys delays another tenant's next
+ *   key by one key per namespace with work, not by the thousands (client-go is one FIFO);
  * - wq_add_rate_limited waits max(per-item backoff, overall token bucket); wq_forget resets the
  *   item's backoff;
  * - after wq_shutdown no add is accepted and pending delays are dropped, but queued keys are still

@@ -466,6 +466,13 @@ class Operator:
             self.proc.wait()
         return self.proc.returncode
 
+    def pause(self):
+        """SIGSTOP: the process holds still (its watches' events pile up unread) until resume()."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self):
+        os.kill(self.proc.pid, signal.SIGCONT)
+
     def restart(self, sets=None, args=None):
         self.stop()
         if sets is not None:
@@ -765,6 +772,19 @@ class InClusterOperator(Operator):
 
     def kill(self):
         return self._end(0) if self.pod is not None else None
+
+    def _host_pid(self):
+        """The container's process as this machine sees it (the real node runs here)."""
+        cid = self.pod.container().get("containerID", "").partition("://")[2]
+        inspect = self.pod.platform.crictl("inspect", cid)
+        assert inspect.returncode == 0, inspect.stderr
+        return json.loads(inspect.stdout)["info"]["pid"]
+
+    def pause(self):
+        os.kill(self._host_pid(), signal.SIGSTOP)
+
+    def resume(self):
+        os.kill(self._host_pid(), signal.SIGCONT)
 
     def log_tail(self, lines=60):
         if self.pod is not None:

@@ -1,5 +1,6 @@
 /* Tests for pkg/workqueue/queue.c and ratelimit.c: one test per queue rule, the backoff numbers,
- * the token bucket, and a long randomized run checked against a reference model. */
+ * the token bucket, namespaces taking turns, and a long randomized run checked against a reference
+ * model. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -144,6 +145,77 @@ static void a_normal_add_moves_a_low_key_up(void **state)
     wq_free(q);
 }
 
+/* Gets n keys and checks them against want, in order. */
+static void expect_order(struct wq *q, const char *const *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *got = wq_get(q, 0);
+        assert_non_null(got);
+        assert_string_equal(got, want[i]);
+        wq_done(q, got, 0);
+    }
+    assert_null(wq_get(q, 0));
+}
+
+static void namespaces_take_turns_and_keep_their_own_order(void **state)
+{
+    (void)state;
+    struct wq *q = new_queue(0);
+    wq_add(q, "flood/1", 0);
+    wq_add(q, "flood/2", 0);
+    wq_add(q, "flood/3", 0);
+    wq_add(q, "quiet/a", 0);
+    wq_add(q, "other/x", 0);
+    wq_add(q, "flood/4", 0);
+    wq_add(q, "quiet/b", 0);
+    const char *const want[] = {"flood/1", "quiet/a", "other/x", "flood/2",
+                                "quiet/b", "flood/3", "flood/4"};
+    expect_order(q, want, sizeof(want) / sizeof(want[0]));
+    /* Keys without a namespace share one, in order. */
+    wq_add(q, "node-1", 0);
+    wq_add(q, "node-2", 0);
+    wq_add(q, "ns/a", 0);
+    const char *const plain[] = {"node-1", "ns/a", "node-2"};
+    expect_order(q, plain, sizeof(plain) / sizeof(plain[0]));
+    wq_free(q);
+}
+
+static void a_flood_in_one_namespace_delays_another_by_one_key(void **state)
+{
+    (void)state;
+    struct wq *q = new_queue(0);
+    char key[32];
+    for (int i = 0; i < 10000; i++) {
+        snprintf(key, sizeof(key), "flood/s-%d", i);
+        assert_int_equal(wq_add(q, key, 0), 0);
+    }
+    /* One flood key is being processed when the other tenant's key comes. */
+    const char *first = wq_get(q, 0);
+    assert_string_equal(first, "flood/s-0");
+    wq_add(q, "tenant/mine", 0);
+    assert_string_equal(wq_get(q, 0), "flood/s-1");
+    assert_string_equal(wq_get(q, 0), "tenant/mine");
+    /* Re-queued at done, a key goes to the back of its namespace's own line. */
+    wq_add(q, "flood/s-0", 0);
+    wq_done(q, first, 0);
+    assert_string_equal(wq_get(q, 0), "flood/s-2");
+    assert_int_equal(wq_len(q), 9998);
+    /* The low priority takes turns too, behind every normal key. */
+    wq_add_low(q, "resync/a", 0);
+    wq_add_low(q, "resync/b", 0);
+    wq_add_low(q, "other/z", 0);
+    for (int i = 3; i < 10000; i++) {
+        snprintf(key, sizeof(key), "flood/s-%d", i);
+        assert_string_equal(wq_get(q, 0), key);
+    }
+    assert_string_equal(wq_get(q, 0), "flood/s-0");
+    const char *const low[] = {"resync/a", "other/z", "resync/b"};
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(wq_get(q, 0), low[i]);
+    assert_null(wq_get(q, 0));
+    wq_free(q);
+}
+
 static void rate_limited_adds_back_off_exponentially_until_forget(void **state)
 {
     (void)state;
@@ -263,10 +335,12 @@ static void metrics_record_durations(void **state)
 
 /* --- a randomized run against a reference model ------------------------------------------- */
 
-#define NKEYS 8
-#define STEPS 100000
+#define NKEYS    8
+#define NTENANTS 3 /* key i is in namespace i % NTENANTS */
+#define STEPS    100000
 
-/* The model: per key, plain flags and times; order kept with sequence numbers. */
+/* The model: per key, plain flags and times; order kept with sequence numbers; per priority,
+ * the namespaces with queued keys in turn order. */
 struct model_key {
     int dirty, processing, queued, low;
     unsigned long long queued_seq; /* FIFO position within its priority */
@@ -279,7 +353,47 @@ struct model {
     struct model_key k[NKEYS];
     unsigned long long seq;
     int shutting_down;
+    int turn[2][NTENANTS]; /* per priority (low = 1), namespaces in turn order */
+    int turns[2];
 };
+
+static int model_tenant_has_queued(const struct model *m, int tenant, int low)
+{
+    for (int i = tenant; i < NKEYS; i += NTENANTS)
+        if (m->k[i].queued && m->k[i].low == low)
+            return 1;
+    return 0;
+}
+
+static void model_turn_remove(struct model *m, int low, int tenant)
+{
+    int *turn = m->turn[low];
+    for (int j = 0; j < m->turns[low]; j++) {
+        if (turn[j] != tenant)
+            continue;
+        memmove(&turn[j], &turn[j + 1], (size_t)(m->turns[low] - j - 1) * sizeof(int));
+        m->turns[low]--;
+        return;
+    }
+}
+
+static void model_queue(struct model *m, int i)
+{
+    struct model_key *k = &m->k[i];
+    int tenant = i % NTENANTS;
+    if (!model_tenant_has_queued(m, tenant, k->low))
+        m->turn[k->low][m->turns[k->low]++] = tenant;
+    k->queued = 1;
+    k->queued_seq = ++m->seq;
+}
+
+static void model_unqueue(struct model *m, int i)
+{
+    struct model_key *k = &m->k[i];
+    k->queued = 0;
+    if (!model_tenant_has_queued(m, i % NTENANTS, k->low))
+        model_turn_remove(m, k->low, i % NTENANTS);
+}
 
 static void model_add(struct model *m, int i, int low)
 {
@@ -288,18 +402,20 @@ static void model_add(struct model *m, int i, int low)
         return;
     if (k->dirty) {
         if (!low && k->low) {
-            k->low = 0;
-            if (k->queued)
-                k->queued_seq = ++m->seq;
+            if (k->queued) {
+                model_unqueue(m, i);
+                k->low = 0;
+                model_queue(m, i);
+            } else {
+                k->low = 0;
+            }
         }
         return;
     }
     k->dirty = 1;
     k->low = low;
-    if (!k->processing) {
-        k->queued = 1;
-        k->queued_seq = ++m->seq;
-    }
+    if (!k->processing)
+        model_queue(m, i);
 }
 
 static void model_add_after(struct model *m, int i, double delay, double now)
@@ -345,19 +461,28 @@ static int model_get(struct model *m, double now)
 {
     model_promote(m, now);
     for (int low = 0; low <= 1; low++) {
+        if (m->turns[low] == 0)
+            continue;
+        int tenant = m->turn[low][0];
         int best = -1;
-        for (int i = 0; i < NKEYS; i++) {
+        for (int i = tenant; i < NKEYS; i += NTENANTS) {
             struct model_key *k = &m->k[i];
             if (k->queued && k->low == low && (best < 0 || k->queued_seq < m->k[best].queued_seq))
                 best = i;
         }
-        if (best >= 0) {
-            struct model_key *k = &m->k[best];
-            k->queued = 0;
-            k->dirty = 0;
-            k->processing = 1;
-            return best;
+        if (best < 0) {
+            fail_msg("namespace %d takes a turn with no key queued", tenant);
+            return -1;
         }
+        struct model_key *k = &m->k[best];
+        model_unqueue(m, best);
+        if (model_tenant_has_queued(m, tenant, low)) {
+            model_turn_remove(m, low, tenant);
+            m->turn[low][m->turns[low]++] = tenant;
+        }
+        k->dirty = 0;
+        k->processing = 1;
+        return best;
     }
     return -1;
 }
@@ -368,10 +493,8 @@ static void model_done(struct model *m, int i)
     if (!k->processing)
         return;
     k->processing = 0;
-    if (k->dirty) {
-        k->queued = 1;
-        k->queued_seq = ++m->seq;
-    }
+    if (k->dirty)
+        model_queue(m, i);
 }
 
 static void randomized_run_matches_the_model(void **state)
@@ -382,9 +505,9 @@ static void randomized_run_matches_the_model(void **state)
     memset(&m, 0, sizeof(m));
     for (int i = 0; i < NKEYS; i++)
         m.k[i].due = -1;
-    char names[NKEYS][4];
+    char names[NKEYS][8];
     for (int i = 0; i < NKEYS; i++)
-        snprintf(names[i], sizeof(names[i]), "k%d", i);
+        snprintf(names[i], sizeof(names[i]), "t%d/k%d", i % NTENANTS, i);
     const char *held[NKEYS] = {0};
     double now = 0;
     srand(20261129);
@@ -466,6 +589,8 @@ int main(void)
         cmocka_unit_test(delayed_keys_come_out_in_due_order),
         cmocka_unit_test(low_priority_keys_go_behind_normal_ones),
         cmocka_unit_test(a_normal_add_moves_a_low_key_up),
+        cmocka_unit_test(namespaces_take_turns_and_keep_their_own_order),
+        cmocka_unit_test(a_flood_in_one_namespace_delays_another_by_one_key),
         cmocka_unit_test(rate_limited_adds_back_off_exponentially_until_forget),
         cmocka_unit_test(backoff_numbers),
         cmocka_unit_test(token_bucket_allows_a_burst_then_qps),
