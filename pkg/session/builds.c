@@ -39,7 +39,10 @@
  * The download's cap and timeout are BUILD_DOWNLOAD_MAX and BUILD_DOWNLOAD_TIMEOUT_S, the pods'
  * own. At most bundle.maxConcurrentDownloads run at once, so downloads hold at most that many
  * times BUILD_DOWNLOAD_MAX; the reader's cap on what a bundle holds once uncompressed (32 MiB)
- * makes a larger archive useless anyway. */
+ * makes a larger archive useless anyway. A free slot goes to the namespace with the fewest
+ * downloads running, among equals the one that started one longest ago, and within it to the
+ * oldest request: one tenant's queue of slow URLs, each allowed BUILD_DOWNLOAD_TIMEOUT_S, must not
+ * stand before every other tenant's bundle. */
 #define FETCH_ERROR_TTL_S 30.0
 /* The longest legal parts of a memo key, from the CRD's maxLength (crds/telo.run_telosessions.yaml)
  * and the Kubernetes name rules; a key holding all of them fits MEMO_KEY_SIZE. The operator's own
@@ -47,6 +50,7 @@
 #define URL_MAX    2048 /* spec.bundle.url, spec.registryUrl */
 #define IMAGE_MAX  512  /* spec.image */
 #define CM_KEY_MAX 253  /* spec.bundle.configMap.key */
+#define NS_MAX     63   /* a namespace: a DNS label */
 #define MEMO_KEY_SIZE                                                                              \
     (SESSION_BUILDS_MEMO_MAX + IMAGE_MAX + URL_MAX + BUILD_ENTRY_MAX + CM_KEY_MAX + 8)
 
@@ -79,8 +83,18 @@ struct fetch {
     double at;
     struct session_waiters w;
     struct build_http_call *call;
-    int queued;         /* in_flight, waiting for a download slot */
-    struct fetch *next; /* the queue */
+    int queued;             /* in_flight, waiting for a download slot */
+    struct fetch *next;     /* the queue */
+    struct ns_share *share; /* while queued or running; NULL when out of memory */
+    char ns[NS_MAX + 1];    /* the namespace of the session that asked first */
+};
+
+/* One namespace's share of the download slots; in the table while it has downloads running or
+ * waiting. */
+struct ns_share {
+    size_t running, waiting;
+    unsigned long long last_start; /* when it last started one, in b->starts; 0: never */
+    char ns[];                     /* the map borrows this */
 };
 
 struct session_builds {
@@ -92,6 +106,8 @@ struct session_builds {
     struct build_http *http;
     struct strmap *answers, *memo, *fetches;
     size_t downloading;                      /* downloads in flight */
+    struct strmap *shares;                   /* namespace -> struct ns_share */
+    unsigned long long starts;               /* downloads started: the shares' clock */
     struct fetch *queue, *queue_tail;        /* fetches waiting for a download slot, oldest first */
     struct session_build_logs *logs;         /* failed builds' log tails */
     struct session_base_lookups *base;       /* base-image freshness */
@@ -152,7 +168,7 @@ struct session_builds *session_builds_new(struct kube_transport *t,
     b->ud = ud;
     if (!(b->answers = strmap_new()) ||
         !(b->logs = session_build_logs_new(t, cfg, requeue, ud, err)) ||
-        !(b->memo = strmap_new()) || !(b->fetches = strmap_new()) ||
+        !(b->memo = strmap_new()) || !(b->fetches = strmap_new()) || !(b->shares = strmap_new()) ||
         !(b->registry = build_registry_new(kube_transport_loop(t), NULL, err)) ||
         !(b->base = session_base_lookups_new(t, cfg, requeue, ud, err)) ||
         !(b->http = build_http_new(kube_transport_loop(t), err)) ||
@@ -174,6 +190,51 @@ static void answer_free(struct answer *a)
     free(a);
 }
 
+/* f's namespace's share, counting f as waiting. Out of memory f has none: it is then chosen as
+ * if its namespace had nothing running, which is less fair, never wrong about the slots. */
+static void share_wait(struct session_builds *b, struct fetch *f)
+{
+    struct ns_share *sh = strmap_get(b->shares, f->ns);
+    if (!sh) {
+        size_t len = strlen(f->ns);
+        if (!(sh = calloc(1, sizeof(*sh) + len + 1)))
+            return;
+        memcpy(sh->ns, f->ns, len + 1);
+        if (strmap_put(b->shares, sh->ns, sh) < 0) {
+            free(sh);
+            return;
+        }
+    }
+    sh->waiting++;
+    f->share = sh;
+}
+
+/* f leaves its share: it stopped waiting without starting, or stopped running. */
+static void share_leave(struct session_builds *b, struct fetch *f, int was_running)
+{
+    struct ns_share *sh = f->share;
+    if (!sh)
+        return;
+    if (was_running)
+        sh->running--;
+    else
+        sh->waiting--;
+    f->share = NULL;
+    if (sh->running == 0 && sh->waiting == 0) {
+        strmap_remove(b->shares, sh->ns);
+        free(sh);
+    }
+}
+
+/* Whether a's namespace comes before b's for the next free slot. */
+static int share_first(const struct ns_share *a, const struct ns_share *b)
+{
+    size_t ar = a ? a->running : 0, br = b ? b->running : 0;
+    if (ar != br)
+        return ar < br;
+    return (a ? a->last_start : 0) < (b ? b->last_start : 0);
+}
+
 static void fetch_free(struct fetch *f)
 {
     if (!f)
@@ -193,6 +254,7 @@ static void fetch_free(struct fetch *f)
     }
     if (f->call)
         b->downloading--;
+    share_leave(b, f, f->call != NULL);
     build_http_cancel(f->call);
     session_waiters_free(&f->w);
     free(f);
@@ -228,6 +290,7 @@ void session_builds_free(struct session_builds *b)
     session_base_lookups_free(b->base);
     session_build_progress_free(b->progress);
     strmap_free(b->fetches);
+    strmap_free(b->shares); /* empty: every queued or running fetch was freed above */
     build_http_free(b->http);
     strmap_free(b->answers);
     session_build_logs_free(b->logs);
@@ -409,6 +472,7 @@ static void on_download(struct build_http_call *call, const struct build_http_re
     char detail[1536] = "";
     f->call = NULL;
     b->downloading--;
+    share_leave(b, f, 1);
     f->in_flight = 0;
     f->at = now_of(b);
     downloaded(f, resp, detail, sizeof(detail));
@@ -444,8 +508,14 @@ static int start_download(struct fetch *f)
     f->call = build_http_submit(b->http, &req, on_download, f, &err);
     if (f->call) {
         b->downloading++;
+        if (f->share) {
+            f->share->waiting--;
+            f->share->running++;
+            f->share->last_start = ++b->starts;
+        }
         return 0;
     }
+    share_leave(b, f, 0);
     telo_log(TELO_LOG_WARN, "bundle download failed", "url=%s error=\"%s\"", f->url, err.msg);
     f->in_flight = 0;
     f->at = now_of(b);
@@ -455,14 +525,30 @@ static int start_download(struct fetch *f)
     return -1;
 }
 
-/* Starts queued downloads while there are free slots. */
+void session_builds_downloads(const struct session_builds *b, size_t *running, size_t *waiting)
+{
+    *running = b->downloading;
+    *waiting = 0;
+    for (const struct fetch *f = b->queue; f; f = f->next)
+        (*waiting)++;
+}
+
+/* Starts queued downloads while there are free slots, each the oldest of the namespace whose
+ * share comes first. The queue holds at most TABLE_MAX fetches. */
 static void pump_downloads(struct session_builds *b)
 {
     while (b->queue && b->downloading < (size_t)b->cfg->bundle_max_downloads) {
-        struct fetch *f = b->queue;
-        b->queue = f->next;
-        if (!b->queue)
-            b->queue_tail = NULL;
+        struct fetch **pick = &b->queue, *prev = NULL, *pick_prev = NULL;
+        for (struct fetch **pp = &b->queue; *pp; prev = *pp, pp = &(*pp)->next) {
+            if (share_first((*pp)->share, (*pick)->share)) {
+                pick = pp;
+                pick_prev = prev;
+            }
+        }
+        struct fetch *f = *pick;
+        *pick = f->next;
+        if (b->queue_tail == f)
+            b->queue_tail = pick_prev;
         f->next = NULL;
         f->queued = 0;
         (void)start_download(f);
@@ -513,12 +599,14 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
     snprintf(f->registry, sizeof(f->registry), "%s",
              s->registry_url ? s->registry_url : b->cfg->registry_url);
     snprintf(f->entry, sizeof(f->entry), "%s", s->entry);
+    snprintf(f->ns, sizeof(f->ns), "%s", s->namespace);
     f->in_flight = 1;
     if (strmap_put(b->fetches, f->key, f) < 0) {
         free(f);
         return 0;
     }
     session_waiters_add(&f->w, waiter);
+    share_wait(b, f);
     if (b->downloading >= (size_t)b->cfg->bundle_max_downloads) {
         /* Waits its turn, in flight for the sessions that ask meanwhile. */
         f->queued = 1;

@@ -71,6 +71,9 @@ void session_builds_bundle_key(struct session_builds *b, const char *memo, const
                                size_t len, const char *source, const struct session *s,
                                struct session_bundle_key *out);
 
+/* URL bundle downloads in flight and waiting for a slot (bundle.maxConcurrentDownloads). */
+void session_builds_downloads(const struct session_builds *b, size_t *running, size_t *waiting);
+
 /* The key of s's URL bundle (spec.bundle.url): 1 with *out filled when it is known (downloaded,
  * checked against spec.bundle.url.sha256 and read; remembered by URL and digest), 0 while it is
  * being downloaded: waiter (a session key) is queued again when it is in. The download is capped

@@ -785,6 +785,7 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
         return NULL;
     }
     r->metrics.sessions = ctrl_informer_store(r->inf.sessions);
+    r->metrics.builds = r->builds;
     return r;
 }
 

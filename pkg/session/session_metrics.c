@@ -3,6 +3,7 @@
 
 #include "cache/store.h"
 #include "controller/metrics.h"
+#include "session/builds.h"
 #include "session/informers.h"
 #include "session/phase.h"
 #include "util/jget.h"
@@ -182,6 +183,12 @@ static void collect(struct metrics_registry *reg, void *user)
     }
     metrics_counter_set(metrics_series(r->hits_fam, NULL, NULL), (double)r->cache_hits);
     metrics_histogram_load(metrics_series(r->build_hist, NULL, NULL), &r->build_seconds);
+    size_t running = 0, waiting = 0;
+    if (r->builds)
+        session_builds_downloads(r->builds, &running, &waiting);
+    const char *run[] = {"running"}, *wait[] = {"waiting"};
+    metrics_gauge_set(metrics_series(r->downloads_fam, run, NULL), (double)running);
+    metrics_gauge_set(metrics_series(r->downloads_fam, wait, NULL), (double)waiting);
 }
 
 /* A histogram family whose buckets are those of h (copied into buckets, n of them). */
@@ -226,12 +233,20 @@ int session_metrics_register(struct session_metrics *r, struct metrics_registry 
     struct metrics_desc hits = {.type = METRICS_COUNTER,
                                 .name = "telo_image_cache_hits_total",
                                 .help = "Sessions that found their image in the registry"};
+    static const char *const state_label[] = {"state", NULL};
+    struct metrics_desc downloads = {
+        .type = METRICS_GAUGE,
+        .name = "telo_bundle_downloads",
+        .help =
+            "URL bundle downloads running and waiting for a slot (bundle.maxConcurrentDownloads)",
+        .labels = state_label};
     struct metrics_desc build_hist =
         histogram_desc("telo_image_build_seconds", "Seconds from a build Job's creation to its end",
                        &r->build_seconds, build_buckets, BUILD_BUCKETS);
     if (!(r->builds_fam = metrics_register(reg, &builds, err)) ||
         !(r->hits_fam = metrics_register(reg, &hits, err)) ||
-        !(r->build_hist = metrics_register(reg, &build_hist, err)))
+        !(r->build_hist = metrics_register(reg, &build_hist, err)) ||
+        !(r->downloads_fam = metrics_register(reg, &downloads, err)))
         return -err->code;
     if (!(r->phases = metrics_register(reg, &phases, err)) ||
         !(r->starts = metrics_register(reg, &starts, err)) ||

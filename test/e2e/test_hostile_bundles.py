@@ -21,7 +21,9 @@ import os
 import random
 import socket
 import tarfile
+import threading
 import time
+import uuid
 
 from conftest import IN_CLUSTER, wait_until
 from test_sessions import apply, get_ts
@@ -189,3 +191,96 @@ def test_allowed_cidrs_let_a_loopback_url_through(cluster, operator, pod_namespa
     assert st["reason"] == "BundleFetchFailed", st
     assert "download of spec.bundle.url failed: HTTP 404" in st["message"], st["message"]
     assert "nope" not in st["message"]
+
+
+class HeldDownloads:
+    """A loopback HTTP server that takes each download's request and holds it unanswered until
+    the test answers it (404), so a test decides when a download slot frees."""
+
+    def __init__(self):
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.held = []  # (path, connection), in the order the requests came
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            conn.settimeout(10)
+            head = b""
+            try:
+                while b"\r\n\r\n" not in head and len(head) < 8192:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+            except OSError:
+                pass
+            parts = head.split(b" ", 2)
+            path = parts[1].decode(errors="replace") if len(parts) > 2 else "?"
+            with self.lock:
+                self.held.append((path, conn))
+
+    def paths(self):
+        with self.lock:
+            return [p for p, _ in self.held]
+
+    def answer(self, path):
+        with self.lock:
+            conn = next(c for p, c in self.held if p == path)
+        conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        conn.close()
+
+    def close(self):
+        self.listener.close()
+        with self.lock:
+            for _, conn in self.held:
+                conn.close()
+
+
+def test_one_tenants_queue_of_slow_urls_does_not_stand_before_another_tenants_bundle(
+        cluster, operator, pod_namespace):
+    """Download slots go to the namespace with the fewest downloads running. Before, they went
+    in one FIFO: a tenant naming many slow URLs (each allowed 60 s) held every other tenant's
+    URL bundle behind all of them."""
+    flood = pod_namespace
+    quiet = "e2e-quiet-%s" % uuid.uuid4().hex[:6]
+    cluster.kubectl("create", "namespace", quiet)
+    server = HeldDownloads()
+    try:
+        op = builds_on(operator, flood, "bundle.allowedUrlCidrs=127.0.0.0/8",
+                       "bundle.maxConcurrentDownloads=1", "namespaces=%s,%s" % (flood, quiet))
+
+        def downloads(state):
+            return op.metric("telo_bundle_downloads", {"state": state})
+        flood_paths = ["/flood-%d.tgz" % i for i in range(4)]
+        for i, path in enumerate(flood_paths):
+            apply(cluster, flood, session("f-%d" % i, {"url": {"url": server.url(path),
+                                                               "sha256": SHA}}))
+        # One slot: one flood download is held, the other three wait for it.
+        wait_until(lambda: len(server.paths()) == 1 and downloads("waiting") == 3, timeout=30,
+                   what="one download held and three waiting")
+        first = server.paths()[0]
+        apply(cluster, quiet, session("mine", {"url": {"url": server.url("/quiet.tgz"),
+                                                       "sha256": SHA}}))
+        wait_until(lambda: downloads("waiting") == 4, timeout=30,
+                   what="the other namespace's download to wait too")
+        assert downloads("running") == 1 and server.paths() == [first]
+        server.answer(first)
+        wait_until(lambda: len(server.paths()) == 2, timeout=30, what="the next download")
+        assert server.paths()[1] == "/quiet.tgz", (
+            "after %s, the slot went to %s, not to the other namespace's waiting bundle" %
+            (first, server.paths()[1]))
+    finally:
+        server.close()
+        cluster.kubectl("delete", "namespace", quiet, "--wait=false", check=False)
