@@ -75,6 +75,7 @@ runs=()
 for run in $(seq 1 "${TELO_BENCH_RUNS:-3}"); do
 	$peer "$bin" "$out/standin.kubeconfig" --log-level warn "${ring[@]}"
 	$switch "$bin" "$out/standin.kubeconfig" --max-clients 8192 --max-clients-per-session 1024 \
+		--max-clients-per-namespace 8192 --max-sessions-per-namespace 128 \
 		--max-pending-per-ip 1024 --admission-rate 5000 --admission-burst 10000 \
 		--admission-rate-per-ip 5000 --admission-burst-per-ip 10000 --log-level warn "${ring[@]}"
 	python3 bench/gateway/fanout.py --port "$gw_port" --ns "$ns" --token "$token" \

@@ -9,7 +9,8 @@
 #
 # Two sessions of the real node (the legitimate client's and the attacker's own) (TELO_REAL_NODE=1 hack/cluster/up.sh), its own telo-operator
 # (watching only its namespace) and telo-gateway (RLIMIT_NOFILE 8192, --max-pending 4096 and
-# --max-clients-per-session 1024 so that it holds every hostile connection rather than refusing
+# --max-clients-per-session 1024, --max-clients-per-namespace 4096 so that it holds every hostile
+# connection rather than refusing
 # them: the worst case for its memory); removed on exit. Hold the e2e lock while it runs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,7 +21,8 @@ bench_namespace
 (
 	ulimit -n 8192
 	exec "$bin/telo-gateway" --kubeconfig "$kubeconfig" --bind-address "127.0.0.1:$gw_port" \
-		--max-pending 4096 --max-clients-per-session 1024 --log-level warn
+		--max-pending 4096 --max-clients-per-session 1024 --max-clients-per-namespace 4096 \
+		--log-level warn
 ) >"$out/gateway.log" 2>&1 &
 gw_pid=$!
 pids+=($gw_pid)

@@ -36,13 +36,15 @@ static void usage(FILE *out)
         "                    [--allowed-origin ORIGIN]... [--allowed-origins O1,O2]\n"
         "                    [--token-audience AUD] [--reauth-seconds S] [--ring-bytes N]\n"
         "                    [--client-queue-bytes N] [--client-queue-total-bytes N]\n"
-        "                    [--max-sessions N] [--ping-interval SECONDS]\n"
+        "                    [--max-sessions N] [--max-sessions-per-namespace N]\n"
+        "                    [--ping-interval SECONDS]\n"
         "                    [--auth-cache-seconds S] [--ended-keep-seconds S]\n"
         "                    [--idle-keep-seconds S]\n"
         "                    [--max-pending N] [--max-pending-per-ip N]\n"
         "                    [--first-byte-seconds S]\n"
         "                    [--trusted-proxies CIDR,...] [--max-pending-per-proxy N]\n"
         "                    [--max-clients N] [--max-clients-per-session N]\n"
+        "                    [--max-clients-per-namespace N]\n"
         "                    [--max-debug-streams N]\n"
         "                    [--admission-cache-seconds S] [--admission-rate N]\n"
         "                    [--admission-burst N] [--admission-rate-per-ip N]\n"
@@ -72,8 +74,11 @@ static void usage(FILE *out)
         "--max-sessions (128) sessions are held at once, each with its ring (up to 1.25x\n"
         "--ring-bytes with its index) and its pods/attach: a new one takes the place of the\n"
         "session that has been without a client the longest (its scrollback goes early), or\n"
-        "is refused 503 with Retry-After when every one has a client. A client's send queue\n"
-        "stops at --client-queue-bytes (256 KiB), or at its share of\n"
+        "is refused 503 with Retry-After when every one has a client. One namespace holds at\n"
+        "most --max-sessions-per-namespace of them (a quarter of --max-sessions; all of it\n"
+        "under 8): past it a new one takes the place of that namespace's own session without\n"
+        "a client, or is refused 429, so one tenant cannot hold them all.\n"
+        "A client's send queue stops at --client-queue-bytes (256 KiB), or at its share of\n"
         "--client-queue-total-bytes (32 MiB) among all attached clients (at least 16 KiB);\n"
         "what it has not taken waits in the ring.\n"
         "A running session nobody is attached to for --idle-keep-seconds (default 3600)\n"
@@ -87,7 +92,9 @@ static void usage(FILE *out)
         "--first-byte-seconds (2), the whole head within 10 s) at most\n"
         "--max-pending (1024) overall and --max-pending-per-ip (64) per address (an IPv6 /64),\n"
         "answered 503 and 429 with Retry-After; attached clients and debug streams at most\n"
-        "--max-clients (4096) and --max-clients-per-session (64), answered 503 and 429;\n"
+        "--max-clients (4096) overall (503), --max-clients-per-namespace (a quarter of\n"
+        "--max-clients; all of it under 8) over one namespace's sessions and\n"
+        "--max-clients-per-session (64) (both 429);\n"
         "debug streams (up to 1.5 MiB each) at most --max-debug-streams (32), 503.\n"
         "Admission verdicts (401, 403, 404, and allows for running or ended sessions) are\n"
         "reused for --admission-cache-seconds (2; 0: never), so a revoked token or binding is\n"
@@ -236,6 +243,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;
             o->cfg.hub.max_sessions = (size_t)d;
+        } else if (strcmp(a, "--max-sessions-per-namespace") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.hub.max_sessions_per_namespace = (size_t)d;
         } else if (strcmp(a, "--ping-interval") == 0) {
             if (parse_number(a, v, 1, 3600, &d) != 0)
                 return -1;
@@ -274,6 +285,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;
             o->cfg.max_clients_per_session = (size_t)d;
+        } else if (strcmp(a, "--max-clients-per-namespace") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.max_clients_per_namespace = (size_t)d;
         } else if (strcmp(a, "--max-debug-streams") == 0) {
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;

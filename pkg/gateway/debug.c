@@ -488,6 +488,14 @@ size_t gw_relays_session_count(const struct gw_relays *r, const char *session)
     return n;
 }
 
+size_t gw_relays_namespace_count(const struct gw_relays *r, const char *namespace)
+{
+    size_t n = 0, len = strlen(namespace);
+    for (const struct relay *rl = r->list; rl != NULL; rl = rl->next)
+        n += strncmp(rl->session, namespace, len) == 0 && rl->session[len] == '/';
+    return n;
+}
+
 unsigned long gw_relays_frames(const struct gw_relays *r)
 {
     return r->frames;

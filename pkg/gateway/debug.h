@@ -47,6 +47,9 @@ size_t gw_relays_count(const struct gw_relays *r);
 /* Relays running now for session (as named to gw_relays_add, "ns/name"). */
 size_t gw_relays_session_count(const struct gw_relays *r, const char *session);
 
+/* Relays running now for the sessions of namespace. */
+size_t gw_relays_namespace_count(const struct gw_relays *r, const char *namespace);
+
 /* Debug frames relayed to clients since the start. */
 unsigned long gw_relays_frames(const struct gw_relays *r);
 

@@ -6,9 +6,16 @@
 
 static const int refusal_codes[GW_REFUSAL_CODES] = {400, 401, 403, 404, 409, 429, 503};
 
-static const char *const limit_names[GW_L_COUNT] = {
-    "pending_per_source", "pending",  "clients_per_session", "clients", "admission_rate_per_source",
-    "admission_rate",     "sessions", "debug_streams"};
+static const char *const limit_names[GW_L_COUNT] = {"pending_per_source",
+                                                    "pending",
+                                                    "clients_per_session",
+                                                    "clients",
+                                                    "admission_rate_per_source",
+                                                    "admission_rate",
+                                                    "sessions",
+                                                    "debug_streams",
+                                                    "clients_per_namespace",
+                                                    "sessions_per_namespace"};
 
 const char *gw_limit_name(enum gw_limit which)
 {

@@ -701,25 +701,42 @@ static int new_run(const struct session *s, const struct gw_attach *req)
            req->ready_since >= floor(s->ended_at);
 }
 
-/* The session a new one may take the place of when max_sessions are held: of those without a
- * client, the one alone the longest (its scrollback and upstream would go at the idle or ended
- * keep time anyway); NULL when every one has a client. */
-static struct session *make_room_from(const struct gw_hub *h)
+/* The session a new one may take the place of when a cap is reached: of those without a client
+ * (in namespace, or in any when it is NULL), the one alone the longest (its scrollback and
+ * upstream would go at the idle or ended keep time anyway); NULL when every one has a client.
+ * *held counts the sessions looked at. */
+static struct session *make_room_from(const struct gw_hub *h, const char *namespace, size_t *held)
 {
     struct session *oldest = NULL;
     struct strmap_iter it = {0};
     const char *key;
     void *v;
+    *held = 0;
     while (strmap_next(h->sessions, &it, &key, &v)) {
         struct session *s = v;
+        if (namespace != NULL && strcmp(s->namespace, namespace) != 0)
+            continue;
+        (*held)++;
         if (s->clients == NULL && (oldest == NULL || s->alone_since < oldest->alone_since))
             oldest = s;
     }
     return oldest;
 }
 
+/* Whether namespace holds its cap of sessions, each with a client: a new one would be refused. */
+static int namespace_full(const struct gw_hub *h, const char *namespace)
+{
+    size_t held;
+    struct session *idle = make_room_from(h, namespace, &held);
+    return held >= h->opts.max_sessions_per_namespace && idle == NULL;
+}
+
 static const char full_why[] = "the gateway holds as many sessions as it may (--max-sessions), "
                                "each with a client attached; try again later";
+static const char namespace_full_why[] =
+    "the gateway holds as many sessions of this namespace as it may "
+    "(--max-sessions-per-namespace), each with a client attached; detach from one, or try again "
+    "later";
 
 int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char **why)
 {
@@ -731,11 +748,28 @@ int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char
         *why = "the session is not running yet; attach once its phase is Running";
         return 409;
     }
-    if (strmap_len(h->sessions) >= h->opts.max_sessions && make_room_from(h) == NULL) {
+    size_t held;
+    if (strmap_len(h->sessions) >= h->opts.max_sessions && make_room_from(h, NULL, &held) == NULL) {
         *why = full_why;
         return 503;
     }
+    if (namespace_full(h, req->namespace)) {
+        *why = namespace_full_why;
+        return 429;
+    }
     return 0;
+}
+
+/* Drops victim, held by a session that wanted its place. */
+static void evict(struct gw_hub *h, struct session *victim, const char *for_key, const char *cap,
+                  size_t limit)
+{
+    h->m.evictions++;
+    telo_log(TELO_LOG_INFO,
+             "attach session dropped to make room: upstream closed, scrollback dropped",
+             "session=%s for=%s %s=%zu alone_s=%.0f", victim->key, for_key, cap, limit,
+             ev_now(h->loop) - victim->alone_since);
+    session_free(victim);
 }
 
 /* Closes a socket that never became a client. */
@@ -759,20 +793,22 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
     int fresh = s == NULL;
     if (!fresh && s->state != S_ENDED)
         ev_timer_stop(h->loop, &s->expire); /* idle no more */
-    if (fresh && strmap_len(h->sessions) >= h->opts.max_sessions) {
-        /* gw_hub_check found room, but another client may have taken it since. */
-        struct session *victim = make_room_from(h);
+    /* gw_hub_check found room, but another client may have taken it since. */
+    size_t held;
+    struct session *victim = fresh ? make_room_from(h, req->namespace, &held) : NULL;
+    if (fresh && held >= h->opts.max_sessions_per_namespace) {
         if (victim == NULL) {
+            drop_socket(fd, io);
+            return telo_err_set(err, TELO_ETOOBIG, "attach: %s", namespace_full_why);
+        }
+        evict(h, victim, key, "max_sessions_per_namespace", h->opts.max_sessions_per_namespace);
+    }
+    if (fresh && strmap_len(h->sessions) >= h->opts.max_sessions) {
+        if ((victim = make_room_from(h, NULL, &held)) == NULL) {
             drop_socket(fd, io);
             return telo_err_set(err, TELO_ETOOBIG, "attach: %s", full_why);
         }
-        h->m.evictions++;
-        telo_log(TELO_LOG_INFO,
-                 "attach session dropped to make room: upstream closed, "
-                 "scrollback dropped",
-                 "session=%s for=%s max_sessions=%zu alone_s=%.0f", victim->key, key,
-                 h->opts.max_sessions, ev_now(h->loop) - victim->alone_since);
-        session_free(victim);
+        evict(h, victim, key, "max_sessions", h->opts.max_sessions);
     }
     if (fresh && (s = session_new(h, req)) == NULL) {
         drop_socket(fd, io);
@@ -877,6 +913,8 @@ struct gw_hub *gw_hub_new(struct ev_loop *loop, struct kube_transport *t,
         h->opts.client_queue_total = (size_t)32 << 20;
     if (h->opts.max_sessions == 0)
         h->opts.max_sessions = 128;
+    if (h->opts.max_sessions_per_namespace == 0)
+        h->opts.max_sessions_per_namespace = gw_hub_namespace_share(h->opts.max_sessions);
     if (h->opts.ping_interval_s <= 0)
         h->opts.ping_interval_s = 20;
     if (h->opts.resize_throttle_s <= 0)
@@ -922,6 +960,27 @@ size_t gw_hub_queued_bytes(const struct gw_hub *h)
     while (strmap_next(h->sessions, &it, &key, &v))
         for (const struct client *c = ((const struct session *)v)->clients; c != NULL; c = c->next)
             n += ws_conn_queued(c->ws);
+    return n;
+}
+
+size_t gw_hub_namespace_share(size_t cap)
+{
+    return cap < 8 ? cap : cap / 4;
+}
+
+size_t gw_hub_namespace_clients(const struct gw_hub *h, const char *namespace)
+{
+    size_t n = 0;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *v;
+    while (strmap_next(h->sessions, &it, &key, &v)) {
+        const struct session *s = v;
+        if (strcmp(s->namespace, namespace) != 0)
+            continue;
+        for (const struct client *c = s->clients; c != NULL; c = c->next)
+            n++;
+    }
     return n;
 }
 

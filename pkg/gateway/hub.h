@@ -28,14 +28,19 @@ struct gw_hub_opts {
     size_t max_sessions;       /* sessions held at once (each a ring and an upstream); a new one
                                 * past it takes the place of the one without clients that has
                                 * had none the longest, or is refused; 0: 128 */
-    double ping_interval_s;    /* clients and upstreams; 0: 20 s */
-    double resize_throttle_s;  /* at most one resize upstream per this; 0: 0.05 s */
-    double ended_keep_s;       /* an ended session's output stays for late clients; 0: 300 s */
-    double idle_keep_s;        /* a running session nobody is attached to keeps its upstream and
-                                * scrollback this long, then both go (a later client starts afresh);
-                                * 0: 3600 s */
-    struct gw_auth *auth;      /* re-authorizes attached clients (borrowed); NULL: never */
-    double reauth_s;           /* every client's credential is checked again this often; 0: 60 s */
+    size_t max_sessions_per_namespace; /* sessions of one namespace held at once, so one tenant
+                                        * cannot hold them all; a new one past it takes the place
+                                        * of that namespace's own one without clients that has
+                                        * had none the longest, or is refused; 0:
+                                        * gw_hub_namespace_share(max_sessions) */
+    double ping_interval_s;            /* clients and upstreams; 0: 20 s */
+    double resize_throttle_s;          /* at most one resize upstream per this; 0: 0.05 s */
+    double ended_keep_s;  /* an ended session's output stays for late clients; 0: 300 s */
+    double idle_keep_s;   /* a running session nobody is attached to keeps its upstream and
+                           * scrollback this long, then both go (a later client starts afresh);
+                           * 0: 3600 s */
+    struct gw_auth *auth; /* re-authorizes attached clients (borrowed); NULL: never */
+    double reauth_s;      /* every client's credential is checked again this often; 0: 60 s */
 };
 
 struct gw_hub_metrics {
@@ -78,8 +83,9 @@ struct gw_hub *gw_hub_new(struct ev_loop *loop, struct kube_transport *t,
 void gw_hub_free(struct gw_hub *h);
 
 /* Whether a client may be attached for req: returns 0, or an HTTP status with *why set: 409
- * when the session is neither running with a pod, nor ended, nor held in memory; 503 when it is
- * not held and max_sessions are, each with a client attached. */
+ * when the session is neither running with a pod, nor ended, nor held in memory; 429 when it is
+ * not held and its namespace holds max_sessions_per_namespace, each with a client attached; 503
+ * when it is not held and max_sessions are, each with a client attached. */
 int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char **why);
 
 /* Takes the upgraded socket fd and how to read and write it (io: plain or TLS; NULL for plain),
@@ -94,6 +100,14 @@ const struct gw_hub_metrics *gw_hub_metrics(const struct gw_hub *h);
 
 /* Bytes queued to all attached clients and not yet written to their sockets. */
 size_t gw_hub_queued_bytes(const struct gw_hub *h);
+
+/* The default share of one namespace under a gateway-wide cap: a quarter of it, so it takes
+ * four tenants to fill it; all of it when it is under 8 (a cap that small is a test's or a
+ * one-tenant gateway's). */
+size_t gw_hub_namespace_share(size_t cap);
+
+/* Clients attached to the sessions of namespace now. */
+size_t gw_hub_namespace_clients(const struct gw_hub *h, const char *namespace);
 
 /* Clients attached to the session namespace/name now (0 when it is not held). */
 size_t gw_hub_session_clients(const struct gw_hub *h, const char *namespace, const char *name);

@@ -292,6 +292,15 @@ static int over_client_caps(struct conn *c)
     }
     /* Debug streams count with the attach clients: each holds up to ~1.5 MiB (its queue and the
      * event being parsed), so one session's viewers must not be able to open them unbounded. */
+    if (gw_hub_namespace_clients(srv->hub, c->target.namespace) +
+            gw_relays_namespace_count(srv->relays, c->target.namespace) >=
+        srv->cfg.max_clients_per_namespace) {
+        refuse_limited(c, GW_L_CLIENTS_PER_NAMESPACE, 429,
+                       "as many clients are attached to this namespace's sessions as it may have "
+                       "(--max-clients-per-namespace)",
+                       RETRY_AFTER_S);
+        return 1;
+    }
     char session[600];
     snprintf(session, sizeof(session), "%s/%s", c->target.namespace, c->target.name);
     if (gw_hub_session_clients(srv->hub, c->target.namespace, c->target.name) +
@@ -346,6 +355,8 @@ static void upgrade(struct conn *c, const struct gw_admitted *a)
     int code = gw_hub_check(srv->hub, &c->up, &why);
     if (code == 503)
         return refuse_limited(c, GW_L_SESSIONS, 503, why, RETRY_AFTER_S);
+    if (code == 429)
+        return refuse_limited(c, GW_L_SESSIONS_PER_NAMESPACE, 429, why, RETRY_AFTER_S);
     if (code != 0)
         return refuse(c, code, "Conflict", why, a->subject);
     if (over_client_caps(c))
@@ -923,6 +934,8 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
         srv->cfg.max_clients = 4096;
     if (srv->cfg.max_clients_per_session == 0)
         srv->cfg.max_clients_per_session = 64;
+    if (srv->cfg.max_clients_per_namespace == 0)
+        srv->cfg.max_clients_per_namespace = gw_hub_namespace_share(srv->cfg.max_clients);
     if (srv->cfg.max_debug_streams == 0)
         srv->cfg.max_debug_streams = 32;
     ev_timer_init(&srv->accept_backoff, accept_resume, 0., 0.);

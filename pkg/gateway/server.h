@@ -50,11 +50,14 @@ struct gw_server_config {
      * max_pending_per_proxy: a proxy carries many clients, so more than one client's cap, but
      * a host in a trusted range cannot hold the whole max_pending silent. */
     const char *trusted_proxies;
-    size_t max_pending_per_proxy;   /* 0: 4 x max_pending_per_source (256) */
-    size_t max_clients;             /* 0: 4096 */
-    size_t max_clients_per_session; /* attach clients and debug streams together; 0: 64 */
-    size_t max_debug_streams;       /* debug streams of all sessions (each holds up to ~1.5 MiB);
-                                     * 0: 32 */
+    size_t max_pending_per_proxy;     /* 0: 4 x max_pending_per_source (256) */
+    size_t max_clients;               /* 0: 4096 */
+    size_t max_clients_per_session;   /* attach clients and debug streams together; 0: 64 */
+    size_t max_clients_per_namespace; /* the same over one namespace's sessions, so one tenant
+                                       * cannot take every client slot; 0:
+                                       * gw_hub_namespace_share(max_clients) */
+    size_t max_debug_streams;         /* debug streams of all sessions (each holds up to ~1.5 MiB);
+                                       * 0: 32 */
     struct gw_gate_opts admission;
     struct gw_hub_opts hub; /* sessions: ring, queues, pings, resize throttle, reauth_s (its
                              * auth is the server's) */

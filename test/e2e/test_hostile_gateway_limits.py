@@ -10,7 +10,9 @@ working meanwhile.
 - a flood of unauthenticated requests costs the API server at most the admission rate (its
   audit log counts the gateway's requests), and the gateway survives;
 - out of file descriptors (RLIMIT_NOFILE lowered under the running gateway), the gateway does not
-  spin, and it serves again once they are back."""
+  spin, and it serves again once they are back;
+- one namespace cannot take every client slot or every held session: a session of another
+  namespace (its own operator) still attaches."""
 
 import json
 import os
@@ -22,10 +24,12 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 
 import pytest
 
-from conftest import OPERATOR_BIN_DIR, rfc3339_now, wait_until
+from conftest import (OPERATOR_BIN_DIR, new_operator, rfc3339_now, wait_for_default_service_account,
+                      wait_until)
 from test_gateway import V5, Client, Gateway, env, start_session  # noqa: F401 (env: fixture)
 
 PAYLOAD = b"p" * 125
@@ -45,6 +49,28 @@ def two(env):
     yield out
     env["cluster"].kubectl("delete", "telosession", "-n", env["ns"], *started, "--wait=false",
                            check=False)
+
+
+@pytest.fixture(scope="module")
+def elsewhere(env, tmp_path_factory):
+    """A running session of another tenant: its own namespace, reconciled by an operator of its
+    own with the module operator's settings. Yields (env of that namespace, its attach token)."""
+    cluster = env["cluster"]
+    ns = "e2e-gateway-other-" + uuid.uuid4().hex[:6]
+    cluster.kubectl("create", "namespace", ns)
+    cluster.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+    wait_for_default_service_account(cluster, ns)
+    op = new_operator(cluster, ns, str(tmp_path_factory.mktemp("elsewhere") / "operator.log"),
+                      env["op"].sets).start()
+    other = dict(env, ns=ns, op=op)
+    started = []
+    try:
+        _, token = start_session(other, "neighbour", started)
+        yield other, token
+    finally:
+        cluster.kubectl("delete", "telosession", "-n", ns, *started, "--wait=false", check=False)
+        op.stop()
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def attach_url(gw, env, name):
@@ -427,6 +453,69 @@ def test_a_session_past_max_sessions_takes_an_idle_ones_place_or_gets_503(env, t
         assert "attach session dropped to make room" in gw.log()
         status, head = attach_status(gw, env, "victim", two["victim"])
         assert status == 503 and "Retry-After:" in head, head
+    finally:
+        for c in clients:
+            c.close()
+        gw.stop()
+
+
+def test_one_namespace_cannot_take_every_client_slot(env, two, elsewhere, tmp_path):
+    """--max-clients-per-namespace: a tenant whose sessions hold their namespace's share of the
+    clients gets 429 for one more; another namespace's session still attaches, far below
+    --max-clients."""
+    other, other_token = elsewhere
+    gw = start_gateway(env, tmp_path, "nsclients", "--max-clients", "8",
+                       "--max-clients-per-namespace", "3")
+    clients = []
+    try:
+        clients += [Client(attach_url(gw, env, "victim"), two["victim"], V5) for _ in range(2)]
+        clients.append(Client(attach_url(gw, env, "bystander"), two["bystander"], V5))
+        status, head = attach_status(gw, env, "bystander", two["bystander"])
+        assert status == 429 and "Retry-After:" in head, head
+        assert gw.metric('telo_gateway_limited_total{limit="clients_per_namespace"}') == 1
+        neighbour = Client(attach_url(gw, other, "neighbour"), other_token, V5)
+        clients.append(neighbour)
+        assert echo_works(neighbour, "another-tenant")
+        # A freed slot of the namespace is usable again.
+        clients.pop(0).close()
+        wait_until(lambda: gw.metric("telo_gateway_clients") == 3, timeout=10,
+                   what="a client gone")
+        clients.append(Client(attach_url(gw, env, "bystander"), two["bystander"], V5))
+        assert echo_works(clients[-1], "room-again")
+        assert gw.metric('telo_gateway_limited_total{limit="clients"}') == 0
+    finally:
+        for c in clients:
+            c.close()
+        gw.stop()
+
+
+def test_one_namespace_cannot_hold_every_session(env, two, elsewhere, tmp_path):
+    """--max-sessions-per-namespace: with 1, a tenant's second session is refused 429 while its
+    first has a client, and takes that one's place once it has none; another namespace's
+    session is held beside it all along."""
+    other, other_token = elsewhere
+    gw = start_gateway(env, tmp_path, "nssessions", "--max-sessions", "8",
+                       "--max-sessions-per-namespace", "1")
+    clients = []
+    try:
+        clients.append(Client(attach_url(gw, env, "victim"), two["victim"], V5))
+        assert echo_works(clients[0], "held")
+        status, head = attach_status(gw, env, "bystander", two["bystander"])
+        assert status == 429 and "Retry-After:" in head, head
+        assert gw.metric('telo_gateway_limited_total{limit="sessions_per_namespace"}') == 1
+        neighbour = Client(attach_url(gw, other, "neighbour"), other_token, V5)
+        clients.append(neighbour)
+        assert echo_works(neighbour, "beside-it")
+        assert gw.metric("telo_gateway_sessions") == 2
+        clients.pop(0).close()
+        wait_until(lambda: gw.metric("telo_gateway_clients") == 1, timeout=10,
+                   what="the victim's client gone")
+        clients.append(Client(attach_url(gw, env, "bystander"), two["bystander"], V5))
+        assert echo_works(clients[-1], "in-its-place")
+        assert gw.metric("telo_gateway_evictions_total") == 1
+        assert gw.metric("telo_gateway_sessions") == 2
+        assert echo_works(neighbour, "untouched")
+        assert gw.metric('telo_gateway_limited_total{limit="sessions"}') == 0
     finally:
         for c in clients:
             c.close()
