@@ -2,11 +2,15 @@
  * operator's libev loop, and what they found, for the session plan (session/reach.h). */
 #include "session/prober.h"
 
+#include "util/strmap.h"
+#include "workqueue/turns.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +18,14 @@
 
 enum target_state { IDLE, QUEUED, IN_FLIGHT };
 
+struct group;
+
 /* One endpoint: a port of one session's pod. */
 struct target {
     struct session_prober *p;
+    struct group *g;
+    struct target *next_in_group;
+    struct wq_turn_link link; /* in the queue while QUEUED; its tenant is the group's */
     char key[320];
     char uid[64];
     char ip[64];
@@ -28,7 +37,13 @@ struct target {
     ev_io io;          /* the connect's answer */
     ev_timer deadline; /* SESSION_PROBER_CONNECT_TIMEOUT_S */
     ev_timer next;     /* the next probe of an endpoint not reachable yet */
-    struct target *queue_next;
+};
+
+/* One session's endpoints, so a reconcile looks at its own and not at every session's. */
+struct group {
+    struct target *targets;
+    struct wq_tenant *tenant; /* the session's namespace: probes waiting take turns by it */
+    char key[];               /* the map borrows this */
 };
 
 struct session_prober {
@@ -37,9 +52,9 @@ struct session_prober {
     session_prober_requeue_fn *requeue;
     void *ud;
     session_prober_connect_fn *connect;
-    struct target **targets;
-    size_t ntargets, cap;
-    struct target *queue_head, *queue_tail; /* waiting for a slot, oldest first */
+    struct strmap *groups;      /* session key -> struct group */
+    struct wq_tenants *tenants; /* namespaces of the groups */
+    struct wq_turns queue;      /* waiting for a slot: namespaces in turn, each oldest first */
     int draining; /* drain_queue runs: a probe answered at once does not recurse into it */
     struct session_prober_stats stats;
 };
@@ -66,18 +81,21 @@ static void close_probe(struct target *t)
     t->state = IDLE;
 }
 
-/* Starts probes waiting for a slot, oldest first. */
+static struct target *target_of(struct wq_turn_link *l)
+{
+    return (struct target *)(void *)((char *)l - offsetof(struct target, link));
+}
+
+/* Starts probes waiting for a slot: namespaces take turns, so one tenant's thousands of
+ * endpoints that never answer (each holding a slot for the connect timeout) delay another's
+ * first probe by one probe per namespace waiting, not by the thousands. */
 static void drain_queue(struct session_prober *p)
 {
     if (p->draining)
         return;
     p->draining = 1;
-    while (p->queue_head && p->stats.in_flight < SESSION_PROBER_MAX_IN_FLIGHT) {
-        struct target *t = p->queue_head;
-        p->queue_head = t->queue_next;
-        if (!p->queue_head)
-            p->queue_tail = NULL;
-        t->queue_next = NULL;
+    while (p->queue.len > 0 && p->stats.in_flight < SESSION_PROBER_MAX_IN_FLIGHT) {
+        struct target *t = target_of(wq_turns_pop(&p->queue));
         t->state = IDLE;
         start_probe(t);
     }
@@ -177,11 +195,7 @@ static void start_probe(struct target *t)
     }
     if (p->stats.in_flight >= SESSION_PROBER_MAX_IN_FLIGHT) {
         t->state = QUEUED;
-        if (p->queue_tail)
-            p->queue_tail->queue_next = t;
-        else
-            p->queue_head = t;
-        p->queue_tail = t;
+        wq_turns_push(&p->queue, &t->link);
         return;
     }
     t->probe_started = now_of(p);
@@ -211,64 +225,92 @@ static void start_probe(struct target *t)
 
 /* --- the table ------------------------------------------------------------------------------ */
 
-static void unqueue(struct session_prober *p, struct target *t)
-{
-    struct target **at = &p->queue_head, *prev = NULL;
-    while (*at && *at != t) {
-        prev = *at;
-        at = &(*at)->queue_next;
-    }
-    if (!*at)
-        return;
-    *at = t->queue_next;
-    if (p->queue_tail == t)
-        p->queue_tail = prev;
-    t->queue_next = NULL;
-}
-
 static void target_free(struct target *t)
 {
     struct session_prober *p = t->p;
     if (t->state == QUEUED)
-        unqueue(p, t);
+        wq_turns_remove(&p->queue, &t->link);
     close_probe(t);
     ev_timer_stop(p->loop, &t->next);
     free(t);
 }
 
-/* Removes targets[i] (order is not kept). */
-static void remove_at(struct session_prober *p, size_t i)
+static void group_free(struct session_prober *p, struct group *g)
 {
-    target_free(p->targets[i]);
-    p->targets[i] = p->targets[--p->ntargets];
-    p->stats.targets = p->ntargets;
+    while (g->targets) {
+        struct target *t = g->targets;
+        g->targets = t->next_in_group;
+        target_free(t);
+        p->stats.targets--;
+    }
+    wq_tenant_unref(p->tenants, g->tenant);
+    free(g);
+}
+
+/* Removes t from its group, and the group when it was its last endpoint. */
+static void remove_target(struct session_prober *p, struct target *t)
+{
+    struct group *g = t->g;
+    struct target **at = &g->targets;
+    while (*at != t)
+        at = &(*at)->next_in_group;
+    *at = t->next_in_group;
+    target_free(t);
+    p->stats.targets--;
+    if (!g->targets) {
+        strmap_remove(p->groups, g->key);
+        group_free(p, g);
+    }
 }
 
 static struct target *find(struct session_prober *p, const char *key, int port)
 {
-    for (size_t i = 0; i < p->ntargets; i++) {
-        struct target *t = p->targets[i];
-        if (t->port == port && strcmp(t->key, key) == 0)
+    struct group *g = strmap_get(p->groups, key);
+    for (struct target *t = g ? g->targets : NULL; t; t = t->next_in_group)
+        if (t->port == port)
             return t;
-    }
     return NULL;
+}
+
+static struct group *group_get_or_create(struct session_prober *p, const char *key)
+{
+    struct group *g = strmap_get(p->groups, key);
+    if (g)
+        return g;
+    size_t len = strlen(key);
+    if (!(g = calloc(1, sizeof(*g) + len + 1)))
+        return NULL;
+    memcpy(g->key, key, len + 1);
+    char ns[256];
+    wq_tenant_of_key(key, ns, sizeof(ns));
+    if (!(g->tenant = wq_tenant_ref(p->tenants, ns))) {
+        free(g);
+        return NULL;
+    }
+    if (strmap_put(p->groups, g->key, g) < 0) {
+        group_free(p, g);
+        return NULL;
+    }
+    return g;
 }
 
 static struct target *add(struct session_prober *p, const char *key, const char *uid,
                           const char *ip, int port)
 {
-    if (p->ntargets == p->cap) {
-        size_t cap = p->cap ? 2 * p->cap : 64;
-        struct target **grown = realloc(p->targets, cap * sizeof(struct target *));
-        if (!grown)
-            return NULL;
-        p->targets = grown;
-        p->cap = cap;
-    }
-    struct target *t = calloc(1, sizeof(*t));
-    if (!t)
+    struct group *g = group_get_or_create(p, key);
+    if (!g)
         return NULL;
+    struct target *t = calloc(1, sizeof(*t));
+    if (!t) {
+        if (!g->targets) {
+            strmap_remove(p->groups, g->key);
+            group_free(p, g);
+        }
+        return NULL;
+    }
     t->p = p;
+    t->g = g;
+    t->link.tenant = g->tenant;
     t->fd = -1;
     t->port = port;
     snprintf(t->key, sizeof(t->key), "%s", key);
@@ -278,8 +320,9 @@ static struct target *add(struct session_prober *p, const char *key, const char 
     ev_init(&t->deadline, on_deadline);
     ev_init(&t->next, on_next);
     t->io.data = t->deadline.data = t->next.data = t;
-    p->targets[p->ntargets++] = t;
-    p->stats.targets = p->ntargets;
+    t->next_in_group = g->targets;
+    g->targets = t;
+    p->stats.targets++;
     return t;
 }
 
@@ -296,6 +339,12 @@ struct session_prober *session_prober_new(struct ev_loop *loop, const struct ses
     p->cfg = cfg;
     p->requeue = requeue;
     p->ud = ud;
+    if (!(p->groups = strmap_new()) || !(p->tenants = wq_tenants_new(1))) {
+        session_prober_free(p);
+        telo_err_set(err, TELO_ENOMEM, "reachability prober: out of memory");
+        return NULL;
+    }
+    wq_turns_init(&p->queue, 0);
     return p;
 }
 
@@ -303,9 +352,13 @@ void session_prober_free(struct session_prober *p)
 {
     if (!p)
         return;
-    for (size_t i = 0; i < p->ntargets; i++)
-        target_free(p->targets[i]);
-    free(p->targets);
+    struct strmap_iter it = {0};
+    const char *key;
+    void *g;
+    while (p->groups && strmap_next(p->groups, &it, &key, &g))
+        group_free(p, g);
+    strmap_free(p->groups);
+    wq_tenants_free(p->tenants);
     free(p);
 }
 
@@ -321,12 +374,7 @@ int session_prober_observe(struct session_prober *p, const char *key, const char
     struct target *t = find(p, key, port);
     if (t && (strcmp(t->uid, pod_uid ? pod_uid : "") != 0 || strcmp(t->ip, ip) != 0)) {
         /* Another pod under the session's name: what was learnt was of the old one. */
-        for (size_t i = 0; i < p->ntargets; i++) {
-            if (p->targets[i] == t) {
-                remove_at(p, i);
-                break;
-            }
-        }
+        remove_target(p, t);
         t = NULL;
     }
     if (!t) {
@@ -344,17 +392,18 @@ int session_prober_observe(struct session_prober *p, const char *key, const char
 void session_prober_retain(struct session_prober *p, const char *key, const char *pod_uid,
                            const int *ports, size_t nports)
 {
-    for (size_t i = 0; i < p->ntargets;) {
-        struct target *t = p->targets[i];
-        int keep = strcmp(t->key, key) != 0;
-        if (!keep && pod_uid && strcmp(t->uid, pod_uid) == 0) {
+    struct group *g = strmap_get(p->groups, key);
+    struct target *t = g ? g->targets : NULL;
+    while (t) {
+        struct target *next = t->next_in_group;
+        int keep = 0;
+        if (pod_uid && strcmp(t->uid, pod_uid) == 0) {
             for (size_t j = 0; j < nports && !keep; j++)
                 keep = ports[j] == t->port;
         }
-        if (keep)
-            i++;
-        else
-            remove_at(p, i);
+        if (!keep)
+            remove_target(p, t); /* frees g with the last one: next is read before */
+        t = next;
     }
     drain_queue(p);
 }

@@ -5,21 +5,19 @@
 #include "util/err.h"
 #include "util/strmap.h"
 #include "workqueue/ratelimit.h"
+#include "workqueue/turns.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 enum priority { PRIORITY_NORMAL = 0, PRIORITY_LOW = 1, PRIORITY_COUNT };
 
-struct tenant;
-
 /* Everything the queue knows about one key. It lives while the key is dirty, processing,
  * waiting for a delay, or has a backoff to remember. */
 struct item {
-    struct item *prev, *next; /* in its tenant's lane[priority] while queued */
-    struct tenant *tenant;
-    int queued; /* in a ready list */
-    int dirty;  /* to be processed (queued, or re-queued at done) */
+    struct wq_turn_link link; /* first: in ready[priority] while queued; holds the tenant */
+    int queued;               /* in a ready list */
+    int dirty;                /* to be processed (queued, or re-queued at done) */
     int processing;
     enum priority priority;
     size_t heap_index; /* position in the delay heap, or NOT_WAITING */
@@ -29,38 +27,16 @@ struct item {
     double added_at;   /* when it became dirty, for the queue-duration metric */
     double started_at; /* when handed out */
     unsigned requeues;
-    /* The key, then its tenant's name: both NUL-terminated; the maps borrow them. */
-    char key[];
+    char key[]; /* the map borrows this */
 };
 
 #define NOT_WAITING ((size_t)-1)
 
-/* A tenant's queued keys of one priority, in order, and its place in that priority's turn. */
-struct lane {
-    struct item *head, *tail;
-    struct tenant *prev, *next; /* in the ring while the lane has keys */
-    int in_ring;
-};
-
-/* The keys of one namespace (the text before a key's first '/'): a tenant, for fairness. It
- * lives while any item names it. */
-struct tenant {
-    size_t items;
-    struct lane lane[PRIORITY_COUNT];
-    char name[]; /* the map borrows this */
-};
-
-/* The tenants with queued keys of one priority, in turn order. */
-struct ring {
-    struct tenant *head, *tail;
-    size_t len; /* keys, over every tenant */
-};
-
 struct wq {
     struct wq_config cfg;
     struct strmap *items;
-    struct strmap *tenants;
-    struct ring ready[PRIORITY_COUNT];
+    struct wq_tenants *tenants; /* the namespaces of the items, each item holding a reference */
+    struct wq_turns ready[PRIORITY_COUNT];
     struct item **heap; /* min-heap on due */
     size_t heap_len, heap_cap;
     size_t processing;
@@ -88,13 +64,15 @@ struct wq *wq_new(const struct wq_config *cfg, double now)
     else
         wq_config_default(&q->cfg);
     q->items = strmap_new();
-    q->tenants = strmap_new();
+    q->tenants = wq_tenants_new(PRIORITY_COUNT);
     if (!q->items || !q->tenants) {
         strmap_free(q->items);
-        strmap_free(q->tenants);
+        wq_tenants_free(q->tenants);
         free(q);
         return NULL;
     }
+    for (int p = 0; p < PRIORITY_COUNT; p++)
+        wq_turns_init(&q->ready[p], (size_t)p);
     wq_bucket_init(&q->bucket, q->cfg.qps, q->cfg.burst, now);
     /* client-go's workqueue buckets: 10 ns to 1000 s, by tens. */
     histogram_init_exponential(&q->metrics.queue_duration, 1e-8, 10, 12);
@@ -112,10 +90,7 @@ void wq_free(struct wq *q)
     while (strmap_next(q->items, &it, &key, &value))
         free(value);
     strmap_free(q->items);
-    struct strmap_iter t = {0};
-    while (strmap_next(q->tenants, &t, &key, &value))
-        free(value);
-    strmap_free(q->tenants);
+    wq_tenants_free(q->tenants);
     free(q->heap);
     free(q);
 }
@@ -192,56 +167,25 @@ static void heap_remove(struct wq *q, struct item *it)
 
 /* --- items --------------------------------------------------------------------------------- */
 
-/* The tenant called name, counting one more item; NULL when out of memory. */
-static struct tenant *tenant_ref(struct wq *q, const char *name)
-{
-    struct tenant *t = strmap_get(q->tenants, name);
-    if (!t) {
-        size_t len = strlen(name);
-        t = calloc(1, sizeof(*t) + len + 1);
-        if (!t)
-            return NULL;
-        memcpy(t->name, name, len + 1);
-        if (strmap_put(q->tenants, t->name, t) < 0) {
-            free(t);
-            return NULL;
-        }
-    }
-    t->items++;
-    return t;
-}
-
-static void tenant_unref(struct wq *q, struct tenant *t)
-{
-    if (--t->items > 0)
-        return;
-    strmap_remove(q->tenants, t->name);
-    free(t);
-}
-
 static struct item *item_get_or_create(struct wq *q, const char *key)
 {
     struct item *it = strmap_get(q->items, key);
     if (it)
         return it;
     size_t len = strlen(key);
-    const char *slash = strchr(key, '/');
-    size_t tenant_len = slash ? (size_t)(slash - key) : 0;
-    it = calloc(1, sizeof(*it) + len + 1 + tenant_len + 1);
+    it = calloc(1, sizeof(*it) + len + 1);
     if (!it)
         return NULL;
     memcpy(it->key, key, len + 1);
-    char *tenant_name = it->key + len + 1;
-    memcpy(tenant_name, key, tenant_len);
-    tenant_name[tenant_len] = '\0';
     it->heap_index = NOT_WAITING;
-    it->tenant = tenant_ref(q, tenant_name);
-    if (!it->tenant) {
+    char tenant[256];
+    wq_tenant_of_key(key, tenant, sizeof(tenant));
+    if (!(it->link.tenant = wq_tenant_ref(q->tenants, tenant))) {
         free(it);
         return NULL;
     }
     if (strmap_put(q->items, it->key, it) < 0) {
-        tenant_unref(q, it->tenant);
+        wq_tenant_unref(q->tenants, it->link.tenant);
         free(it);
         return NULL;
     }
@@ -254,73 +198,19 @@ static void item_release_if_idle(struct wq *q, struct item *it)
     if (it->dirty || it->processing || it->heap_index != NOT_WAITING || it->requeues)
         return;
     strmap_remove(q->items, it->key);
-    tenant_unref(q, it->tenant);
+    wq_tenant_unref(q->tenants, it->link.tenant);
     free(it);
 }
 
-static void ring_append(struct ring *r, struct tenant *t, enum priority p)
-{
-    struct lane *l = &t->lane[p];
-    l->prev = r->tail;
-    l->next = NULL;
-    if (r->tail)
-        r->tail->lane[p].next = t;
-    else
-        r->head = t;
-    r->tail = t;
-    l->in_ring = 1;
-}
-
-static void ring_remove(struct ring *r, struct tenant *t, enum priority p)
-{
-    struct lane *l = &t->lane[p];
-    if (l->prev)
-        l->prev->lane[p].next = l->next;
-    else
-        r->head = l->next;
-    if (l->next)
-        l->next->lane[p].prev = l->prev;
-    else
-        r->tail = l->prev;
-    l->prev = l->next = NULL;
-    l->in_ring = 0;
-}
-
-/* Appends it to its tenant's lane; a tenant whose lane was empty joins the end of the turn. */
 static void ready_push(struct wq *q, struct item *it)
 {
-    struct ring *r = &q->ready[it->priority];
-    struct lane *l = &it->tenant->lane[it->priority];
-    it->prev = l->tail;
-    it->next = NULL;
-    if (l->tail)
-        l->tail->next = it;
-    else
-        l->head = it;
-    l->tail = it;
-    if (!l->in_ring)
-        ring_append(r, it->tenant, it->priority);
-    r->len++;
+    wq_turns_push(&q->ready[it->priority], &it->link);
     it->queued = 1;
 }
 
-/* Takes it out of its tenant's lane; a tenant left with none leaves the turn. */
 static void ready_unlink(struct wq *q, struct item *it)
 {
-    struct ring *r = &q->ready[it->priority];
-    struct lane *l = &it->tenant->lane[it->priority];
-    if (it->prev)
-        it->prev->next = it->next;
-    else
-        l->head = it->next;
-    if (it->next)
-        it->next->prev = it->prev;
-    else
-        l->tail = it->prev;
-    if (!l->head)
-        ring_remove(r, it->tenant, it->priority);
-    r->len--;
-    it->prev = it->next = NULL;
+    wq_turns_remove(&q->ready[it->priority], &it->link);
     it->queued = 0;
 }
 
@@ -434,17 +324,10 @@ const char *wq_get(struct wq *q, double now)
 {
     promote_due(q, now);
     for (int p = 0; p < PRIORITY_COUNT; p++) {
-        struct ring *r = &q->ready[p];
-        struct tenant *t = r->head;
-        if (!t)
+        struct item *it = (struct item *)wq_turns_pop(&q->ready[p]);
+        if (!it)
             continue;
-        struct item *it = t->lane[p].head;
-        ready_unlink(q, it);
-        /* One key per tenant per turn: a tenant with more goes to the back. */
-        if (t->lane[p].in_ring && r->tail != t) {
-            ring_remove(r, t, (enum priority)p);
-            ring_append(r, t, (enum priority)p);
-        }
+        it->queued = 0;
         it->dirty = 0;
         it->processing = 1;
         it->started_at = now;

@@ -254,28 +254,63 @@ static void the_prober_refuses_an_address_outside_the_pod_cidrs_before_any_conne
     ev_loop_destroy(loop);
 }
 
+/* A prober whose connects are never answered (dropped SYNs; the loop is not run), with n
+ * sessions of namespace ns observed at 10.85.0.9:8080: ns/s0, ns/s1... */
+static struct session_prober *silent_prober(struct ev_loop *loop, struct session_config *cfg,
+                                            const char *ns, int n)
+{
+    struct telo_err err;
+    struct session_prober *p = session_prober_new(loop, cfg, on_requeue, NULL, &err);
+    assert_non_null(p);
+    session_prober_set_connect(p, fake_connect);
+    connects = 0;
+    connect_answer = EINPROGRESS;
+    struct session_reach_facts f;
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "%s/s%d", ns, i);
+        assert_int_equal(session_prober_observe(p, key, "uid", "10.85.0.9", 8080, &f), 0);
+    }
+    return p;
+}
+
 static void at_most_64_connects_are_in_flight(void **state)
 {
     (void)state;
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     struct session_config *cfg = config_with("10.85.0.0/24");
-    struct telo_err err;
-    struct session_prober *p = session_prober_new(loop, cfg, on_requeue, NULL, &err);
-    session_prober_set_connect(p, fake_connect);
-    connects = 0;
-    connect_answer = EINPROGRESS; /* never answered: the loop is not run */
-    struct session_reach_facts f;
-    for (int i = 0; i < 100; i++) {
-        char key[32];
-        snprintf(key, sizeof(key), "ns/s%d", i);
-        assert_int_equal(session_prober_observe(p, key, "uid", "10.85.0.9", 8080, &f), 0);
-    }
+    struct session_prober *p = silent_prober(loop, cfg, "ns", 100);
     assert_int_equal(connects, SESSION_PROBER_MAX_IN_FLIGHT);
     assert_int_equal(session_prober_stats(p)->in_flight, SESSION_PROBER_MAX_IN_FLIGHT);
     assert_int_equal(session_prober_stats(p)->targets, 100);
     /* A session that goes frees its slot for the next in line. */
     session_prober_retain(p, "ns/s0", NULL, NULL, 0);
     assert_int_equal(connects, SESSION_PROBER_MAX_IN_FLIGHT + 1);
+    assert_int_equal(session_prober_stats(p)->in_flight, SESSION_PROBER_MAX_IN_FLIGHT);
+    session_prober_free(p);
+    session_config_free(cfg);
+    ev_loop_destroy(loop);
+}
+
+static void
+a_namespace_of_silent_endpoints_delays_another_namespaces_probe_by_one_turn(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct session_config *cfg = config_with("10.85.0.0/24");
+    struct session_prober *p = silent_prober(loop, cfg, "flood", 200);
+    struct session_reach_facts f;
+    assert_int_equal(session_prober_observe(p, "quiet/mine", "uid-q", "10.85.0.10", 80, &f), 0);
+    assert_int_equal(connects, SESSION_PROBER_MAX_IN_FLIGHT);
+    /* The flood's turn comes first (it was waiting first), then the other namespace's: its
+     * probe is the second to start, where one line would make it the 137th. */
+    session_prober_retain(p, "flood/s0", NULL, NULL, 0);
+    assert_int_equal(connects, SESSION_PROBER_MAX_IN_FLIGHT + 1);
+    assert_string_equal(connected_to, "10.85.0.9:8080");
+    session_prober_retain(p, "flood/s1", NULL, NULL, 0);
+    assert_int_equal(connects, SESSION_PROBER_MAX_IN_FLIGHT + 2);
+    assert_string_equal(connected_to, "10.85.0.10:80");
+    assert_int_equal(session_prober_stats(p)->targets, 199);
     assert_int_equal(session_prober_stats(p)->in_flight, SESSION_PROBER_MAX_IN_FLIGHT);
     session_prober_free(p);
     session_config_free(cfg);
@@ -358,6 +393,8 @@ int main(void)
         cmocka_unit_test(a_written_view_reads_back),
         cmocka_unit_test(the_prober_refuses_an_address_outside_the_pod_cidrs_before_any_connect),
         cmocka_unit_test(at_most_64_connects_are_in_flight),
+        cmocka_unit_test(
+            a_namespace_of_silent_endpoints_delays_another_namespaces_probe_by_one_turn),
         cmocka_unit_test(a_loopback_listener_is_reachable_and_a_closed_port_is_not),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
