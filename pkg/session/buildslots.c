@@ -16,18 +16,39 @@
 
 struct started {
     char job[320]; /* the map's key */
+    char session[320];
     char ns[64];
     double at;
 };
 
+/* A session told to wait for a slot: its place in line. */
+struct waiter {
+    char session[320]; /* the map's key */
+    char ns[64];
+    double since; /* its first wait: the longest waiting go first */
+    double seen;  /* its last ask: a waiter that stops asking leaves the line */
+};
+
 struct session_build_slots {
     struct strmap *started; /* "ns/name" -> struct started */
+    struct strmap *waiting; /* session "ns/name" -> struct waiter */
 };
+
+static void free_values(struct strmap *m)
+{
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (m && strmap_next(m, &it, &key, &value))
+        free(value);
+    strmap_free(m);
+}
 
 struct session_build_slots *session_build_slots_new(void)
 {
     struct session_build_slots *t = calloc(1, sizeof(*t));
-    if (t && !(t->started = strmap_new())) {
+    if (t && (!(t->started = strmap_new()) || !(t->waiting = strmap_new()))) {
+        strmap_free(t->started);
         free(t);
         t = NULL;
     }
@@ -38,18 +59,14 @@ void session_build_slots_free(struct session_build_slots *t)
 {
     if (!t)
         return;
-    struct strmap_iter it = {0};
-    const char *key;
-    void *value;
-    while (strmap_next(t->started, &it, &key, &value))
-        free(value);
-    strmap_free(t->started);
+    free_values(t->started);
+    free_values(t->waiting);
     free(t);
 }
 
-/* Drops the creates never seen for longer than an expectation lives: deleted at once, or never
- * made. Run on every create too, so the table stays bounded by the creates of that span even
- * when no limit is set and nothing counts. */
+/* Drops the creates never seen for longer than an expectation lives (deleted at once, or never
+ * made), and the waiters that stopped asking. Run on every create too, so the tables stay
+ * bounded by what that span saw even when no limit is set and nothing counts. */
 static void sweep(struct session_build_slots *t, double now)
 {
     struct strmap_iter it = {0};
@@ -59,16 +76,37 @@ static void sweep(struct session_build_slots *t, double now)
         if (now - ((struct started *)value)->at > SESSION_EXPECT_TTL_S)
             free(strmap_remove(t->started, key));
     }
+    it = (struct strmap_iter){0};
+    while (strmap_next(t->waiting, &it, &key, &value)) {
+        if (now - ((struct waiter *)value)->seen > SESSION_BUILD_SLOTS_WAITER_TTL_S)
+            free(strmap_remove(t->waiting, key));
+    }
 }
 
-int session_build_slots_started(struct session_build_slots *t, const char *job,
-                                const char *session_ns, double now)
+void session_build_slots_forget(struct session_build_slots *t, const char *session)
+{
+    free(strmap_remove(t->waiting, session));
+}
+
+size_t session_build_slots_waiting(const struct session_build_slots *t)
+{
+    return strmap_len(t->waiting);
+}
+
+int session_build_slots_started(struct session_build_slots *t, const char *job, const char *session,
+                                double now)
 {
     sweep(t, now);
+    session_build_slots_forget(t, session);
+    char session_ns[64];
+    const char *slash = strchr(session, '/');
+    snprintf(session_ns, sizeof(session_ns), "%.*s",
+             (int)(slash ? (size_t)(slash - session) : strlen(session)), session);
     struct started *s = calloc(1, sizeof(*s));
     if (!s)
         return -TELO_ENOMEM;
     snprintf(s->job, sizeof(s->job), "%s", job);
+    snprintf(s->session, sizeof(s->session), "%s", session);
     snprintf(s->ns, sizeof(s->ns), "%s", session_ns);
     s->at = now;
     free(strmap_remove(t->started, s->job));
@@ -109,11 +147,50 @@ static int requested_from(const char *requested_by, const char *ns)
     return requested_by && strncmp(requested_by, ns, n) == 0 && requested_by[n] == '/';
 }
 
+/* Builds running for one namespace. */
+struct ns_count {
+    long n;
+    char ns[];
+};
+
 struct count {
     const char *ns;
     long total, in_ns;
     struct strmap *started;
+    struct strmap *by_ns; /* namespace -> struct ns_count, for the waiters' order */
 };
+
+/* One more build of namespace ns ("ns/..." in requested_by, or ns itself when by is NULL).
+ * Out of memory it is not counted there: the order of waiters is then less fair. */
+static void count_in(struct count *c, const char *requested_by, const char *ns)
+{
+    char name[64];
+    if (requested_by) {
+        const char *slash = strchr(requested_by, '/');
+        if (!slash || (size_t)(slash - requested_by) >= sizeof(name))
+            return;
+        snprintf(name, sizeof(name), "%.*s", (int)(slash - requested_by), requested_by);
+        ns = name;
+    }
+    struct ns_count *nc = strmap_get(c->by_ns, ns);
+    if (!nc) {
+        size_t len = strlen(ns);
+        if (!(nc = calloc(1, sizeof(*nc) + len + 1)))
+            return;
+        memcpy(nc->ns, ns, len + 1);
+        if (strmap_put(c->by_ns, nc->ns, nc) < 0) {
+            free(nc);
+            return;
+        }
+    }
+    nc->n++;
+}
+
+static long running_in(const struct count *c, const char *ns)
+{
+    const struct ns_count *nc = strmap_get(c->by_ns, ns);
+    return nc ? nc->n : 0;
+}
 
 static void count_cached(void *ctx, const struct cache_object *obj)
 {
@@ -128,33 +205,94 @@ static void count_cached(void *ctx, const struct cache_object *obj)
     /* The cache has it now: its copy counts, finished or not. */
     free(strmap_remove(c->started, key));
     if (session_build_slots_job_runs(job)) {
+        const char *by = jget_string(jget(meta, "annotations"), BUILD_ANNOTATION_BY);
         c->total++;
-        if (requested_from(jget_string(jget(meta, "annotations"), BUILD_ANNOTATION_BY), c->ns))
+        if (requested_from(by, c->ns))
             c->in_ns++;
+        if (by)
+            count_in(c, by, NULL);
     }
     json_object_put(job);
 }
 
+/* Whether waiter w goes before a session of namespace ns waiting since since: namespaces with
+ * fewer builds running first, then the longest waiting. */
+static int goes_before(const struct count *c, const struct waiter *w, const char *ns, double since)
+{
+    long theirs = running_in(c, w->ns), mine = running_in(c, ns);
+    if (theirs != mine)
+        return theirs < mine;
+    return w->since < since;
+}
+
+/* Notes that session waits (or, granted, is about to start): its place in line from its first
+ * ask. Out of memory it is not in line: it is then served as if it had just come. */
+static const struct waiter *in_line(struct session_build_slots *t, const char *session,
+                                    const char *ns, double now)
+{
+    struct waiter *w = strmap_get(t->waiting, session);
+    if (!w) {
+        if (!(w = calloc(1, sizeof(*w))))
+            return NULL;
+        snprintf(w->session, sizeof(w->session), "%s", session);
+        snprintf(w->ns, sizeof(w->ns), "%s", ns);
+        w->since = now;
+        if (strmap_put(t->waiting, w->session, w) < 0) {
+            free(w);
+            return NULL;
+        }
+    }
+    w->seen = now;
+    return w;
+}
+
 int session_build_slots_free_for(struct session_build_slots *t, const struct session_config *cfg,
-                                 const struct cache_store *jobs, const char *ns, double now,
-                                 char *msg, size_t len)
+                                 const struct cache_store *jobs, const char *ns,
+                                 const char *session, double now, char *msg, size_t len)
 {
     long max = cfg->build_max_concurrent, max_ns = cfg->build_max_concurrent_per_namespace;
     if (max == 0 && max_ns == 0)
         return 1;
-    struct count c = {.ns = ns, .started = t->started};
+    struct count c = {.ns = ns, .started = t->started, .by_ns = strmap_new()};
+    if (!c.by_ns)
+        return 0; /* out of memory: looked at again at the recheck */
     if (jobs)
         cache_store_each(jobs, count_cached, &c);
     sweep(t, now);
     struct strmap_iter it = {0};
     const char *key;
     void *value;
+    int creating = 0;
     while (strmap_next(t->started, &it, &key, &value)) {
         const struct started *s = value;
         c.total++;
         if (strcmp(s->ns, ns) == 0)
             c.in_ns++;
+        count_in(&c, NULL, s->ns);
+        creating |= strcmp(s->session, session) == 0;
     }
+    if (creating) {
+        /* Its own Job's create is out and the cache does not show it yet: the session holds a
+         * slot already (counted above), and no place in line. */
+        free_values(c.by_ns);
+        session_build_slots_forget(t, session);
+        return 1;
+    }
+    const struct waiter *me = in_line(t, session, ns, now);
+    double since = me ? me->since : now;
+    /* Those in line before this session who could take the slot it wants. */
+    long ahead = 0, ahead_ns = 0;
+    it = (struct strmap_iter){0};
+    while (strmap_next(t->waiting, &it, &key, &value)) {
+        const struct waiter *w = value;
+        if (w == me || !goes_before(&c, w, ns, since))
+            continue;
+        if (strcmp(w->ns, ns) == 0)
+            ahead_ns++;
+        if (max_ns == 0 || running_in(&c, w->ns) < max_ns)
+            ahead++;
+    }
+    free_values(c.by_ns);
     if (max_ns > 0 && c.in_ns >= max_ns) {
         snprintf(msg, len,
                  "Waiting for a build slot: %ld build%s of namespace %s run%s, at most %ld "
@@ -166,6 +304,14 @@ int session_build_slots_free_for(struct session_build_slots *t, const struct ses
         snprintf(msg, len,
                  "Waiting for a build slot: %ld build%s run%s, at most %ld (build.maxConcurrent)",
                  c.total, c.total == 1 ? "" : "s", c.total == 1 ? "s" : "", max);
+        return 0;
+    }
+    if ((max_ns > 0 && ahead_ns >= max_ns - c.in_ns) || (max > 0 && ahead >= max - c.total)) {
+        long n = max > 0 && ahead >= max - c.total ? ahead : ahead_ns;
+        snprintf(msg, len,
+                 "Waiting for a build slot: %ld session%s ahead (namespaces with fewer builds "
+                 "running first, then the longest waiting)",
+                 n, n == 1 ? "" : "s");
         return 0;
     }
     return 1;

@@ -21,17 +21,20 @@ struct session_build_slots;
 /* A session waiting for a slot is looked at again this often; a finished Job also queues the
  * sessions of its own tag, not the waiting ones. */
 #define SESSION_BUILD_SLOTS_RECHECK_S 10.0
+/* A waiter that has not asked for this long (deleted, or its image appeared) leaves the line. */
+#define SESSION_BUILD_SLOTS_WAITER_TTL_S (2.5 * SESSION_BUILD_SLOTS_RECHECK_S)
 
 /* Returns an empty table, or NULL when out of memory. Free with session_build_slots_free (NULL is
  * a no-op). */
 struct session_build_slots *session_build_slots_new(void);
 void session_build_slots_free(struct session_build_slots *t);
 
-/* This process is creating Job job ("ns/name") for a session of namespace session_ns at now: it
- * counts until the cache shows it (then the cache's copy counts) or SESSION_EXPECT_TTL_S passes.
- * Returns 0, or -TELO_ENOMEM (the Job then counts once the cache shows it). */
-int session_build_slots_started(struct session_build_slots *t, const char *job,
-                                const char *session_ns, double now);
+/* This process is creating Job job ("ns/name") for session ("ns/name") at now: it counts until
+ * the cache shows it (then the cache's copy counts) or SESSION_EXPECT_TTL_S passes, and the
+ * session leaves the line. Returns 0, or -TELO_ENOMEM (the Job then counts once the cache shows
+ * it). */
+int session_build_slots_started(struct session_build_slots *t, const char *job, const char *session,
+                                double now);
 
 /* The create of job was refused: it does not count. */
 void session_build_slots_refused(struct session_build_slots *t, const char *job);
@@ -40,11 +43,21 @@ void session_build_slots_refused(struct session_build_slots *t, const char *job)
  * (nor SuccessCriteriaMet or FailureTarget, which come first). */
 int session_build_slots_job_runs(const struct json_object *job);
 
-/* Whether a new build for a session of namespace ns may start now, jobs being the cached build
- * Jobs (may be NULL: none). Returns 1 when it may (no limit, or room under both); 0 when it must
- * wait, with msg (len bytes) saying what it waits for and which key sets the limit. */
+/* Whether a new build for session ("ns/name") of namespace ns may start now, jobs being the
+ * cached build Jobs (may be NULL: none). Returns 1 when it may (no limit, or room under both
+ * that no session in line before it wants); 0 when it must wait, with msg (len bytes) saying
+ * what it waits for and which key sets the limit. Under a limit the session takes a place in
+ * line at its first ask: when a slot frees, it goes to the waiting session of the namespace
+ * with the fewest builds running, among equals the one waiting the longest, not to whichever
+ * session is looked at first. */
 int session_build_slots_free_for(struct session_build_slots *t, const struct session_config *cfg,
-                                 const struct cache_store *jobs, const char *ns, double now,
-                                 char *msg, size_t len);
+                                 const struct cache_store *jobs, const char *ns,
+                                 const char *session, double now, char *msg, size_t len);
+
+/* session no longer wants a slot (its Job exists, its image does): it leaves the line. */
+void session_build_slots_forget(struct session_build_slots *t, const char *session);
+
+/* Sessions in line (the telo_image_build_waiting gauge). */
+size_t session_build_slots_waiting(const struct session_build_slots *t);
 
 #endif

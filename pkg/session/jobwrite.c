@@ -199,7 +199,9 @@ void session_pass_create_job(struct pass *p, struct json_object *job)
     snprintf(w->object, sizeof(w->object), "%s/%s", ns, p->job_name);
     struct kube_ref ref = {.group = "batch", .version = "v1", .resource = "jobs", .namespace = ns};
     struct kube_write_opts o = {.field_manager = SESSION_FIELD_MANAGER};
-    (void)session_build_slots_started(p->r->build_slots, w->object, p->s.namespace,
+    char session[320];
+    snprintf(session, sizeof(session), "%s/%s", p->s.namespace, p->s.name);
+    (void)session_build_slots_started(p->r->build_slots, w->object, session,
                                       session_pass_now(p->r));
     struct telo_err err;
     size_t len = 0;

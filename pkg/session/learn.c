@@ -64,12 +64,17 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
              cfg->build_push_secret ? cfg->build_push_secret : "");
     /* Slots are counted only where a build may be about to start (the count reads every Job). */
     char slot_wait[256];
+    int may_build = builds && !job &&
+                    (presence == SESSION_PRESENCE_ABSENT || presence == SESSION_PRESENCE_UNKNOWN);
     int waits_for_slot =
-        builds && !job &&
-        (presence == SESSION_PRESENCE_ABSENT || presence == SESSION_PRESENCE_UNKNOWN) &&
-        !session_build_slots_free_for(r->build_slots, cfg, ctrl_informer_store(r->inf.jobs),
-                                      p->s.namespace, session_pass_now(r), slot_wait,
-                                      sizeof(slot_wait));
+        may_build && !session_build_slots_free_for(
+                         r->build_slots, cfg, ctrl_informer_store(r->inf.jobs), p->s.namespace,
+                         self, session_pass_now(r), slot_wait, sizeof(slot_wait));
+    /* A session waiting for the registry's answer (asked again at each recheck) keeps its place
+     * in line; one that builds no more leaves it. */
+    if (r->build_slots && (!builds || job || presence == SESSION_PRESENCE_PRESENT ||
+                           presence == SESSION_PRESENCE_DENIED))
+        session_build_slots_forget(r->build_slots, self);
     struct session_image_obs obs = {
         .self = self,
         .base_image = session_image(&p->s, cfg),

@@ -786,6 +786,7 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
     }
     r->metrics.sessions = ctrl_informer_store(r->inf.sessions);
     r->metrics.builds = r->builds;
+    r->metrics.build_slots = r->build_slots;
     return r;
 }
 

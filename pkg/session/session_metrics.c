@@ -4,6 +4,7 @@
 #include "cache/store.h"
 #include "controller/metrics.h"
 #include "session/builds.h"
+#include "session/buildslots.h"
 #include "session/informers.h"
 #include "session/phase.h"
 #include "util/jget.h"
@@ -189,6 +190,8 @@ static void collect(struct metrics_registry *reg, void *user)
     const char *run[] = {"running"}, *wait[] = {"waiting"};
     metrics_gauge_set(metrics_series(r->downloads_fam, run, NULL), (double)running);
     metrics_gauge_set(metrics_series(r->downloads_fam, wait, NULL), (double)waiting);
+    metrics_gauge_set(metrics_series(r->slot_waiters_fam, NULL, NULL),
+                      r->build_slots ? (double)session_build_slots_waiting(r->build_slots) : 0);
 }
 
 /* A histogram family whose buckets are those of h (copied into buckets, n of them). */
@@ -240,13 +243,19 @@ int session_metrics_register(struct session_metrics *r, struct metrics_registry 
         .help =
             "URL bundle downloads running and waiting for a slot (bundle.maxConcurrentDownloads)",
         .labels = state_label};
+    struct metrics_desc slot_waiters = {
+        .type = METRICS_GAUGE,
+        .name = "telo_image_build_waiting",
+        .help = "Sessions waiting for a build slot (build.maxConcurrent, "
+                "build.maxConcurrentPerNamespace)"};
     struct metrics_desc build_hist =
         histogram_desc("telo_image_build_seconds", "Seconds from a build Job's creation to its end",
                        &r->build_seconds, build_buckets, BUILD_BUCKETS);
     if (!(r->builds_fam = metrics_register(reg, &builds, err)) ||
         !(r->hits_fam = metrics_register(reg, &hits, err)) ||
         !(r->build_hist = metrics_register(reg, &build_hist, err)) ||
-        !(r->downloads_fam = metrics_register(reg, &downloads, err)))
+        !(r->downloads_fam = metrics_register(reg, &downloads, err)) ||
+        !(r->slot_waiters_fam = metrics_register(reg, &slot_waiters, err)))
         return -err->code;
     if (!(r->phases = metrics_register(reg, &phases, err)) ||
         !(r->starts = metrics_register(reg, &starts, err)) ||

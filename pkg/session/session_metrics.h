@@ -12,6 +12,7 @@
 struct cache_store;
 struct metrics_family;
 struct session_builds;
+struct session_build_slots;
 struct metrics_registry;
 struct strmap;
 
@@ -23,13 +24,14 @@ struct session_metrics {
     struct strmap *counted_jobs; /* Job uid -> its own key string */
     unsigned long long builds_total[SESSION_METRICS_BUILD_RESULTS], cache_hits;
     struct histogram build_seconds;
-    struct metrics_family *builds_fam, *hits_fam, *build_hist, *downloads_fam;
+    struct metrics_family *builds_fam, *hits_fam, *build_hist, *downloads_fam, *slot_waiters_fam;
     /* The sessions the telo_sessions gauge counts (set once the informer exists), and the
      * config that says which namespaces are watched. Borrowed. */
     const struct cache_store *sessions;
     const struct session_config *cfg;
     /* The URL bundle downloads telo_bundle_downloads counts, when builds are on. Borrowed. */
     const struct session_builds *builds;
+    const struct session_build_slots *build_slots; /* telo_image_build_waiting; borrowed */
 };
 
 /* Initialises m for cfg (borrowed). Returns 0, or -1 when out of memory. */

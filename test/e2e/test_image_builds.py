@@ -426,6 +426,53 @@ def test_deleting_a_session_during_its_build_neither_leaks_nor_breaks_the_other(
     assert job_creates(cluster, builds.namespace) == {job: 1}
 
 
+def test_a_free_build_slot_goes_to_the_namespace_with_fewer_builds_running(
+        cluster, builds, pod_namespace, session_node):
+    """build.maxConcurrent=2: namespace A's two builds hold both slots and its third session
+    waits; then namespace B's session waits too. When one of A's Jobs goes, the slot goes to B
+    (A still has a build running, B none), not to A's session that waited longer, nor to the
+    one whose Job went (it asks again, last in line). Before, whichever session was looked at
+    first took it."""
+    a, hold = pod_namespace, Hold(cluster, session_node)
+    b = "e2e-builds-other-%s" % uuid.uuid4().hex[:6]
+    cluster.kubectl("create", "namespace", b)
+    try:
+        builds("build.maxConcurrent=2", "namespaces=%s,%s" % (a, b), hold=hold)
+        marker = "%d" % (time.time_ns() % 100000)
+
+        def app_session(ns, name, minor):
+            app = APP.replace("std/http-server@0.15.0",
+                              "std/http-server@0.%d.%s" % (minor, marker))
+            apply(cluster, ns, bundle_cm("bundle-" + name, tgz({"app/telo.yaml": app % '"x"'})),
+                  session(name, bundle="bundle-" + name))
+
+        def build_job(ns, name):
+            return (((get_ts(cluster, ns, name) or {}).get("status") or {}).get("image")
+                    or {}).get("buildJob")
+        full = "Waiting for a build slot: 2 builds run, at most 2 (build.maxConcurrent)"
+        app_session(a, "a1", 21)
+        app_session(a, "a2", 22)
+        wait_until(lambda: build_job(a, "a1") and build_job(a, "a2"), timeout=30,
+                   what="a1 and a2 building")
+        app_session(a, "a3", 23)
+        wait_progress(cluster, a, "a3", full)
+        app_session(b, "b1", 24)
+        wait_progress(cluster, b, "b1", full)
+        gone = build_job(a, "a1")
+        cluster.kubectl("delete", "job", gone, "-n", builds.namespace, "--wait=false")
+        # The waiting sessions look again within their recheck (10 s).
+        wait_until(lambda: build_job(b, "b1"), timeout=30, what="b1's Job")
+        names = {j["metadata"]["name"] for j in jobs(cluster, builds.namespace)
+                 if not j["metadata"].get("deletionTimestamp")}
+        assert names == {build_job(a, "a2"), build_job(b, "b1")}, names
+        assert build_job(a, "a3") is None
+        assert progress(cluster, a, "a3") in (full, (
+            "Waiting for a build slot: 1 session ahead (namespaces with fewer builds running "
+            "first, then the longest waiting)")), progress(cluster, a, "a3")
+    finally:
+        cluster.kubectl("delete", "namespace", b, "--wait=false", check=False)
+
+
 def test_a_namespace_out_of_build_slots_waits_and_builds_when_one_ends(
         cluster, builds, pod_namespace, session_node):
     """build.maxConcurrentPerNamespace=1: of two sessions with different dependencies made at

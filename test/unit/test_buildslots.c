@@ -1,5 +1,5 @@
-/* Tests for pkg/session/buildslots.c: which build Jobs count, per namespace and in all, and the
- * creates the cache does not show yet. */
+/* Tests for pkg/session/buildslots.c: which build Jobs count, per namespace and in all, the
+ * creates the cache does not show yet, and the order in which waiting sessions get a slot. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -69,10 +69,22 @@ static void job(struct fixture *f, const char *name, const char *requested_by,
     json_object_put(o);
 }
 
+/* Whether session ("ns/name") may start a build now. */
+static int may(struct fixture *f, const char *session, double now)
+{
+    char ns[64];
+    snprintf(ns, sizeof(ns), "%.*s", (int)(strchr(session, '/') - session), session);
+    f->msg[0] = '\0';
+    return session_build_slots_free_for(f->slots, f->cfg, f->jobs, ns, session, now, f->msg,
+                                        sizeof(f->msg));
+}
+
+/* Whether namespace ns's one session (ns/s) may start a build now. */
 static int may_start(struct fixture *f, const char *ns, double now)
 {
-    f->msg[0] = '\0';
-    return session_build_slots_free_for(f->slots, f->cfg, f->jobs, ns, now, f->msg, sizeof(f->msg));
+    char session[80];
+    snprintf(session, sizeof(session), "%s/s", ns);
+    return may(f, session, now);
 }
 
 static void no_limit_lets_every_build_start(void **state)
@@ -87,7 +99,8 @@ static void no_limit_lets_every_build_start(void **state)
     }
     assert_true(may_start(&f, "team-a", T0));
     assert_true(may_start(&f, "team-a", T0)); /* and with no store at all */
-    assert_true(session_build_slots_free_for(f.slots, f.cfg, NULL, "x", T0, f.msg, sizeof(f.msg)));
+    assert_true(
+        session_build_slots_free_for(f.slots, f.cfg, NULL, "x", "x/s", T0, f.msg, sizeof(f.msg)));
     teardown(&f);
 }
 
@@ -137,11 +150,11 @@ static void a_create_counts_before_the_cache_shows_it(void **state)
     struct fixture f;
     setup(&f, 0, 2);
     /* A burst: both creates are out before the informer shows either. */
-    assert_int_equal(session_build_slots_started(f.slots, "telo-builds/telo-build-a", "team-a", T0),
-                     0);
+    assert_int_equal(
+        session_build_slots_started(f.slots, "telo-builds/telo-build-a", "team-a/s1", T0), 0);
     assert_true(may_start(&f, "team-a", T0));
-    assert_int_equal(session_build_slots_started(f.slots, "telo-builds/telo-build-b", "team-a", T0),
-                     0);
+    assert_int_equal(
+        session_build_slots_started(f.slots, "telo-builds/telo-build-b", "team-a/s2", T0), 0);
     assert_false(may_start(&f, "team-a", T0 + 1));
     assert_string_equal(f.msg, "Waiting for a build slot: 2 builds of namespace team-a run, at "
                                "most 2 (build.maxConcurrentPerNamespace)");
@@ -150,16 +163,82 @@ static void a_create_counts_before_the_cache_shows_it(void **state)
     assert_true(may_start(&f, "team-a", T0 + 1));
     /* b's create was refused: it never ran. */
     session_build_slots_refused(f.slots, "telo-builds/telo-build-b");
-    assert_int_equal(session_build_slots_started(f.slots, "telo-builds/telo-build-c", "team-a", T0),
-                     0);
-    assert_int_equal(session_build_slots_started(f.slots, "telo-builds/telo-build-c", "team-a", T0),
-                     0); /* started twice: still one */
+    assert_int_equal(
+        session_build_slots_started(f.slots, "telo-builds/telo-build-c", "team-a/s3", T0), 0);
+    assert_int_equal(
+        session_build_slots_started(f.slots, "telo-builds/telo-build-c", "team-a/s3", T0),
+        0); /* started twice: still one */
     assert_true(may_start(&f, "team-a", T0 + 1));
-    assert_int_equal(session_build_slots_started(f.slots, "telo-builds/telo-build-d", "team-a", T0),
-                     0);
+    assert_int_equal(
+        session_build_slots_started(f.slots, "telo-builds/telo-build-d", "team-a/s4", T0), 0);
     assert_false(may_start(&f, "team-a", T0 + 1));
     /* Never seen for longer than an expectation lives: deleted at once, or never made. */
     assert_true(may_start(&f, "team-a", T0 + SESSION_EXPECT_TTL_S + 1));
+    teardown(&f);
+}
+
+static void a_free_slot_goes_to_the_namespace_with_fewer_builds_running(void **state)
+{
+    (void)state;
+    struct fixture f;
+    setup(&f, 2, 0);
+    job(&f, "telo-build-a1", "team-a/s1", NULL);
+    job(&f, "telo-build-a2", "team-a/s2", NULL);
+    assert_false(may(&f, "team-a/s3", T0));
+    assert_false(may(&f, "team-b/s1", T0 + 1));
+    assert_int_equal(session_build_slots_waiting(f.slots), 2);
+    /* a1 ends. team-a's waiter asked first, but team-b has no build running. */
+    job(&f, "telo-build-a1", "team-a/s1", "Complete");
+    assert_false(may(&f, "team-a/s3", T0 + 2));
+    assert_string_equal(f.msg, "Waiting for a build slot: 1 session ahead (namespaces with fewer "
+                               "builds running first, then the longest waiting)");
+    assert_true(may(&f, "team-b/s1", T0 + 3));
+    /* Granted, it holds its place until its Job's create; then the Job counts. */
+    assert_false(may(&f, "team-a/s3", T0 + 4));
+    assert_int_equal(
+        session_build_slots_started(f.slots, "telo-builds/telo-build-b1", "team-b/s1", T0 + 4), 0);
+    assert_int_equal(session_build_slots_waiting(f.slots), 1);
+    assert_false(may(&f, "team-a/s3", T0 + 5));
+    assert_string_equal(f.msg, "Waiting for a build slot: 2 builds run, at most 2 "
+                               "(build.maxConcurrent)");
+    teardown(&f);
+}
+
+static void within_a_namespace_the_longest_waiting_goes_first(void **state)
+{
+    (void)state;
+    struct fixture f;
+    setup(&f, 0, 1);
+    job(&f, "telo-build-a1", "team-a/s1", NULL);
+    assert_false(may(&f, "team-a/s2", T0));
+    assert_false(may(&f, "team-a/s3", T0 + 1));
+    job(&f, "telo-build-a1", "team-a/s1", "Complete");
+    /* s3 is looked at first; s2 has waited longer. */
+    assert_false(may(&f, "team-a/s3", T0 + 12));
+    assert_string_equal(f.msg, "Waiting for a build slot: 1 session ahead (namespaces with fewer "
+                               "builds running first, then the longest waiting)");
+    assert_true(may(&f, "team-a/s2", T0 + 12));
+    /* Another namespace is not behind team-a's line. */
+    assert_true(may(&f, "team-b/s1", T0 + 12));
+    teardown(&f);
+}
+
+static void a_waiter_that_stops_asking_or_needs_no_slot_leaves_the_line(void **state)
+{
+    (void)state;
+    struct fixture f;
+    setup(&f, 1, 0);
+    job(&f, "telo-build-a1", "team-a/s1", NULL);
+    assert_false(may(&f, "team-b/s1", T0));
+    assert_false(may(&f, "team-c/s1", T0 + 1));
+    job(&f, "telo-build-a1", "team-a/s1", "Complete");
+    /* team-b's session was deleted: it asks no more, and leaves the line after the TTL. */
+    assert_false(may(&f, "team-c/s1", T0 + 10));
+    assert_true(may(&f, "team-c/s1", T0 + 1 + SESSION_BUILD_SLOTS_WAITER_TTL_S));
+    assert_int_equal(session_build_slots_waiting(f.slots), 1);
+    /* team-c's image appeared meanwhile: it says so, and the next one need not wait for it. */
+    session_build_slots_forget(f.slots, "team-c/s1");
+    assert_true(may(&f, "team-d/s1", T0 + 30));
     teardown(&f);
 }
 
@@ -183,6 +262,9 @@ int main(void)
         cmocka_unit_test(finished_jobs_free_their_slot),
         cmocka_unit_test(one_namespace_cannot_take_every_slot),
         cmocka_unit_test(a_create_counts_before_the_cache_shows_it),
+        cmocka_unit_test(a_free_slot_goes_to_the_namespace_with_fewer_builds_running),
+        cmocka_unit_test(within_a_namespace_the_longest_waiting_goes_first),
+        cmocka_unit_test(a_waiter_that_stops_asking_or_needs_no_slot_leaves_the_line),
         cmocka_unit_test(a_job_runs_until_a_true_end_condition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
