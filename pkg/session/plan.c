@@ -22,6 +22,7 @@ struct children {
     enum session_owner pod, secret_owner, service, ingress;
     char conflict[400];    /* the NameConflict message of the first child held by another */
     unsigned conflicts;    /* bits (1 << child) of the children held by another */
+    unsigned taken;        /* of those, the ones held outside the caches (a create's 409) */
     const char *replacing; /* the kind of the first child a deleted predecessor left */
 };
 
@@ -158,6 +159,8 @@ static enum session_owner note_child(const struct session_plan_obs *obs, struct 
     }
     if (owner == SESSION_OWNER_FOREIGN || taken)
         ch->conflicts |= 1u << which;
+    if (taken)
+        ch->taken |= 1u << which;
     if (owner != SESSION_OWNER_PREDECESSOR)
         return owner;
     if (!ch->replacing)
@@ -619,11 +622,13 @@ static void plan_requeue(const struct session_plan_obs *obs, struct session_plan
         requeue_within(out, out->image.requeue_after);
     int blocked =
         obs->blocked_reason || (out->has_image && out->image.step == SESSION_IMAGE_BLOCKED);
-    /* A predecessor's child: the deletions' events come first, normally. Someone else's: it may
-     * carry no owner reference to map its deletion back to the session, so look again. */
+    /* A predecessor's child: the deletions' events come first, normally. Someone else's in the
+     * cache: it may carry no owner reference to map its deletion back to the session, so look
+     * again. A name taken outside the caches is looked at by its create, when that is due: the
+     * cache would show nothing meanwhile. */
     if (obs->limit_waiting)
         requeue_within(out, SESSION_LIMITS_RECHECK_S);
-    if (blocked || ch->replacing || ch->conflict[0]) {
+    if (blocked || ch->replacing || (ch->conflicts & ~ch->taken)) {
         if (out->requeue_after == 0 || out->requeue_after > SESSION_PLAN_BLOCKED_RECHECK_S)
             out->requeue_after = SESSION_PLAN_BLOCKED_RECHECK_S;
     }

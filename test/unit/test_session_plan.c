@@ -1159,6 +1159,13 @@ static void a_name_taken_outside_the_caches_is_a_name_conflict_tried_again(void 
         assert_string_equal(plan_condition(&plan, "Stalled", "status"), "True");
         assert_true(plan.requeue_after > 0 && plan.requeue_after <= 7 + 1e-9);
         session_plan_release(&plan);
+        /* Further into the backoff the session is looked at when the create is due, not every
+         * 10 s: the cache cannot show an object without the operator's labels. */
+        w.obs.refusal[c].attempts = 40;
+        assert_int_equal(session_plan_make(&w.obs, &plan), 0);
+        assert_float_equal(plan.requeue_after, 57, 1e-9); /* due at T0+60, now T0+3 */
+        session_plan_release(&plan);
+        w.obs.refusal[c].attempts = 1;
 
         /* Due: created again (never patched: nothing of ours is there to patch). */
         w.obs.now = T0 + 10;
