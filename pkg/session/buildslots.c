@@ -9,6 +9,7 @@
 #include "util/jget.h"
 #include "util/str.h"
 #include "util/strmap.h"
+#include "workqueue/turns.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,16 +99,12 @@ int session_build_slots_started(struct session_build_slots *t, const char *job, 
 {
     sweep(t, now);
     session_build_slots_forget(t, session);
-    char session_ns[64];
-    const char *slash = strchr(session, '/');
-    snprintf(session_ns, sizeof(session_ns), "%.*s",
-             (int)(slash ? (size_t)(slash - session) : strlen(session)), session);
     struct started *s = calloc(1, sizeof(*s));
     if (!s)
         return -TELO_ENOMEM;
     snprintf(s->job, sizeof(s->job), "%s", job);
     snprintf(s->session, sizeof(s->session), "%s", session);
-    snprintf(s->ns, sizeof(s->ns), "%s", session_ns);
+    wq_tenant_of_key(session, s->ns, sizeof(s->ns));
     s->at = now;
     free(strmap_remove(t->started, s->job));
     if (strmap_put(t->started, s->job, s) < 0) {
@@ -153,6 +150,9 @@ struct ns_count {
     char ns[];
 };
 
+/* The caps are checked against total and in_ns, counted apart from by_ns: out of memory by_ns
+ * may miss a namespace, which may only make the order of the line less fair, while a cap must
+ * stay exact. */
 struct count {
     const char *ns;
     long total, in_ns;
@@ -160,18 +160,10 @@ struct count {
     struct strmap *by_ns; /* namespace -> struct ns_count, for the waiters' order */
 };
 
-/* One more build of namespace ns ("ns/..." in requested_by, or ns itself when by is NULL).
- * Out of memory it is not counted there: the order of waiters is then less fair. */
-static void count_in(struct count *c, const char *requested_by, const char *ns)
+/* One more build of namespace ns. Out of memory it is not counted there: the order of waiters
+ * is then less fair. */
+static void count_in(struct count *c, const char *ns)
 {
-    char name[64];
-    if (requested_by) {
-        const char *slash = strchr(requested_by, '/');
-        if (!slash || (size_t)(slash - requested_by) >= sizeof(name))
-            return;
-        snprintf(name, sizeof(name), "%.*s", (int)(slash - requested_by), requested_by);
-        ns = name;
-    }
     struct ns_count *nc = strmap_get(c->by_ns, ns);
     if (!nc) {
         size_t len = strlen(ns);
@@ -209,8 +201,11 @@ static void count_cached(void *ctx, const struct cache_object *obj)
         c->total++;
         if (requested_from(by, c->ns))
             c->in_ns++;
-        if (by)
-            count_in(c, by, NULL);
+        if (by) {
+            char ns[64];
+            wq_tenant_of_key(by, ns, sizeof(ns));
+            count_in(c, ns);
+        }
     }
     json_object_put(job);
 }
@@ -268,7 +263,7 @@ int session_build_slots_free_for(struct session_build_slots *t, const struct ses
         c.total++;
         if (strcmp(s->ns, ns) == 0)
             c.in_ns++;
-        count_in(&c, NULL, s->ns);
+        count_in(&c, s->ns);
         creating |= strcmp(s->session, session) == 0;
     }
     if (creating) {

@@ -231,10 +231,10 @@ static struct write_ctx *begin_write(struct pass *p, const struct kube_ref *ref,
     return w;
 }
 
-/* Sends obj (consumed) to ref as verb: a server-side apply (the status), a create or a merge
- * patch (a child). */
-static void send_write(struct pass *p, struct write_ctx *w, enum session_plan_verb verb,
-                       const struct kube_ref *ref, struct json_object *obj)
+/* Sends obj (consumed) to ref as w says: a server-side apply for the status, a create for a
+ * child's create, a merge patch otherwise. */
+static void send_write(struct pass *p, struct write_ctx *w, const struct kube_ref *ref,
+                       struct json_object *obj)
 {
     size_t len = 0;
     const char *body = json_object_to_json_string_length(
@@ -244,7 +244,7 @@ static void send_write(struct pass *p, struct write_ctx *w, enum session_plan_ve
     struct kube_call *call;
     if (w->status)
         call = kube_rest_apply(p->r->t, ref, body, len, &o, session_pass_on_write, w, &err);
-    else if (verb == SESSION_PLAN_CREATE)
+    else if (w->create_child)
         call = kube_rest_create(p->r->t, ref, body, len, &o, session_pass_on_write, w, &err);
     else
         call = kube_rest_patch(p->r->t, ref, KUBE_PATCH_MERGE, body, len, &o, session_pass_on_write,
@@ -355,7 +355,7 @@ static void write_status(struct pass *p, struct json_object *status)
     session_expect_key(key, sizeof(key), "status", p->s.namespace, p->s.name);
     struct write_ctx *w = begin_write(p, &ref, key, 0, -1);
     if (w)
-        send_write(p, w, SESSION_PLAN_PATCH, &ref, body);
+        send_write(p, w, &ref, body);
     else
         json_object_put(body);
     session_expect_status(p->r->expected, key, status, p->base_rv);
@@ -481,7 +481,7 @@ static void execute_write(struct pass *p, struct session_plan_write *w)
     ctx->counts_start = w->counts_start;
     ctx->create_child = w->verb == SESSION_PLAN_CREATE;
     ctx->precondition = w->verb == SESSION_PLAN_PATCH;
-    send_write(p, ctx, w->verb, &ref, obj);
+    send_write(p, ctx, &ref, obj);
 }
 
 /* The status write of the plan, with its Event and the metrics of its transition. */
