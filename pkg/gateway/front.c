@@ -114,11 +114,20 @@ int gw_front_metrics(struct buf *b, const struct gw_front_stats *s, const struct
         "# HELP telo_gateway_stdin_bytes_total Input forwarded to containers.\n"
         "# TYPE telo_gateway_stdin_bytes_total counter\n"
         "telo_gateway_stdin_bytes_total %llu\n"
+        "# HELP telo_gateway_stdin_dropped_bytes_total Input lost: the container was not "
+        "reading it, or an upstream being opened had 64 KiB waiting.\n"
+        "# TYPE telo_gateway_stdin_dropped_bytes_total counter\n"
+        "telo_gateway_stdin_dropped_bytes_total %llu\n"
+        "# HELP telo_gateway_log_lines_suppressed_total Refusal log lines held back by their "
+        "budget (100 at once, 10 a second); each refusal is still counted in "
+        "telo_gateway_refusals_total.\n"
+        "# TYPE telo_gateway_log_lines_suppressed_total counter\n"
+        "telo_gateway_log_lines_suppressed_total %llu\n"
         "# HELP telo_gateway_refusals_total Attach requests refused, by HTTP status.\n"
         "# TYPE telo_gateway_refusals_total counter\n",
         m->sessions, m->clients, m->clients_total, m->upstream_connects, m->upstream_failures,
         m->gaps, m->idle_closes, m->evictions, m->resizes, m->bytes_in, m->bytes_out,
-        m->stdin_bytes);
+        m->stdin_bytes, m->stdin_dropped_bytes, g->log_lines_suppressed);
     for (size_t i = 0; rc == 0 && i < GW_REFUSAL_CODES; i++)
         rc = buf_printf(b, "telo_gateway_refusals_total{code=\"%d\"} %lu\n", refusal_codes[i],
                         s->refusals[i]);

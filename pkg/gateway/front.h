@@ -44,6 +44,7 @@ struct gw_front_gauges {
     size_t pending;       /* connections before admission, the /metrics request not counted */
     size_t client_queued; /* bytes queued to attached clients (gw_hub_queued_bytes) */
     double accept_backoff_s;
+    unsigned long long log_lines_suppressed; /* refusal lines held back by their budget */
 };
 
 /* "pending_per_source", ...: the limit label of which. */

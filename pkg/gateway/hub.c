@@ -33,6 +33,8 @@
 #define RETRY_MIN_S       0.5
 #define RETRY_MAX_S       5.0
 #define MAX_PENDING_STDIN (64 << 10)
+/* Input lost ends being told as lost once this long has gone by without a loss. */
+#define STDIN_LOSS_QUIET_S 10.0
 /* What a client may send as one message (telo.io.v1 control text: GW_CONTROL_MAX): a stdin
  * chunk or a channel frame, which kubectl's stdin copy sends 32 KiB at a time. A connection's
  * input buffers grow to about twice this while a message arrives, and on each of 4096 clients at
@@ -75,7 +77,9 @@ struct session {
     int width, height; /* latest size asked by a client; 0: none yet */
     double resize_sent_at;
     struct buf pending_stdin; /* typed while the upstream was not open; sent when it opens */
-    int exit_code;            /* S_ENDED: the container's exit code, -1 when unknown */
+    unsigned long long stdin_dropped; /* input lost since losing began (stdin_lost); 0: none */
+    double stdin_lost_at;             /* the last loss (loop time) */
+    int exit_code;                    /* S_ENDED: the container's exit code, -1 when unknown */
     char end_message[200];
 };
 
@@ -298,6 +302,33 @@ static void pump(struct client *c)
 
 static void session_resize(struct session *s, int width, int height);
 
+/* Input the container cannot take now is lost: said when losing begins and when input goes
+ * through again, with the bytes lost between, not once per message (a client may send thousands
+ * of one-byte messages meanwhile, and each line would be many times their size). */
+static void stdin_lost(struct session *s, size_t len, const char *why)
+{
+    s->hub->m.stdin_dropped_bytes += len;
+    if (s->stdin_dropped == 0)
+        telo_log(TELO_LOG_WARN, "attach input dropped", "session=%s why=\"%s\" bytes=%zu", s->key,
+                 why, len);
+    s->stdin_dropped += len;
+    s->stdin_lost_at = ev_now(s->hub->loop);
+}
+
+/* Input went through. While losing, that may be only a slip under the upstream's 1 MiB while
+ * the container still does not read (the kernel's buffers on the way take a little more now
+ * and then): losing is over once STDIN_LOSS_QUIET_S have passed without a loss. So a client
+ * holding the backlog at the edge costs two lines per session per that time, at most. */
+static void stdin_taken(struct session *s, size_t len)
+{
+    s->hub->m.stdin_bytes += len;
+    if (s->stdin_dropped == 0 || ev_now(s->hub->loop) - s->stdin_lost_at < STDIN_LOSS_QUIET_S)
+        return;
+    telo_log(TELO_LOG_INFO, "attach input taken again", "session=%s dropped_bytes=%llu", s->key,
+             s->stdin_dropped);
+    s->stdin_dropped = 0;
+}
+
 /* Input goes to the container; typed before the upstream opened (the first client types at
  * once) or while it reconnects, it waits in a bounded buffer rather than being lost. */
 static void session_stdin(struct session *s, const uint8_t *data, size_t len)
@@ -306,15 +337,13 @@ static void session_stdin(struct session *s, const uint8_t *data, size_t len)
         return;
     if (s->state == S_LIVE && s->pending_stdin.len == 0) {
         if (kube_attach_write(s->up, data, len) == 0)
-            s->hub->m.stdin_bytes += len;
+            stdin_taken(s, len);
         else /* more than 1 MiB of input the container has not taken: a paste too far */
-            telo_log(TELO_LOG_WARN, "attach input dropped: the container is not reading",
-                     "session=%s bytes=%zu", s->key, len);
+            stdin_lost(s, len, "the container is not reading");
         return;
     }
     if (buf_append(&s->pending_stdin, data, len) != 0)
-        telo_log(TELO_LOG_WARN, "attach input dropped while the upstream is not open",
-                 "session=%s bytes=%zu", s->key, len);
+        stdin_lost(s, len, "the upstream is not open and 64 KiB of input waits");
 }
 
 static void client_message(struct ws_conn *ws, int opcode, const uint8_t *data, size_t len,
@@ -480,9 +509,12 @@ static void up_open(struct kube_attach *a, const char *protocol, void *ud)
     telo_log(TELO_LOG_INFO, "attach upstream open", "session=%s pod=%s", s->key, s->pod);
     if (s->width > 0 && kube_attach_resize(s->up, (unsigned)s->width, (unsigned)s->height) == 0)
         s->hub->m.resizes++;
-    if (s->pending_stdin.len > 0 &&
-        kube_attach_write(s->up, s->pending_stdin.data, s->pending_stdin.len) == 0)
-        s->hub->m.stdin_bytes += s->pending_stdin.len;
+    if (s->pending_stdin.len > 0) {
+        if (kube_attach_write(s->up, s->pending_stdin.data, s->pending_stdin.len) == 0)
+            stdin_taken(s, s->pending_stdin.len);
+        else
+            stdin_lost(s, s->pending_stdin.len, "the container is not reading");
+    }
     buf_reset(&s->pending_stdin);
 }
 

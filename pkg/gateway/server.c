@@ -13,6 +13,7 @@
 #include "session/phase.h"
 #include "util/buf.h"
 #include "util/log.h"
+#include "util/lograte.h"
 #include "ws/frame.h"
 #include "ws/http.h"
 #include "ws/tls.h"
@@ -40,12 +41,16 @@
 #define TOKEN_MAX          8192
 #define LINGER_MAX         256 /* refused connections read to their end before the close */
 #define LINGER_S           2.0
-#define ACCEPT_BACKOFF_S   0.2  /* out of descriptors: accept again this much later */
-#define ACCEPT_BATCH       16   /* accepts per event, so a connect flood cannot hold the loop */
-#define DRAIN_READS        16   /* reads of a refused peer's bytes before its answer, at most */
-#define TLS_RELOAD_S       1.0  /* a renewed certificate file is looked for this often, at most */
-#define RETRY_AFTER_S      5    /* over a client cap: when to try again */
-#define WRITE_S            10.0 /* an answer not taken by the peer within this: dropped */
+#define ACCEPT_BACKOFF_S   0.2 /* out of descriptors: accept again this much later */
+#define ACCEPT_BATCH       16  /* accepts per event, so a connect flood cannot hold the loop */
+#define DRAIN_READS        16  /* reads of a refused peer's bytes before its answer, at most */
+#define TLS_RELOAD_S       1.0 /* a renewed certificate file is looked for this often, at most */
+/* Refusal lines: 100 at once, 10 a second after; those held back are told within 10 s. */
+#define REFUSAL_LOG_BURST   100
+#define REFUSAL_LOG_PER_S   10
+#define REFUSAL_LOG_FLUSH_S 10.0
+#define RETRY_AFTER_S       5    /* over a client cap: when to try again */
+#define WRITE_S             10.0 /* an answer not taken by the peer within this: dropped */
 
 struct conn {
     struct gw_server *srv;
@@ -109,6 +114,10 @@ struct gw_server {
     struct gw_lingering *lingering;      /* refused at accept, their answer out */
     ev_timer accept_backoff;
     int accept_stalled;
+    /* Refusals are caused at will by anyone who can connect: their lines have a budget, and
+     * the count of those held back is told within REFUSAL_LOG_FLUSH_S. */
+    struct telo_log_rate refusal_log;
+    ev_timer refusal_log_flush;
 };
 
 static void conn_free(struct conn *c)
@@ -244,13 +253,34 @@ static void respond(struct conn *c, int code, const char *content_type, const ch
 static void refuse(struct conn *c, int code, const char *reason, const char *message,
                    const char *subject);
 
+/* Whether a refusal's line may be written now (see refusal_log). */
+static int refusal_logged(struct gw_server *srv)
+{
+    if (telo_log_rate_allow(&srv->refusal_log, ev_now(srv->loop)))
+        return 1;
+    if (!ev_is_active(&srv->refusal_log_flush)) {
+        ev_timer_set(&srv->refusal_log_flush, REFUSAL_LOG_FLUSH_S, 0.);
+        ev_timer_start(srv->loop, &srv->refusal_log_flush);
+    }
+    return 0;
+}
+
+static void refusal_log_flush(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)revents;
+    struct gw_server *srv = w->data;
+    telo_log_rate_flush(&srv->refusal_log, ev_now(loop));
+}
+
 /* Refuses over a limit: 429 or 503 with Retry-After (whole seconds, at least 1), counted. */
 static void refuse_limited(struct conn *c, enum gw_limit which, int code, const char *message,
                            double retry_after_s)
 {
     gw_front_limited(&c->srv->stats, which, code);
-    telo_log(TELO_LOG_INFO, "attach refused", "session=%s/%s code=%d limit=%s remote=%s why=\"%s\"",
-             c->target.namespace, c->target.name, code, gw_limit_name(which), c->remote, message);
+    if (refusal_logged(c->srv))
+        telo_log(TELO_LOG_INFO, "attach refused",
+                 "session=%s/%s code=%d limit=%s remote=%s why=\"%s\"", c->target.namespace,
+                 c->target.name, code, gw_limit_name(which), c->remote, message);
     struct buf b;
     buf_init(&b, 4096);
     gw_error_status_json(&b, code, code == 429 ? "TooManyRequests" : "ServiceUnavailable", message);
@@ -266,10 +296,11 @@ static void refuse(struct conn *c, int code, const char *reason, const char *mes
                    const char *subject)
 {
     gw_front_refused(&c->srv->stats, code);
-    telo_log(code >= 500 ? TELO_LOG_WARN : TELO_LOG_INFO, "attach refused",
-             "session=%s/%s code=%d reason=%s subject=\"%s\" remote=%s why=\"%s\"",
-             c->target.namespace, c->target.name, code, reason, subject ? subject : "", c->remote,
-             message);
+    if (refusal_logged(c->srv))
+        telo_log(code >= 500 ? TELO_LOG_WARN : TELO_LOG_INFO, "attach refused",
+                 "session=%s/%s code=%d reason=%s subject=\"%s\" remote=%s why=\"%s\"",
+                 c->target.namespace, c->target.name, code, reason, subject ? subject : "",
+                 c->remote, message);
     struct buf b;
     buf_init(&b, 4096);
     /* The client may not even be authenticated: API error text and the like stay in the log. */
@@ -449,7 +480,8 @@ static void metrics(struct conn *c)
                                 .debug_frames = gw_relays_frames(srv->relays),
                                 .pending = srv->pending - (c->health ? 0 : 1), /* not itself */
                                 .client_queued = gw_hub_queued_bytes(srv->hub),
-                                .accept_backoff_s = ACCEPT_BACKOFF_S};
+                                .accept_backoff_s = ACCEPT_BACKOFF_S,
+                                .log_lines_suppressed = srv->refusal_log.held_total};
     struct buf b;
     buf_init(&b, (size_t)1 << 20);
     if (gw_front_metrics(&b, &srv->stats, &g) != 0) {
@@ -940,6 +972,9 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
         srv->cfg.max_debug_streams = 32;
     ev_timer_init(&srv->accept_backoff, accept_resume, 0., 0.);
     srv->accept_backoff.data = srv;
+    telo_log_rate_init(&srv->refusal_log, "attach refused", REFUSAL_LOG_PER_S, REFUSAL_LOG_BURST);
+    ev_timer_init(&srv->refusal_log_flush, refusal_log_flush, 0., 0.);
+    srv->refusal_log_flush.data = srv;
     srv->auth = gw_auth_new(t, cfg->auth_cache_s > 0 ? cfg->auth_cache_s : 10);
     struct gw_gate_backend be = {.admit = auth_admit, .cancel = gw_admission_cancel, .ud = srv};
     srv->gate = gw_gate_new(loop, &be, &cfg->admission);
@@ -1063,6 +1098,8 @@ void gw_server_free(struct gw_server *srv)
         close(srv->health_fd);
     }
     ev_timer_stop(srv->loop, &srv->accept_backoff);
+    ev_timer_stop(srv->loop, &srv->refusal_log_flush);
+    telo_log_rate_flush(&srv->refusal_log, ev_now(srv->loop));
     while (srv->conns != NULL)
         conn_free(srv->conns); // NOLINT(clang-analyzer-unix.Malloc): conn_free unlinks it
     gw_lingering_free(srv->lingering);

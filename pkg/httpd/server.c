@@ -15,6 +15,7 @@
 #include "httpd/server.h"
 
 #include "util/log.h"
+#include "util/lograte.h"
 #include "ws/http.h"
 #include "ws/tls.h"
 
@@ -66,6 +67,9 @@ struct httpd_server {
     struct ws_tls_ctx *tls;
     struct conn *conns; /* a doubly linked list */
     size_t nconns;
+    /* Anyone who can connect causes a refusal at will: their lines have a budget, and those
+     * held back are told with the next one written (and at the server's end). */
+    struct telo_log_rate refusal_log;
 };
 
 enum conn_state { C_TLS, C_HEAD, C_BODY, C_WRITE };
@@ -446,9 +450,10 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
                 inet_ntop(AF_INET, &peer.s6_addr[12], text, sizeof(text));
             else
                 inet_ntop(AF_INET6, &peer, text, sizeof(text));
-            telo_log(TELO_LOG_WARN, "http connection refused", "reason=\"%d open%s\" peer=%s",
-                     srv->nconns >= MAX_CONNS ? MAX_CONNS : HTTPD_MAX_CONNS_PER_PEER,
-                     srv->nconns >= MAX_CONNS ? "" : " from this address", text);
+            if (telo_log_rate_allow(&srv->refusal_log, ev_now(loop)))
+                telo_log(TELO_LOG_WARN, "http connection refused", "reason=\"%d open%s\" peer=%s",
+                         srv->nconns >= MAX_CONNS ? MAX_CONNS : HTTPD_MAX_CONNS_PER_PEER,
+                         srv->nconns >= MAX_CONNS ? "" : " from this address", text);
             close(fd);
             continue;
         }
@@ -531,6 +536,7 @@ struct httpd_server *httpd_new(struct ev_loop *loop, const struct httpd_config *
     srv->loop = loop;
     srv->lfd = -1;
     srv->port = -1;
+    telo_log_rate_init(&srv->refusal_log, "http connection refused", 10, 100);
     srv->port_config = cfg->port;
     srv->max_request = cfg->max_request_bytes ? cfg->max_request_bytes : HTTPD_DEFAULT_MAX_REQUEST;
     srv->max_response =
@@ -712,6 +718,7 @@ void httpd_free(struct httpd_server *srv)
         next = c->next;
         conn_free(c);
     }
+    telo_log_rate_flush(&srv->refusal_log, ev_now(srv->loop));
     if (srv->lfd >= 0) {
         ev_io_stop(srv->loop, &srv->accept_w);
         close(srv->lfd);

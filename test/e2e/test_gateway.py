@@ -722,3 +722,57 @@ def test_stalled_client_does_not_slow_another(env, sessions):
     assert env["gw"].metric("telo_gateway_gaps_total") > gaps_before
     reader.close()
     stalled.close()
+
+
+def test_input_the_container_does_not_take_is_logged_per_run_of_losses_not_per_message(env, sessions):
+    """While the app is busy flooding its output it does not read stdin, and past 1 MiB waiting
+    for the container the gateway drops input. A client then sending thousands of small messages
+    costs one log line when dropping begins and one when input goes through again (with the
+    bytes lost) once 10 s have passed without a loss, so at most a pair per 10 s, not a line
+    per message (each many times the message's size); the lost bytes are counted in telo_gateway_stdin_dropped_bytes_total."""
+    gw, key = env["gw"], "%s/deaf" % env["ns"]
+    _, token = start_session(env, "deaf", sessions, cpu="500m")
+    typist = Client(url(env, "deaf"), token, V5, read=False)
+
+    def drain():  # reads and forgets the output, so the gateway keeps reading this client
+        try:
+            while typist.ws.recv_data(control_frame=True)[0] != websocket.ABNF.OPCODE_CLOSE:
+                pass
+        except (websocket.WebSocketException, OSError):
+            pass
+    threading.Thread(target=drain, daemon=True).start()
+    wait_until(lambda: 'msg="attach upstream open" session=%s ' % key in gw.log(), timeout=30,
+               interval=0.2, what="the gateway's attach to the session")
+    dropped = re.compile(r'msg="attach input dropped" session=%s ' % re.escape(key))
+    typist.type("flood 2000000000\n")
+    chunk = ("x" * 63 + "\n") * 512  # 32 KiB of short lines
+    deadline = time.monotonic() + 60
+    while not dropped.search(gw.log()):
+        assert time.monotonic() < deadline, "no input was dropped after 60 s of sending"
+        for _ in range(32):
+            typist.type(chunk)
+    losing_since = time.monotonic()
+    before = gw.metric("telo_gateway_stdin_dropped_bytes_total")
+    # Rounds of a chunk (the backlog stays over 1 MiB: the kernel's buffers on the way take a
+    # little more of it now and then) and 300 one-byte messages, until more has been lost.
+    deadline = time.monotonic() + 60
+    while gw.metric("telo_gateway_stdin_dropped_bytes_total") < before + 3000:
+        assert time.monotonic() < deadline, "no more input was dropped in 60 s"
+        typist.type(chunk)
+        for _ in range(300):
+            typist.type("y")
+    # A new run of losses is told only after 10 s without one: at most one line per 10 s here,
+    # where a line a message would be hundreds.
+    assert len(dropped.findall(gw.log())) <= 1 + (time.monotonic() - losing_since) // 10
+    typist.type("quit 0\n")  # read once the flood ends; the app then exits
+
+    def taken_again():
+        typist.type("z")
+        return re.search(r'msg="attach input taken again" session=%s dropped_bytes=(\d+)' %
+                         re.escape(key), gw.log())
+    lost = int(wait_until(taken_again, timeout=180, interval=0.5,
+                          what="input to go through after the flood").group(1))
+    print("\ninput dropped while the app flooded: %d bytes, %d line(s) for them" % (
+        lost, len(dropped.findall(gw.log()))))
+    assert lost >= 3000
+    typist.ws.close()
