@@ -89,6 +89,41 @@ void session_build_slots_forget(struct session_build_slots *t, const char *sessi
     free(strmap_remove(t->waiting, session));
 }
 
+void session_build_slots_heads(const struct session_build_slots *t,
+                               void (*emit)(void *ctx, const char *session), void *ctx)
+{
+    /* Each namespace's first in line, kept to the longest waiting SESSION_BUILD_SLOTS_HEADS
+     * namespaces as the line is read (no allocation: this runs on every Job event). */
+    const struct waiter *heads[SESSION_BUILD_SLOTS_HEADS];
+    size_t n = 0;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(t->waiting, &it, &key, &value)) {
+        const struct waiter *w = value;
+        size_t i = 0, youngest = 0;
+        while (i < n && strcmp(heads[i]->ns, w->ns) != 0)
+            i++;
+        if (i < n) {
+            if (w->since < heads[i]->since)
+                heads[i] = w;
+            continue;
+        }
+        if (n < SESSION_BUILD_SLOTS_HEADS) {
+            heads[n++] = w;
+            continue;
+        }
+        for (i = 1; i < n; i++) {
+            if (heads[i]->since > heads[youngest]->since)
+                youngest = i;
+        }
+        if (w->since < heads[youngest]->since)
+            heads[youngest] = w;
+    }
+    for (size_t i = 0; i < n; i++)
+        emit(ctx, heads[i]->session);
+}
+
 size_t session_build_slots_waiting(const struct session_build_slots *t)
 {
     return strmap_len(t->waiting);

@@ -18,9 +18,11 @@
 struct cache_store;
 struct session_build_slots;
 
-/* A session waiting for a slot is looked at again this often; a finished Job also queues the
- * sessions of its own tag, not the waiting ones. */
+/* A session waiting for a slot is looked at again this often, and at once when a build Job
+ * changes if it is its namespace's first in line (session_build_slots_heads). */
 #define SESSION_BUILD_SLOTS_RECHECK_S 10.0
+/* At most this many sessions are woken by one build Job's change. */
+#define SESSION_BUILD_SLOTS_HEADS 16
 /* A waiter that has not asked for this long (deleted, or its image appeared) leaves the line. */
 #define SESSION_BUILD_SLOTS_WAITER_TTL_S (2.5 * SESSION_BUILD_SLOTS_RECHECK_S)
 
@@ -56,6 +58,14 @@ int session_build_slots_free_for(struct session_build_slots *t, const struct ses
 
 /* session no longer wants a slot (its Job exists, its image does): it leaves the line. */
 void session_build_slots_forget(struct session_build_slots *t, const char *session);
+
+/* Calls emit(ctx, session) for the first in line of each namespace with sessions in line, the
+ * longest waiting namespaces first, at most SESSION_BUILD_SLOTS_HEADS of them: the session a
+ * slot freed now goes to is one of those (as long as no more namespaces wait), so queueing them
+ * when a build Job changes hands the slot on without waiting for the recheck. A hint: each still
+ * asks session_build_slots_free_for. */
+void session_build_slots_heads(const struct session_build_slots *t,
+                               void (*emit)(void *ctx, const char *session), void *ctx);
 
 /* Sessions in line (the telo_image_build_waiting gauge). */
 size_t session_build_slots_waiting(const struct session_build_slots *t);

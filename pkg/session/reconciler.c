@@ -748,6 +748,16 @@ static void reconcile(void *ud, struct ctrl_reconcile *rec, const char *key)
 
 /* --- registration -------------------------------------------------------------------------- */
 
+/* A build Job's change (an end, a delete) may free a slot: the first in line of each waiting
+ * namespace looks again now rather than at its recheck. */
+static void job_wakes_line(void *ud, const struct cache_object *obj,
+                           void (*emit)(void *ctx, const char *key), void *ctx)
+{
+    (void)obj;
+    const struct session_reconciler *r = ud;
+    session_build_slots_heads(r->build_slots, emit, ctx);
+}
+
 static void requeue_session(void *ud, const char *key)
 {
     struct session_reconciler *r = ud;
@@ -779,6 +789,8 @@ struct session_reconciler *session_reconciler_new(struct ctrl_manager *m, struct
          !(r->builds = session_builds_new(t, cfg, requeue_session, r, err))) ||
         (cfg->build_repository && !(r->build_slots = session_build_slots_new()) &&
          telo_err_set(err, TELO_ENOMEM, "build slots: out of memory") < 0) ||
+        (r->build_slots &&
+         ctrl_controller_watch_mapped(r->inf.c, r->inf.jobs, job_wakes_line, r, err) < 0) ||
         (cfg->reach_enabled &&
          !(r->prober = session_prober_new(kube_transport_loop(t), cfg, requeue_session, r, err)))) {
         session_reconciler_free(r);

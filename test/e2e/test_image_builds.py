@@ -459,9 +459,15 @@ def test_a_free_build_slot_goes_to_the_namespace_with_fewer_builds_running(
         app_session(b, "b1", 24)
         wait_progress(cluster, b, "b1", full)
         gone = build_job(a, "a1")
+        deleted = time.monotonic()
         cluster.kubectl("delete", "job", gone, "-n", builds.namespace, "--wait=false")
-        # The waiting sessions look again within their recheck (10 s).
+        # The Job's events queue each namespace's first in line (else their recheck, 10 s).
         wait_until(lambda: build_job(b, "b1"), timeout=30, what="b1's Job")
+        handed_on = time.monotonic() - deleted
+        print("\nb1's Job %.1f s after a1's was deleted" % handed_on)
+        # Which mechanism, not how fast: woken by the Job's delete it took 0.2 s, by its recheck
+        # (10 s after its last look) 10.1-10.2 s.
+        assert handed_on < 7, "b1 waited for its recheck: %.1f s" % handed_on
         names = {j["metadata"]["name"] for j in jobs(cluster, builds.namespace)
                  if not j["metadata"].get("deletionTimestamp")}
         assert names == {build_job(a, "a2"), build_job(b, "b1")}, names

@@ -15,6 +15,7 @@
 
 #include <json.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define T0 1772359200.0
@@ -242,6 +243,54 @@ static void a_waiter_that_stops_asking_or_needs_no_slot_leaves_the_line(void **s
     teardown(&f);
 }
 
+struct emitted {
+    char keys[32][80];
+    size_t n;
+};
+
+static void collect(void *ctx, const char *session)
+{
+    struct emitted *e = ctx;
+    assert_true(e->n < 32);
+    snprintf(e->keys[e->n++], sizeof(e->keys[0]), "%s", session);
+}
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static void a_job_change_wakes_the_first_in_line_of_the_longest_waiting_namespaces(void **state)
+{
+    (void)state;
+    struct fixture f;
+    setup(&f, 1, 0);
+    job(&f, "telo-build-x", "team-x/s", NULL);
+    struct emitted e = {0};
+    session_build_slots_heads(f.slots, collect, &e);
+    assert_int_equal(e.n, 0);
+    /* 20 namespaces wait with two sessions each, ns-k's first since T0 + k/2: the later ones
+     * ask first, so a namespace's head is found after its other session. */
+    char session[80];
+    for (int k = 19; k >= 0; k--) {
+        snprintf(session, sizeof(session), "ns-%02d/late", k);
+        assert_false(may(&f, session, T0 + 12 + k * 0.5));
+    }
+    for (int k = 0; k < 20; k++) {
+        snprintf(session, sizeof(session), "ns-%02d/early", k);
+        assert_false(may(&f, session, T0 + k * 0.5));
+    }
+    assert_int_equal(session_build_slots_waiting(f.slots), 40);
+    session_build_slots_heads(f.slots, collect, &e);
+    assert_int_equal(e.n, SESSION_BUILD_SLOTS_HEADS);
+    qsort(e.keys, e.n, sizeof(e.keys[0]), by_text);
+    for (int k = 0; k < SESSION_BUILD_SLOTS_HEADS; k++) {
+        snprintf(session, sizeof(session), "ns-%02d/early", k);
+        assert_string_equal(e.keys[k], session);
+    }
+    teardown(&f);
+}
+
 static void a_job_runs_until_a_true_end_condition(void **state)
 {
     (void)state;
@@ -265,6 +314,7 @@ int main(void)
         cmocka_unit_test(a_free_slot_goes_to_the_namespace_with_fewer_builds_running),
         cmocka_unit_test(within_a_namespace_the_longest_waiting_goes_first),
         cmocka_unit_test(a_waiter_that_stops_asking_or_needs_no_slot_leaves_the_line),
+        cmocka_unit_test(a_job_change_wakes_the_first_in_line_of_the_longest_waiting_namespaces),
         cmocka_unit_test(a_job_runs_until_a_true_end_condition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
