@@ -12,8 +12,11 @@ working meanwhile.
 - out of file descriptors (RLIMIT_NOFILE lowered under the running gateway), the gateway does not
   spin, and it serves again once they are back;
 - one namespace cannot take every client slot or every held session: a session of another
-  namespace (its own operator) still attaches."""
+  namespace (its own operator) still attaches;
+- a flood of refusals writes a bounded number of log lines, and says how many it held back."""
 
+import collections
+import concurrent.futures
 import json
 import os
 import re
@@ -565,3 +568,44 @@ def test_clients_that_do_not_read_share_one_queue_budget(env, two, tmp_path):
         for s in stalled:
             s.close()
         gw.stop()
+
+
+def test_a_flood_of_refusals_cannot_flood_the_log(env, tmp_path):
+    """Anyone who can connect causes a refusal at will. 1,500 attaches from a foreign origin are
+    each refused 403 and counted, but their log lines stay within the budget (100 at once, 10 a
+    second), and the ones held back are told in one line within 10 s of the flood's end: the
+    flood neither fills the log at its own rate nor goes unsaid."""
+    gw = start_gateway(env, tmp_path, "refusals")
+    try:
+        n = 1500
+        request = upgrade_request(env, "nobody", "t").replace(
+            b"\r\n\r\n", b"\r\nOrigin: http://evil.example\r\n\r\n", 1)
+
+        def refused(_):
+            s = connect_from("127.0.0.1", gw)
+            try:
+                return http_status(s, request)[0]
+            finally:
+                s.close()
+        start = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            codes = collections.Counter(pool.map(refused, range(n)))
+        elapsed = time.monotonic() - start
+        assert codes == {403: n}, codes
+        lines = gw.log().count('msg="attach refused"')
+        bound = 100 + 10 * elapsed + 1
+        print("\nrefusal flood: %d requests in %.1f s, %d lines logged (bound %.0f)" % (
+            n, elapsed, lines, bound))
+        assert lines <= bound, "%d refusal lines for %d refusals in %.1f s" % (lines, n, elapsed)
+        summary = re.compile(r'msg="log lines suppressed" of="attach refused" suppressed=(\d+)')
+
+        def told():
+            log = gw.log()
+            return log.count('msg="attach refused"') + sum(int(m) for m in summary.findall(log))
+        # The last ones held back are told by the timer (no refusal comes after them).
+        wait_until(lambda: told() == n, timeout=15, interval=0.5,
+                   what="every refusal logged or told as held back")
+        held = sum(int(m) for m in summary.findall(gw.log()))
+        assert gw.metric("telo_gateway_log_lines_suppressed_total") == held
+    finally:
+        assert gw.stop() == 0
