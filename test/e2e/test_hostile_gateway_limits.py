@@ -462,23 +462,31 @@ def test_a_session_past_max_sessions_takes_an_idle_ones_place_or_gets_503(env, t
         gw.stop()
 
 
+def refused_here_served_elsewhere(gw, env, two, elsewhere, limit, clients, word):
+    """The bystander's attach is refused 429 (with Retry-After) over limit, counted once, and the
+    other namespace's session attaches and echoes word all the same. Returns its client (also
+    appended to clients, closed by the caller)."""
+    status, head = attach_status(gw, env, "bystander", two["bystander"])
+    assert status == 429 and "Retry-After:" in head, head
+    assert gw.metric('telo_gateway_limited_total{limit="%s"}' % limit) == 1
+    other, other_token = elsewhere
+    clients.append(Client(attach_url(gw, other, "neighbour"), other_token, V5))
+    assert echo_works(clients[-1], word)
+    return clients[-1]
+
+
 def test_one_namespace_cannot_take_every_client_slot(env, two, elsewhere, tmp_path):
     """--max-clients-per-namespace: a tenant whose sessions hold their namespace's share of the
     clients gets 429 for one more; another namespace's session still attaches, far below
     --max-clients."""
-    other, other_token = elsewhere
     gw = start_gateway(env, tmp_path, "nsclients", "--max-clients", "8",
                        "--max-clients-per-namespace", "3")
     clients = []
     try:
         clients += [Client(attach_url(gw, env, "victim"), two["victim"], V5) for _ in range(2)]
         clients.append(Client(attach_url(gw, env, "bystander"), two["bystander"], V5))
-        status, head = attach_status(gw, env, "bystander", two["bystander"])
-        assert status == 429 and "Retry-After:" in head, head
-        assert gw.metric('telo_gateway_limited_total{limit="clients_per_namespace"}') == 1
-        neighbour = Client(attach_url(gw, other, "neighbour"), other_token, V5)
-        clients.append(neighbour)
-        assert echo_works(neighbour, "another-tenant")
+        refused_here_served_elsewhere(gw, env, two, elsewhere, "clients_per_namespace", clients,
+                                      "another-tenant")
         # A freed slot of the namespace is usable again.
         clients.pop(0).close()
         wait_until(lambda: gw.metric("telo_gateway_clients") == 3, timeout=10,
@@ -496,19 +504,14 @@ def test_one_namespace_cannot_hold_every_session(env, two, elsewhere, tmp_path):
     """--max-sessions-per-namespace: with 1, a tenant's second session is refused 429 while its
     first has a client, and takes that one's place once it has none; another namespace's
     session is held beside it all along."""
-    other, other_token = elsewhere
     gw = start_gateway(env, tmp_path, "nssessions", "--max-sessions", "8",
                        "--max-sessions-per-namespace", "1")
     clients = []
     try:
         clients.append(Client(attach_url(gw, env, "victim"), two["victim"], V5))
         assert echo_works(clients[0], "held")
-        status, head = attach_status(gw, env, "bystander", two["bystander"])
-        assert status == 429 and "Retry-After:" in head, head
-        assert gw.metric('telo_gateway_limited_total{limit="sessions_per_namespace"}') == 1
-        neighbour = Client(attach_url(gw, other, "neighbour"), other_token, V5)
-        clients.append(neighbour)
-        assert echo_works(neighbour, "beside-it")
+        neighbour = refused_here_served_elsewhere(gw, env, two, elsewhere,
+                                                  "sessions_per_namespace", clients, "beside-it")
         assert gw.metric("telo_gateway_sessions") == 2
         clients.pop(0).close()
         wait_until(lambda: gw.metric("telo_gateway_clients") == 1, timeout=10,
