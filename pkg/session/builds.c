@@ -42,7 +42,8 @@
  * makes a larger archive useless anyway. A free slot goes to the namespace with the fewest
  * downloads running, among equals the one that started one longest ago, and within it to the
  * oldest request: one tenant's queue of slow URLs, each allowed BUILD_DOWNLOAD_TIMEOUT_S, must not
- * stand before every other tenant's bundle. */
+ * stand before every other tenant's bundle. The fetches held (bundle.maxQueuedDownloads, failed
+ * ones included) make room the same way (room_for). */
 #define FETCH_ERROR_TTL_S 30.0
 /* The longest legal parts of a memo key, from the CRD's maxLength (crds/telo.run_telosessions.yaml)
  * and the Kubernetes name rules; a key holding all of them fits MEMO_KEY_SIZE. The operator's own
@@ -85,14 +86,15 @@ struct fetch {
     struct build_http_call *call;
     int queued;             /* in_flight, waiting for a download slot */
     struct fetch *next;     /* the queue */
-    struct ns_share *share; /* while queued or running; NULL when out of memory */
+    struct ns_share *share; /* while in the table; NULL when out of memory */
     char ns[NS_MAX + 1];    /* the namespace of the session that asked first */
 };
 
-/* One namespace's share of the download slots; in the table while it has downloads running or
- * waiting. */
+/* One namespace's share of the download slots and of the fetch table; in the shares while it
+ * has fetches in the table (running, waiting, or remembered as failed). */
 struct ns_share {
     size_t running, waiting;
+    size_t held;                   /* its fetches in the table, failed ones included */
     unsigned long long last_start; /* when it last started one, in b->starts; 0: never */
     char ns[];                     /* the map borrows this */
 };
@@ -109,6 +111,7 @@ struct session_builds {
     struct strmap *shares;                   /* namespace -> struct ns_share */
     unsigned long long starts;               /* downloads started: the shares' clock */
     struct fetch *queue, *queue_tail;        /* fetches waiting for a download slot, oldest first */
+    double fetches_swept_at;                 /* the failed fetches past their time, dropped */
     struct session_build_logs *logs;         /* failed builds' log tails */
     struct session_base_lookups *base;       /* base-image freshness */
     struct session_build_progress *progress; /* running builds' steps */
@@ -192,7 +195,7 @@ static void answer_free(struct answer *a)
 
 /* f's namespace's share, counting f as waiting. Out of memory f has none: it is then chosen as
  * if its namespace had nothing running, which is less fair, never wrong about the slots. */
-static void share_wait(struct session_builds *b, struct fetch *f)
+static void share_join(struct session_builds *b, struct fetch *f)
 {
     struct ns_share *sh = strmap_get(b->shares, f->ns);
     if (!sh) {
@@ -206,11 +209,12 @@ static void share_wait(struct session_builds *b, struct fetch *f)
         }
     }
     sh->waiting++;
+    sh->held++;
     f->share = sh;
 }
 
-/* f leaves its share: it stopped waiting without starting, or stopped running. */
-static void share_leave(struct session_builds *b, struct fetch *f, int was_running)
+/* f stopped waiting without starting, or stopped running; it stays in the table (failed). */
+static void share_stop(struct fetch *f, int was_running)
 {
     struct ns_share *sh = f->share;
     if (!sh)
@@ -219,8 +223,20 @@ static void share_leave(struct session_builds *b, struct fetch *f, int was_runni
         sh->running--;
     else
         sh->waiting--;
+}
+
+/* f leaves the table. */
+static void share_leave(struct session_builds *b, struct fetch *f)
+{
+    struct ns_share *sh = f->share;
+    if (!sh)
+        return;
+    if (f->call)
+        sh->running--;
+    else if (f->in_flight)
+        sh->waiting--;
     f->share = NULL;
-    if (sh->running == 0 && sh->waiting == 0) {
+    if (--sh->held == 0) {
         strmap_remove(b->shares, sh->ns);
         free(sh);
     }
@@ -252,9 +268,9 @@ static void fetch_free(struct fetch *f)
                 b->queue_tail = q;
         }
     }
+    share_leave(b, f);
     if (f->call)
         b->downloading--;
-    share_leave(b, f, f->call != NULL);
     build_http_cancel(f->call);
     session_waiters_free(&f->w);
     free(f);
@@ -290,7 +306,7 @@ void session_builds_free(struct session_builds *b)
     session_base_lookups_free(b->base);
     session_build_progress_free(b->progress);
     strmap_free(b->fetches);
-    strmap_free(b->shares); /* empty: every queued or running fetch was freed above */
+    strmap_free(b->shares); /* empty: every fetch was freed above */
     build_http_free(b->http);
     strmap_free(b->answers);
     session_build_logs_free(b->logs);
@@ -472,7 +488,7 @@ static void on_download(struct build_http_call *call, const struct build_http_re
     char detail[1536] = "";
     f->call = NULL;
     b->downloading--;
-    share_leave(b, f, 1);
+    share_stop(f, 1);
     f->in_flight = 0;
     f->at = now_of(b);
     downloaded(f, resp, detail, sizeof(detail));
@@ -515,7 +531,7 @@ static int start_download(struct fetch *f)
         }
         return 0;
     }
-    share_leave(b, f, 0);
+    share_stop(f, 0);
     telo_log(TELO_LOG_WARN, "bundle download failed", "url=%s error=\"%s\"", f->url, err.msg);
     f->in_flight = 0;
     f->at = now_of(b);
@@ -534,7 +550,7 @@ void session_builds_downloads(const struct session_builds *b, size_t *running, s
 }
 
 /* Starts queued downloads while there are free slots, each the oldest of the namespace whose
- * share comes first. The queue holds at most TABLE_MAX fetches. */
+ * share comes first. The queue holds at most bundle.maxQueuedDownloads fetches. */
 static void pump_downloads(struct session_builds *b)
 {
     while (b->queue && b->downloading < (size_t)b->cfg->bundle_max_downloads) {
@@ -553,6 +569,84 @@ static void pump_downloads(struct session_builds *b)
         f->queued = 0;
         (void)start_download(f);
     }
+}
+
+/* Drops the failed fetches whose answer has stood its time (at most once a second: a full table
+ * is asked about by every session that wants a place). */
+static void sweep_fetches(struct session_builds *b, double now)
+{
+    if (now - b->fetches_swept_at < 1.0)
+        return;
+    b->fetches_swept_at = now;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(b->fetches, &it, &key, &value)) {
+        struct fetch *f = value;
+        if (!f->in_flight && now - f->at > FETCH_ERROR_TTL_S) {
+            strmap_remove(b->fetches, key);
+            fetch_free(f);
+        }
+    }
+}
+
+/* The fetch namespace sh gives up to make room: its oldest failed one (a remembered answer,
+ * asked for again later), else its newest waiting one (its sessions ask again and find their
+ * place taken). NULL when it has neither (every one of its fetches runs). */
+static struct fetch *victim_of(struct session_builds *b, const struct ns_share *sh)
+{
+    struct fetch *failed = NULL, *waiting = NULL;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(b->fetches, &it, &key, &value)) {
+        struct fetch *f = value;
+        if (f->share != sh)
+            continue;
+        if (!f->in_flight && (!failed || f->at < failed->at))
+            failed = f;
+    }
+    if (failed)
+        return failed;
+    for (struct fetch *q = b->queue; q; q = q->next) {
+        if (q->share == sh)
+            waiting = q;
+    }
+    return waiting;
+}
+
+/* Whether a new fetch of namespace ns fits in the table (bundle.maxQueuedDownloads). A full one
+ * is first rid of failed fetches past their time; then the namespace holding the most gives up
+ * one, when it holds at least two more than ns: one tenant's thousands of slow or failing URLs
+ * must not keep every other tenant's bundle out of the table. */
+static int room_for(struct session_builds *b, const char *ns)
+{
+    size_t max = (size_t)b->cfg->bundle_max_queued;
+    if (strmap_len(b->fetches) < max)
+        return 1;
+    sweep_fetches(b, now_of(b));
+    if (strmap_len(b->fetches) < max)
+        return 1;
+    const struct ns_share *mine = strmap_get(b->shares, ns), *most = NULL;
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (strmap_next(b->shares, &it, &key, &value)) {
+        const struct ns_share *sh = value;
+        if (sh->held > sh->running && (!most || sh->held > most->held))
+            most = sh;
+    }
+    if (!most || most->held < (mine ? mine->held : 0) + 2)
+        return 0;
+    struct fetch *victim = victim_of(b, most);
+    if (!victim)
+        return 0;
+    telo_log(TELO_LOG_INFO, "bundle download dropped to make room", "url=%s namespace=%s held=%zu",
+             victim->url, most->ns, most->held);
+    strmap_remove(b->fetches, victim->key);
+    session_waiters_wake(&victim->w, b->requeue, b->ud);
+    fetch_free(victim);
+    return strmap_len(b->fetches) < max;
 }
 
 int session_builds_url_key(struct session_builds *b, const struct session *s, const char *waiter,
@@ -589,7 +683,7 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
         session_waiters_add(&f->w, waiter);
         return 0;
     }
-    if (strmap_len(b->fetches) >= TABLE_MAX || !(f = calloc(1, sizeof(*f))))
+    if (!room_for(b, s->namespace) || !(f = calloc(1, sizeof(*f))))
         return 0; /* looked at again by the pass's requeue-after */
     f->b = b;
     snprintf(f->key, sizeof(f->key), "%s", key);
@@ -606,7 +700,7 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
         return 0;
     }
     session_waiters_add(&f->w, waiter);
-    share_wait(b, f);
+    share_join(b, f);
     if (b->downloading >= (size_t)b->cfg->bundle_max_downloads) {
         /* Waits its turn, in flight for the sessions that ask meanwhile. */
         f->queued = 1;

@@ -87,6 +87,9 @@ static const struct key keys[] = {
      "build Jobs running at once for the sessions of one namespace; 0: no limit"},
     {"bundle.maxConcurrentDownloads", K_POSINT, AT(bundle_max_downloads),
      "spec.bundle.url downloads at once; more wait their turn"},
+    {"bundle.maxQueuedDownloads", K_POSINT, AT(bundle_max_queued),
+     "spec.bundle.url downloads held at once, running and waiting (about 8 KiB each); past it a "
+     "namespace holding more gives up its newest waiting one, or the session asks again later"},
     {"bundle.allowedUrlCidrs", K_CIDRLIST, AT(bundle_allowed_cidrs),
      "networks spec.bundle.url may reach although private, loopback or link-local"},
     {"reachability.enabled", K_BOOL, AT(reach_enabled),
@@ -156,6 +159,7 @@ struct session_config *session_config_new(void)
     c->build_timeout_seconds = 600;
     c->build_ttl_seconds = 300;
     c->bundle_max_downloads = 4;
+    c->bundle_max_queued = 4096;
     c->reach_enabled = 1;
     c->reach_timeout_seconds = 30;
     c->reach_interval_seconds = 5;

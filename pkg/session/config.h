@@ -57,6 +57,7 @@ struct session_config {
 
     /* Bundles the operator reads for a tenant (bundle.*). */
     long bundle_max_downloads; /* bundle.maxConcurrentDownloads: 4 (others wait their turn) */
+    long bundle_max_queued;    /* bundle.maxQueuedDownloads: 4096 (running and waiting) */
     struct session_cidrs {
         struct build_cidr *items;
         size_t n;

@@ -211,6 +211,9 @@ static void bundle_keys(void **state)
     assert_int_equal(c->bundle_allowed_cidrs.items[1].prefix, 8);
     assert_int_equal(session_config_set(c, "bundle.maxConcurrentDownloads=2", &err), 0);
     assert_int_equal(c->bundle_max_downloads, 2);
+    assert_int_equal(c->bundle_max_queued, 4096);
+    assert_int_equal(session_config_set(c, "bundle.maxQueuedDownloads=16", &err), 0);
+    assert_int_equal(c->bundle_max_queued, 16);
     assert_int_equal(session_config_set(c, "bundle.allowedUrlCidrs=", &err), 0);
     assert_int_equal(c->bundle_allowed_cidrs.n, 0);
     session_config_free(c);
