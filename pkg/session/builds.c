@@ -567,7 +567,10 @@ static void pump_downloads(struct session_builds *b)
             b->queue_tail = pick_prev;
         f->next = NULL;
         f->queued = 0;
-        (void)start_download(f);
+        /* Its sessions say they wait for a slot: now they download (a failed start has woken
+         * them already). */
+        if (start_download(f) == 0)
+            session_waiters_wake(&f->w, b->requeue, b->ud);
     }
 }
 
@@ -650,9 +653,10 @@ static int room_for(struct session_builds *b, const char *ns)
 }
 
 int session_builds_url_key(struct session_builds *b, const struct session *s, const char *waiter,
-                           struct session_bundle_key *out)
+                           struct session_bundle_key *out, const char **wait)
 {
     memset(out, 0, sizeof(*out));
+    *wait = SESSION_BUNDLE_DOWNLOADING;
     char memo[SESSION_BUILDS_MEMO_MAX], key[MEMO_KEY_SIZE];
     if (strlen(s->bundle_url) > URL_MAX) {
         snprintf(out->error, sizeof(out->error),
@@ -681,10 +685,16 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
     }
     if (f) {
         session_waiters_add(&f->w, waiter);
+        if (f->queued)
+            *wait = SESSION_BUNDLE_SLOT_WAIT;
         return 0;
     }
-    if (!room_for(b, s->namespace) || !(f = calloc(1, sizeof(*f))))
+    if (!room_for(b, s->namespace)) {
+        *wait = SESSION_BUNDLE_ROOM_WAIT;
         return 0; /* looked at again by the pass's requeue-after */
+    }
+    if (!(f = calloc(1, sizeof(*f))))
+        return 0;
     f->b = b;
     snprintf(f->key, sizeof(f->key), "%s", key);
     snprintf(f->url, sizeof(f->url), "%s", s->bundle_url);
@@ -704,6 +714,7 @@ int session_builds_url_key(struct session_builds *b, const struct session *s, co
     if (b->downloading >= (size_t)b->cfg->bundle_max_downloads) {
         /* Waits its turn, in flight for the sessions that ask meanwhile. */
         f->queued = 1;
+        *wait = SESSION_BUNDLE_SLOT_WAIT;
         if (b->queue_tail)
             b->queue_tail->next = f;
         else

@@ -74,12 +74,22 @@ void session_builds_bundle_key(struct session_builds *b, const char *memo, const
 /* URL bundle downloads in flight and waiting for a slot (bundle.maxConcurrentDownloads). */
 void session_builds_downloads(const struct session_builds *b, size_t *running, size_t *waiting);
 
+/* What a session whose URL bundle is not read yet waits for (its status progress). */
+#define SESSION_BUNDLE_DOWNLOADING "Downloading the bundle (spec.bundle.url)\xe2\x80\xa6"
+#define SESSION_BUNDLE_SLOT_WAIT                                                                   \
+    "Waiting for a bundle download slot (bundle.maxConcurrentDownloads): namespaces with fewer "   \
+    "downloads running first"
+#define SESSION_BUNDLE_ROOM_WAIT                                                                   \
+    "Waiting for room to download the bundle: the operator holds bundle.maxQueuedDownloads "       \
+    "downloads and no namespace holds two more than this one; asked again every 30 s"
+
 /* The key of s's URL bundle (spec.bundle.url): 1 with *out filled when it is known (downloaded,
  * checked against spec.bundle.url.sha256 and read; remembered by URL and digest), 0 while it is
- * being downloaded: waiter (a session key) is queued again when it is in. The download is capped
+ * not, with *wait one of the SESSION_BUNDLE_ texts above: waiter (a session key) is queued again
+ * when its download starts and when it ends (out of room, at its requeue). The download is capped
  * like the bundle it holds; the build Job downloads the URL itself, the bytes are not kept. */
 int session_builds_url_key(struct session_builds *b, const struct session *s, const char *waiter,
-                           struct session_bundle_key *out);
+                           struct session_bundle_key *out, const char **wait);
 
 /* The registry's answer about <build.repository>:<tag>, or SESSION_PRESENCE_NONE. With ask, a
  * missing answer is asked for (once per tag however many sessions ask) and waiter (a session key)

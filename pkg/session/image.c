@@ -14,6 +14,8 @@
 
 /* A Job being deleted is looked at again this often, so a new build starts once it is gone. */
 #define JOB_GONE_RECHECK_S 2.0
+/* A session waiting for its URL bundle's download is looked at again this often at most. */
+#define BUNDLE_WAIT_RECHECK_S 30.0
 
 static void ready(struct session_image_plan *out, const char *ref, const char *reason,
                   const char *progress)
@@ -212,6 +214,15 @@ static int decide_without_tag(const struct session_image_obs *obs, struct sessio
         snprintf(out->message, sizeof(out->message),
                  "%s; fix the bundle (spec.bundle) and create the session again",
                  obs->bundle_error);
+        return 1;
+    }
+    if (obs->bundle_wait) {
+        /* Said in status while it lasts (slow URLs, a queue of them): no tag, no Job yet. The
+         * download's start and end queue the session again; the recheck is a fallback. */
+        out->tag = NULL;
+        out->ref = NULL;
+        building(out, obs->bundle_wait, NULL);
+        out->requeue_after = BUNDLE_WAIT_RECHECK_S;
         return 1;
     }
     if (obs->no_dependencies) {

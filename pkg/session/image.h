@@ -31,9 +31,12 @@ struct session_image_obs {
     const char *base_image;          /* FROM of the per-app image */
     const char *bundle_error;        /* the bundle cannot be read or used: why; NULL when it can */
     const char *bundle_error_reason; /* the session's reason for it; NULL: "BundleInvalid" */
-    int no_dependencies;             /* the bundle imports nothing: the base image runs as it is */
-    const char *tag;                 /* BUILD_TAG_LEN hex characters */
-    const char *ref;                 /* <repository>:<tag> */
+    /* The URL bundle is not read yet (no tag): what its download waits for (builds.h
+     * SESSION_BUNDLE_ texts); NULL when the bundle is read. */
+    const char *bundle_wait;
+    int no_dependencies; /* the bundle imports nothing: the base image runs as it is */
+    const char *tag;     /* BUILD_TAG_LEN hex characters */
+    const char *ref;     /* <repository>:<tag> */
     enum session_presence presence;
     const char *presence_message; /* for UNKNOWN and DENIED */
     const char *build_namespace;

@@ -104,6 +104,21 @@ static void image_step(struct pass *p, const struct session_bundle_key *bundle_k
     json_object_put(job);
 }
 
+/* The URL bundle is not read yet: the session says what its download waits for. */
+static void bundle_wait_step(struct pass *p, const char *wait)
+{
+    char self[320];
+    self_key(p, self, sizeof(self));
+    struct session_image_obs obs = {
+        .self = self,
+        .base_image = session_image(&p->s, p->r->cfg),
+        .bundle_wait = wait,
+        .old = p->s.status,
+        .now = session_pass_now(p->r),
+    };
+    session_pass_converge(p, NULL, NULL, &obs);
+}
+
 /* The bundle's bytes from the ConfigMap (binaryData, or data as text) and their key. */
 static void bundle_image_step(struct pass *p, struct json_object *cm)
 {
@@ -272,12 +287,12 @@ void session_pass_learn(struct pass *p, const char *key)
     switch (session_plan_learn(&obs)) {
     case SESSION_PLAN_LEARN_URL_KEY: {
         struct session_bundle_key k;
-        if (session_builds_url_key(r->builds, &p->s, key, &k)) {
+        const char *wait;
+        if (session_builds_url_key(r->builds, &p->s, key, &k, &wait)) {
             image_step(p, &k);
             return;
         }
-        p->requeue_after = SESSION_PLAN_ANSWER_WAIT_S;
-        session_pass_done(p);
+        bundle_wait_step(p, wait);
         return;
     }
     case SESSION_PLAN_LEARN_BUNDLE:

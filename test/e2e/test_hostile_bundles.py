@@ -193,6 +193,19 @@ def test_allowed_cidrs_let_a_loopback_url_through(cluster, operator, pod_namespa
     assert "nope" not in st["message"]
 
 
+DOWNLOADING = "Downloading the bundle (spec.bundle.url)\u2026"
+SLOT_WAIT = ("Waiting for a bundle download slot (bundle.maxConcurrentDownloads): namespaces "
+             "with fewer downloads running first")
+ROOM_WAIT = ("Waiting for room to download the bundle: the operator holds "
+             "bundle.maxQueuedDownloads downloads and no namespace holds two more than this one; "
+             "asked again every 30 s")
+
+
+def progress_of(cluster, ns, name):
+    st = get_ts(cluster, ns, name).get("status") or {}
+    return st.get("phase"), (st.get("progress") or {}).get("message")
+
+
 class HeldDownloads:
     """A loopback HTTP server that takes each download's request and holds it unanswered until
     the test answers it (404), so a test decides when a download slot frees."""
@@ -291,7 +304,8 @@ def test_a_namespace_with_more_downloads_held_gives_one_up_to_make_room(
     """bundle.maxQueuedDownloads bounds the downloads held at once, running and waiting. Full,
     the namespace holding the most (at least two more than the asker's) gives up its newest
     waiting one. Before, a full table kept every other tenant's URL bundle out for as long as
-    the flood lasted (each download allowed 60 s), and its failed entries never left."""
+    the flood lasted (each download allowed 60 s), and its failed entries never left. Each
+    waiting session says in its status what its bundle waits for."""
     flood = pod_namespace
     quiet = "e2e-quiet-%s" % uuid.uuid4().hex[:6]
     cluster.kubectl("create", "namespace", quiet)
@@ -316,9 +330,16 @@ def test_a_namespace_with_more_downloads_held_gives_one_up_to_make_room(
         assert "/flood-3.tgz" in [line for line in op.log_tail(200).splitlines()
                                   if "dropped to make room" in line][0]
         assert downloads("running") == 1 and downloads("waiting") == 3
+        # Each session says what its bundle waits for (before, they had no status at all).
+        for ns, name, text in ((flood, "f-0", DOWNLOADING), (flood, "f-1", SLOT_WAIT),
+                               (flood, "f-3", ROOM_WAIT), (quiet, "mine", SLOT_WAIT)):
+            wait_until(lambda: progress_of(cluster, ns, name) == ("Building", text), timeout=30,
+                       what="%s to say %r" % (name, text))
         server.answer(first)
         wait_until(lambda: len(server.paths()) == 2, timeout=30, what="the next download")
         assert server.paths()[1] == "/quiet.tgz", server.paths()
+        wait_until(lambda: progress_of(cluster, quiet, "mine") == ("Building", DOWNLOADING),
+                   timeout=30, what="the other namespace's session to say it downloads")
     finally:
         server.close()
         cluster.kubectl("delete", "namespace", quiet, "--wait=false", check=False)
@@ -346,7 +367,9 @@ def test_failed_downloads_leave_a_full_table_after_their_time(cluster, operator,
         failed_at = time.monotonic()
         apply(cluster, ns, session("late", {"url": {"url": server.url("/late.tgz"),
                                                     "sha256": SHA}}))
-        time.sleep(5)
+        wait_until(lambda: progress_of(cluster, ns, "late") == ("Building", ROOM_WAIT),
+                   timeout=30, what="the late session to say it waits for room")
+        time.sleep(2)
         assert "/late.tgz" not in server.paths(), "the table's bound did not hold"
         wait_until(lambda: "/late.tgz" in server.paths(), timeout=90,
                    what="the late download, once the failed ones' time is up")

@@ -124,6 +124,28 @@ static void a_bundle_without_dependencies_runs_the_base_image(void **state)
     world_free(&w);
 }
 
+static void a_url_bundle_not_read_yet_says_what_its_download_waits_for(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w);
+    /* No tag yet: the bundle is what the tag is made of. */
+    w.obs.tag = NULL;
+    w.obs.ref = NULL;
+    w.obs.bundle_wait = "Waiting for a bundle download slot (bundle.maxConcurrentDownloads)";
+    decide(&w);
+    assert_int_equal(w.plan.step, SESSION_IMAGE_BUILDING);
+    assert_string_equal(w.plan.progress, w.obs.bundle_wait);
+    assert_false(w.plan.check_registry || w.plan.create_job || w.plan.fetch_progress);
+    assert_null(w.plan.build_job);
+    assert_true(w.plan.requeue_after > 0 && w.plan.requeue_after <= 30);
+    struct json_object *image = session_image_status(&w.plan);
+    assert_string_equal(json_object_to_json_string_ext(image, PLAIN), "{}");
+    json_object_put(image);
+    assert_null(session_image_build_status(&w.plan));
+    world_free(&w);
+}
+
 static void a_new_session_asks_the_registry_first(void **state)
 {
     (void)state;
@@ -580,6 +602,7 @@ int main(void)
         cmocka_unit_test(a_bad_bundle_fails_the_session),
         cmocka_unit_test(a_job_being_deleted_is_not_trusted_by_a_new_session),
         cmocka_unit_test(a_bundle_without_dependencies_runs_the_base_image),
+        cmocka_unit_test(a_url_bundle_not_read_yet_says_what_its_download_waits_for),
         cmocka_unit_test(a_new_session_asks_the_registry_first),
         cmocka_unit_test(an_image_in_the_registry_is_a_cache_hit),
         cmocka_unit_test(refused_credentials_block_without_a_build),
