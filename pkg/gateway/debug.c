@@ -5,6 +5,7 @@
 #include "gateway/auth.h"
 #include "gateway/proto.h"
 #include "gateway/sse.h"
+#include "session/phase.h"
 #include "util/buf.h"
 #include "util/jitter.h"
 #include "util/log.h"
@@ -26,12 +27,14 @@
 /* The inspector is not read while the client has this much to take: TCP then holds the app back
  * instead of us parsing what we would drop. Half of OUT_MAX, so what one more read completes (at
  * most an EVENT_MAX event and the frames of UP_READ_CHUNK bytes) still fits. */
-#define OUT_PAUSE      (OUT_MAX / 2)
-#define EVENT_MAX      ((size_t)256 << 10)
-#define HEAD_MAX       8192
-#define RECONNECT_S    0.5 /* as the reference's relayDebugStream */
-#define UP_READ_CHUNK  16384
-#define UP_READ_ROUNDS 16 /* reads per readiness event, as ws/conn.c */
+#define OUT_PAUSE        (OUT_MAX / 2)
+#define EVENT_MAX        ((size_t)256 << 10)
+#define HEAD_MAX         8192
+#define RECONNECT_S      0.5  /* as the reference's relayDebugStream */
+#define RECONNECT_MAX_S  10.0 /* doubling from RECONNECT_S while the inspector stays away */
+#define REFUSED_LINGER_S 5.0  /* a refused client's last event, then the close in any case */
+#define UP_READ_CHUNK    16384
+#define UP_READ_ROUNDS   16 /* reads per readiness event, as ws/conn.c */
 
 enum up_state { UP_IDLE, UP_CONNECTING, UP_HEAD, UP_BODY };
 
@@ -60,6 +63,9 @@ struct relay {
     int up_logged; /* the inspector's absence was logged once */
 
     char namespace[254], name[254];
+    char uid[64];               /* the TeloSession admitted: a successor is another stream */
+    double backoff;             /* until the next reconnect while the inspector stays away */
+    int reconnect;              /* the inspector is away: connect once the session is read */
     char *token;                /* the admitted credential; NULL: never re-checked */
     ev_timer reauth;            /* when to check it again */
     struct gw_admission *check; /* a re-authorization in flight */
@@ -176,7 +182,10 @@ static void up_close(struct relay *rl)
     rl->head_len = 0;
     gw_sse_release(&rl->sse);
     gw_sse_init(&rl->sse, EVENT_MAX);
-    ev_timer_set(&rl->retry, RECONNECT_S, 0.);
+    rl->backoff = rl->backoff < RECONNECT_S ? RECONNECT_S : rl->backoff * 2;
+    if (rl->backoff > RECONNECT_MAX_S)
+        rl->backoff = RECONNECT_MAX_S;
+    ev_timer_set(&rl->retry, rl->backoff, 0.);
     ev_timer_start(rl->set->loop, &rl->retry);
 }
 
@@ -264,6 +273,7 @@ static void up_cb(struct ev_loop *loop, ev_io *w, int revents)
         if (rl->up_logged)
             telo_log(TELO_LOG_INFO, "debug relay: inspector back", "session=%s", rl->session);
         rl->up_logged = 0;
+        rl->backoff = 0;
         rl->ustate = UP_BODY;
         if (up_body(rl, body, body_len) != 0 ||
             ((size_t)n > take && up_body(rl, chunk + take, (size_t)n - take) != 0))
@@ -300,11 +310,22 @@ static void up_connect(struct relay *rl)
     ev_io_start(rl->set->loop, &rl->uio);
 }
 
+static void start_check(struct relay *rl);
+
+/* The inspector is away. Its address is not trusted again unread: the session's pod may have
+ * been replaced and the address given to another tenant's pod. The session is read again first
+ * (with the client's credential, as a re-authorization), and the stream follows its pod. */
 static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    up_connect(w->data);
+    struct relay *rl = w->data;
+    if (rl->refused)
+        return relay_free(rl); /* its last event had REFUSED_LINGER_S to go */
+    if (rl->token == NULL || rl->set->auth == NULL)
+        return up_connect(rl); /* never re-checked (no credential kept) */
+    rl->reconnect = 1;
+    start_check(rl);
 }
 
 static void heartbeat_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -354,9 +375,15 @@ static void refuse_client(struct relay *rl, int code, const char *reason, const 
     buf_release(&text);
     rl->refused = 1;
     ev_io_stop(rl->set->loop, &rl->uio);
-    ev_timer_stop(rl->set->loop, &rl->retry);
+    if (rl->ufd >= 0)
+        close(rl->ufd);
+    rl->ufd = -1;
     ev_timer_stop(rl->set->loop, &rl->heartbeat);
     ev_timer_stop(rl->set->loop, &rl->reauth);
+    /* A client that does not read keeps neither its slot nor its queue past the deadline. */
+    ev_timer_stop(rl->set->loop, &rl->retry);
+    ev_timer_set(&rl->retry, REFUSED_LINGER_S, 0.);
+    ev_timer_start(rl->set->loop, &rl->retry);
     if (flush_client(rl) != 0 || rl->out_off == rl->out.len)
         relay_free(rl);
 }
@@ -369,24 +396,59 @@ static void reauthorized(const struct gw_admitted *a, void *ud)
     const char *reason, *message;
     if (gw_reauth_refusal(a, &code, &reason, &message))
         return refuse_client(rl, code, reason, message);
-    if (a->verdict != GW_ALLOW)
+    if (a->verdict != GW_ALLOW) {
         telo_log(TELO_LOG_WARN, "debug re-authorization unavailable; the client stays",
                  "session=%s why=\"%s\"", rl->session, a->reason);
+        if (rl->reconnect) /* the session could not be read: not the old address either */
+            up_close(rl);
+        return;
+    }
+    if (rl->uid[0] && strcmp(a->uid, rl->uid) != 0)
+        return refuse_client(rl, 410, "Gone",
+                             "the session was replaced by another of its name: open its debug "
+                             "stream again");
+    if (session_phase_parse(a->phase) != SESSION_PHASE_RUNNING || !a->pod_ip[0])
+        return refuse_client(rl, 409, "Conflict",
+                             "the session is not running; its debug stream ended: open it again "
+                             "once it runs");
+    if (strcmp(a->pod_ip, rl->pod_ip) != 0) {
+        telo_log(TELO_LOG_INFO, "debug relay follows the session's new pod",
+                 "session=%s inspector=%s:%d", rl->session, a->pod_ip, rl->port);
+        snprintf(rl->pod_ip, sizeof(rl->pod_ip), "%s", a->pod_ip);
+        if (rl->ufd >= 0) { /* the old pod's stream: ended, and the new one read instead */
+            rl->backoff = 0;
+            up_close(rl);
+            return;
+        }
+    }
+    if (rl->reconnect) {
+        rl->reconnect = 0;
+        up_connect(rl);
+    }
+}
+
+/* Reads the session again with the client's credential, unless a read is in flight already
+ * (its answer serves both the periodic re-check and a reconnect). */
+static void start_check(struct relay *rl)
+{
+    if (rl->check != NULL || rl->refused || rl->set->auth == NULL || rl->token == NULL)
+        return;
+    struct telo_err err = {0};
+    rl->check =
+        gw_reauthorize(rl->set->auth, rl->namespace, rl->name, rl->token, reauthorized, rl, &err);
+    if (rl->check == NULL) {
+        telo_log(TELO_LOG_WARN, "debug re-authorization not started", "session=%s error=\"%s\"",
+                 rl->session, err.msg);
+        if (rl->reconnect)
+            up_close(rl); /* tried again after the backoff */
+    }
 }
 
 static void reauth_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    struct relay *rl = w->data;
-    if (rl->check != NULL || rl->refused || rl->set->auth == NULL)
-        return;
-    struct telo_err err = {0};
-    rl->check =
-        gw_reauthorize(rl->set->auth, rl->namespace, rl->name, rl->token, reauthorized, rl, &err);
-    if (rl->check == NULL)
-        telo_log(TELO_LOG_WARN, "debug re-authorization not started", "session=%s error=\"%s\"",
-                 rl->session, err.msg);
+    start_check(w->data);
 }
 
 void gw_relays_set_auth(struct gw_relays *r, struct gw_auth *auth, double reauth_s)
@@ -451,6 +513,7 @@ int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, cons
     if (who != NULL) {
         snprintf(rl->namespace, sizeof(rl->namespace), "%s", who->namespace);
         snprintf(rl->name, sizeof(rl->name), "%s", who->name);
+        snprintf(rl->uid, sizeof(rl->uid), "%s", who->uid ? who->uid : "");
     }
     rl->next = r->list;
     if (r->list != NULL)

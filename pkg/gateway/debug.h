@@ -22,10 +22,10 @@ struct gw_relays *gw_relays_new(struct ev_loop *loop, double heartbeat_s);
  * attach clients are: one refused gets `event: error` with a Status-like JSON and is closed. */
 void gw_relays_set_auth(struct gw_relays *r, struct gw_auth *auth, double reauth_s);
 
-/* Who a relay's client is, for its re-authorization: the session's namespace and name and the
- * credential admitted (copied). */
+/* Who a relay's client is, for its re-authorization: the session's namespace, name and uid (a
+ * successor of the same name ends the stream) and the credential admitted (copied). */
 struct gw_relay_client {
-    const char *namespace, *name, *token;
+    const char *namespace, *name, *uid, *token;
 };
 
 /* Ends every relay (closing its client) and frees r. NULL is a no-op. */
@@ -34,9 +34,12 @@ void gw_relays_free(struct gw_relays *r);
 /* Starts relaying to the client on fd (a connected, non-blocking socket whose request was read and
  * admitted) written through io (TLS; NULL or one without close: plain writes); the relay owns
  * both from now on, also on failure): answers 200 text/event-stream, then
- * relays the inspector at pod_ip:port until the client leaves, reconnecting every 500 ms when the
- * inspector is away. session names the session for the log; who (NULL: never re-checked) lets
- * the relay re-authorize its client. Returns 0, or a negative code with err filled (fd closed). */
+ * relays the inspector at pod_ip:port until the client leaves. When the inspector is away it
+ * reconnects (after 0.5 s, doubling to 10 s), each time to the address the session names then,
+ * read again with the client's credential: a stream follows its session's new pod, ends when the
+ * session no longer runs or was replaced, and never reaches an address the session gave up. session
+ * names the session for the log; who (NULL: never re-checked) lets the relay re-authorize its
+ * client. Returns 0, or a negative code with err filled (fd closed). */
 int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, const char *pod_ip,
                   int port, const char *session, const struct gw_relay_client *who,
                   struct telo_err *err);

@@ -427,7 +427,7 @@ static void relay(struct conn *c, const struct gw_admitted *a)
     int fd = take_socket(c, &io);
     struct telo_err err = {0};
     struct gw_relay_client who = {
-        .namespace = c->target.namespace, .name = c->target.name, .token = c->token};
+        .namespace = c->target.namespace, .name = c->target.name, .uid = a->uid, .token = c->token};
     if (gw_relays_add(srv->relays, fd, &io, a->pod_ip, GW_INSPECT_PORT, session, &who, &err) != 0)
         telo_log(TELO_LOG_WARN, "debug relay failed", "session=%s error=\"%s\"", session, err.msg);
     conn_free(c);

@@ -122,17 +122,17 @@ def fake_session(cluster, ns, name, token, pod_ip="127.0.0.1", inspect=False):
 
 
 class FakeInspector:
-    """The app's inspector on 127.0.0.1:9230 (the port the gateway relays from), writing the
-    given server-sent events and then holding the stream open."""
+    """The app's inspector on host:9230 (the port the gateway relays from), writing the given
+    server-sent events and then holding the stream open."""
 
-    def __init__(self, events):
+    def __init__(self, events, host="127.0.0.1"):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            self.sock.bind(("127.0.0.1", 9230))
+            self.sock.bind((host, 9230))
         except OSError as e:
             self.sock.close()
-            pytest.skip("127.0.0.1:9230 is taken (%s): the gateway relays from that port" % e)
+            pytest.skip("%s:9230 is taken (%s): the gateway relays from that port" % (host, e))
         self.sock.listen(8)
         self.events = events
         self.conns = []
@@ -358,6 +358,62 @@ def test_a_rotated_session_token_ends_the_debug_stream(cluster, crd, namespace, 
         conn.close()
     finally:
         inspector.close()
+
+
+def read_stream(resp, until, seconds):
+    """Lines of a debug stream (newlines stripped) until one contains until or seconds pass."""
+    lines, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        line = resp.fp.readline()
+        if not line:
+            break
+        lines.append(line.decode().rstrip("\n"))
+        if until in lines[-1]:
+            break
+    return lines
+
+
+def test_a_debug_stream_follows_its_session_and_never_reads_an_address_it_gave_up(
+        cluster, crd, namespace, own_gateway):
+    """The session's pod is replaced (status.podIP moves from 127.0.0.2 to 127.0.0.3) and its
+    old address is taken at once by another tenant's inspector. The relay reads the session
+    again before it reconnects: it follows the new pod, and the stranger at the old address is
+    never connected to. Before, the relay reconnected to the address it was admitted with for as
+    long as the client stayed, and streamed whatever listened there. When the session stops,
+    the stream ends with an error event."""
+    gw = own_gateway("--reauth-seconds", "60")
+    token = base64.b16encode(os.urandom(16)).decode()
+    fake_session(cluster, namespace, "moved", token, pod_ip="127.0.0.2", inspect=True)
+    old = FakeInspector(['{"kind":"event","from":"old-pod"}'], host="127.0.0.2")
+    new = stranger = None
+    try:
+        conn, resp = debug_stream(gw, namespace, "moved", token)
+        assert resp.status == 200
+        assert "old-pod" in read_stream(resp, "old-pod", 20)[-1]
+        cluster.kubectl("patch", "telosession", "moved", "-n", namespace, "--subresource=status",
+                        "--type=merge", "-p", json.dumps({"status": {
+                            "podName": "moved-pod-2", "podIP": "127.0.0.3"}}))
+        new = FakeInspector(['{"kind":"event","from":"new-pod"}'], host="127.0.0.3")
+        old.close()
+        stranger = FakeInspector(['{"kind":"event","from":"another-tenant"}'], host="127.0.0.2")
+        lines = read_stream(resp, "new-pod", 30)
+        assert "new-pod" in lines[-1], lines
+        assert not any("another-tenant" in line for line in lines), lines
+        time.sleep(2)
+        assert stranger.conns == [], "the relay connected to the address its session gave up"
+        cluster.kubectl("patch", "telosession", "moved", "-n", namespace, "--subresource=status",
+                        "--type=merge", "-p", json.dumps({"status": {
+                            "phase": "Stopped", "podIP": None}}))
+        new.close()
+        lines = read_stream(resp, '"code":409', 30)
+        conn.close()
+        assert "event: error" in lines and '"code":409' in lines[-1], lines
+        assert stranger.conns == []
+        assert 'msg="debug relay follows the session\'s new pod"' in gw.log()
+    finally:
+        for inspector in (old, new, stranger):
+            if inspector is not None:
+                inspector.close()
 
 
 def inspected_sessions(cluster, namespace, *names):
