@@ -45,7 +45,7 @@ static void usage(FILE *out)
         "                    [--trusted-proxies CIDR,...] [--max-pending-per-proxy N]\n"
         "                    [--max-clients N] [--max-clients-per-session N]\n"
         "                    [--max-clients-per-namespace N]\n"
-        "                    [--max-debug-streams N]\n"
+        "                    [--max-debug-streams N] [--max-debug-streams-per-namespace N]\n"
         "                    [--admission-cache-seconds S] [--admission-rate N]\n"
         "                    [--admission-burst N] [--admission-rate-per-ip N]\n"
         "                    [--admission-burst-per-ip N]\n"
@@ -95,7 +95,8 @@ static void usage(FILE *out)
         "--max-clients (4096) overall (503), --max-clients-per-namespace (a quarter of\n"
         "--max-clients; all of it under 8) over one namespace's sessions and\n"
         "--max-clients-per-session (64) (both 429);\n"
-        "debug streams (up to 1.5 MiB each) at most --max-debug-streams (32), 503.\n"
+        "debug streams (up to 1.5 MiB each) at most --max-debug-streams (32), 503, and\n"
+        "--max-debug-streams-per-namespace (a quarter of it; all of it under 8), 429.\n"
         "Admission verdicts (401, 403, 404, and allows for running or ended sessions) are\n"
         "reused for --admission-cache-seconds (2; 0: never), so a revoked token or binding is\n"
         "honoured at most that late; identical requests share one lookup; lookups that reach\n"
@@ -293,6 +294,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_number(a, v, 1, 1 << 20, &d) != 0)
                 return -1;
             o->cfg.max_debug_streams = (size_t)d;
+        } else if (strcmp(a, "--max-debug-streams-per-namespace") == 0) {
+            if (parse_number(a, v, 1, 1 << 20, &d) != 0)
+                return -1;
+            o->cfg.max_debug_streams_per_namespace = (size_t)d;
         } else if (strcmp(a, "--admission-cache-seconds") == 0) {
             if (parse_number(a, v, 0, 60, &d) != 0)
                 return -1;

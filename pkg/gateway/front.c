@@ -15,7 +15,8 @@ static const char *const limit_names[GW_L_COUNT] = {"pending_per_source",
                                                     "sessions",
                                                     "debug_streams",
                                                     "clients_per_namespace",
-                                                    "sessions_per_namespace"};
+                                                    "sessions_per_namespace",
+                                                    "debug_streams_per_namespace"};
 
 const char *gw_limit_name(enum gw_limit which)
 {

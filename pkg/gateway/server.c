@@ -421,6 +421,12 @@ static void relay(struct conn *c, const struct gw_admitted *a)
     if (gw_relays_count(srv->relays) >= srv->cfg.max_debug_streams)
         return refuse_limited(c, GW_L_DEBUG_STREAMS, 503,
                               "the gateway relays as many debug streams as it may", RETRY_AFTER_S);
+    if (gw_relays_namespace_count(srv->relays, c->target.namespace) >=
+        srv->cfg.max_debug_streams_per_namespace)
+        return refuse_limited(c, GW_L_DEBUG_STREAMS_PER_NAMESPACE, 429,
+                              "as many debug streams of this namespace's sessions are relayed as "
+                              "it may have (--max-debug-streams-per-namespace)",
+                              RETRY_AFTER_S);
     char session[600];
     snprintf(session, sizeof(session), "%s/%s", c->target.namespace, c->target.name);
     struct ws_conn_io io;
@@ -970,6 +976,9 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
         srv->cfg.max_clients_per_namespace = gw_hub_namespace_share(srv->cfg.max_clients);
     if (srv->cfg.max_debug_streams == 0)
         srv->cfg.max_debug_streams = 32;
+    if (srv->cfg.max_debug_streams_per_namespace == 0)
+        srv->cfg.max_debug_streams_per_namespace =
+            gw_hub_namespace_share(srv->cfg.max_debug_streams);
     ev_timer_init(&srv->accept_backoff, accept_resume, 0., 0.);
     srv->accept_backoff.data = srv;
     telo_log_rate_init(&srv->refusal_log, "attach refused", REFUSAL_LOG_PER_S, REFUSAL_LOG_BURST);

@@ -58,6 +58,8 @@ struct gw_server_config {
                                        * gw_hub_namespace_share(max_clients) */
     size_t max_debug_streams;         /* debug streams of all sessions (each holds up to ~1.5 MiB);
                                        * 0: 32 */
+    size_t max_debug_streams_per_namespace; /* the same over one namespace's sessions; 0:
+                                             * gw_hub_namespace_share(max_debug_streams) */
     struct gw_gate_opts admission;
     struct gw_hub_opts hub; /* sessions: ring, queues, pings, resize throttle, reauth_s (its
                              * auth is the server's) */

@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 import urllib.request
+import uuid
 
 import pytest
 import websocket
@@ -486,6 +487,37 @@ def test_debug_streams_of_all_sessions_stop_at_max_debug_streams(cluster, crd, n
         for c in held or ():
             c.close()
         inspector.close()
+
+
+def test_one_namespace_cannot_take_every_debug_stream(cluster, crd, namespace, own_gateway):
+    """--max-debug-streams-per-namespace (a quarter of --max-debug-streams): a namespace whose
+    sessions hold their share of the debug streams gets 429 for one more, while another
+    namespace's session still gets its stream. Before, one tenant could hold all 32."""
+    gw = own_gateway("--max-debug-streams", "8")
+    other_ns = "e2e-debug-other-" + uuid.uuid4().hex[:6]
+    cluster.kubectl("create", "namespace", other_ns)
+    a1, a2, a3, inspector = inspected_sessions(cluster, namespace, "a1", "a2", "a3")
+    b_token = base64.b16encode(os.urandom(16)).decode()
+    fake_session(cluster, other_ns, "b1", b_token, inspect=True)
+    held = []
+    try:
+        for name, token in (("a1", a1), ("a2", a2)):
+            held.append(debug_stream(gw, namespace, name, token))
+            assert held[-1][1].status == 200
+        conn, resp = debug_stream(gw, namespace, "a3", a3)
+        status, retry_after = resp.status, resp.getheader("Retry-After")
+        conn.close()
+        assert status == 429 and retry_after, (status, retry_after)
+        assert gw.metric(
+            'telo_gateway_limited_total{limit="debug_streams_per_namespace"}') == 1
+        held.append(debug_stream(gw, other_ns, "b1", b_token))
+        assert held[-1][1].status == 200
+        assert gw.metric('telo_gateway_limited_total{limit="debug_streams"}') == 0
+    finally:
+        for conn, _ in held:
+            conn.close()
+        inspector.close()
+        cluster.kubectl("delete", "namespace", other_ns, "--wait=false", check=False)
 
 
 def test_a_repeated_upgrade_key_authorization_or_origin_is_a_400(cluster, crd, namespace,
