@@ -28,6 +28,11 @@ struct cache_reflector {
     char *group, *version, *resource, *namespace, *label_selector, *field_selector;
     struct kube_ref ref;
     long page_size;
+    /* The page asked for now: halved when a page's answer passes the transport's body cap
+     * (objects of up to 1.5 MiB each, which anyone who may create labelled objects can make),
+     * and kept so for this reflector's life rather than met again at every list. */
+    long page_now;
+    char *cont; /* the continue token of the page asked for now; NULL: the first page */
     struct json_object *(*transform)(struct json_object *obj, void *arg);
     void *transform_arg;
     double backoff_initial, backoff_max, backoff_reset;
@@ -325,6 +330,17 @@ static void on_list_page(const struct kube_result *res, void *ud)
             list_page(r, NULL);
             return;
         }
+        if (res->rc == -TELO_ETOOBIG && r->page_now > 1) {
+            /* The same page again, half as long: a page of one object always fits. */
+            r->page_now /= 2;
+            char name[160];
+            describe(r, name, sizeof(name));
+            telo_log(TELO_LOG_WARN, "list page too large; asking for smaller pages",
+                     "resource=%s page_size=%ld", name, r->page_now);
+            r->listing = 1;
+            list_page(r, r->cont);
+            return;
+        }
         fail(r, "list", res->err);
         return;
     }
@@ -373,10 +389,21 @@ static void list_page(struct cache_reflector *r, const char *continue_token)
         r->listing = 1;
         cache_store_mark_stale(r->store);
     }
+    if (continue_token != r->cont) {
+        free(r->cont);
+        r->cont = continue_token ? strdup(continue_token) : NULL;
+        if (continue_token && !r->cont) {
+            struct telo_err err;
+            telo_err_set(&err, TELO_ENOMEM, "out of memory");
+            r->listing = 0;
+            fail(r, "list", &err);
+            return;
+        }
+    }
     struct kube_list_opts o = {
         .label_selector = r->label_selector,
         .field_selector = r->field_selector,
-        .limit = r->page_size,
+        .limit = r->page_now,
         .continue_token = continue_token,
         .raw_body = 1,
     };
@@ -506,6 +533,7 @@ struct cache_reflector *cache_reflector_new(struct kube_transport *t,
                                .resource = r->resource,
                                .namespace = r->namespace};
     r->page_size = cfg->page_size > 0 ? cfg->page_size : 500;
+    r->page_now = r->page_size;
     r->transform = cfg->transform;
     r->transform_arg = cfg->transform_arg;
     r->backoff_initial = cfg->backoff_initial > 0 ? cfg->backoff_initial : 0.8;
@@ -530,6 +558,7 @@ void cache_reflector_free(struct cache_reflector *r)
         ev_timer_stop(r->loop, &r->retry);
     kube_call_cancel(r->list_call);
     kube_watch_free(r->watch);
+    free(r->cont);
     cache_store_free(r->store);
     free(r->group);
     free(r->version);
