@@ -31,5 +31,10 @@ double wq_bucket_reserve(struct wq_bucket *b, double now)
         b->last = now;
     }
     b->tokens -= 1;
+    /* What is owed stops at one burst: the bucket is shared by every namespace's retries, and
+     * one tenant whose writes fail without end must not push everyone's next retry hours away
+     * (each key's own backoff still slows its retries). */
+    if (b->tokens < -b->burst)
+        b->tokens = -b->burst;
     return b->tokens >= 0 ? 0 : -b->tokens / b->qps;
 }

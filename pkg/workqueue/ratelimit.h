@@ -19,7 +19,7 @@ struct wq_bucket {
 void wq_bucket_init(struct wq_bucket *b, double qps, int burst, double now);
 
 /* Takes one token at time now and returns how long the caller must wait before using it (0 when a
- * token was there). Cannot fail. */
+ * token was there), at most burst / qps: what is owed stops at one burst. Cannot fail. */
 double wq_bucket_reserve(struct wq_bucket *b, double now);
 
 #endif

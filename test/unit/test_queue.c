@@ -271,6 +271,20 @@ static void token_bucket_allows_a_burst_then_qps(void **state)
     assert_true(wq_bucket_reserve(&b, 1000) > 0);
 }
 
+static void what_the_bucket_owes_stops_at_one_burst(void **state)
+{
+    (void)state;
+    struct wq_bucket b;
+    wq_bucket_init(&b, 10, 100, 0);
+    /* One tenant's sessions fail 100,000 times in a second: another's retry a second later
+     * waits at most a burst's worth (10 s), not 10,000 s. */
+    double d = 0;
+    for (int i = 0; i < 100000; i++)
+        d = wq_bucket_reserve(&b, 0);
+    assert_true(fabs(d - 10.0) < 1e-9);
+    assert_true(fabs(wq_bucket_reserve(&b, 1.0) - 9.1) < 1e-9); /* 10 came back, 1 more owed */
+}
+
 static void the_bucket_bounds_a_retry_storm(void **state)
 {
     (void)state;
@@ -594,6 +608,7 @@ int main(void)
         cmocka_unit_test(rate_limited_adds_back_off_exponentially_until_forget),
         cmocka_unit_test(backoff_numbers),
         cmocka_unit_test(token_bucket_allows_a_burst_then_qps),
+        cmocka_unit_test(what_the_bucket_owes_stops_at_one_burst),
         cmocka_unit_test(the_bucket_bounds_a_retry_storm),
         cmocka_unit_test(shutdown_refuses_adds_drops_delays_and_drains),
         cmocka_unit_test(metrics_record_durations),
