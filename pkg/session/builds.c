@@ -71,6 +71,7 @@ struct answer {
 struct memo_entry {
     char *key;
     struct session_bundle_key k;
+    unsigned long long used; /* b->memo_clock at its last use */
 };
 
 /* A URL bundle being downloaded, or the failure of the last download. */
@@ -107,6 +108,7 @@ struct session_builds {
     struct build_registry *registry;
     struct build_http *http;
     struct strmap *answers, *memo, *fetches;
+    unsigned long long memo_clock;           /* memo uses, for the least recently used */
     size_t downloading;                      /* downloads in flight */
     struct strmap *shares;                   /* namespace -> struct ns_share */
     unsigned long long starts;               /* downloads started: the shares' clock */
@@ -380,16 +382,40 @@ static int memo_key(const struct session_builds *b, const char *memo, const char
     return 0;
 }
 
-static const struct session_bundle_key *memo_get(const struct session_builds *b, const char *key)
+static const struct session_bundle_key *memo_get(struct session_builds *b, const char *key)
 {
-    const struct memo_entry *e = strmap_get(b->memo, key);
-    return e ? &e->k : NULL;
+    struct memo_entry *e = strmap_get(b->memo, key);
+    if (!e)
+        return NULL;
+    e->used = ++b->memo_clock;
+    return &e->k;
+}
+
+/* Full, the memo drops its least recently used key, not all of them: sessions with more distinct
+ * bundles than it holds (one tenant's, changed on every pass) must not make every other
+ * session's bundle be read (or downloaded) again. */
+static void memo_drop_oldest(struct strmap *memo)
+{
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    struct memo_entry *oldest = NULL;
+    while (strmap_next(memo, &it, &key, &value)) {
+        struct memo_entry *e = value;
+        if (!oldest || e->used < oldest->used)
+            oldest = e;
+    }
+    if (!oldest)
+        return;
+    strmap_remove(memo, oldest->key);
+    free(oldest->key);
+    free(oldest);
 }
 
 static void memo_put(struct session_builds *b, const char *key, const struct session_bundle_key *k)
 {
     if (strmap_len(b->memo) >= MEMO_MAX)
-        memo_clear(b->memo);
+        memo_drop_oldest(b->memo);
     struct memo_entry *e = calloc(1, sizeof(*e));
     if (!e || !(e->key = strdup(key)) || strmap_put(b->memo, e->key, e) < 0) {
         if (e)
@@ -398,6 +424,7 @@ static void memo_put(struct session_builds *b, const char *key, const struct ses
         return;
     }
     e->k = *k;
+    e->used = ++b->memo_clock;
 }
 
 void session_builds_bundle_key(struct session_builds *b, const char *memo, const void *tgz,

@@ -129,12 +129,44 @@ static void test_memo_refuses_overlong_parts(void **state)
     assert_true(k.error[0] != '\0'); /* "x" is no gzip tar: read, not answered from the memo */
 }
 
+/* Past 256 keys the memo forgets the one used longest ago, not every key: a bundle in use stays
+ * remembered while another tenant's stream of distinct bundles goes through. */
+static void test_a_full_memo_forgets_the_least_recently_used(void **state)
+{
+    struct fixture *f = *state;
+    const struct tgz_entry good[] = {{.path = "main.js", .data = "console.log(1)\n"}};
+    size_t len = 0;
+    unsigned char *tgz = tgz_make(good, 1, &len);
+    static const char bad[] = "not a gzip tar";
+    struct session s = cm_session("bundle.tgz");
+    struct session_bundle_key k;
+    session_builds_bundle_key(f->b, "team/mine@1", tgz, len, "mine", &s, &k);
+    assert_string_equal(k.error, "");
+    char memo[64];
+    for (int i = 0; i < 600; i++) {
+        snprintf(memo, sizeof(memo), "flood/cm-%d@1", i);
+        session_builds_bundle_key(f->b, memo, tgz, len, "flood", &s, &k);
+        if (i % 100 == 0) { /* in use meanwhile: answered from the memo (the bytes are not read) */
+            session_builds_bundle_key(f->b, "team/mine@1", bad, sizeof(bad) - 1, "mine", &s, &k);
+            assert_string_equal(k.error, "");
+        }
+    }
+    session_builds_bundle_key(f->b, "team/mine@1", bad, sizeof(bad) - 1, "mine", &s, &k);
+    assert_string_equal(k.error, "");
+    /* The flood's first keys are gone: asked again, their (now bad) bytes are read. */
+    session_builds_bundle_key(f->b, "flood/cm-0@1", bad, sizeof(bad) - 1, "flood", &s, &k);
+    assert_true(k.error[0] != '\0');
+    free(tgz);
+}
+
 int main(void)
 {
     (void)mock_stream_start; /* the shared mock's streaming helper is not needed here */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_memo_tells_configmap_keys_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memo_refuses_overlong_parts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_full_memo_forgets_the_least_recently_used, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
