@@ -373,6 +373,11 @@ struct events_recorder {
     double retry_interval;
     struct pending *head, *tail;
     struct strmap *queued; /* key -> pending not yet sent */
+    /* namespace -> struct ns_queued: no namespace may fill more than its share of the queue,
+     * or one tenant's stream of Warnings (its budget covers Normal Events) would have every
+     * other tenant's Events dropped. */
+    struct strmap *queued_by_ns;
+    size_t ns_share;
     struct pending *sending;
     struct kube_call *call;
     int call_is_patch;
@@ -477,6 +482,39 @@ static char *patch_body(const struct events_outcome *o)
 
 static void start_next(struct events_recorder *r);
 
+struct ns_queued {
+    size_t n;
+    char ns[]; /* the map borrows this */
+};
+
+/* Counts one more queued Event of ns (delta 1) or one fewer (-1). Returns 0, or -1 when ns is
+ * at its share (nothing counted) or out of memory. */
+static int ns_queued_add(struct events_recorder *r, const char *ns, int delta)
+{
+    struct ns_queued *c = strmap_get(r->queued_by_ns, ns);
+    if (delta < 0) {
+        if (c && --c->n == 0) {
+            strmap_remove(r->queued_by_ns, ns);
+            free(c);
+        }
+        return 0;
+    }
+    if (c && c->n >= r->ns_share)
+        return -1;
+    if (!c) {
+        size_t len = strlen(ns);
+        if (!(c = calloc(1, sizeof(*c) + len + 1)))
+            return -1;
+        memcpy(c->ns, ns, len + 1);
+        if (strmap_put(r->queued_by_ns, c->ns, c) < 0) {
+            free(c);
+            return -1;
+        }
+    }
+    c->n++;
+    return 0;
+}
+
 static void check_flush(struct events_recorder *r)
 {
     if (r->flush_done && !r->head && !r->sending) {
@@ -557,6 +595,7 @@ static void start_next(struct events_recorder *r)
         r->tail = NULL;
     p->next = NULL;
     strmap_remove(r->queued, p->key);
+    ns_queued_add(r, p->namespace, -1);
     r->stats.queued--;
     r->sending = p;
     r->stats.in_flight = 1;
@@ -643,16 +682,18 @@ struct events_recorder *events_recorder_new(struct kube_transport *t,
     r->loop = kube_transport_loop(t);
     r->corr = events_correlator_new(&cfg->correlator);
     r->queued = strmap_new();
+    r->queued_by_ns = strmap_new();
     r->controller =
         strdup(cfg->reporting_controller && *cfg->reporting_controller ? cfg->reporting_controller
                                                                        : "telo-operator");
     r->instance = strdup(cfg->reporting_instance);
-    if (!r->corr || !r->queued || !r->controller || !r->instance) {
+    if (!r->corr || !r->queued || !r->queued_by_ns || !r->controller || !r->instance) {
         events_recorder_free(r);
         telo_err_set(err, TELO_ENOMEM, "out of memory");
         return NULL;
     }
     r->queue_max = cfg->queue_max ? cfg->queue_max : 1000;
+    r->ns_share = r->queue_max < 8 ? r->queue_max : r->queue_max / 4;
     r->max_tries = cfg->max_tries > 0 ? cfg->max_tries : 12;
     r->retry_interval = cfg->retry_interval > 0 ? cfg->retry_interval : 10;
     r->rng = (unsigned long long)(uintptr_t)r ^ 0x9e3779b97f4a7c15ULL;
@@ -716,7 +757,7 @@ int events_record(struct events_recorder *r, const struct events_object *obj, co
         r->stats.coalesced++;
         return 0;
     }
-    if (r->stats.queued >= r->queue_max) {
+    if (r->stats.queued >= r->queue_max || ns_queued_add(r, ns, 1) < 0) {
         free(create);
         free(patch);
         r->stats.dropped++;
@@ -729,6 +770,7 @@ int events_record(struct events_recorder *r, const struct events_object *obj, co
         free(q);
         free(create);
         free(patch);
+        ns_queued_add(r, ns, -1);
         return -TELO_ENOMEM;
     }
     q->create = create;
@@ -781,6 +823,12 @@ void events_recorder_free(struct events_recorder *r)
         p = next;
     }
     strmap_free(r->queued);
+    struct strmap_iter it = {0};
+    const char *key;
+    void *value;
+    while (r->queued_by_ns && strmap_next(r->queued_by_ns, &it, &key, &value))
+        free(value);
+    strmap_free(r->queued_by_ns);
     events_correlator_free(r->corr);
     free(r->controller);
     free(r->instance);

@@ -128,7 +128,8 @@ struct events_stats {
 struct events_recorder_config {
     const char *reporting_controller; /* NULL: "telo-operator" */
     const char *reporting_instance;   /* required, e.g. the pod name or leader identity */
-    size_t queue_max;                 /* pending writes; 1000 (client-go's queue) */
+    size_t queue_max;                 /* pending writes; 1000 (client-go's queue), a quarter of
+                                       * them (all under 8) at most of one namespace */
     int max_tries;                    /* per write; 12 */
     double retry_interval;            /* seconds between tries (the first randomized); 10 */
     struct events_correlator_config correlator; /* zero fields: defaults */

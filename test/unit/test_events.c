@@ -439,6 +439,34 @@ static void a_full_queue_drops_and_counts(void **state)
     events_recorder_free(r);
 }
 
+static void one_namespace_fills_at_most_a_quarter_of_the_queue(void **state)
+{
+    struct mock_client *f = *state;
+    struct events_recorder_config cfg = {.reporting_instance = "pod-1", .queue_max = 8};
+    struct events_recorder *r = events_recorder_new(f->t, &cfg, NULL);
+    assert_non_null(r);
+    static const struct events_object loud = {"v1", "ConfigMap", "loud", "cm", "uid-9"};
+    char reason[32];
+    int dropped = 0;
+    for (int i = 0; i < 10; i++) {
+        snprintf(reason, sizeof(reason), "Warned%d", i);
+        dropped += events_record(r, &loud, "Warning", reason, NULL, "note %d", i) == -TELO_ETOOBIG;
+    }
+    /* One in flight and two queued (8 / 4); the rest dropped, while the queue has room. */
+    assert_int_equal(dropped, 7);
+    const struct events_stats *st = events_recorder_stats(r);
+    assert_int_equal(st->queued, 2);
+    /* Another namespace's Event is queued, not dropped behind them. */
+    assert_int_equal(events_record(r, &cm, "Normal", "Mine", NULL, "mine"), 0);
+    assert_int_equal(st->queued, 3);
+    assert_int_equal(flush(f, r), 1);
+    assert_int_equal(st->created, 4);
+    /* Sent, the namespace's share is free again. */
+    assert_int_equal(events_record(r, &loud, "Warning", "Again", NULL, "again"), 0);
+    assert_int_equal(flush(f, r), 1);
+    events_recorder_free(r);
+}
+
 static void repeats_fold_into_the_queued_write(void **state)
 {
     struct mock_client *f = *state;
@@ -489,6 +517,7 @@ int main(void)
     };
     const struct CMUnitTest io_tests[] = {
         cmocka_unit_test(a_full_queue_drops_and_counts),
+        cmocka_unit_test(one_namespace_fills_at_most_a_quarter_of_the_queue),
         cmocka_unit_test(repeats_fold_into_the_queued_write),
         cmocka_unit_test(a_server_error_is_retried),
     };
