@@ -802,6 +802,32 @@ static void reload_tls(struct gw_server *srv, double now)
                  "error=\"%s\"", err.msg);
 }
 
+/* Every pending slot is taken. One address's silent or trickling connections (each may hold
+ * its slot up to the head's 10 s) must not keep everyone else out: the oldest connection still
+ * sending its head from the address holding the most goes, when that address holds at least two
+ * more than the newcomer's (mine counts it). Returns whether a slot was freed. */
+static int make_pending_room(struct gw_server *srv, const struct gw_sources *mine,
+                             const char *source)
+{
+    int theirs = 0, own = gw_sources_count(mine, source);
+    struct conn *victim = NULL;
+    /* The list is newest first: on a tie the later one met is the older. */
+    for (struct conn *c = srv->conns; c != NULL; c = c->next) {
+        if (!c->counted || c->adm != NULL)
+            continue; /* a proxy's (capped apart), or past its head and awaiting its verdict */
+        int n = gw_sources_count(srv->pending_by_source, c->source);
+        if (n > theirs || (n == theirs && victim != NULL && c->accepted <= victim->accepted)) {
+            theirs = n;
+            victim = c;
+        }
+    }
+    if (victim == NULL || theirs < own + 2)
+        return 0;
+    gw_front_limited(&srv->stats, GW_L_PENDING, 503);
+    conn_free(victim);
+    return 1;
+}
+
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)revents;
@@ -861,7 +887,9 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
                              "the health listener has as many connections as it may", remote);
             continue;
         }
-        if (!health && srv->pending >= srv->cfg.max_pending) {
+        if (!health && srv->pending >= srv->cfg.max_pending &&
+            !make_pending_room(srv, via_proxy ? srv->pending_by_proxy : srv->pending_by_source,
+                               source)) {
             refuse_at_accept(srv, fd, 503, GW_L_PENDING,
                              "the gateway has as many connections waiting as it may", remote);
             continue;

@@ -210,8 +210,14 @@ def test_connections_over_the_caps_get_429_and_503(env, two, tmp_path):
         status, head = http_status(connect_from("127.0.0.5", gw),
                                    upgrade_request(env, "victim", two["victim"]))
         assert status == 429 and "Retry-After:" in head, head
-        # ...and three more addresses the gateway's.
-        idle += [connect_from("127.0.0.%d" % i, gw) for i in (6, 7, 8)]
+        # ...and five more addresses the gateway's, one each (an address holding two more than
+        # a newcomer's would give way to it: make_pending_room).
+        for s in idle[1:]:
+            s.close()
+        del idle[1:]
+        wait_until(lambda: gw.metric("telo_gateway_pending") == 1, timeout=5, interval=0.05,
+                   what="one pending connection left")
+        idle += [connect_from("127.0.0.%d" % i, gw) for i in (6, 7, 8, 10, 11)]
         time.sleep(0.5)  # accepted (a /metrics request would now be refused itself)
         status, head = http_status(connect_from("127.0.0.9", gw))
         assert status == 503 and "Retry-After:" in head, head

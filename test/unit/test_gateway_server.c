@@ -121,8 +121,10 @@ static void the_probes_answer_while_clients_fill_max_pending(void **state)
     struct env *e = env_new(&cfg);
     int port = gw_server_port(e->srv), health = gw_server_health_port(e->srv);
     assert_true(health > 0 && health != port);
+    /* One each from four addresses: none holds more than another, so none gives way. */
+    static const char *const from[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
     for (int i = 0; i < 4; i++)
-        dial(e, i % 2 ? "127.0.0.2" : "127.0.0.3", port);
+        dial(e, from[i], port);
     run_for(e, 0.05);
     char answer[4096];
     get(e, port, "/healthz", answer, sizeof(answer));
@@ -137,6 +139,28 @@ static void the_probes_answer_while_clients_fill_max_pending(void **state)
     /* Health and metrics only: no attach there. */
     get(e, health, "/v1/namespaces/ns/telosessions/s/attach", answer, sizeof(answer));
     assert_non_null(strstr(answer, "HTTP/1.1 404"));
+    env_free(e);
+}
+
+static void the_address_holding_the_most_pending_gives_way(void **state)
+{
+    (void)state;
+    struct gw_server_config cfg = {.address = "127.0.0.1", .max_pending = 4};
+    struct env *e = env_new(&cfg);
+    int port = gw_server_port(e->srv);
+    /* One address holds every pending slot with connections that send nothing yet. */
+    int held[4];
+    for (int i = 0; i < 4; i++)
+        held[i] = dial(e, "127.0.0.2", port);
+    run_for(e, 0.05);
+    char answer[4096];
+    get(e, port, "/healthz", answer, sizeof(answer));
+    assert_non_null(strstr(answer, "HTTP/1.1 200"));
+    /* Its oldest connection went to make room, and the refusal is counted. */
+    char byte;
+    assert_int_equal(recv(held[0], &byte, 1, MSG_DONTWAIT), 0);
+    get(e, port, "/metrics", answer, sizeof(answer));
+    assert_non_null(strstr(answer, "telo_gateway_limited_total{limit=\"pending\"} 1"));
     env_free(e);
 }
 
@@ -216,6 +240,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(one_event_accepts_at_most_a_batch),
         cmocka_unit_test(the_probes_answer_while_clients_fill_max_pending),
+        cmocka_unit_test(the_address_holding_the_most_pending_gives_way),
         cmocka_unit_test(a_client_that_sends_nothing_is_closed_after_2_s),
         cmocka_unit_test(a_trusted_proxy_has_a_cap_of_its_own_before_the_head),
     };
