@@ -261,120 +261,114 @@ class HeldDownloads:
                 conn.close()
 
 
+@pytest.fixture
+def server():
+    held = HeldDownloads()
+    yield held
+    held.close()
+
+
+@pytest.fixture
+def quiet(cluster):
+    """A second tenant's namespace, quiet beside the flood of the test's own."""
+    ns = "e2e-quiet-%s" % uuid.uuid4().hex[:6]
+    cluster.kubectl("create", "namespace", ns)
+    yield ns
+    cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def downloads(op, state):
+    return op.metric("telo_bundle_downloads", {"state": state})
+
+
 def test_one_tenants_queue_of_slow_urls_does_not_stand_before_another_tenants_bundle(
-        cluster, operator, pod_namespace):
+        cluster, operator, pod_namespace, server, quiet):
     """Download slots go to the namespace with the fewest downloads running. Before, they went
     in one FIFO: a tenant naming many slow URLs (each allowed 60 s) held every other tenant's
     URL bundle behind all of them."""
     flood = pod_namespace
-    quiet = "e2e-quiet-%s" % uuid.uuid4().hex[:6]
-    cluster.kubectl("create", "namespace", quiet)
-    server = HeldDownloads()
-    try:
-        op = builds_on(operator, flood, "bundle.allowedUrlCidrs=127.0.0.0/8",
-                       "bundle.maxConcurrentDownloads=1", "namespaces=%s,%s" % (flood, quiet))
-
-        def downloads(state):
-            return op.metric("telo_bundle_downloads", {"state": state})
-        flood_paths = ["/flood-%d.tgz" % i for i in range(4)]
-        for i, path in enumerate(flood_paths):
-            apply(cluster, flood, session("f-%d" % i, {"url": {"url": server.url(path),
-                                                               "sha256": SHA}}))
-        # One slot: one flood download is held, the other three wait for it.
-        wait_until(lambda: len(server.paths()) == 1 and downloads("waiting") == 3, timeout=30,
-                   what="one download held and three waiting")
-        first = server.paths()[0]
-        apply(cluster, quiet, session("mine", {"url": {"url": server.url("/quiet.tgz"),
-                                                       "sha256": SHA}}))
-        wait_until(lambda: downloads("waiting") == 4, timeout=30,
-                   what="the other namespace's download to wait too")
-        assert downloads("running") == 1 and server.paths() == [first]
-        server.answer(first)
-        wait_until(lambda: len(server.paths()) == 2, timeout=30, what="the next download")
-        assert server.paths()[1] == "/quiet.tgz", (
-            "after %s, the slot went to %s, not to the other namespace's waiting bundle" %
-            (first, server.paths()[1]))
-    finally:
-        server.close()
-        cluster.kubectl("delete", "namespace", quiet, "--wait=false", check=False)
+    op = builds_on(operator, flood, "bundle.allowedUrlCidrs=127.0.0.0/8",
+                   "bundle.maxConcurrentDownloads=1", "namespaces=%s,%s" % (flood, quiet))
+    flood_paths = ["/flood-%d.tgz" % i for i in range(4)]
+    for i, path in enumerate(flood_paths):
+        apply(cluster, flood, session("f-%d" % i, {"url": {"url": server.url(path),
+                                                           "sha256": SHA}}))
+    # One slot: one flood download is held, the other three wait for it.
+    wait_until(lambda: len(server.paths()) == 1 and downloads(op, "waiting") == 3, timeout=30,
+               what="one download held and three waiting")
+    first = server.paths()[0]
+    apply(cluster, quiet, session("mine", {"url": {"url": server.url("/quiet.tgz"),
+                                                   "sha256": SHA}}))
+    wait_until(lambda: downloads(op, "waiting") == 4, timeout=30,
+               what="the other namespace's download to wait too")
+    assert downloads(op, "running") == 1 and server.paths() == [first]
+    server.answer(first)
+    wait_until(lambda: len(server.paths()) == 2, timeout=30, what="the next download")
+    assert server.paths()[1] == "/quiet.tgz", (
+        "after %s, the slot went to %s, not to the other namespace's waiting bundle" %
+        (first, server.paths()[1]))
 
 
 def test_a_namespace_with_more_downloads_held_gives_one_up_to_make_room(
-        cluster, operator, pod_namespace):
+        cluster, operator, pod_namespace, server, quiet):
     """bundle.maxQueuedDownloads bounds the downloads held at once, running and waiting. Full,
     the namespace holding the most (at least two more than the asker's) gives up its newest
     waiting one. Before, a full table kept every other tenant's URL bundle out for as long as
     the flood lasted (each download allowed 60 s), and its failed entries never left. Each
     waiting session says in its status what its bundle waits for."""
     flood = pod_namespace
-    quiet = "e2e-quiet-%s" % uuid.uuid4().hex[:6]
-    cluster.kubectl("create", "namespace", quiet)
-    server = HeldDownloads()
-    try:
-        op = builds_on(operator, flood, "bundle.allowedUrlCidrs=127.0.0.0/8",
-                       "bundle.maxConcurrentDownloads=1", "bundle.maxQueuedDownloads=4",
-                       "namespaces=%s,%s" % (flood, quiet))
-
-        def downloads(state):
-            return op.metric("telo_bundle_downloads", {"state": state})
-        for i in range(4):
-            apply(cluster, flood, session("f-%d" % i, {"url": {
-                "url": server.url("/flood-%d.tgz" % i), "sha256": SHA}}))
-            wait_until(lambda: downloads("running") + downloads("waiting") == i + 1, timeout=30,
-                       what="flood download %d held" % i)
-        first = server.paths()[0]
-        apply(cluster, quiet, session("mine", {"url": {"url": server.url("/quiet.tgz"),
-                                                       "sha256": SHA}}))
-        wait_until(lambda: 'msg="bundle download dropped to make room"' in op.log_tail(200),
-                   timeout=30, what="a flood download given up for the other namespace's")
-        assert "/flood-3.tgz" in [line for line in op.log_tail(200).splitlines()
-                                  if "dropped to make room" in line][0]
-        assert downloads("running") == 1 and downloads("waiting") == 3
-        # Each session says what its bundle waits for (before, they had no status at all).
-        for ns, name, text in ((flood, "f-0", DOWNLOADING), (flood, "f-1", SLOT_WAIT),
-                               (flood, "f-3", ROOM_WAIT), (quiet, "mine", SLOT_WAIT)):
-            wait_until(lambda: progress_of(cluster, ns, name) == ("Building", text), timeout=30,
-                       what="%s to say %r" % (name, text))
-        server.answer(first)
-        wait_until(lambda: len(server.paths()) == 2, timeout=30, what="the next download")
-        assert server.paths()[1] == "/quiet.tgz", server.paths()
-        wait_until(lambda: progress_of(cluster, quiet, "mine") == ("Building", DOWNLOADING),
-                   timeout=30, what="the other namespace's session to say it downloads")
-    finally:
-        server.close()
-        cluster.kubectl("delete", "namespace", quiet, "--wait=false", check=False)
+    op = builds_on(operator, flood, "bundle.allowedUrlCidrs=127.0.0.0/8",
+                   "bundle.maxConcurrentDownloads=1", "bundle.maxQueuedDownloads=4",
+                   "namespaces=%s,%s" % (flood, quiet))
+    for i in range(4):
+        apply(cluster, flood, session("f-%d" % i, {"url": {
+            "url": server.url("/flood-%d.tgz" % i), "sha256": SHA}}))
+        wait_until(lambda: downloads(op, "running") + downloads(op, "waiting") == i + 1,
+                   timeout=30, what="flood download %d held" % i)
+    first = server.paths()[0]
+    apply(cluster, quiet, session("mine", {"url": {"url": server.url("/quiet.tgz"),
+                                                   "sha256": SHA}}))
+    wait_until(lambda: 'msg="bundle download dropped to make room"' in op.log_tail(200),
+               timeout=30, what="a flood download given up for the other namespace's")
+    assert "/flood-3.tgz" in [line for line in op.log_tail(200).splitlines()
+                              if "dropped to make room" in line][0]
+    assert downloads(op, "running") == 1 and downloads(op, "waiting") == 3
+    # Each session says what its bundle waits for (before, they had no status at all).
+    for ns, name, text in ((flood, "f-0", DOWNLOADING), (flood, "f-1", SLOT_WAIT),
+                           (flood, "f-3", ROOM_WAIT), (quiet, "mine", SLOT_WAIT)):
+        wait_until(lambda: progress_of(cluster, ns, name) == ("Building", text), timeout=30,
+                   what="%s to say %r" % (name, text))
+    server.answer(first)
+    wait_until(lambda: len(server.paths()) == 2, timeout=30, what="the next download")
+    assert server.paths()[1] == "/quiet.tgz", server.paths()
+    wait_until(lambda: progress_of(cluster, quiet, "mine") == ("Building", DOWNLOADING),
+               timeout=30, what="the other namespace's session to say it downloads")
 
 
-def test_failed_downloads_leave_a_full_table_after_their_time(cluster, operator, pod_namespace):
+def test_failed_downloads_leave_a_full_table_after_their_time(cluster, operator, pod_namespace,
+                                                             server):
     """A failed download is remembered for 30 s (its sessions are told at once), then it leaves
     the table when room is wanted. Before, failed entries left only when their own URL was asked
     again: 4,096 distinct failing URLs, from anyone over any time, kept every new URL bundle out
     until the operator restarted."""
     ns = pod_namespace
-    server = HeldDownloads()
-    try:
-        builds_on(operator, ns, "bundle.allowedUrlCidrs=127.0.0.0/8",
-                  "bundle.maxConcurrentDownloads=1", "bundle.maxQueuedDownloads=2")
-        for i in range(2):
-            path = "/gone-%d.tgz" % i
-            apply(cluster, ns, session("g-%d" % i, {"url": {"url": server.url(path),
-                                                            "sha256": SHA}}))
-            wait_until(lambda: path in server.paths(), timeout=30, what=path + " asked for")
-            server.answer(path)
-            wait_until(lambda: (get_ts(cluster, ns, "g-%d" % i).get("status") or {})
-                       .get("reason") == "BundleFetchFailed", timeout=30,
-                       what="g-%d to fail" % i)
-        failed_at = time.monotonic()
-        apply(cluster, ns, session("late", {"url": {"url": server.url("/late.tgz"),
-                                                    "sha256": SHA}}))
-        wait_until(lambda: progress_of(cluster, ns, "late") == ("Building", ROOM_WAIT),
-                   timeout=30, what="the late session to say it waits for room")
-        time.sleep(2)
-        assert "/late.tgz" not in server.paths(), "the table's bound did not hold"
-        wait_until(lambda: "/late.tgz" in server.paths(), timeout=90,
-                   what="the late download, once the failed ones' time is up")
-        waited = time.monotonic() - failed_at
-        print("\nthe late download started %.1f s after the table filled with failures" % waited)
-        assert waited >= 25, waited
-    finally:
-        server.close()
+    builds_on(operator, ns, "bundle.allowedUrlCidrs=127.0.0.0/8",
+              "bundle.maxConcurrentDownloads=1", "bundle.maxQueuedDownloads=2")
+    for i in range(2):
+        path = "/gone-%d.tgz" % i
+        apply(cluster, ns, session("g-%d" % i, {"url": {"url": server.url(path), "sha256": SHA}}))
+        wait_until(lambda: path in server.paths(), timeout=30, what=path + " asked for")
+        server.answer(path)
+        wait_until(lambda: (get_ts(cluster, ns, "g-%d" % i).get("status") or {})
+                   .get("reason") == "BundleFetchFailed", timeout=30, what="g-%d to fail" % i)
+    failed_at = time.monotonic()
+    apply(cluster, ns, session("late", {"url": {"url": server.url("/late.tgz"), "sha256": SHA}}))
+    wait_until(lambda: progress_of(cluster, ns, "late") == ("Building", ROOM_WAIT), timeout=30,
+               what="the late session to say it waits for room")
+    time.sleep(2)
+    assert "/late.tgz" not in server.paths(), "the table's bound did not hold"
+    wait_until(lambda: "/late.tgz" in server.paths(), timeout=90,
+               what="the late download, once the failed ones' time is up")
+    waited = time.monotonic() - failed_at
+    print("\nthe late download started %.1f s after the table filled with failures" % waited)
+    assert waited >= 25, waited
