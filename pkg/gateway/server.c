@@ -736,11 +736,16 @@ static void conn_read(struct ev_loop *loop, ev_io *w, int revents)
 
 static void conn_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    (void)loop;
     (void)revents;
     struct conn *c = w->data;
     if (c->adm != NULL)
         return refuse(c, 503, "ServiceUnavailable", "admission timed out", NULL);
+    /* The first-byte deadline met by a loop that came back late (busy with another tenant's
+     * flood) while the client's bytes wait unread: read them, under the head's deadline,
+     * rather than close on them (which resets the connection). */
+    char probe;
+    if (!c->heard && recv(c->fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
+        return conn_read(loop, &c->io, EV_READ);
     conn_free(c);
 }
 

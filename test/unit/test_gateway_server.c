@@ -164,6 +164,25 @@ static void the_address_holding_the_most_pending_gives_way(void **state)
     env_free(e);
 }
 
+static void a_request_met_late_by_a_busy_loop_is_answered_not_reset(void **state)
+{
+    (void)state;
+    struct gw_server_config cfg = {.address = "127.0.0.1", .first_byte_s = 0.2};
+    struct env *e = env_new(&cfg);
+    int port = gw_server_port(e->srv);
+    int fd = dial(e, "127.0.0.9", port);
+    run_for(e, 0.02); /* accepted: its first-byte deadline runs */
+    static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(send(fd, req, sizeof(req) - 1, 0), (ssize_t)(sizeof(req) - 1));
+    /* The loop is busy elsewhere (another tenant's flood) past that deadline: when it comes
+     * back, the request and the deadline are both due. */
+    ev_sleep(0.5);
+    char answer[4096];
+    run_until_answer(e, fd, 2.0, answer, sizeof(answer));
+    assert_non_null(strstr(answer, "HTTP/1.1 200"));
+    env_free(e);
+}
+
 static void a_client_that_sends_nothing_is_closed_after_2_s(void **state)
 {
     (void)state;
@@ -241,6 +260,7 @@ int main(void)
         cmocka_unit_test(one_event_accepts_at_most_a_batch),
         cmocka_unit_test(the_probes_answer_while_clients_fill_max_pending),
         cmocka_unit_test(the_address_holding_the_most_pending_gives_way),
+        cmocka_unit_test(a_request_met_late_by_a_busy_loop_is_answered_not_reset),
         cmocka_unit_test(a_client_that_sends_nothing_is_closed_after_2_s),
         cmocka_unit_test(a_trusted_proxy_has_a_cap_of_its_own_before_the_head),
     };
