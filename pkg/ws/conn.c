@@ -32,6 +32,9 @@ struct ws_conn {
 
     ev_io rio, wio;
     ev_timer ping_timer, close_timer;
+    /* A turn given up while a TLS layer may hold bytes the socket will not signal: the read
+     * goes on in the loop's next iteration, after the watchers that iteration finds ready. */
+    ev_timer resume;
     ev_tstamp last_rx;
 
     uint8_t *in; /* bytes read and not yet parsed */
@@ -70,6 +73,7 @@ static void destroy(struct ws_conn *c)
     ev_io_stop(c->loop, &c->wio);
     ev_timer_stop(c->loop, &c->ping_timer);
     ev_timer_stop(c->loop, &c->close_timer);
+    ev_timer_stop(c->loop, &c->resume);
     if (c->io.close != NULL)
         c->io.close(c->io.io_ud);
     if (c->fd >= 0)
@@ -106,6 +110,7 @@ static void finish(struct ws_conn *c, int code, const char *reason)
     ev_io_stop(c->loop, &c->wio);
     ev_timer_stop(c->loop, &c->ping_timer);
     ev_timer_stop(c->loop, &c->close_timer);
+    ev_timer_stop(c->loop, &c->resume);
     if (c->cb.on_closed != NULL) {
         c->depth++;
         c->cb.on_closed(c, code, reason, c->ud);
@@ -456,18 +461,32 @@ static void reap(struct ws_conn *c)
         destroy(c);
 }
 
+static void read_cb(struct ev_loop *loop, ev_io *w, int revents);
+
+static void resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct ws_conn *c = w->data;
+    /* Pending: the socket showed more as well, and that read comes in this same pass. */
+    if (ev_is_active(&c->rio) && !ev_is_pending(&c->rio))
+        read_cb(loop, &c->rio, revents);
+}
+
 static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)loop;
     (void)revents;
     struct ws_conn *c = w->data;
+    ev_timer_stop(c->loop, &c->resume);
     c->depth++;
     for (int round = 0; !c->read_paused; round++) {
-        /* A peer that sends without pause gets one turn, not the loop: come back after the
-         * other watchers (fed rather than waited for, as TLS may hold what the socket does not
-         * show). */
+        /* A peer that sends without pause gets one turn, not the loop: the rest waits for the
+         * next iteration, after the other watchers it finds ready. A plain socket's watcher is
+         * level-triggered and comes back by itself. TLS may hold what the socket does not show,
+         * so that read is resumed by a timer: not fed, as an event fed here is invoked again
+         * before libev polls, which would give the loop to this peer until it pauses. */
         if (round == READ_ROUNDS) {
-            ev_feed_event(c->loop, &c->rio, EV_READ);
+            if (c->io.recv != plain_recv)
+                ev_timer_start(c->loop, &c->resume);
             break;
         }
         /* The buffer grows (up to one maximal frame plus a chunk) only while a frame being
@@ -628,7 +647,8 @@ struct ws_conn *ws_conn_new(struct ev_loop *loop, int fd, const struct ws_conn_i
     ev_timer_init(&c->ping_timer, ping_cb, util_spread_first(c->opts.ping_interval_s),
                   c->opts.ping_interval_s);
     ev_timer_init(&c->close_timer, close_timeout_cb, 0., 0.);
-    c->ping_timer.data = c->close_timer.data = c;
+    ev_timer_init(&c->resume, resume_cb, 0., 0.);
+    c->ping_timer.data = c->close_timer.data = c->resume.data = c;
     ev_io_start(loop, &c->rio);
     /* One read now: a TLS layer may already hold decrypted bytes the socket will not signal. */
     ev_feed_event(loop, &c->rio, EV_READ);

@@ -10,6 +10,7 @@
 #include "ws/conn.h"
 #include "ws/frame.h"
 
+#include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -476,6 +477,99 @@ static void a_text_message_over_max_text_closes_with_1009(void **state)
     }
 }
 
+/* A peer that never pauses, behind a layer that, as TLS may, holds more than the socket shows
+ * (recv never says EAGAIN): it gets turns, not the loop. Another watcher that is ready is served
+ * after one turn of reads, and the stream goes on being read in the iterations after it. */
+struct endless {
+    uint8_t frame[WS_MAX_HEADER + 1000];
+    size_t frame_len, pos;
+    int calls, limit;
+};
+
+static ssize_t endless_recv(void *io_ud, void *buf, size_t len)
+{
+    struct endless *e = io_ud;
+    if (++e->calls > e->limit) { /* the test's own stop, were the loop never given back */
+        errno = EAGAIN;
+        return -1;
+    }
+    uint8_t *out = buf;
+    for (size_t i = 0; i < len; i++) {
+        out[i] = e->frame[e->pos];
+        e->pos = (e->pos + 1) % e->frame_len;
+    }
+    return (ssize_t)len;
+}
+
+static ssize_t endless_send(void *io_ud, const void *buf, size_t len)
+{
+    (void)io_ud;
+    (void)buf;
+    return (ssize_t)len;
+}
+
+struct other {
+    int served_after; /* the stream's recv calls when the other watcher was served; -1: not yet */
+    struct endless *e;
+};
+
+static void other_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)revents;
+    struct other *o = w->data;
+    if (o->served_after < 0)
+        o->served_after = o->e->calls;
+    ev_io_stop(loop, w);
+}
+
+static void a_peer_that_never_pauses_gets_turns_not_the_loop(void **state)
+{
+    (void)state;
+    struct endless e = {.limit = 100000};
+    uint8_t payload[1000];
+    memset(payload, 'o', sizeof(payload));
+    e.frame_len = ws_frame_header(e.frame, WS_OP_BINARY, 1, sizeof(payload), NULL);
+    memcpy(e.frame + e.frame_len, payload, sizeof(payload));
+    e.frame_len += sizeof(payload);
+
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    int stream[2], ready[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, stream), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, ready), 0);
+    assert_int_equal(write(stream[1], "!", 1), 1); /* the socket shows readable, and stays so */
+    assert_int_equal(write(ready[1], "!", 1), 1);
+    struct ws_conn_io io = {.recv = endless_recv, .send = endless_send, .io_ud = &e};
+    struct ws_conn_opts opts = {.client = 1, .max_message = 1 << 20};
+    struct side side = {0};
+    side.c = ws_conn_new(loop, stream[0], &io, &opts, &cbs, &side, NULL);
+    assert_non_null(side.c);
+    /* ev_run first invokes what is pending (the read ws_conn_new fed), then polls once: one
+     * turn of 16 reads each. With the turn's end fed back to the loop the first went on until
+     * the peer paused, here the test's stop after 100,000 reads. */
+    ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
+    assert_in_range(e.calls, 1, 2 * 16);
+    int first = e.calls;
+    struct other o = {.served_after = -1, .e = &e};
+    ev_io other;
+    ev_io_init(&other, other_cb, ready[0], EV_READ);
+    other.data = &o;
+    ev_io_start(loop, &other);
+    ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
+    assert_in_range(o.served_after, first, first + 2 * 16); /* after a turn at most */
+    int messages = side.messages;
+    for (int i = 0; i < 3; i++) {
+        int calls = e.calls;
+        ev_run(loop, EVRUN_ONCE);
+        assert_true(e.calls > calls); /* read on in each later iteration */
+    }
+    assert_true(side.messages > messages);
+    ws_conn_free(side.c);
+    close(stream[1]);
+    close(ready[0]);
+    close(ready[1]);
+    ev_loop_destroy(loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,6 +583,7 @@ int main(void)
         cmocka_unit_test(pings_from_a_non_reader_stay_within_the_bound),
         cmocka_unit_test(buffers_shrink_after_a_large_message),
         cmocka_unit_test(a_text_message_over_max_text_closes_with_1009),
+        cmocka_unit_test(a_peer_that_never_pauses_gets_turns_not_the_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
