@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,26 +492,18 @@ struct ns_queued {
  * at its share (nothing counted) or out of memory. */
 static int ns_queued_add(struct events_recorder *r, const char *ns, int delta)
 {
-    struct ns_queued *c = strmap_get(r->queued_by_ns, ns);
     if (delta < 0) {
+        struct ns_queued *c = strmap_get(r->queued_by_ns, ns);
         if (c && --c->n == 0) {
             strmap_remove(r->queued_by_ns, ns);
             free(c);
         }
         return 0;
     }
-    if (c && c->n >= r->ns_share)
+    struct ns_queued *c =
+        strmap_get_or_add(r->queued_by_ns, ns, sizeof(*c), offsetof(struct ns_queued, ns));
+    if (!c || c->n >= r->ns_share)
         return -1;
-    if (!c) {
-        size_t len = strlen(ns);
-        if (!(c = calloc(1, sizeof(*c) + len + 1)))
-            return -1;
-        memcpy(c->ns, ns, len + 1);
-        if (strmap_put(r->queued_by_ns, c->ns, c) < 0) {
-            free(c);
-            return -1;
-        }
-    }
     c->n++;
     return 0;
 }

@@ -23,6 +23,7 @@
 #include <json.h>
 #include <openssl/evp.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,17 +200,10 @@ static void answer_free(struct answer *a)
  * if its namespace had nothing running, which is less fair, never wrong about the slots. */
 static void share_join(struct session_builds *b, struct fetch *f)
 {
-    struct ns_share *sh = strmap_get(b->shares, f->ns);
-    if (!sh) {
-        size_t len = strlen(f->ns);
-        if (!(sh = calloc(1, sizeof(*sh) + len + 1)))
-            return;
-        memcpy(sh->ns, f->ns, len + 1);
-        if (strmap_put(b->shares, sh->ns, sh) < 0) {
-            free(sh);
-            return;
-        }
-    }
+    struct ns_share *sh =
+        strmap_get_or_add(b->shares, f->ns, sizeof(*sh), offsetof(struct ns_share, ns));
+    if (!sh)
+        return;
     sh->waiting++;
     sh->held++;
     f->share = sh;

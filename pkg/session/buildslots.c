@@ -11,6 +11,7 @@
 #include "util/strmap.h"
 #include "workqueue/turns.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,18 +200,10 @@ struct count {
  * is then less fair. */
 static void count_in(struct count *c, const char *ns)
 {
-    struct ns_count *nc = strmap_get(c->by_ns, ns);
-    if (!nc) {
-        size_t len = strlen(ns);
-        if (!(nc = calloc(1, sizeof(*nc) + len + 1)))
-            return;
-        memcpy(nc->ns, ns, len + 1);
-        if (strmap_put(c->by_ns, nc->ns, nc) < 0) {
-            free(nc);
-            return;
-        }
-    }
-    nc->n++;
+    struct ns_count *nc =
+        strmap_get_or_add(c->by_ns, ns, sizeof(*nc), offsetof(struct ns_count, ns));
+    if (nc)
+        nc->n++;
 }
 
 static long running_in(const struct count *c, const char *ns)

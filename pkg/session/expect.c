@@ -5,6 +5,7 @@
 #include "cache/pack.h"
 #include "util/strmap.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,17 +116,10 @@ int session_expect_set(struct session_expectations *x, const char *key, unsigned
                        double now)
 {
     sweep(x, now);
-    struct expectation *e = strmap_get(x->map, key);
-    if (!e) {
-        size_t len = strlen(key);
-        if (!(e = calloc(1, sizeof(*e) + len + 1)))
-            return -1;
-        memcpy(e->key, key, len + 1);
-        if (strmap_put(x->map, e->key, e) < 0) {
-            free(e);
-            return -1;
-        }
-    }
+    struct expectation *e =
+        strmap_get_or_add(x->map, key, sizeof(*e), offsetof(struct expectation, key));
+    if (!e)
+        return -1;
     e->body = body;
     e->until = now + SESSION_EXPECT_TTL_S;
     return 0;

@@ -88,6 +88,23 @@ void *strmap_get(const struct strmap *m, const char *key)
     return s ? s->value : NULL;
 }
 
+void *strmap_get_or_add(struct strmap *m, const char *key, size_t size, size_t key_at)
+{
+    void *value = strmap_get(m, key);
+    if (value)
+        return value;
+    size_t len = strlen(key);
+    if (!(value = calloc(1, size + len + 1)))
+        return NULL;
+    char *copy = (char *)value + key_at;
+    memcpy(copy, key, len + 1);
+    if (strmap_put(m, copy, value) < 0) {
+        free(value);
+        return NULL;
+    }
+    return value;
+}
+
 int strmap_put(struct strmap *m, const char *key, void *value)
 {
     unsigned long long hash = strmap_hash(key);

@@ -27,6 +27,13 @@ void *strmap_get(const struct strmap *m, const char *key);
  */
 int strmap_put(struct strmap *m, const char *key, void *value);
 
+/* The value stored under key, or a new one put there: size zeroed bytes followed by room for a
+ * copy of key, which is written at byte key_at (a flexible array member at the value's end,
+ * key_at <= size) and borrowed by the map as the entry's key. For a map whose values are structs
+ * that end in their own key: the caller frees each one with free() once removed. Returns NULL
+ * when out of memory, the map unchanged. */
+void *strmap_get_or_add(struct strmap *m, const char *key, size_t size, size_t key_at);
+
 /* Removes key's entry and returns its value, or NULL when there was none. Cannot fail. */
 void *strmap_remove(struct strmap *m, const char *key);
 

@@ -109,12 +109,46 @@ static void histogram_buckets_are_cumulative(void **state)
     assert_true(h.sum > 5.1 && h.sum < 5.11);
 }
 
+/* A value that ends in its own key: made once, found again under the same key, and the key the
+ * map holds is the value's copy (the caller's string may change or go). */
+struct counted {
+    long n;
+    char name[];
+};
+
+static void get_or_add_makes_a_value_that_holds_its_key(void **state)
+{
+    (void)state;
+    struct strmap *m = strmap_new();
+    char key[16] = "team-a";
+    struct counted *a = strmap_get_or_add(m, key, sizeof(*a), offsetof(struct counted, name));
+    assert_non_null(a);
+    assert_int_equal(a->n, 0);
+    assert_string_equal(a->name, "team-a");
+    a->n++;
+    strcpy(key, "team-b");
+    struct counted *b = strmap_get_or_add(m, key, sizeof(*b), offsetof(struct counted, name));
+    assert_ptr_not_equal(a, b);
+    assert_ptr_equal(strmap_get_or_add(m, "team-a", sizeof(*a), offsetof(struct counted, name)), a);
+    assert_int_equal(a->n, 1);
+    assert_int_equal(strmap_len(m), 2);
+    const char *k;
+    void *v;
+    struct strmap_iter it = {0};
+    while (strmap_next(m, &it, &k, &v)) {
+        assert_ptr_equal(k, ((struct counted *)v)->name);
+        free(strmap_remove(m, k));
+    }
+    strmap_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(put_get_replace_remove),
         cmocka_unit_test(churn_matches_an_array),
         cmocka_unit_test(removing_during_iteration),
+        cmocka_unit_test(get_or_add_makes_a_value_that_holds_its_key),
         cmocka_unit_test(histogram_buckets_are_cumulative),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
