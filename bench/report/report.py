@@ -21,6 +21,8 @@ SOURCES.md beside the plots names each file.
 - bench/gateway fan-out (bench/gateway/results/fanout-*.json, written by fanout.py): keystroke
   p99 of the crowded gateway against the idle peer's, per run of every batch, and RSS per idle
   client.
+- bench/gateway flood (bench/gateway/results/flood-*.json, written by flood.py): every probe of
+  the flood in time, GET /readyz and another session's keystroke, per gateway (new, old).
 - bench/limits (bench/limits/results/<run>/<path>-<N>-<repeat>.json, schema telo-bench-limits/1):
   the operator's CPU seconds for the burst, per second idle, and for the wake, per path (no limit,
   limits on, a before build) and N: median of the repeats, min and max as the error bar.
@@ -529,9 +531,59 @@ def plot_fanout(files, out, sources, root):
     return made
 
 
+# --- bench/gateway flood ----------------------------------------------------------------------
+
+
+def plot_flood(files, out, sources, root):
+    """Every probe of every run in time: GET /readyz and another session's keystroke while one
+    session floods, per gateway (label: new, old)."""
+    runs = []
+    for fn in sorted(files):
+        r = load(fn)
+        if not isinstance(r, dict) or r.get("bench") != "gateway-flood" or not r.get("runs"):
+            log("%s: not a flood.py result, skipped" % fn)
+            continue
+        runs += r["runs"]
+        sources.append(("bench/gateway flood", rel(root, fn)))
+    if not runs:
+        return []
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), dpi=DPI, sharey=True)
+    colours = {}
+    for r in runs:
+        line = (r.get("flood") or {}).get("timeline") or []
+        if not line:
+            continue
+        colour = colours.setdefault(r.get("label", "?"), "C%d" % len(colours))
+        for ax, col in zip(axes, (1, 2)):
+            ax.plot([p[0] for p in line], [p[col] * 1e3 for p in line], ".", color=colour,
+                    alpha=0.5, markersize=3,
+                    label="%s gateway (%.0f MB/s)" % (r.get("label", "?"),
+                                                      dig(r, "flood", "mb_per_s") or 0))
+    for ax, what in zip(axes, ("GET /readyz", "keystroke echo on another session")):
+        ax.set_yscale("log")
+        ax.axhline(1000, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_xlabel("seconds into the flood")
+        ax.set_title(what, fontsize=9)
+        ax.grid(alpha=0.3)
+        handles, labels = ax.get_legend_handles_labels()
+        seen = {}
+        for h, l in zip(handles, labels):
+            seen.setdefault(l.split(" (")[0], h)
+        ax.legend(seen.values(), seen.keys(), fontsize=7)
+    axes[0].set_ylabel("answer time, ms (log; dashed: a kubelet probe's 1 s timeout)")
+    fig.suptitle("bench/gateway flood: the gateway's answers to others while one session's app "
+                 "floods, every probe of every run", fontsize=10)
+    fn = os.path.join(out, "flood-answer-times.png")
+    fig.tight_layout()
+    fig.savefig(fn)
+    plt.close(fig)
+    return [fn]
+
+
 PLOT_BENCH = [("sessions-", "bench/sessions"), ("cache-memory-", "bench/cache-memory"),
               ("gateway-", "bench/gateway"), ("scale-", "bench/scale"), ("builds-", "bench/builds"),
-              ("fanout-", "bench/gateway fanout"), ("limits-", "bench/limits")]
+              ("fanout-", "bench/gateway fanout"), ("limits-", "bench/limits"),
+              ("flood-", "bench/gateway flood")]
 
 
 # --- bench/limits -------------------------------------------------------------------------------
@@ -620,6 +672,8 @@ def main():
                     help="a bench/builds results JSON (default: bench/builds/results/*.json)")
     ap.add_argument("--fanout", action="append", default=[],
                     help="a bench/gateway/fanout.py JSON (default: bench/gateway/results/fanout-*.json)")
+    ap.add_argument("--flood", action="append", default=[],
+                    help="a bench/gateway/flood.py JSON (default: bench/gateway/results/flood-*.json)")
     ap.add_argument("--limits", action="append", default=[],
                     help="a bench/limits result JSON (default: bench/limits/results/*/*.json)")
     a = ap.parse_args()
@@ -627,7 +681,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     tmp = os.environ.get("TMPDIR", "/tmp")
     explicit = (a.sessions or a.cache_memory or a.gateway or a.scale or a.builds or a.fanout or
-                a.limits)
+                a.limits or a.flood)
     bench = os.path.join(a.root, "bench")
     sessions = a.sessions or ([] if explicit else find_sessions(tmp, bench))
     cache = a.cache_memory or ([] if explicit else find_cache_memory(tmp, bench))
@@ -638,6 +692,8 @@ def main():
         glob.glob(os.path.join(bench, "builds", "results", "*.json"))))
     fanout = a.fanout or ([] if explicit else sorted(
         glob.glob(os.path.join(bench, "gateway", "results", "fanout-*.json"))))
+    flood = a.flood or ([] if explicit else sorted(
+        glob.glob(os.path.join(bench, "gateway", "results", "flood-*.json"))))
     limits = a.limits or ([] if explicit else sorted(
         glob.glob(os.path.join(bench, "limits", "results", "*", "*-*-*.json"))))
 
@@ -648,6 +704,7 @@ def main():
                               ("bench/scale", scale, plot_scale),
                               ("bench/builds", builds, plot_builds),
                               ("bench/gateway fanout", fanout, plot_fanout),
+                              ("bench/gateway flood", flood, plot_flood),
                               ("bench/limits", limits, plot_limits)):
         if not found:
             missing.append(name)

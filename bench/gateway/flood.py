@@ -1,0 +1,195 @@
+"""One tenant's flood and everyone else's gateway (bench/gateway/flood.sh sets up the sessions):
+how long the gateway takes to answer others while one session's app writes as fast as it can.
+
+    flood.py --port GATEWAY_PORT --ns NS --token TOKEN --flood-token TOKEN --label NAME
+             [--bytes 300000000] [--quiet-seconds 5] [--interval 0.05] [--json FILE]
+    flood.py --summarize RUN.json... --json FILE
+
+Sessions: `flood` (the flooding app, attached with --flood-token) and `solo` (another tenant's
+terminal, --token). One run per call, on one gateway:
+1. quiet: for --quiet-seconds, every --interval a GET /readyz (what a kubelet's probe asks; its
+   default timeout is 1 s) and a keystroke on `solo` (the time to its echo);
+2. flood: a client attached to `flood` reads everything (in a thread) and types `flood
+   --bytes`; the same probes go on until that client has seen `flood: done`.
+Each probe waits at most 30 s. Figures: p50, p99 and max of each probe, quiet and during the
+flood, the probes over 1 s, the flood's rate, and every probe of the flood in time (timeline:
+bench/report plots it). Standard library only."""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fanout import DONE, Client, Terminal, pct  # noqa: E402
+
+PROBE_CAP = 30.0
+
+
+def readyz(port):
+    start = time.perf_counter()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=PROBE_CAP) as s:
+            s.sendall(b"GET /readyz HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n")
+            head = b""
+            while b"\r\n" not in head:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+    except socket.timeout:
+        return PROBE_CAP
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError("GET /readyz answered %r" % head[:80])
+    return time.perf_counter() - start
+
+
+def keystroke(term, i):
+    ch = bytes([ord("a") + i % 26])
+    start = time.perf_counter()
+    term.send(ch)
+    while not any(ch in out for out in term.read(1.0)):
+        if time.perf_counter() - start > PROBE_CAP:
+            return PROBE_CAP
+    took = time.perf_counter() - start
+    if i % 50 == 49:
+        term.send(b"\r")
+        term.drain(0.05)
+    return took
+
+
+class Flooder(threading.Thread):
+    """Reads all of the flooding session's output; done once `flood: done` came."""
+
+    def __init__(self, client):
+        super().__init__(daemon=True)
+        self.c = client
+        self.done = threading.Event()
+        self.tail = b""
+
+    def run(self):
+        self.c.s.settimeout(None)
+        while not self.done.is_set():
+            data = self.c.s.recv(1 << 20)
+            if not data:
+                break
+            for out in self.c.feed(data):
+                self.tail = (self.tail + out)[-64:]
+                if DONE in self.tail:
+                    self.done.set()
+        self.done.set()
+
+
+def figures(samples):
+    return {"n": len(samples), "p50_ms": pct(samples, 0.5) * 1e3,
+            "p99_ms": pct(samples, 0.99) * 1e3, "max_ms": max(samples) * 1e3,
+            "over_1s": sum(1 for s in samples if s > 1.0)}
+
+
+def probe_until(args, term, stop, counter, timeline=None):
+    """Probes until stop(); timeline, when given, gets [seconds since its start, readyz s,
+    keystroke s] per probe."""
+    ready, keys, t0 = [], [], time.monotonic()
+    while not stop():
+        at = time.monotonic() - t0
+        ready.append(readyz(args.port))
+        keys.append(keystroke(term, counter[0]))
+        counter[0] += 1
+        if timeline is not None:
+            timeline.append([round(at, 3), round(ready[-1], 6), round(keys[-1], 6)])
+        time.sleep(args.interval)
+    return ready, keys
+
+
+def one_run(args):
+    term = Terminal(args.port, args.ns, "solo", args.token)
+    term.drain(0.3)
+    counter = [0]
+    result = {"label": args.label, "loadavg_start": os.getloadavg()[0]}
+    quiet_end = time.monotonic() + args.quiet_seconds
+    ready, keys = probe_until(args, term, lambda: time.monotonic() > quiet_end, counter)
+    result["quiet"] = {"readyz": figures(ready), "keystroke": figures(keys)}
+
+    flooder = Flooder(Client(args.port, args.ns, "flood", args.flood_token))
+    flooder.start()
+    time.sleep(0.5)  # the scrollback replay, before the flood
+    start = time.monotonic()
+    flooder.c.send(b"flood %d\r" % args.bytes)
+    timeline = []
+    ready, keys = probe_until(args, term, flooder.done.is_set, counter, timeline)
+    took = time.monotonic() - start
+    result["flood"] = {"readyz": figures(ready), "keystroke": figures(keys), "timeline": timeline,
+                       "seconds": took, "bytes_read": flooder.c.bytes,
+                       "mb_per_s": flooder.c.bytes / took / 1e6}
+    result["loadavg_end"] = os.getloadavg()[0]
+    flooder.c.s.close()
+    term.s.close()
+    return result
+
+
+def report(r):
+    q, f = r["quiet"], r["flood"]
+    print("%-10s readyz p50/p99/max quiet %.2f/%.2f/%.0f ms, flood %.2f/%.2f/%.0f ms (%d of %d "
+          "over 1 s); keystroke p99 quiet %.2f ms, flood %.2f ms, max %.0f ms; %.0f MB in %.1f s; "
+          "load %.1f-%.1f" % (
+              r["label"], q["readyz"]["p50_ms"], q["readyz"]["p99_ms"], q["readyz"]["max_ms"],
+              f["readyz"]["p50_ms"], f["readyz"]["p99_ms"], f["readyz"]["max_ms"],
+              f["readyz"]["over_1s"], f["readyz"]["n"], q["keystroke"]["p99_ms"],
+              f["keystroke"]["p99_ms"], f["keystroke"]["max_ms"], f["bytes_read"] / 1e6,
+              f["seconds"], r["loadavg_start"], r["loadavg_end"]))
+
+
+def summarize(paths, out):
+    runs = [json.load(open(p)) for p in paths]
+    by_label = {}
+    for r in runs:
+        by_label.setdefault(r["label"], []).append(r)
+    summary = {}
+    for label, rs in by_label.items():
+        def spread(key, probe, fig):
+            return [r[key][probe][fig] for r in rs]
+        summary[label] = {
+            "runs": len(rs),
+            "flood_readyz_p99_ms": spread("flood", "readyz", "p99_ms"),
+            "flood_readyz_max_ms": spread("flood", "readyz", "max_ms"),
+            "flood_readyz_over_1s": spread("flood", "readyz", "over_1s"),
+            "flood_keystroke_p99_ms": spread("flood", "keystroke", "p99_ms"),
+            "quiet_keystroke_p99_ms": spread("quiet", "keystroke", "p99_ms"),
+            "flood_mb_per_s": [r["flood"]["mb_per_s"] for r in rs],
+            "median_flood_keystroke_p99_over_quiet": statistics.median(
+                r["flood"]["keystroke"]["p99_ms"] / r["quiet"]["keystroke"]["p99_ms"]
+                for r in rs),
+        }
+        print("%s: %s" % (label, json.dumps(summary[label])))
+    with open(out, "w") as f:
+        json.dump({"bench": "gateway-flood", "runs": runs, "summary": summary}, f, indent=1)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--port", type=int)
+    p.add_argument("--ns")
+    p.add_argument("--token")
+    p.add_argument("--flood-token")
+    p.add_argument("--label", default="gateway")
+    p.add_argument("--bytes", type=int, default=300000000)
+    p.add_argument("--quiet-seconds", type=float, default=5.0)
+    p.add_argument("--interval", type=float, default=0.05)
+    p.add_argument("--json")
+    p.add_argument("--summarize", nargs="*")
+    args = p.parse_args()
+    if args.summarize:
+        return summarize(args.summarize, args.json)
+    r = one_run(args)
+    report(r)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(r, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
