@@ -6,6 +6,7 @@
 #include "util/jget.h"
 #include "util/jitter.h"
 #include "util/log.h"
+#include "util/soon.h"
 
 #include <ev.h>
 #include <json.h>
@@ -19,6 +20,9 @@
 #define MAX_INFORMERS   16
 #define MAX_CONTROLLERS 8
 #define MAX_WATCHES     8
+/* Queued keys are dispatched once the loop has handled what is pending, and at the latest this
+ * long after being queued: a loop never idle (a flood of watch events) still reconciles. */
+#define PUMP_MAX_DELAY_S 0.05
 
 enum map_kind { MAP_SELF, MAP_OWNER, MAP_LABEL, MAP_FUNC };
 
@@ -66,7 +70,7 @@ struct ctrl_manager {
     struct ctrl_controller *controllers[MAX_CONTROLLERS];
     size_t ncontrollers;
     int started, synced, active, stopping;
-    ev_idle pump;          /* dispatches queued keys outside of the callbacks that queue them */
+    struct util_soon pump; /* dispatches queued keys outside of the callbacks that queue them */
     ev_timer due;          /* wakes the queues when their earliest delayed key is due */
     ev_timer sync_timeout; /* caches must sync within the timeout */
     ev_timer resync;
@@ -262,12 +266,9 @@ static void pump_queues(struct ctrl_manager *m)
     }
 }
 
-static void on_pump(struct ev_loop *loop, ev_idle *idle, int revents)
+static void on_pump(void *ud)
 {
-    (void)revents;
-    struct ctrl_manager *m = idle->data;
-    ev_idle_stop(loop, idle);
-    pump_queues(m);
+    pump_queues(ud);
 }
 
 static void on_due(struct ev_loop *loop, ev_timer *timer, int revents)
@@ -277,12 +278,11 @@ static void on_due(struct ev_loop *loop, ev_timer *timer, int revents)
     pump_queues(timer->data);
 }
 
-/* Dispatches on the next loop iteration: the callers are often reflector or request callbacks
- * that should not re-enter a reconciler. */
+/* Dispatches once the loop is idle, or within PUMP_MAX_DELAY_S: the callers are often reflector
+ * or request callbacks that should not re-enter a reconciler. */
 static void schedule(struct ctrl_manager *m)
 {
-    if (!ev_is_active(&m->pump))
-        ev_idle_start(m->loop, &m->pump);
+    util_soon_schedule(m->loop, &m->pump);
 }
 
 const char *ctrl_outcome_name(enum ctrl_outcome outcome)
@@ -494,8 +494,7 @@ struct ctrl_manager *ctrl_manager_new(struct ev_loop *loop, struct kube_transpor
     if (m->opts.queue.backoff_base <= 0)
         wq_config_default(&m->opts.queue);
     m->active = 1;
-    ev_idle_init(&m->pump, on_pump);
-    m->pump.data = m;
+    util_soon_init(&m->pump, PUMP_MAX_DELAY_S, on_pump, m);
     ev_timer_init(&m->due, on_due, 0, 0);
     m->due.data = m;
     ev_timer_init(&m->sync_timeout, on_sync_timeout, m->opts.cache_sync_timeout, 0);
@@ -509,7 +508,7 @@ void ctrl_manager_free(struct ctrl_manager *m)
 {
     if (!m)
         return;
-    ev_idle_stop(m->loop, &m->pump);
+    util_soon_cancel(m->loop, &m->pump);
     ev_timer_stop(m->loop, &m->due);
     ev_timer_stop(m->loop, &m->sync_timeout);
     ev_timer_stop(m->loop, &m->resync);
