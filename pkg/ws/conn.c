@@ -19,6 +19,10 @@
 #define MSG_FIRST   4096 /* the message buffer's */
 #define QUEUE_FIRST 4096 /* the send queue's */
 #define READ_ROUNDS 16   /* reads per readiness event */
+/* Frames handled per turn. The reads bound a turn's bytes, not its work: 16 reads into the 4 KiB
+ * a stream of small frames keeps are 9,362 one-byte messages, each a callback (a keystroke sent
+ * on upstream, say). */
+#define TURN_FRAMES 1024
 
 enum state { OPEN, CLOSE_SENT, CLOSE_RECEIVED, FINISHED };
 
@@ -57,6 +61,8 @@ struct ws_conn {
     int pong_pending;
     unsigned long long pong_end;
     int read_paused; /* over the send bound: the peer must take what we sent first */
+    int turn_frames; /* frames handled in this turn (TURN_FRAMES) */
+    int held;        /* complete frames wait in the input for the next turn */
 
     enum state state;
     int peer_close_seen;
@@ -358,11 +364,19 @@ static size_t message_limit(const struct ws_conn *c, int opcode)
     return opcode == WS_OP_TEXT ? c->opts.max_text : c->opts.max_message;
 }
 
-/* Parses and dispatches every complete frame in the input buffer. */
+/* Parses and dispatches the complete frames in the input buffer, up to the turn's share: the rest
+ * wait there (held) for a turn in the loop's next iteration. */
 static void parse_input(struct ws_conn *c)
 {
     size_t pos = 0;
+    c->held = 0;
     while (!c->dead && c->state != FINISHED && !c->peer_close_seen && pos < c->in_len) {
+        if (c->turn_frames >= TURN_FRAMES) {
+            c->held = 1;
+            ev_timer_start(c->loop, &c->resume);
+            break;
+        }
+        c->turn_frames++;
         struct ws_frame f;
         size_t used = 0;
         struct telo_err err = {0};
@@ -478,7 +492,11 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
     struct ws_conn *c = w->data;
     ev_timer_stop(c->loop, &c->resume);
     c->depth++;
-    for (int round = 0; !c->read_paused; round++) {
+    c->turn_frames = 0;
+    if (c->held)
+        parse_input(c); /* what the last turn left, before reading more */
+    int reading = !c->dead && c->state != FINISHED && !c->peer_close_seen;
+    for (int round = 0; reading && !c->read_paused && !c->held; round++) {
         /* A peer that sends without pause gets one turn, not the loop: the rest waits for the
          * next iteration, after the other watchers it finds ready. A plain socket's watcher is
          * level-triggered and comes back by itself. TLS may hold what the socket does not show,
@@ -517,7 +535,7 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
             c->in_len += (size_t)n;
             c->last_rx = ev_now(c->loop);
             parse_input(c);
-            if (c->dead || c->state == FINISHED || c->peer_close_seen || c->read_paused)
+            if (c->dead || c->state == FINISHED || c->peer_close_seen || c->read_paused || c->held)
                 break;
             /* A plain socket that filled less than the room has nothing more now (the watcher
              * is level-triggered): no read that only says EAGAIN, one syscall per keystroke. A

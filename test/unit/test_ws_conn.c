@@ -481,7 +481,7 @@ static void a_text_message_over_max_text_closes_with_1009(void **state)
  * (recv never says EAGAIN): it gets turns, not the loop. Another watcher that is ready is served
  * after one turn of reads, and the stream goes on being read in the iterations after it. */
 struct endless {
-    uint8_t frame[WS_MAX_HEADER + 1000];
+    uint8_t frame[4096]; /* one frame, or a cycle of them, repeated */
     size_t frame_len, pos;
     int calls, limit;
 };
@@ -570,6 +570,61 @@ static void a_peer_that_never_pauses_gets_turns_not_the_loop(void **state)
     ev_loop_destroy(loop);
 }
 
+/* A peer whose reads are all one-byte messages: a turn is bounded by the frames it handles, not
+ * only by the bytes it reads (16 reads into a 4 KiB buffer are 9,362 such frames). The rest wait
+ * in the input for the next iterations, in order, none lost. */
+struct ordered {
+    int messages;
+    int out_of_order;
+};
+
+static void count_in_order(struct ws_conn *c, int opcode, const uint8_t *data, size_t len, void *ud)
+{
+    (void)c;
+    (void)opcode;
+    struct ordered *o = ud;
+    if (len != 1 || data[0] != (uint8_t)(o->messages % 251))
+        o->out_of_order++;
+    o->messages++;
+}
+
+static void a_turn_handles_a_bounded_number_of_frames(void **state)
+{
+    (void)state;
+    static const uint8_t mask[4] = {1, 2, 3, 4};
+    struct endless e = {.limit = 100000};
+    for (int i = 0; i < 251; i++) { /* a cycle of 251 masked one-byte frames: 0, 1, ... 250 */
+        uint8_t payload = (uint8_t)i;
+        size_t n = ws_frame_header(e.frame + e.frame_len, WS_OP_BINARY, 1, 1, mask);
+        ws_mask(&payload, 1, mask, 0);
+        e.frame[e.frame_len + n] = payload;
+        e.frame_len += n + 1;
+    }
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    int stream[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, stream), 0);
+    assert_int_equal(write(stream[1], "!", 1), 1);
+    struct ws_conn_io io = {.recv = endless_recv, .send = endless_send, .io_ud = &e};
+    struct ws_conn_opts opts = {.max_message = 1 << 20};
+    static const struct ws_conn_callbacks ordered_cbs = {.on_message = count_in_order};
+    struct ordered o = {0};
+    struct ws_conn *c = ws_conn_new(loop, stream[0], &io, &opts, &ordered_cbs, &o, NULL);
+    assert_non_null(c);
+    /* ev_run's first pass over what is pending, then one iteration: a turn each. Before the
+     * bound, each turn handled all its reads held: 18,720 frames in the two. */
+    ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
+    assert_in_range(o.messages, 1, 2 * 1024);
+    for (int i = 0; i < 50; i++) {
+        int before = o.messages;
+        ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
+        assert_in_range(o.messages - before, 1, 2 * 1024);
+    }
+    assert_int_equal(o.out_of_order, 0);
+    ws_conn_free(c);
+    close(stream[1]);
+    ev_loop_destroy(loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -584,6 +639,7 @@ int main(void)
         cmocka_unit_test(buffers_shrink_after_a_large_message),
         cmocka_unit_test(a_text_message_over_max_text_closes_with_1009),
         cmocka_unit_test(a_peer_that_never_pauses_gets_turns_not_the_loop),
+        cmocka_unit_test(a_turn_handles_a_bounded_number_of_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
