@@ -9,8 +9,11 @@ Sessions: `flood` (the flooding app, attached with --flood-token) and `solo` (an
 terminal, --token). One run per call, on one gateway:
 1. quiet: for --quiet-seconds, every --interval a GET /readyz (what a kubelet's probe asks; its
    default timeout is 1 s) and a keystroke on `solo` (the time to its echo);
-2. flood: a client attached to `flood` reads everything (in a thread) and types `flood
-   --bytes`; the same probes go on until that client has seen `flood: done`.
+2. flood (--mode output): a client attached to `flood` reads everything (in a thread) and
+   types `flood --bytes`; the same probes go on until that client has seen `flood: done`.
+   With --mode stdin that client instead sends one-byte stdin messages as fast as its socket
+   takes them for --seconds (a line end every 64; the TTY echoes them back, and it reads that),
+   and the probes go on as long.
 Each probe waits at most 30 s. Figures: p50, p99 and max of each probe, quiet and during the
 flood, the probes over 1 s, the flood's rate, and every probe of the flood in time (timeline:
 bench/report plots it). Standard library only."""
@@ -84,6 +87,33 @@ class Flooder(threading.Thread):
         self.done.set()
 
 
+class Typist(threading.Thread):
+    """Sends one-byte stdin messages (channel 0, masked, a line end every 64) as fast as the
+    socket takes them, for `seconds`; the Flooder on the same socket reads what comes back."""
+
+    def __init__(self, sock, seconds):
+        super().__init__(daemon=True)
+        self.s, self.seconds = sock, seconds
+        self.done = threading.Event()
+        self.sent = 0
+        mask = b"\x11\x22\x33\x44"
+        frames = []
+        for i in range(64):
+            payload = b"\x00" + (b"\r" if i == 63 else b"x")
+            frames.append(b"\x82\x82" + mask + bytes(b ^ mask[j % 4] for j, b in enumerate(payload)))
+        self.block = b"".join(frames) * 256  # 16,384 messages
+
+    def run(self):
+        end = time.monotonic() + self.seconds
+        try:
+            while time.monotonic() < end:
+                self.s.sendall(self.block)
+                self.sent += 16384
+        except OSError:
+            pass
+        self.done.set()
+
+
 def figures(samples):
     return {"n": len(samples), "p50_ms": pct(samples, 0.5) * 1e3,
             "p99_ms": pct(samples, 0.99) * 1e3, "max_ms": max(samples) * 1e3,
@@ -118,13 +148,23 @@ def one_run(args):
     flooder.start()
     time.sleep(0.5)  # the scrollback replay, before the flood
     start = time.monotonic()
-    flooder.c.send(b"flood %d\r" % args.bytes)
+    if args.mode == "output":
+        flooder.c.send(b"flood %d\r" % args.bytes)
+        stop = flooder.done.is_set
+    else:
+        typist = Typist(flooder.c.s, args.seconds)
+        typist.start()
+        stop = typist.done.is_set
     timeline = []
-    ready, keys = probe_until(args, term, flooder.done.is_set, counter, timeline)
+    ready, keys = probe_until(args, term, stop, counter, timeline)
     took = time.monotonic() - start
+    result["mode"] = args.mode
     result["flood"] = {"readyz": figures(ready), "keystroke": figures(keys), "timeline": timeline,
                        "seconds": took, "bytes_read": flooder.c.bytes,
                        "mb_per_s": flooder.c.bytes / took / 1e6}
+    if args.mode == "stdin":
+        result["flood"]["messages_sent"] = typist.sent
+        result["flood"]["messages_per_s"] = typist.sent / took
     result["loadavg_end"] = os.getloadavg()[0]
     flooder.c.s.close()
     term.s.close()
@@ -141,13 +181,16 @@ def report(r):
               f["readyz"]["over_1s"], f["readyz"]["n"], q["keystroke"]["p99_ms"],
               f["keystroke"]["p99_ms"], f["keystroke"]["max_ms"], f["bytes_read"] / 1e6,
               f["seconds"], r["loadavg_start"], r["loadavg_end"]))
+    if "messages_per_s" in f:
+        print("%-10s stdin: %d one-byte messages sent, %.0f a second" % (
+            r["label"], f["messages_sent"], f["messages_per_s"]))
 
 
 def summarize(paths, out):
     runs = [json.load(open(p)) for p in paths]
     by_label = {}
     for r in runs:
-        by_label.setdefault(r["label"], []).append(r)
+        by_label.setdefault("%s %s" % (r.get("mode", "output"), r["label"]), []).append(r)
     summary = {}
     for label, rs in by_label.items():
         def spread(key, probe, fig):
@@ -160,6 +203,7 @@ def summarize(paths, out):
             "flood_keystroke_p99_ms": spread("flood", "keystroke", "p99_ms"),
             "quiet_keystroke_p99_ms": spread("quiet", "keystroke", "p99_ms"),
             "flood_mb_per_s": [r["flood"]["mb_per_s"] for r in rs],
+            "stdin_messages_per_s": [r["flood"].get("messages_per_s") for r in rs],
             "median_flood_keystroke_p99_over_quiet": statistics.median(
                 r["flood"]["keystroke"]["p99_ms"] / r["quiet"]["keystroke"]["p99_ms"]
                 for r in rs),
@@ -177,6 +221,8 @@ def main():
     p.add_argument("--flood-token")
     p.add_argument("--label", default="gateway")
     p.add_argument("--bytes", type=int, default=300000000)
+    p.add_argument("--mode", choices=("output", "stdin"), default="output")
+    p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--quiet-seconds", type=float, default=5.0)
     p.add_argument("--interval", type=float, default=0.05)
     p.add_argument("--json")

@@ -6,7 +6,9 @@
 # through the API server and kubelet as users have it. With TELO_BENCH_OLD_BIN (a directory with
 # an older telo-gateway) each run measures the old and the new gateway in turn, same sessions.
 #
-#   TELO_BENCH_RUNS (3), TELO_BENCH_BYTES (300000000), TELO_BENCH_OLD_BIN
+#   TELO_BENCH_RUNS (3), TELO_BENCH_BYTES (300000000), TELO_BENCH_OLD_BIN,
+#   TELO_BENCH_MODE (output; stdin: the flooding client sends one-byte input messages instead,
+#   for TELO_BENCH_SECONDS, 30)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -35,6 +37,7 @@ for run in $(seq 1 "${TELO_BENCH_RUNS:-3}"); do
 		$switch "${g#*=}" "$kubeconfig" --log-level warn
 		python3 bench/gateway/flood.py --port "$gw_port" --ns "$ns" --token "$solo_token" \
 			--flood-token "$flood_token" --label "$label" --bytes "${TELO_BENCH_BYTES:-300000000}" \
+			--mode "${TELO_BENCH_MODE:-output}" --seconds "${TELO_BENCH_SECONDS:-30}" \
 			--json "$out/flood-$label-$run.json"
 		runs+=("$out/flood-$label-$run.json")
 	done

@@ -536,7 +536,7 @@ def plot_fanout(files, out, sources, root):
 
 def plot_flood(files, out, sources, root):
     """Every probe of every run in time: GET /readyz and another session's keystroke while one
-    session floods, per gateway (label: new, old)."""
+    session floods (its output, or one-byte input messages), per gateway (label: new, old)."""
     runs = []
     for fn in sorted(files):
         r = load(fn)
@@ -553,12 +553,11 @@ def plot_flood(files, out, sources, root):
         line = (r.get("flood") or {}).get("timeline") or []
         if not line:
             continue
-        colour = colours.setdefault(r.get("label", "?"), "C%d" % len(colours))
+        name = "%s gateway, %s flood" % (r.get("label", "?"), r.get("mode", "output"))
+        colour = colours.setdefault(name, "C%d" % len(colours))
         for ax, col in zip(axes, (1, 2)):
             ax.plot([p[0] for p in line], [p[col] * 1e3 for p in line], ".", color=colour,
-                    alpha=0.5, markersize=3,
-                    label="%s gateway (%.0f MB/s)" % (r.get("label", "?"),
-                                                      dig(r, "flood", "mb_per_s") or 0))
+                    alpha=0.5, markersize=3, label=name)
     for ax, what in zip(axes, ("GET /readyz", "keystroke echo on another session")):
         ax.set_yscale("log")
         ax.axhline(1000, color="grey", linestyle="--", linewidth=0.8)
@@ -568,7 +567,7 @@ def plot_flood(files, out, sources, root):
         handles, labels = ax.get_legend_handles_labels()
         seen = {}
         for h, l in zip(handles, labels):
-            seen.setdefault(l.split(" (")[0], h)
+            seen.setdefault(l, h)
         ax.legend(seen.values(), seen.keys(), fontsize=7)
     axes[0].set_ylabel("answer time, ms (log; dashed: a kubelet probe's 1 s timeout)")
     fig.suptitle("bench/gateway flood: the gateway's answers to others while one session's app "

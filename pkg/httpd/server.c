@@ -33,10 +33,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define MAX_CONNS    256
-#define IDLE_S       30.0
-#define ACCEPT_BURST 16   /* accepts per readiness event */
-#define HEADER_SPACE 1024 /* our response heads are small and fixed */
+#define MAX_CONNS         256
+#define IDLE_S            30.0
+#define ACCEPT_BURST      16   /* accepts per readiness event */
+#define HEADER_SPACE      1024 /* our response heads are small and fixed */
+#define REQUESTS_PER_TURN 4    /* answered per connection before the loop polls again */
 
 struct route {
     char *path;
@@ -83,6 +84,7 @@ struct conn {
     ev_io w;
     ev_timer idle;        /* between requests and while an answer is written */
     ev_timer deadline;    /* from a request's first byte until it is all read */
+    ev_timer resume;      /* a turn's requests answered: the next ones in the loop's next pass */
     struct in6_addr peer; /* an IPv4 peer as ::ffff:a.b.c.d, as a dual-stack socket sees it */
     enum conn_state state;
     char *in; /* max_request + 1 bytes: the head being read and what follows it */
@@ -128,6 +130,7 @@ static void conn_free(struct conn *c)
     ev_io_stop(srv->loop, &c->w);
     ev_timer_stop(srv->loop, &c->idle);
     ev_timer_stop(srv->loop, &c->deadline);
+    ev_timer_stop(srv->loop, &c->resume);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -300,10 +303,14 @@ static void drop_buffered_body(struct conn *c)
         c->state = C_WRITE;
 }
 
-/* Advances the connection as far as it can go without waiting. Returns -1 when it must close. */
+/* Advances the connection as far as it can go without waiting, or until it has answered its
+ * turn's share of requests: a client pipelining requests (a /metrics each) and reading the
+ * answers as fast as they come would otherwise keep this loop, and the whole operator on it,
+ * from ever polling. Returns -1 when it must close. */
 static int step(struct conn *c)
 {
     struct httpd_server *srv = c->srv;
+    int answered = 0;
     for (;;) {
         if (c->state == C_TLS) {
             int want_write = 0;
@@ -364,6 +371,12 @@ static int step(struct conn *c)
             if (hlen == 0)
                 c->head_searched = c->in_len;
             if (hlen > 0) {
+                if (answered == REQUESTS_PER_TURN) {
+                    ev_io_stop(srv->loop, &c->w);
+                    ev_timer_start(srv->loop, &c->resume);
+                    return 0;
+                }
+                answered++;
                 if (serve(c, (size_t)hlen) != 0)
                     return -1;
                 continue;
@@ -389,6 +402,15 @@ static int step(struct conn *c)
 }
 
 static void conn_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct conn *c = w->data;
+    if (step(c) != 0)
+        conn_free(c);
+}
+
+static void resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
@@ -489,6 +511,8 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
         ev_init(&c->idle, timeout_cb);
         c->idle.repeat = IDLE_S;
         c->idle.data = c;
+        ev_timer_init(&c->resume, resume_cb, 0., 0.);
+        c->resume.data = c;
         ev_timer_again(loop, &c->idle);
     }
 }

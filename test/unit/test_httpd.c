@@ -196,6 +196,16 @@ static int failing(const struct httpd_request *req, struct httpd_response *resp,
 
 static size_t big_size = 1000000;
 
+static int counted;
+
+static int count(const struct httpd_request *req, struct httpd_response *resp, void *user)
+{
+    (void)req;
+    (void)user;
+    counted++;
+    return httpd_response_text(resp, 200, NULL, "counted\n");
+}
+
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
@@ -207,6 +217,7 @@ static int setup(void **state)
     assert_int_equal(httpd_route(f->srv, "/hello", hello, NULL, NULL, &err), 0);
     assert_int_equal(httpd_route(f->srv, "/big", big, &big_size, NULL, &err), 0);
     assert_int_equal(httpd_route(f->srv, "/fail", failing, NULL, NULL, &err), 0);
+    assert_int_equal(httpd_route(f->srv, "/count", count, NULL, NULL, &err), 0);
     assert_int_equal(httpd_port(f->srv), -1);
     assert_int_equal(httpd_start(f->srv, &err), 0);
     f->port = httpd_port(f->srv);
@@ -376,6 +387,36 @@ static void keep_alive_serves_pipelined_requests(void **state)
     assert_int_equal(status_of(second), 200);
     assert_string_equal(body_of(second), "hello again\n");
     buf_release(&r);
+}
+
+/* A client pipelining requests whose answers all fit in the socket: the server answers a few per
+ * turn and lets the loop poll between turns, where before one callback answered every request
+ * it could read, as long as the client kept sending (a /metrics each, the loop held). */
+static int dial_from(const char *from, int port);
+
+static void pipelined_requests_are_answered_a_few_per_turn(void **state)
+{
+    struct fixture *f = *state;
+    int fd = dial_from("127.0.0.1", f->port);
+    static const char req[] = "GET /count HTTP/1.1\r\nHost: x\r\n\r\n";
+    enum { N = 200 };
+    struct buf all;
+    buf_init(&all, sizeof(req) * N);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(buf_append_str(&all, req), 0);
+    assert_int_equal(write(fd, all.data, all.len), (ssize_t)all.len);
+    buf_release(&all);
+    counted = 0;
+    int most = 0;
+    for (int pass = 0; pass < 2000 && counted < N; pass++) {
+        int before = counted;
+        ev_run(f->loop, EVRUN_ONCE | EVRUN_NOWAIT);
+        if (counted - before > most)
+            most = counted - before;
+    }
+    assert_int_equal(counted, N); /* all answered, in the end */
+    assert_in_range(most, 1, 8);  /* 4 a turn; at most two turns in a pass */
+    close(fd);
 }
 
 /* The path is percent-decoded before the route lookup; a bad escape, an escaped NUL or a
@@ -932,6 +973,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(large_body_arrives_intact, setup, teardown),
         cmocka_unit_test_setup_teardown(handler_error_is_500, setup, teardown),
         cmocka_unit_test_setup_teardown(keep_alive_serves_pipelined_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(pipelined_requests_are_answered_a_few_per_turn, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(port_in_use_is_an_io_error, setup, teardown),
         cmocka_unit_test_setup_teardown(odd_requests, setup, teardown),
         cmocka_unit_test(free_with_a_connection_open),
