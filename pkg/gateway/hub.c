@@ -41,6 +41,7 @@
  * 1 MiB that was gigabytes from tenants holding a fragment open. */
 #define MAX_CLIENT_MSG  (64 << 10)
 #define MAX_FRAME_BYTES (64 << 10) /* output bytes of one frame to a channel-protocol client */
+#define FAN_BATCH_BYTES (64 << 10) /* output gathered before its clients are pumped */
 /* The least a client's send queue may hold however many share client_queue_total: a window
  * that keeps a terminal's output flowing between two drains. Also the largest chunk the ring
  * keeps, so a queue never passes where it stops by more. */
@@ -73,6 +74,8 @@ struct session {
     struct client *clients;
     struct kube_call *pod_call;
     ev_timer retry, resize, expire;
+    ev_timer fan;    /* output came: its clients are pumped in the loop's next pass */
+    size_t unfanned; /* bytes of output since they last were */
     double backoff;
     int width, height; /* latest size asked by a client; 0: none yet */
     double resize_sent_at;
@@ -254,7 +257,7 @@ static size_t queue_high(const struct gw_hub *h)
 
 /* Sends what the client has not seen yet while its queue has room: a stalled client only stops
  * its own pump; it catches up (or gets a gap marker) when its socket drains. */
-static void pump(struct client *c)
+static void pump_frames(struct client *c)
 {
     struct session *s = c->s;
     size_t high = queue_high(s->hub);
@@ -298,6 +301,16 @@ static void pump(struct client *c)
     }
     if (s->state == S_ENDED)
         finish_client(c);
+}
+
+/* The frames of one pump go out in one write: many small chunks (telo.io.v1 sends a frame
+ * each) would otherwise be a write each, to each client. */
+static void pump(struct client *c)
+{
+    struct ws_conn *ws = c->ws;
+    ws_conn_cork(ws, 1);
+    pump_frames(c);
+    ws_conn_cork(ws, 0);
 }
 
 static void session_resize(struct session *s, int width, int height);
@@ -410,6 +423,7 @@ static void client_closed(struct ws_conn *ws, int code, const char *reason, void
 
 static void open_upstream(struct session *s);
 static void check_pod(struct session *s);
+static void fan_out(struct session *s);
 
 static void end_session(struct session *s, int exit_code, const char *message)
 {
@@ -429,10 +443,7 @@ static void end_session(struct session *s, int exit_code, const char *message)
     ev_timer_stop(h->loop, &s->expire); /* the idle timer, when nobody is attached */
     ev_timer_set(&s->expire, h->opts.ended_keep_s, 0.);
     ev_timer_start(h->loop, &s->expire);
-    for (struct client *c = s->clients, *next; c != NULL; c = next) {
-        next = c->next;
-        pump(c);
-    }
+    fan_out(s);
 }
 
 static void schedule_retry(struct session *s)
@@ -518,6 +529,23 @@ static void up_open(struct kube_attach *a, const char *protocol, void *ud)
     buf_reset(&s->pending_stdin);
 }
 
+static void fan_out(struct session *s)
+{
+    ev_timer_stop(s->hub->loop, &s->fan);
+    s->unfanned = 0;
+    for (struct client *c = s->clients, *next; c != NULL; c = next) {
+        next = c->next;
+        pump(c);
+    }
+}
+
+static void fan_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    fan_out(w->data);
+}
+
 static void up_output(struct kube_attach *a, int channel, const unsigned char *data, size_t len,
                       void *ud)
 {
@@ -530,10 +558,14 @@ static void up_output(struct kube_attach *a, int channel, const unsigned char *d
         gw_ring_append(s->ring, data + off,
                        len - off < MIN_CLIENT_QUEUE ? len - off : MIN_CLIENT_QUEUE);
     s->hub->m.bytes_in += len;
-    for (struct client *c = s->clients, *next; c != NULL; c = next) {
-        next = c->next;
-        pump(c);
-    }
+    /* The clients are pumped once for what a turn of upstream reads brought (the app's output
+     * in many small messages is then one frame to each, not one each per message), and at once
+     * past FAN_BATCH_BYTES, so a reader that keeps up never falls a ring behind. */
+    s->unfanned += len;
+    if (s->unfanned >= FAN_BATCH_BYTES)
+        fan_out(s);
+    else if (!ev_is_active(&s->fan))
+        ev_timer_start(s->hub->loop, &s->fan);
 }
 
 static void up_end(struct kube_attach *a, const struct kube_attach_end *end, void *ud)
@@ -675,6 +707,7 @@ static void session_free(struct session *s)
     ev_timer_stop(h->loop, &s->retry);
     ev_timer_stop(h->loop, &s->resize);
     ev_timer_stop(h->loop, &s->expire);
+    ev_timer_stop(h->loop, &s->fan);
     strmap_remove(h->sessions, s->key);
     gw_ring_free(s->ring);
     buf_release(&s->pending_stdin);
@@ -704,7 +737,8 @@ static struct session *session_new(struct gw_hub *h, const struct gw_attach *req
     ev_timer_init(&s->retry, retry_cb, 0., 0.);
     ev_timer_init(&s->resize, resize_cb, 0., 0.);
     ev_timer_init(&s->expire, expire_cb, 0., 0.);
-    s->retry.data = s->resize.data = s->expire.data = s;
+    ev_timer_init(&s->fan, fan_cb, 0., 0.);
+    s->retry.data = s->resize.data = s->expire.data = s->fan.data = s;
     h->m.sessions++;
     return s;
 }

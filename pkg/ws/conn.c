@@ -63,6 +63,7 @@ struct ws_conn {
     int read_paused; /* over the send bound: the peer must take what we sent first */
     int turn_frames; /* frames handled in this turn (TURN_FRAMES) */
     int held;        /* complete frames wait in the input for the next turn */
+    int corked;      /* ws_conn_cork: sends only queue */
 
     enum state state;
     int peer_close_seen;
@@ -197,7 +198,7 @@ static int enqueue(struct ws_conn *c, int opcode, const void *prefix, size_t ple
         c->above_low = 1;
     /* Write at once when nothing is waiting (keystroke latency); a failure is noticed by the
      * write watcher, so no callback runs inside the caller's send. */
-    if (was_empty && !ev_is_active(&c->wio) && flush_out(c) != 0)
+    if (was_empty && !c->corked && !ev_is_active(&c->wio) && flush_out(c) != 0)
         ev_io_start(c->loop, &c->wio);
     return 0;
 }
@@ -698,6 +699,18 @@ int ws_conn_send(struct ws_conn *c, int opcode, const void *prefix, size_t prefi
     if (!force && queued(c) + prefix_len + len > c->opts.max_queued)
         return -TELO_ETOOBIG;
     return enqueue(c, opcode, prefix, prefix_len, data, len);
+}
+
+void ws_conn_cork(struct ws_conn *c, int on)
+{
+    c->corked = on;
+    if (on || queued(c) == 0 || c->state == FINISHED || ev_is_active(&c->wio))
+        return;
+    /* Written now, as enqueue does; once closing, by the write watcher, which also ends the
+     * handshake when the close frame was among what the cork held (no callback may run inside
+     * the caller's call). A failed write is noticed by the watcher too. */
+    if (c->state != OPEN || flush_out(c) != 0)
+        ev_io_start(c->loop, &c->wio);
 }
 
 size_t ws_conn_queued(const struct ws_conn *c)

@@ -67,6 +67,11 @@ int ws_conn_feed(struct ws_conn *c, const void *data, size_t len);
 int ws_conn_send(struct ws_conn *c, int opcode, const void *prefix, size_t prefix_len,
                  const void *data, size_t len, int force);
 
+/* Corked (on 1), messages sent are only queued; uncorked (0), what they queued is written as a
+ * send writes. For a writer about to send many small messages at once (a client catching up on
+ * output in small chunks): one write for all of them, not a write each. Cannot fail. */
+void ws_conn_cork(struct ws_conn *c, int on);
+
 /* Bytes queued and not yet written to the socket. */
 size_t ws_conn_queued(const struct ws_conn *c);
 

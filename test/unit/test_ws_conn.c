@@ -625,6 +625,67 @@ static void a_turn_handles_a_bounded_number_of_frames(void **state)
     ev_loop_destroy(loop);
 }
 
+/* Sends that count their writes, onto a real socket. */
+struct counted_io {
+    int fd;
+    int writes;
+};
+
+static ssize_t counted_recv(void *io_ud, void *buf, size_t len)
+{
+    return read(((struct counted_io *)io_ud)->fd, buf, len);
+}
+
+static ssize_t counted_send(void *io_ud, const void *buf, size_t len)
+{
+    struct counted_io *io = io_ud;
+    io->writes++;
+    return write(io->fd, buf, len);
+}
+
+/* Corked, a hundred small messages are queued and go out in one write when uncorked, where each
+ * was a write of its own; a close queued under the cork still ends the closing handshake. */
+static void corked_messages_go_out_in_one_write(void **state)
+{
+    (void)state;
+    struct pair *p = calloc(1, sizeof(*p));
+    p->loop = ev_loop_new(EVFLAG_AUTO);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, p->fds), 0);
+    fcntl(p->fds[0], F_SETFL, O_NONBLOCK);
+    fcntl(p->fds[1], F_SETFL, O_NONBLOCK);
+    struct counted_io cio = {.fd = p->fds[0]};
+    struct ws_conn_io io = {.recv = counted_recv, .send = counted_send, .io_ud = &cio};
+    struct ws_conn_opts so = {.max_message = 1 << 20, .max_queued = 1 << 20};
+    struct ws_conn_opts co = so;
+    co.client = 1;
+    p->server.c = ws_conn_new(p->loop, p->fds[0], &io, &so, &cbs, &p->server, NULL);
+    p->client.c = ws_conn_new(p->loop, p->fds[1], NULL, &co, &cbs, &p->client, NULL);
+    assert_non_null(p->server.c);
+    assert_non_null(p->client.c);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(ws_conn_send(p->server.c, WS_OP_BINARY, NULL, 0, "x", 1, 0), 0);
+    assert_int_equal(cio.writes, 100);
+    ws_conn_cork(p->server.c, 1);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(ws_conn_send(p->server.c, WS_OP_BINARY, NULL, 0, "y", 1, 0), 0);
+    assert_int_equal(cio.writes, 100);
+    assert_int_equal(ws_conn_queued(p->server.c), 300);
+    ws_conn_cork(p->server.c, 0);
+    assert_int_equal(cio.writes, 101);
+    assert_int_equal(ws_conn_queued(p->server.c), 0);
+    run_until(p, &p->client.messages, 200);
+    assert_int_equal(p->client.messages, 200);
+    assert_int_equal(p->client.last[0], 'y');
+    ws_conn_cork(p->server.c, 1);
+    ws_conn_close(p->server.c, 1000, "done");
+    ws_conn_cork(p->server.c, 0);
+    run_until(p, &p->server.closed, 1);
+    assert_int_equal(p->client.closed, 1);
+    assert_int_equal(p->server.closed, 1);
+    assert_int_equal(p->client.close_code, 1000);
+    pair_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -640,6 +701,7 @@ int main(void)
         cmocka_unit_test(a_text_message_over_max_text_closes_with_1009),
         cmocka_unit_test(a_peer_that_never_pauses_gets_turns_not_the_loop),
         cmocka_unit_test(a_turn_handles_a_bounded_number_of_frames),
+        cmocka_unit_test(corked_messages_go_out_in_one_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
