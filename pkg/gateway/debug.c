@@ -35,6 +35,9 @@
 #define REFUSED_LINGER_S 5.0  /* a refused client's last event, then the close in any case */
 #define UP_READ_CHUNK    16384
 #define UP_READ_ROUNDS   16 /* reads per readiness event, as ws/conn.c */
+/* A turn ends once this many events were relayed: the reads bound its bytes, and an app writing
+ * tiny events (data:{}) gets about 1,800 to a read, each parsed and framed. */
+#define UP_TURN_EVENTS 256
 
 enum up_state { UP_IDLE, UP_CONNECTING, UP_HEAD, UP_BODY };
 
@@ -59,6 +62,7 @@ struct relay {
     char head[HEAD_MAX + 1];
     size_t head_len;
     struct gw_sse_parser sse;
+    unsigned turn_events; /* relayed in this turn of reads (UP_TURN_EVENTS) */
     ev_timer retry, heartbeat;
     int up_logged; /* the inspector's absence was logged once */
 
@@ -159,6 +163,7 @@ static void on_event(const char *event, const char *data, size_t len, void *ud)
 {
     (void)event;
     struct relay *rl = ud;
+    rl->turn_events++;
     if (rl->out_off > 0 && rl->out_off == rl->out.len) {
         buf_reset(&rl->out);
         rl->out_off = 0;
@@ -233,7 +238,8 @@ static void up_cb(struct ev_loop *loop, ev_io *w, int revents)
     char chunk[UP_READ_CHUNK];
     /* An app that streams faster than we parse gets a few reads, not the loop: the watcher is
      * level-triggered, so it comes back after the other tenants' watchers and timers. */
-    for (int round = 0; round < UP_READ_ROUNDS; round++) {
+    rl->turn_events = 0;
+    for (int round = 0; round < UP_READ_ROUNDS && rl->turn_events < UP_TURN_EVENTS; round++) {
         if (client_behind(rl)) {
             ev_io_stop(rl->set->loop, &rl->uio); /* flush_client starts it again */
             return;
