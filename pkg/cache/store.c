@@ -36,6 +36,7 @@ struct cache_store {
     struct cache_pack *pack; /* every object's text is packed by it */
     struct cache_slab *slab; /* holds the objects up to CACHE_SLAB_MAX bytes */
     unsigned char (*tag)(struct json_object *obj);
+    unsigned long long changes; /* puts and deletes */
 };
 
 void cache_store_set_tag(struct cache_store *s, unsigned char (*fn)(struct json_object *obj))
@@ -434,6 +435,7 @@ int cache_store_put(struct cache_store *s, struct json_object *obj, struct cache
         return telo_err_set(err, TELO_ENOMEM, "out of memory indexing %s", key);
     }
     s->bytes += object_bytes(o);
+    s->changes++;
     *replaced = old;
     if (stored)
         *stored = o;
@@ -450,6 +452,7 @@ struct cache_object *cache_store_delete(struct cache_store *s, const char *key)
         return NULL;
     index_unlink(s, o, NULL);
     s->bytes -= object_bytes(o);
+    s->changes++;
     return o;
 }
 
@@ -461,6 +464,11 @@ const struct cache_object *cache_store_get(const struct cache_store *s, const ch
 size_t cache_store_len(const struct cache_store *s)
 {
     return strmap_len(s->objects);
+}
+
+unsigned long long cache_store_changes(const struct cache_store *s)
+{
+    return s->changes;
 }
 
 int cache_store_by_index(const struct cache_store *s, const char *index, const char *value,

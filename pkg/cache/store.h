@@ -86,6 +86,10 @@ const struct cache_object *cache_store_get(const struct cache_store *s, const ch
 /* Number of objects. */
 size_t cache_store_len(const struct cache_store *s);
 
+/* A count of the store's changes (each put and each delete): what was computed from the store
+ * still holds while this has not moved. */
+unsigned long long cache_store_changes(const struct cache_store *s);
+
 /* Calls fn(ctx, obj) for every object indexed under value in the named index (in no particular
  * order). fn must not change the store. Returns the number of objects visited, or -TELO_EINVAL
  * naming an unknown index. */

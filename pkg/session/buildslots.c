@@ -34,6 +34,13 @@ struct waiter {
 struct session_build_slots {
     struct strmap *started; /* "ns/name" -> struct started */
     struct strmap *waiting; /* session "ns/name" -> struct waiter */
+    /* The running Jobs of the cache, counted again only once it changed: every waiting
+     * session's reconcile asks, and parsing every cached Job for each was the cost. */
+    const struct cache_store *cached_of;
+    unsigned long long cached_changes;
+    long cached_total;
+    struct strmap *cached_by_ns; /* namespace -> struct ns_count; NULL: not counted */
+    unsigned long counts;        /* of the cached Jobs (session_build_slots_counts) */
 };
 
 static void free_values(struct strmap *m)
@@ -63,6 +70,7 @@ void session_build_slots_free(struct session_build_slots *t)
         return;
     free_values(t->started);
     free_values(t->waiting);
+    free_values(t->cached_by_ns);
     free(t);
 }
 
@@ -125,6 +133,11 @@ void session_build_slots_heads(const struct session_build_slots *t,
         emit(ctx, heads[i]->session);
 }
 
+unsigned long session_build_slots_counts(const struct session_build_slots *t)
+{
+    return t->counts;
+}
+
 size_t session_build_slots_waiting(const struct session_build_slots *t)
 {
     return strmap_len(t->waiting);
@@ -173,69 +186,93 @@ int session_build_slots_job_runs(const struct json_object *job)
     return 1;
 }
 
-/* Whether requested_by ("ns/name") is a session of namespace ns. */
-static int requested_from(const char *requested_by, const char *ns)
-{
-    size_t n = strlen(ns);
-    return requested_by && strncmp(requested_by, ns, n) == 0 && requested_by[n] == '/';
-}
-
 /* Builds running for one namespace. */
 struct ns_count {
     long n;
     char ns[];
 };
 
-/* The caps are checked against total and in_ns, counted apart from by_ns: out of memory by_ns
- * may miss a namespace, which may only make the order of the line less fair, while a cap must
- * stay exact. */
+/* The running builds: the cached Jobs' (t->cached_*) and this process's creates the cache does
+ * not show yet (started). Per namespace for the waiters' order, and for the caps, which must be
+ * exact: out of memory nothing is counted and the session waits for its recheck. */
 struct count {
     const char *ns;
     long total, in_ns;
-    struct strmap *started;
-    struct strmap *by_ns; /* namespace -> struct ns_count, for the waiters' order */
+    const struct strmap *cached_by_ns;
+    struct strmap *started_by_ns; /* namespace -> struct ns_count */
 };
 
-/* One more build of namespace ns. Out of memory it is not counted there: the order of waiters
- * is then less fair. */
-static void count_in(struct count *c, const char *ns)
+/* One more build of namespace ns in by_ns. Returns 0, or -1 out of memory. */
+static int count_in(struct strmap *by_ns, const char *ns)
 {
-    struct ns_count *nc =
-        strmap_get_or_add(c->by_ns, ns, sizeof(*nc), offsetof(struct ns_count, ns));
-    if (nc)
-        nc->n++;
+    struct ns_count *nc = strmap_get_or_add(by_ns, ns, sizeof(*nc), offsetof(struct ns_count, ns));
+    if (!nc)
+        return -1;
+    nc->n++;
+    return 0;
+}
+
+static long count_of(const struct strmap *by_ns, const char *ns)
+{
+    const struct ns_count *nc = strmap_get(by_ns, ns);
+    return nc ? nc->n : 0;
 }
 
 static long running_in(const struct count *c, const char *ns)
 {
-    const struct ns_count *nc = strmap_get(c->by_ns, ns);
-    return nc ? nc->n : 0;
+    return count_of(c->cached_by_ns, ns) + count_of(c->started_by_ns, ns);
 }
+
+struct cached_count {
+    long total;
+    struct strmap *by_ns;
+    int failed; /* out of memory: the count is incomplete */
+};
 
 static void count_cached(void *ctx, const struct cache_object *obj)
 {
-    struct count *c = ctx;
+    struct cached_count *cc = ctx;
     struct json_object *job = cache_object_parse(obj);
-    if (!job)
-        return; /* out of memory: this one is not counted */
-    struct json_object *meta = jget(job, "metadata");
-    char key[320];
-    snprintf(key, sizeof(key), "%s/%s", util_str_or_empty(jget_string(meta, "namespace")),
-             util_str_or_empty(jget_string(meta, "name")));
-    /* The cache has it now: its copy counts, finished or not. */
-    free(strmap_remove(c->started, key));
+    if (!job) {
+        cc->failed = 1;
+        return;
+    }
     if (session_build_slots_job_runs(job)) {
-        const char *by = jget_string(jget(meta, "annotations"), BUILD_ANNOTATION_BY);
-        c->total++;
-        if (requested_from(by, c->ns))
-            c->in_ns++;
+        const char *by =
+            jget_string(jget(jget(job, "metadata"), "annotations"), BUILD_ANNOTATION_BY);
+        cc->total++;
         if (by) {
             char ns[64];
             wq_tenant_of_key(by, ns, sizeof(ns));
-            count_in(c, ns);
+            if (count_in(cc->by_ns, ns) != 0)
+                cc->failed = 1;
         }
     }
     json_object_put(job);
+}
+
+/* Counts the cached Jobs again if jobs changed since they were last counted. Returns 0, or -1
+ * out of memory (nothing counted). */
+static int count_cached_jobs(struct session_build_slots *t, const struct cache_store *jobs)
+{
+    if (t->cached_by_ns && t->cached_of == jobs && t->cached_changes == cache_store_changes(jobs))
+        return 0;
+    free_values(t->cached_by_ns);
+    t->cached_by_ns = NULL;
+    struct cached_count cc = {.by_ns = strmap_new()};
+    if (!cc.by_ns)
+        return -1;
+    t->counts++;
+    cache_store_each(jobs, count_cached, &cc);
+    if (cc.failed) {
+        free_values(cc.by_ns);
+        return -1;
+    }
+    t->cached_of = jobs;
+    t->cached_changes = cache_store_changes(jobs);
+    t->cached_total = cc.total;
+    t->cached_by_ns = cc.by_ns;
+    return 0;
 }
 
 /* Whether waiter w goes before a session of namespace ns waiting since since: namespaces with
@@ -276,11 +313,16 @@ int session_build_slots_free_for(struct session_build_slots *t, const struct ses
     long max = cfg->build_max_concurrent, max_ns = cfg->build_max_concurrent_per_namespace;
     if (max == 0 && max_ns == 0)
         return 1;
-    struct count c = {.ns = ns, .started = t->started, .by_ns = strmap_new()};
-    if (!c.by_ns)
+    if (jobs && count_cached_jobs(t, jobs) != 0)
         return 0; /* out of memory: looked at again at the recheck */
-    if (jobs)
-        cache_store_each(jobs, count_cached, &c);
+    struct count c = {.ns = ns, .started_by_ns = strmap_new()};
+    if (!c.started_by_ns)
+        return 0;
+    if (jobs) {
+        c.total = t->cached_total;
+        c.cached_by_ns = t->cached_by_ns;
+        c.in_ns = count_of(c.cached_by_ns, ns);
+    }
     sweep(t, now);
     struct strmap_iter it = {0};
     const char *key;
@@ -288,16 +330,24 @@ int session_build_slots_free_for(struct session_build_slots *t, const struct ses
     int creating = 0;
     while (strmap_next(t->started, &it, &key, &value)) {
         const struct started *s = value;
+        /* The cache has it now: its copy counts, finished or not. */
+        if (jobs && cache_store_get(jobs, key)) {
+            free(strmap_remove(t->started, key));
+            continue;
+        }
         c.total++;
         if (strcmp(s->ns, ns) == 0)
             c.in_ns++;
-        count_in(&c, s->ns);
+        if (count_in(c.started_by_ns, s->ns) != 0) {
+            free_values(c.started_by_ns);
+            return 0;
+        }
         creating |= strcmp(s->session, session) == 0;
     }
     if (creating) {
         /* Its own Job's create is out and the cache does not show it yet: the session holds a
          * slot already (counted above), and no place in line. */
-        free_values(c.by_ns);
+        free_values(c.started_by_ns);
         session_build_slots_forget(t, session);
         return 1;
     }
@@ -315,7 +365,7 @@ int session_build_slots_free_for(struct session_build_slots *t, const struct ses
         if (max_ns == 0 || running_in(&c, w->ns) < max_ns)
             ahead++;
     }
-    free_values(c.by_ns);
+    free_values(c.started_by_ns);
     if (max_ns > 0 && c.in_ns >= max_ns) {
         snprintf(msg, len,
                  "Waiting for a build slot: %ld build%s of namespace %s run%s, at most %ld "

@@ -70,4 +70,8 @@ void session_build_slots_heads(const struct session_build_slots *t,
 /* Sessions in line (the telo_image_build_waiting gauge). */
 size_t session_build_slots_waiting(const struct session_build_slots *t);
 
+/* How many times the cached Jobs were counted: once per change of the Job cache, however many
+ * sessions ask in between. */
+unsigned long session_build_slots_counts(const struct session_build_slots *t);
+
 #endif

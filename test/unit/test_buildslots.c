@@ -304,6 +304,31 @@ static void a_job_runs_until_a_true_end_condition(void **state)
     assert_true(session_build_slots_job_runs(NULL));
 }
 
+/* Every waiting session asks at each of its reconciles: the cached Jobs are counted once per
+ * change of the cache, not once per ask (each count parses every cached Job). A change is seen
+ * at the next ask: a Job that finished frees its slot at once. */
+static void the_cached_jobs_are_counted_once_per_change(void **state)
+{
+    (void)state;
+    struct fixture f;
+    setup(&f, 2, 0);
+    for (int i = 0; i < 200; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "telo-build-%d", i);
+        job(&f, name, "team-a/s", i < 2 ? NULL : "Complete");
+    }
+    for (int i = 0; i < 100; i++) {
+        char session[32];
+        snprintf(session, sizeof(session), "team-%d/s", i % 7);
+        assert_int_equal(may(&f, session, 1.0), 0);
+    }
+    assert_int_equal(session_build_slots_counts(f.slots), 1);
+    job(&f, "telo-build-0", "team-a/s", "Complete");
+    assert_int_equal(may(&f, "team-0/s", 2.0), 1);
+    assert_int_equal(session_build_slots_counts(f.slots), 2);
+    teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +341,7 @@ int main(void)
         cmocka_unit_test(a_waiter_that_stops_asking_or_needs_no_slot_leaves_the_line),
         cmocka_unit_test(a_job_change_wakes_the_first_in_line_of_the_longest_waiting_namespaces),
         cmocka_unit_test(a_job_runs_until_a_true_end_condition),
+        cmocka_unit_test(the_cached_jobs_are_counted_once_per_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
