@@ -401,22 +401,24 @@ static int step(struct conn *c)
     }
 }
 
+static void advance(struct conn *c)
+{
+    if (step(c) != 0)
+        conn_free(c);
+}
+
 static void conn_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)loop;
     (void)revents;
-    struct conn *c = w->data;
-    if (step(c) != 0)
-        conn_free(c);
+    advance(w->data);
 }
 
 static void resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    struct conn *c = w->data;
-    if (step(c) != 0)
-        conn_free(c);
+    advance(w->data);
 }
 
 static void timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
