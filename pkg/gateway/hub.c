@@ -256,19 +256,20 @@ static size_t queue_high(const struct gw_hub *h)
 }
 
 /* Sends what the client has not seen yet while its queue has room: a stalled client only stops
- * its own pump; it catches up (or gets a gap marker) when its socket drains. */
-static void pump_frames(struct client *c)
+ * its own pump; it catches up (or gets a gap marker) when its socket drains. Returns 1 when it
+ * stopped because the queue was full, 0 when the client has everything or cannot take more. */
+static int pump_frames(struct client *c)
 {
     struct session *s = c->s;
     size_t high = queue_high(s->hub);
     if (c->finished)
-        return;
+        return 0;
     /* Called back once the queue drains to half of where it stops now. */
     ws_conn_set_low_water(c->ws, high / 2);
     while (c->cursor < gw_ring_next(s->ring)) {
         size_t queued = ws_conn_queued(c->ws);
         if (queued >= high)
-            return;
+            return 1;
         uint64_t first = gw_ring_first(s->ring);
         if (c->cursor < first) {
             send_gap(c, first);
@@ -280,7 +281,7 @@ static void pump_frames(struct client *c)
         if (c->proto == GW_PROTO_IO_V1) {
             /* One frame per chunk: its sequence number is what a client resumes from. */
             if ((chunks = gw_ring_get_run(s->ring, c->cursor, 0, &chunk)) == 0)
-                return;
+                return 0;
             uint8_t seq[4] = {(uint8_t)(chunk.seq >> 24), (uint8_t)(chunk.seq >> 16),
                               (uint8_t)(chunk.seq >> 8), (uint8_t)chunk.seq};
             rc = ws_conn_send(c->ws, WS_OP_BINARY, seq, 4, chunk.data, chunk.len, 1);
@@ -290,27 +291,34 @@ static void pump_frames(struct client *c)
              * a frame, a copy and a terminal write on its side per chunk of upstream output. */
             size_t room = high - queued < MAX_FRAME_BYTES ? high - queued : MAX_FRAME_BYTES;
             if ((chunks = gw_ring_get_run(s->ring, c->cursor, room, &chunk)) == 0)
-                return;
+                return 0;
             static const uint8_t ch = KUBE_CHANNEL_STDOUT;
             rc = ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, chunk.data, chunk.len, 1);
         }
         if (rc != 0)
-            return; /* closing: on_closed will clean up */
+            return 0; /* closing: on_closed will clean up */
         s->hub->m.bytes_out += chunk.len;
         c->cursor += chunks;
     }
     if (s->state == S_ENDED)
         finish_client(c);
+    return 0;
 }
 
 /* The frames of one pump go out in one write: many small chunks (telo.io.v1 sends a frame
- * each) would otherwise be a write each, to each client. */
+ * each) would otherwise be a write each, to each client. A pump that stopped at a full queue
+ * goes on when that write took it all: no drain would ever call it again (the queue never
+ * waited on the socket), and a reader that keeps up would be left behind by every batch of
+ * output and, once the output stops, without its end. The socket's own buffer bounds it. */
 static void pump(struct client *c)
 {
     struct ws_conn *ws = c->ws;
-    ws_conn_cork(ws, 1);
-    pump_frames(c);
-    ws_conn_cork(ws, 0);
+    int full;
+    do {
+        ws_conn_cork(ws, 1);
+        full = pump_frames(c);
+        ws_conn_cork(ws, 0);
+    } while (full && ws_conn_queued(ws) == 0);
 }
 
 static void session_resize(struct session *s, int width, int height);

@@ -579,6 +579,30 @@ def test_clients_that_do_not_read_share_one_queue_budget(env, two, tmp_path):
         gw.stop()
 
 
+def test_a_reader_with_the_smallest_queue_gets_every_byte_and_the_end(env, two, tmp_path):
+    """--client-queue-bytes 16384 (its floor): a client that keeps up gets an 8 MB flood whole
+    and its end, however little its queue holds. Each pump stops where the queue is full; when
+    the socket took that at once there is no drain to call it again, so a pump that stopped
+    there and did not go on left the reader a ring behind after every batch of output and, when
+    the output stopped, without its end (one CI run: no `flood: done` in 120 s)."""
+    ring = 32 << 20  # larger than the flood: any byte lost here is the gateway's doing
+    gw = start_gateway(env, tmp_path, "smallqueue", "--client-queue-bytes", "16384",
+                       "--ring-bytes", str(ring))
+    try:
+        reader = Client(attach_url(gw, env, "victim"), two["victim"], V5)
+        assert echo_works(reader, "before-flood")
+        size = 8 * 1000 * 1000
+        mark = len(reader.out)
+        reader.type("flood %d\n" % size)
+        end = reader.wait_for("flood: done\r\n", timeout=120, start=mark)
+        assert b"[telo-gateway: output skipped" not in bytes(reader.out[mark:end])
+        assert end - mark >= size, "only %d of %d bytes arrived" % (end - mark, size)
+        assert gw.metric("telo_gateway_gaps_total") == 0
+        assert echo_works(reader, "after-flood")
+    finally:
+        gw.stop()
+
+
 def test_a_flood_of_refusals_cannot_flood_the_log(env, tmp_path):
     """Anyone who can connect causes a refusal at will. 1,500 attaches from a foreign origin are
     each refused 403 and counted, but their log lines stay within the budget (100 at once, 10 a
