@@ -115,6 +115,10 @@ int gw_front_metrics(struct buf *b, const struct gw_front_stats *s, const struct
         "# HELP telo_gateway_stdin_bytes_total Input forwarded to containers.\n"
         "# TYPE telo_gateway_stdin_bytes_total counter\n"
         "telo_gateway_stdin_bytes_total %llu\n"
+        "# HELP telo_gateway_stdin_writes_total Upstream messages that carried the input: "
+        "what a turn of client reads brought goes up in one.\n"
+        "# TYPE telo_gateway_stdin_writes_total counter\n"
+        "telo_gateway_stdin_writes_total %llu\n"
         "# HELP telo_gateway_stdin_dropped_bytes_total Input lost: the container was not "
         "reading it, or an upstream being opened had 64 KiB waiting.\n"
         "# TYPE telo_gateway_stdin_dropped_bytes_total counter\n"
@@ -128,7 +132,7 @@ int gw_front_metrics(struct buf *b, const struct gw_front_stats *s, const struct
         "# TYPE telo_gateway_refusals_total counter\n",
         m->sessions, m->clients, m->clients_total, m->upstream_connects, m->upstream_failures,
         m->gaps, m->idle_closes, m->evictions, m->resizes, m->bytes_in, m->bytes_out,
-        m->stdin_bytes, m->stdin_dropped_bytes, g->log_lines_suppressed);
+        m->stdin_bytes, m->stdin_writes, m->stdin_dropped_bytes, g->log_lines_suppressed);
     for (size_t i = 0; rc == 0 && i < GW_REFUSAL_CODES; i++)
         rc = buf_printf(b, "telo_gateway_refusals_total{code=\"%d\"} %lu\n", refusal_codes[i],
                         s->refusals[i]);

@@ -75,11 +75,12 @@ struct session {
     struct kube_call *pod_call;
     ev_timer retry, resize, expire;
     ev_timer fan;    /* output came: its clients are pumped in the loop's next pass */
+    ev_timer typed;  /* input came: what a turn of client reads brought goes up in one message */
     size_t unfanned; /* bytes of output since they last were */
     double backoff;
     int width, height; /* latest size asked by a client; 0: none yet */
     double resize_sent_at;
-    struct buf pending_stdin; /* typed while the upstream was not open; sent when it opens */
+    struct buf pending_stdin;         /* typed in this turn, or while the upstream was not open */
     unsigned long long stdin_dropped; /* input lost since losing began (stdin_lost); 0: none */
     double stdin_lost_at;             /* the last loss (loop time) */
     int exit_code;                    /* S_ENDED: the container's exit code, -1 when unknown */
@@ -350,18 +351,50 @@ static void stdin_taken(struct session *s, size_t len)
     s->stdin_dropped = 0;
 }
 
-/* Input goes to the container; typed before the upstream opened (the first client types at
- * once) or while it reconnects, it waits in a bounded buffer rather than being lost. */
+static void write_stdin(struct session *s, const void *data, size_t len)
+{
+    s->hub->m.stdin_writes++;
+    if (kube_attach_write(s->up, data, len) == 0)
+        stdin_taken(s, len);
+    else /* more than 1 MiB of input the container has not taken: a paste too far */
+        stdin_lost(s, len, "the container is not reading");
+}
+
+/* Sends the input waiting for the upstream, when it is open. */
+static void send_stdin(struct session *s)
+{
+    ev_timer_stop(s->hub->loop, &s->typed);
+    if (s->state != S_LIVE || s->pending_stdin.len == 0)
+        return;
+    write_stdin(s, s->pending_stdin.data, s->pending_stdin.len);
+    buf_reset(&s->pending_stdin);
+}
+
+static void typed_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    send_stdin(w->data);
+}
+
+/* Input goes to the container in one upstream message for what a turn of client reads brought:
+ * a message each was a masked frame each for the API server and the kubelet to carry too, so a
+ * client typing one byte a message (or many clients at once) slowed every session's attach on
+ * the node. Typed before the upstream opened (the first client types at once) or while it
+ * reconnects, it waits in the same bounded buffer rather than being lost. */
 static void session_stdin(struct session *s, const uint8_t *data, size_t len)
 {
     if (s->state == S_ENDED || len == 0)
         return;
-    if (s->state == S_LIVE && s->pending_stdin.len == 0) {
-        if (kube_attach_write(s->up, data, len) == 0)
-            stdin_taken(s, len);
-        else /* more than 1 MiB of input the container has not taken: a paste too far */
-            stdin_lost(s, len, "the container is not reading");
-        return;
+    if (s->state == S_LIVE) {
+        if (s->pending_stdin.len + len > MAX_PENDING_STDIN)
+            send_stdin(s);
+        if (len > MAX_PENDING_STDIN) { /* a paste larger than the buffer goes up as it came */
+            write_stdin(s, data, len);
+            return;
+        }
+        if (!ev_is_active(&s->typed))
+            ev_timer_start(s->hub->loop, &s->typed);
     }
     if (buf_append(&s->pending_stdin, data, len) != 0)
         stdin_lost(s, len, "the upstream is not open and 64 KiB of input waits");
@@ -528,13 +561,7 @@ static void up_open(struct kube_attach *a, const char *protocol, void *ud)
     telo_log(TELO_LOG_INFO, "attach upstream open", "session=%s pod=%s", s->key, s->pod);
     if (s->width > 0 && kube_attach_resize(s->up, (unsigned)s->width, (unsigned)s->height) == 0)
         s->hub->m.resizes++;
-    if (s->pending_stdin.len > 0) {
-        if (kube_attach_write(s->up, s->pending_stdin.data, s->pending_stdin.len) == 0)
-            stdin_taken(s, s->pending_stdin.len);
-        else
-            stdin_lost(s, s->pending_stdin.len, "the container is not reading");
-    }
-    buf_reset(&s->pending_stdin);
+    send_stdin(s);
 }
 
 static void fan_out(struct session *s)
@@ -716,6 +743,7 @@ static void session_free(struct session *s)
     ev_timer_stop(h->loop, &s->resize);
     ev_timer_stop(h->loop, &s->expire);
     ev_timer_stop(h->loop, &s->fan);
+    ev_timer_stop(h->loop, &s->typed);
     strmap_remove(h->sessions, s->key);
     gw_ring_free(s->ring);
     buf_release(&s->pending_stdin);
@@ -746,7 +774,8 @@ static struct session *session_new(struct gw_hub *h, const struct gw_attach *req
     ev_timer_init(&s->resize, resize_cb, 0., 0.);
     ev_timer_init(&s->expire, expire_cb, 0., 0.);
     ev_timer_init(&s->fan, fan_cb, 0., 0.);
-    s->retry.data = s->resize.data = s->expire.data = s->fan.data = s;
+    ev_timer_init(&s->typed, typed_cb, 0., 0.);
+    s->retry.data = s->resize.data = s->expire.data = s->fan.data = s->typed.data = s;
     h->m.sessions++;
     return s;
 }

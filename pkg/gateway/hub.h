@@ -57,6 +57,7 @@ struct gw_hub_metrics {
     unsigned long long bytes_in;     /* output from containers */
     unsigned long long bytes_out;    /* output queued to clients */
     unsigned long long stdin_bytes;  /* input forwarded to containers */
+    unsigned long long stdin_writes; /* upstream messages that carried it */
     unsigned long long stdin_dropped_bytes; /* input lost: the container not reading, or the
                                              * wait for an upstream past its buffer */
 };

@@ -724,6 +724,37 @@ def test_stalled_client_does_not_slow_another(env, sessions):
     stalled.close()
 
 
+def test_input_one_byte_a_message_goes_up_in_few_messages(env, sessions):
+    """Each upstream message is a frame the API server and the kubelet carry too, so a client
+    sending one byte a message (a terminal that sends each key, a paste through one, a flood)
+    cost the node's every attach a frame per byte: what a turn of the gateway's reads brings of a
+    session's input goes up in one message. 3,000 one-byte messages sent at once all arrive, in
+    order, in at most a tenth as many upstream messages (one each before)."""
+    gw = env["gw"]
+    _, token = start_session(env, "typist", sessions)
+    c = Client(url(env, "typist"), token, V5)
+    c.type("warm\n")
+    c.wait_for("echo: warm")
+    lines = ["k%04d" % i for i in range(500)]
+    text = "".join(line + "\n" for line in lines).encode()
+    burst = b"".join(websocket.ABNF.create_frame(b"\x00" + text[i:i + 1],
+                                                 websocket.ABNF.OPCODE_BINARY).format()
+                     for i in range(len(text)))
+    writes = gw.metric("telo_gateway_stdin_writes_total")
+    taken = gw.metric("telo_gateway_stdin_bytes_total")
+    mark = len(c.out)
+    c.ws.sock.sendall(burst)  # one send: the gateway reads many of them a turn
+    c.wait_for("echo: k0499\r\n", timeout=60, start=mark)
+    pos = mark
+    for line in lines:  # every line, in order
+        pos = c.wait_for("echo: %s\r\n" % line, timeout=1, start=pos)
+    ups = gw.metric("telo_gateway_stdin_writes_total") - writes
+    print("\n%d one-byte messages went up in %d upstream messages" % (len(text), ups))
+    assert gw.metric("telo_gateway_stdin_bytes_total") - taken == len(text)
+    assert 1 <= ups <= len(text) // 10, ups
+    c.close()
+
+
 def test_input_the_container_does_not_take_is_logged_per_run_of_losses_not_per_message(env, sessions):
     """While the app is busy flooding its output it does not read stdin, and past 1 MiB waiting
     for the container the gateway drops input. A client then sending thousands of small messages
