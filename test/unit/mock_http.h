@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -150,6 +151,9 @@ static int mock_start(struct mock_server *m, mock_route_fn *route)
     if (m->pid < 0)
         goto fail;
     if (m->pid == 0) {
+        /* A test that fails skips its mock_stop: the server must not outlive it (it would hold
+         * the test's output open, and a pipe reading it would never end). */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         signal(SIGPIPE, SIG_IGN);
         mock_serve(lfd, route);
         _exit(0);
