@@ -254,13 +254,14 @@ static void check_done(struct subproc *p)
     subproc_free(p);
 }
 
+/* The time limit stays: a descendant that inherited the pipes (a plugin's helper left in the
+ * background) may hold them open long after the child exited, and the run must still end. */
 static void reaped(struct subproc *p, int status)
 {
     p->exited = 1;
     p->res.status = status;
     ev_child_stop(p->loop, &p->child_w);
     ev_timer_stop(p->loop, &p->reap_w);
-    ev_timer_stop(p->loop, &p->timeout_w);
     check_done(p);
 }
 
