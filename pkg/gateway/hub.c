@@ -296,6 +296,12 @@ static int pump_frames(struct client *c)
             static const uint8_t ch = KUBE_CHANNEL_STDOUT;
             rc = ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, chunk.data, chunk.len, 1);
         }
+        if (rc == -TELO_ENOMEM) {
+            /* No drain would come for what was never queued: the client would wait for
+             * output (or its session's end) that is not coming. */
+            c->finished = 1;
+            ws_conn_close(c->ws, WS_CLOSE_INTERNAL, "out of memory");
+        }
         if (rc != 0)
             return 0; /* closing: on_closed will clean up */
         s->hub->m.bytes_out += chunk.len;
@@ -894,8 +900,6 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
         s = NULL;
     }
     int fresh = s == NULL;
-    if (!fresh && s->state != S_ENDED)
-        ev_timer_stop(h->loop, &s->expire); /* idle no more */
     /* gw_hub_check found room, but another client may have taken it since. */
     size_t held;
     struct session *victim = fresh ? make_room_from(h, req->namespace, &held) : NULL;
@@ -961,6 +965,10 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
     if (s->clients != NULL)
         s->clients->prev = c;
     s->clients = c;
+    /* Idle no more; stopped only now, so a client that could not be made leaves its session's
+     * idle expiry in place (else the session and its upstream stayed for the gateway's life). */
+    if (!fresh && s->state != S_ENDED)
+        ev_timer_stop(h->loop, &s->expire);
     h->m.clients++;
     h->m.clients_total++;
     if (c->token != NULL)
