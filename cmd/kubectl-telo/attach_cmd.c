@@ -367,6 +367,8 @@ struct session {
     ev_io in;
     ev_signal winch;
     ev_timer resume;
+    unsigned char refused[4097]; /* input the stream refused, sent first once it drains */
+    size_t refused_len;
 };
 
 static void raw_mode(struct session *s)
@@ -488,7 +490,10 @@ static void forward(struct session *s, const unsigned char *p, size_t n)
         out[m++] = p[i];
     }
     if (m > 0 && kube_attach_write(s->attach, out, m) == -TELO_ETOOBIG) {
-        /* The server is not reading: stop reading the user's input until it drains. */
+        /* The server is not reading: stop reading the user's input until it drains, and keep
+         * what it refused (input piped in, a paste) to send first then, not lose it. */
+        memcpy(s->refused, out, m);
+        s->refused_len = m;
         ev_io_stop(s->kt->loop, &s->in);
         ev_timer_start(s->kt->loop, &s->resume);
     }
@@ -525,10 +530,15 @@ static void resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)revents;
     struct session *s = w->data;
-    if (kube_attach_queued(s->attach) < ((size_t)1 << 19)) {
-        ev_timer_stop(loop, w);
-        ev_io_start(loop, &s->in);
-    }
+    if (kube_attach_queued(s->attach) >= ((size_t)1 << 19))
+        return;
+    /* Under half of the bound queued: this write is taken. */
+    if (s->refused_len > 0 &&
+        kube_attach_write(s->attach, s->refused, s->refused_len) == -TELO_ETOOBIG)
+        return;
+    s->refused_len = 0;
+    ev_timer_stop(loop, w);
+    ev_io_start(loop, &s->in);
 }
 
 /* After a stream that ended without an exit Status (pods/attach reports none for attach): the
