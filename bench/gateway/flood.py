@@ -16,7 +16,10 @@ terminal, --token). One run per call, on one gateway:
    and the probes go on as long.
 Each probe waits at most 30 s. Figures: p50, p99 and max of each probe, quiet and during the
 flood, the probes over 1 s, the flood's rate, and every probe of the flood in time (timeline:
-bench/report plots it). Standard library only."""
+bench/report plots it). With --cpu NAME=PID (repeated: the gateway, the API server, the kubelet)
+each one's CPU seconds during the flood, and with --mode stdin the input the gateway forwarded
+(its telo_gateway_stdin_bytes_total), so the CPU per MB of input carried. Standard library
+only."""
 
 import argparse
 import json
@@ -49,6 +52,27 @@ def readyz(port):
     if not head.startswith(b"HTTP/1.1 200"):
         raise RuntimeError("GET /readyz answered %r" % head[:80])
     return time.perf_counter() - start
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def gateway_metric(port, name):
+    with socket.create_connection(("127.0.0.1", port), timeout=PROBE_CAP) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n")
+        body = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+    for line in body.decode(errors="replace").splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
 
 
 def keystroke(term, i):
@@ -147,6 +171,9 @@ def one_run(args):
     flooder = Flooder(Client(args.port, args.ns, "flood", args.flood_token))
     flooder.start()
     time.sleep(0.5)  # the scrollback replay, before the flood
+    cpus = dict(c.split("=", 1) for c in args.cpu)
+    cpu_before = {name: cpu_seconds(int(pid)) for name, pid in cpus.items()}
+    stdin_before = gateway_metric(args.port, "telo_gateway_stdin_bytes_total")
     start = time.monotonic()
     if args.mode == "output":
         flooder.c.send(b"flood %d\r" % args.bytes)
@@ -158,13 +185,19 @@ def one_run(args):
     timeline = []
     ready, keys = probe_until(args, term, stop, counter, timeline)
     took = time.monotonic() - start
+    cpu = {name: cpu_seconds(int(pid)) - cpu_before[name] for name, pid in cpus.items()}
+    carried = gateway_metric(args.port, "telo_gateway_stdin_bytes_total") - stdin_before
     result["mode"] = args.mode
     result["flood"] = {"readyz": figures(ready), "keystroke": figures(keys), "timeline": timeline,
                        "seconds": took, "bytes_read": flooder.c.bytes,
                        "mb_per_s": flooder.c.bytes / took / 1e6}
+    result["flood"]["cpu_s"] = cpu
     if args.mode == "stdin":
         result["flood"]["messages_sent"] = typist.sent
         result["flood"]["messages_per_s"] = typist.sent / took
+        result["flood"]["stdin_bytes_forwarded"] = carried
+        result["flood"]["cpu_s_per_mb_forwarded"] = {
+            name: c / (carried / 1e6) if carried else None for name, c in cpu.items()}
     result["loadavg_end"] = os.getloadavg()[0]
     flooder.c.s.close()
     term.s.close()
@@ -182,8 +215,14 @@ def report(r):
               f["keystroke"]["p99_ms"], f["keystroke"]["max_ms"], f["bytes_read"] / 1e6,
               f["seconds"], r["loadavg_start"], r["loadavg_end"]))
     if "messages_per_s" in f:
-        print("%-10s stdin: %d one-byte messages sent, %.0f a second" % (
-            r["label"], f["messages_sent"], f["messages_per_s"]))
+        print("%-10s stdin: %d one-byte messages sent, %.0f a second; %.1f MB forwarded" % (
+            r["label"], f["messages_sent"], f["messages_per_s"],
+            f["stdin_bytes_forwarded"] / 1e6))
+    for name, c in sorted(f.get("cpu_s", {}).items()):
+        per_mb = f.get("cpu_s_per_mb_forwarded", {}).get(name)
+        print("%-10s cpu %s: %.2f s%s" % (r["label"], name, c,
+                                          "" if per_mb is None else ", %.3f s per MB forwarded"
+                                          % per_mb))
 
 
 def summarize(paths, out):
@@ -204,6 +243,11 @@ def summarize(paths, out):
             "quiet_keystroke_p99_ms": spread("quiet", "keystroke", "p99_ms"),
             "flood_mb_per_s": [r["flood"]["mb_per_s"] for r in rs],
             "stdin_messages_per_s": [r["flood"].get("messages_per_s") for r in rs],
+            "stdin_mb_forwarded": [(r["flood"].get("stdin_bytes_forwarded") or 0) / 1e6
+                                   for r in rs],
+            "cpu_s_per_mb_forwarded": {
+                name: [(r["flood"].get("cpu_s_per_mb_forwarded") or {}).get(name) for r in rs]
+                for name in rs[0]["flood"].get("cpu_s", {})},
             "median_flood_keystroke_p99_over_quiet": statistics.median(
                 r["flood"]["keystroke"]["p99_ms"] / r["quiet"]["keystroke"]["p99_ms"]
                 for r in rs),
@@ -226,6 +270,7 @@ def main():
     p.add_argument("--quiet-seconds", type=float, default=5.0)
     p.add_argument("--interval", type=float, default=0.05)
     p.add_argument("--json")
+    p.add_argument("--cpu", action="append", default=[], metavar="NAME=PID")
     p.add_argument("--summarize", nargs="*")
     args = p.parse_args()
     if args.summarize:
