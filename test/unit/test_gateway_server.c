@@ -126,7 +126,7 @@ static void the_probes_answer_while_clients_fill_max_pending(void **state)
     for (int i = 0; i < 4; i++)
         dial(e, from[i], port);
     run_for(e, 0.05);
-    char answer[4096];
+    char answer[16384];
     get(e, port, "/healthz", answer, sizeof(answer));
     assert_non_null(strstr(answer, "HTTP/1.1 503")); /* the client port's cap is full... */
     get(e, health, "/healthz", answer, sizeof(answer));
@@ -153,7 +153,7 @@ static void the_address_holding_the_most_pending_gives_way(void **state)
     for (int i = 0; i < 4; i++)
         held[i] = dial(e, "127.0.0.2", port);
     run_for(e, 0.05);
-    char answer[4096];
+    char answer[16384];
     get(e, port, "/healthz", answer, sizeof(answer));
     assert_non_null(strstr(answer, "HTTP/1.1 200"));
     /* Its oldest connection went to make room, and the refusal is counted. */
@@ -177,7 +177,7 @@ static void a_request_met_late_by_a_busy_loop_is_answered_not_reset(void **state
     /* The loop is busy elsewhere (another tenant's flood) past that deadline: when it comes
      * back, the request and the deadline are both due. */
     ev_sleep(0.5);
-    char answer[4096];
+    char answer[16384];
     run_until_answer(e, fd, 2.0, answer, sizeof(answer));
     assert_non_null(strstr(answer, "HTTP/1.1 200"));
     env_free(e);
