@@ -29,7 +29,7 @@ done
 token() { $kubectl get secret "$(bench_attach_secret "$1")" -n "$ns" -o jsonpath='{.data.token}' | base64 -d; }
 solo_token=$(token solo)
 flood_token=$(token flood)
-pids=$(dirname "$kubeconfig")/pids
+cluster_pids=$(dirname "$kubeconfig")/pids
 gateways=("new=$bin")
 [ -n "${TELO_BENCH_OLD_BIN:-}" ] && gateways+=("old=$TELO_BENCH_OLD_BIN")
 runs=()
@@ -40,8 +40,8 @@ for run in $(seq 1 "${TELO_BENCH_RUNS:-3}"); do
 		python3 bench/gateway/flood.py --port "$gw_port" --ns "$ns" --token "$solo_token" \
 			--flood-token "$flood_token" --label "$label" --bytes "${TELO_BENCH_BYTES:-300000000}" \
 			--mode "${TELO_BENCH_MODE:-output}" --seconds "${TELO_BENCH_SECONDS:-30}" \
-			--cpu "gateway=$(cat "$out/gw.pid")" --cpu "kube-apiserver=$(cat "$pids/kube-apiserver.pid")" \
-			--cpu "kubelet=$(cat "$pids/kubelet.pid")" \
+			--cpu "gateway=$(cat "$out/gw.pid")" --cpu "kube-apiserver=$(cat "$cluster_pids/kube-apiserver.pid")" \
+			--cpu "kubelet=$(cat "$cluster_pids/kubelet.pid")" \
 			--json "$out/flood-$label-$run.json"
 		runs+=("$out/flood-$label-$run.json")
 	done
