@@ -29,10 +29,14 @@
 #include <termios.h>
 #include <unistd.h>
 
-#define CONTAINER "session" /* the session pod's container (pkg/session/desired.h) */
-#define CTRL_P    0x10
-#define CTRL_Q    0x11
-#define PROBE_S   3.0 /* --via=auto: how long the gateway's URL has to answer a TCP connect */
+#define CONTAINER  "session" /* the session pod's container (pkg/session/desired.h) */
+#define CTRL_P     0x10
+#define CTRL_Q     0x11
+#define INPUT_READ 4096 /* the user's input is read and forwarded this much at a time */
+/* Held back while the stream is over its stdin bound (1 MiB, pkg/kube/attach.h), until under
+ * half of it is queued again. */
+#define RESUME_BELOW ((size_t)1 << 19)
+#define PROBE_S      3.0 /* --via=auto: how long the gateway's URL has to answer a TCP connect */
 /* The operator's default build.timeoutSeconds and the grace it gives a Job past it. */
 #define DEFAULT_BUILD_DEADLINE_S (600.0 + 30.0)
 
@@ -367,7 +371,8 @@ struct session {
     ev_io in;
     ev_signal winch;
     ev_timer resume;
-    unsigned char refused[4097]; /* input the stream refused, sent first once it drains */
+    /* Input the stream refused, sent first once it drains: one forward()'s worth at most. */
+    unsigned char refused[INPUT_READ + 1];
     size_t refused_len;
 };
 
@@ -472,7 +477,8 @@ static void on_end(struct kube_attach *a, const struct kube_attach_end *end, voi
 /* Sends bytes typed by the user, holding back the detach sequence ctrl-p ctrl-q. */
 static void forward(struct session *s, const unsigned char *p, size_t n)
 {
-    unsigned char out[4097];
+    /* n bytes, and a ctrl-p held back from the previous read. */
+    unsigned char out[INPUT_READ + 1];
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (s->held_ctrl_p) {
@@ -506,7 +512,7 @@ static void stdin_cb(struct ev_loop *loop, ev_io *w, int revents)
     (void)loop;
     (void)revents;
     struct session *s = w->data;
-    unsigned char buf[4096];
+    unsigned char buf[INPUT_READ];
     ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
@@ -530,9 +536,10 @@ static void resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)revents;
     struct session *s = w->data;
-    if (kube_attach_queued(s->attach) >= ((size_t)1 << 19))
+    if (kube_attach_queued(s->attach) >= RESUME_BELOW)
         return;
-    /* Under half of the bound queued: this write is taken. */
+    /* Under half of the bound queued, so the few KiB refused fit; a refusal again (the bound
+     * lowered one day) waits for the next tick rather than losing them. */
     if (s->refused_len > 0 &&
         kube_attach_write(s->attach, s->refused, s->refused_len) == -TELO_ETOOBIG)
         return;

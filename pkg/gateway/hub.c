@@ -257,20 +257,19 @@ static size_t queue_high(const struct gw_hub *h)
 }
 
 /* Sends what the client has not seen yet while its queue has room: a stalled client only stops
- * its own pump; it catches up (or gets a gap marker) when its socket drains. Returns 1 when it
- * stopped because the queue was full, 0 when the client has everything or cannot take more. */
-static int pump_frames(struct client *c)
+ * its own pump; it catches up (or gets a gap marker) when its socket drains. */
+static void pump_frames(struct client *c)
 {
     struct session *s = c->s;
     size_t high = queue_high(s->hub);
     if (c->finished)
-        return 0;
+        return;
     /* Called back once the queue drains to half of where it stops now. */
     ws_conn_set_low_water(c->ws, high / 2);
     while (c->cursor < gw_ring_next(s->ring)) {
         size_t queued = ws_conn_queued(c->ws);
         if (queued >= high)
-            return 1;
+            return;
         uint64_t first = gw_ring_first(s->ring);
         if (c->cursor < first) {
             send_gap(c, first);
@@ -282,7 +281,7 @@ static int pump_frames(struct client *c)
         if (c->proto == GW_PROTO_IO_V1) {
             /* One frame per chunk: its sequence number is what a client resumes from. */
             if ((chunks = gw_ring_get_run(s->ring, c->cursor, 0, &chunk)) == 0)
-                return 0;
+                return;
             uint8_t seq[4] = {(uint8_t)(chunk.seq >> 24), (uint8_t)(chunk.seq >> 16),
                               (uint8_t)(chunk.seq >> 8), (uint8_t)chunk.seq};
             rc = ws_conn_send(c->ws, WS_OP_BINARY, seq, 4, chunk.data, chunk.len, 1);
@@ -292,7 +291,7 @@ static int pump_frames(struct client *c)
              * a frame, a copy and a terminal write on its side per chunk of upstream output. */
             size_t room = high - queued < MAX_FRAME_BYTES ? high - queued : MAX_FRAME_BYTES;
             if ((chunks = gw_ring_get_run(s->ring, c->cursor, room, &chunk)) == 0)
-                return 0;
+                return;
             static const uint8_t ch = KUBE_CHANNEL_STDOUT;
             rc = ws_conn_send(c->ws, WS_OP_BINARY, &ch, 1, chunk.data, chunk.len, 1);
         }
@@ -303,29 +302,22 @@ static int pump_frames(struct client *c)
             ws_conn_close(c->ws, WS_CLOSE_INTERNAL, "out of memory");
         }
         if (rc != 0)
-            return 0; /* closing: on_closed will clean up */
+            return; /* closing: on_closed will clean up */
         s->hub->m.bytes_out += chunk.len;
         c->cursor += chunks;
     }
     if (s->state == S_ENDED)
         finish_client(c);
-    return 0;
 }
 
 /* The frames of one pump go out in one write: many small chunks (telo.io.v1 sends a frame
  * each) would otherwise be a write each, to each client. A pump that stopped at a full queue
- * goes on when that write took it all: no drain would ever call it again (the queue never
- * waited on the socket), and a reader that keeps up would be left behind by every batch of
- * output and, once the output stops, without its end. The socket's own buffer bounds it. */
+ * is called again by on_drain, also when that one write took the whole queue (ws_conn_cork). */
 static void pump(struct client *c)
 {
-    struct ws_conn *ws = c->ws;
-    int full;
-    do {
-        ws_conn_cork(ws, 1);
-        full = pump_frames(c);
-        ws_conn_cork(ws, 0);
-    } while (full && ws_conn_queued(ws) == 0);
+    ws_conn_cork(c->ws, 1);
+    pump_frames(c);
+    ws_conn_cork(c->ws, 0);
 }
 
 static void session_resize(struct session *s, int width, int height);
@@ -402,8 +394,11 @@ static void session_stdin(struct session *s, const uint8_t *data, size_t len)
         if (!ev_is_active(&s->typed))
             ev_timer_start(s->hub->loop, &s->typed);
     }
-    if (buf_append(&s->pending_stdin, data, len) != 0)
+    int rc = buf_append(&s->pending_stdin, data, len);
+    if (rc == -TELO_ETOOBIG)
         stdin_lost(s, len, "the upstream is not open and 64 KiB of input waits");
+    else if (rc != 0)
+        stdin_lost(s, len, "out of memory");
 }
 
 static void client_message(struct ws_conn *ws, int opcode, const uint8_t *data, size_t len,
