@@ -562,12 +562,11 @@ static void write_cb(struct ev_loop *loop, ev_io *w, int revents)
     (void)revents;
     struct ws_conn *c = w->data;
     c->depth++;
-    size_t before = queued(c);
     if (flush_out(c) != 0) {
         finish(c, 1006, "write failed");
     } else {
         answer_ping(c);
-        if (c->above_low && queued(c) <= c->opts.low_water && before > 0) {
+        if (c->above_low && queued(c) <= c->opts.low_water) {
             c->above_low = 0;
             if (c->cb.on_drain != NULL && c->state == OPEN)
                 c->cb.on_drain(c, c->ud);
@@ -709,7 +708,15 @@ void ws_conn_cork(struct ws_conn *c, int on)
     /* Written now, as enqueue does; once closing, by the write watcher, which also ends the
      * handshake when the close frame was among what the cork held (no callback may run inside
      * the caller's call). A failed write is noticed by the watcher too. */
-    if (c->state != OPEN || flush_out(c) != 0)
+    if (c->state != OPEN || flush_out(c) != 0) {
+        ev_io_start(c->loop, &c->wio);
+        return;
+    }
+    /* The queue went down past low_water in this one write: a writer that stopped at a full
+     * queue is owed on_drain, which cannot run inside its call; the watcher reports it (the
+     * socket is writable, so at the loop's next turn). Without it that writer would wait for a
+     * drain that never comes. */
+    if (c->above_low && queued(c) <= c->opts.low_water)
         ev_io_start(c->loop, &c->wio);
 }
 

@@ -69,7 +69,9 @@ int ws_conn_send(struct ws_conn *c, int opcode, const void *prefix, size_t prefi
 
 /* Corked (on 1), messages sent are only queued; uncorked (0), what they queued is written as a
  * send writes. For a writer about to send many small messages at once (a client catching up on
- * output in small chunks): one write for all of them, not a write each. Cannot fail. */
+ * output in small chunks): one write for all of them, not a write each. A writer that stopped
+ * at a full queue under the cork still gets on_drain when that write empties it, from the loop,
+ * after this call. Cannot fail. */
 void ws_conn_cork(struct ws_conn *c, int on);
 
 /* Bytes queued and not yet written to the socket. */

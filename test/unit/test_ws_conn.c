@@ -686,6 +686,30 @@ static void corked_messages_go_out_in_one_write(void **state)
     pair_free(p);
 }
 
+/* A writer that stops at a full queue under the cork waits for on_drain. When the uncorked
+ * write takes the whole queue at once (the peer keeps up), the socket never makes it wait, yet
+ * the drain is still reported, from the loop: the hub's pump of a reader that keeps up would
+ * otherwise stop for good at its first full queue. */
+static void a_full_queue_emptied_by_the_uncork_is_still_reported_drained(void **state)
+{
+    (void)state;
+    struct pair *p = pair_new(0, 4096);
+    static const uint8_t chunk[1000];
+    ws_conn_cork(p->server.c, 1);
+    int sent = 0;
+    while (ws_conn_send(p->server.c, WS_OP_BINARY, NULL, 0, chunk, sizeof(chunk), 0) == 0)
+        sent++;
+    assert_true(ws_conn_queued(p->server.c) > 4096 - sizeof(chunk) - WS_MAX_HEADER);
+    ws_conn_cork(p->server.c, 0);
+    assert_int_equal(ws_conn_queued(p->server.c), 0); /* the socket took it all, in the call */
+    assert_int_equal(p->server.drains, 0);            /* no callback inside the caller's call */
+    run_until(p, &p->server.drains, 1);
+    assert_int_equal(p->server.drains, 1);
+    run_until(p, &p->client.messages, sent);
+    assert_int_equal(p->client.messages, sent);
+    pair_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -702,6 +726,7 @@ int main(void)
         cmocka_unit_test(a_peer_that_never_pauses_gets_turns_not_the_loop),
         cmocka_unit_test(a_turn_handles_a_bounded_number_of_frames),
         cmocka_unit_test(corked_messages_go_out_in_one_write),
+        cmocka_unit_test(a_full_queue_emptied_by_the_uncork_is_still_reported_drained),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
