@@ -59,11 +59,11 @@ static void print_ended(const char *name, struct json_object *ts)
 {
     const char *reason = kt_str(ts, "status", "reason");
     const char *message = kt_str(ts, "status", "message");
-    fprintf(stderr, "kubectl-telo: session %s has ended: %s%s%s%s\n", name,
-            kt_str(ts, "status", "phase"), reason ? " (" : "", reason ? reason : "",
-            reason ? ")" : "");
+    kt_say(stderr, "kubectl-telo: session %s has ended: %s%s%s%s\n", name,
+           kt_str(ts, "status", "phase"), reason ? " (" : "", reason ? reason : "",
+           reason ? ")" : "");
     if (message && message[0])
-        fprintf(stderr, "  %s\n", message);
+        kt_say(stderr, "  %s\n", message);
 }
 
 int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct json_object **session)
@@ -78,10 +78,10 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
         kt_get(kt, &ref, &res);
         if (res.rc != 0) {
             if (res.code == 404)
-                fprintf(stderr, "kubectl-telo: telosession \"%s\" not found in namespace \"%s\"\n",
-                        name, kt->namespace);
+                kt_say(stderr, "kubectl-telo: telosession \"%s\" not found in namespace \"%s\"\n",
+                       name, kt->namespace);
             else
-                fprintf(stderr, "kubectl-telo: %s\n", res.err.msg);
+                kt_say(stderr, "kubectl-telo: %s\n", res.err.msg);
             return 1;
         }
         const char *phase = kt_str(res.obj, "status", "phase");
@@ -106,7 +106,7 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
                  : message ? message
                            : "");
         if (strcmp(now, last) != 0) {
-            fprintf(stderr, "kubectl-telo: session %s: %s\n", name, now);
+            kt_say(stderr, "kubectl-telo: session %s: %s\n", name, now);
             snprintf(last, sizeof(last), "%s", now);
         }
         /* A build has its own deadline, which may be past ours (build.timeoutSeconds is 600 by
@@ -127,11 +127,11 @@ int kt_wait_running(struct kt *kt, const char *name, double timeout_s, struct js
         }
         kt_result_release(&res);
         if (ev_time() > deadline) {
-            fprintf(stderr,
-                    "kubectl-telo: session %s is not Running %s%.0f s%s (%s); see kubectl telo "
-                    "status %s\n",
-                    name, waited_for_build ? "" : "after ", timeout_s,
-                    waited_for_build ? " after its build's deadline" : "", last, name);
+            kt_say(stderr,
+                   "kubectl-telo: session %s is not Running %s%.0f s%s (%s); see kubectl telo "
+                   "status %s\n",
+                   name, waited_for_build ? "" : "after ", timeout_s,
+                   waited_for_build ? " after its build's deadline" : "", last, name);
             return 1;
         }
         kt_sleep(kt, 0.5);
@@ -302,24 +302,24 @@ static void print_no_way(struct kt *kt, const char *name, const char *gateway_ur
     struct kube_service_url svc;
     struct telo_err err;
     int is_svc = kube_service_url_parse(gateway_url, &svc, &err) == 0;
-    fprintf(stderr, "kubectl-telo: cannot reach the gateway of session %s:\n", name);
-    fprintf(stderr, "  directly at %s: %s\n", gateway_url,
-            direct != NULL ? direct : "not tried (--via=proxy)");
-    fprintf(stderr, "  through the API server's service proxy: %s\n", proxy_what);
+    kt_say(stderr, "kubectl-telo: cannot reach the gateway of session %s:\n", name);
+    kt_say(stderr, "  directly at %s: %s\n", gateway_url,
+           direct != NULL ? direct : "not tried (--via=proxy)");
+    kt_say(stderr, "  through the API server's service proxy: %s\n", proxy_what);
     if (is_svc) {
-        fprintf(stderr,
-                "  check: that you may get services/proxy there (kubectl auth can-i get "
-                "services/%s:%s:%d --subresource=proxy -n %s; the chart's gateway-proxy Role "
-                "grants it), and that the gateway Service %s/%s exists with a Ready pod "
-                "(kubectl get endpoints %s -n %s)\n",
-                svc.scheme, svc.name, svc.port, svc.namespace, svc.namespace, svc.name, svc.name,
-                svc.namespace);
+        kt_say(stderr,
+               "  check: that you may get services/proxy there (kubectl auth can-i get "
+               "services/%s:%s:%d --subresource=proxy -n %s; the chart's gateway-proxy Role "
+               "grants it), and that the gateway Service %s/%s exists with a Ready pod "
+               "(kubectl get endpoints %s -n %s)\n",
+               svc.scheme, svc.name, svc.port, svc.namespace, svc.namespace, svc.name, svc.name,
+               svc.namespace);
     }
-    fprintf(stderr,
-            "  or attach without the gateway: kubectl telo attach %s%s%s --direct (the API "
-            "server's pods/attach)\n",
-            name, strcmp(kt->namespace, kt->cfg->namespace) ? " -n " : "",
-            strcmp(kt->namespace, kt->cfg->namespace) ? kt->namespace : "");
+    kt_say(stderr,
+           "  or attach without the gateway: kubectl telo attach %s%s%s --direct (the API "
+           "server's pods/attach)\n",
+           name, strcmp(kt->namespace, kt->cfg->namespace) ? " -n " : "",
+           strcmp(kt->namespace, kt->cfg->namespace) ? kt->namespace : "");
 }
 
 /* What a failed attempt through the service proxy met, in words: the HTTP refusal and who sent
@@ -567,10 +567,10 @@ static int exit_from_session(struct kt *kt, const char *name)
             return 0; /* deleted: nothing more to learn */
         kt_sleep(kt, 0.5);
     }
-    fprintf(stderr,
-            "kubectl-telo: the attach stream of %s closed while the session is still "
-            "running; reattach with kubectl telo attach %s\n",
-            name, name);
+    kt_say(stderr,
+           "kubectl-telo: the attach stream of %s closed while the session is still "
+           "running; reattach with kubectl telo attach %s\n",
+           name, name);
     return 1;
 }
 
@@ -620,10 +620,10 @@ static char *audience_token(struct kt *kt, const char *audience)
     const char *tok = res.rc == 0 ? kt_str(res.obj, "status", "token") : NULL;
     char *token = tok != NULL && tok[0] != '\0' ? strdup(tok) : NULL;
     if (res.rc != 0)
-        fprintf(stderr,
-                "kubectl-telo: cannot get a token for audience \"%s\" as %s/%s (%s); sending "
-                "your own token\n",
-                audience, ns, sa, res.err.msg);
+        kt_say(stderr,
+               "kubectl-telo: cannot get a token for audience \"%s\" as %s/%s (%s); sending "
+               "your own token\n",
+               audience, ns, sa, res.err.msg);
     kt_result_release(&res);
     return token;
 }
@@ -715,12 +715,12 @@ static char *request_token_secret(struct kt *kt, const char *name)
     struct kt_result res;
     kt_patch(kt, &ref, "{\"spec\":{\"attachToken\":true}}", &res);
     if (res.rc != 0) {
-        fprintf(stderr,
-                "kubectl-telo: the gateway needs a bearer token; your kubeconfig has none (a "
-                "client certificate?) and setting spec.attachToken on session %s to get the "
-                "session's was refused: %s. Attach through the API server with --direct, or ask "
-                "for patch on telosessions in namespace %s\n",
-                name, res.err.msg, kt->namespace);
+        kt_say(stderr,
+               "kubectl-telo: the gateway needs a bearer token; your kubeconfig has none (a "
+               "client certificate?) and setting spec.attachToken on session %s to get the "
+               "session's was refused: %s. Attach through the API server with --direct, or ask "
+               "for patch on telosessions in namespace %s\n",
+               name, res.err.msg, kt->namespace);
         kt_result_release(&res);
         return NULL;
     }
@@ -734,10 +734,10 @@ static char *request_token_secret(struct kt *kt, const char *name)
             return copy;
         kt_sleep(kt, TOKEN_POLL_S);
     }
-    fprintf(stderr,
-            "kubectl-telo: session %s has spec.attachToken set but no status.attach.secretName "
-            "after %ds: is the operator running? (kubectl describe telosession %s -n %s)\n",
-            name, TOKEN_WAIT_S, name, kt->namespace);
+    kt_say(stderr,
+           "kubectl-telo: session %s has spec.attachToken set but no status.attach.secretName "
+           "after %ds: is the operator running? (kubectl describe telosession %s -n %s)\n",
+           name, TOKEN_WAIT_S, name, kt->namespace);
     return NULL;
 }
 
@@ -771,14 +771,14 @@ static int attach_target(struct kt *kt, const char *name, const struct kt_attach
     } else if (pod != NULL) {
         p->url = pod_attach_url(kt, pod);
     } else {
-        fprintf(stderr, "kubectl-telo: session %s is Running but names no pod in its status\n",
-                name);
+        kt_say(stderr, "kubectl-telo: session %s is Running but names no pod in its status\n",
+               name);
         json_object_put(ts);
         return 1;
     }
     json_object_put(ts);
     if (p->url == NULL) {
-        fprintf(stderr, "kubectl-telo: out of memory\n");
+        kt_say(stderr, "kubectl-telo: out of memory\n");
         return 1;
     }
     return 0;
@@ -794,17 +794,17 @@ static int choose_way(struct kt *kt, const char *name, const struct kt_attach_fl
     p->direct_seen = flags->via == KT_VIA_PROXY ? NULL : why;
     if (p->via_gateway && flags->via != KT_VIA_PROXY && probe(p->url, PROBE_S, why, whylen) != 0) {
         if (flags->via == KT_VIA_DIRECT) {
-            fprintf(stderr,
-                    "kubectl-telo: cannot reach the gateway at %s: %s (--via=direct); from "
-                    "outside the cluster network --via=proxy (or auto, the default) goes through "
-                    "the API server's service proxy with your kubeconfig\n",
-                    p->url, why);
+            kt_say(stderr,
+                   "kubectl-telo: cannot reach the gateway at %s: %s (--via=direct); from "
+                   "outside the cluster network --via=proxy (or auto, the default) goes through "
+                   "the API server's service proxy with your kubeconfig\n",
+                   p->url, why);
             return 1;
         }
-        fprintf(stderr,
-                "kubectl-telo: the gateway at %s is not reachable from here (%s); going through "
-                "the API server's service proxy\n",
-                p->url, why);
+        kt_say(stderr,
+               "kubectl-telo: the gateway at %s is not reachable from here (%s); going through "
+               "the API server's service proxy\n",
+               p->url, why);
         p->via_proxy = 1;
     } else if (p->via_gateway && flags->via == KT_VIA_PROXY) {
         p->via_proxy = 1;
@@ -822,7 +822,7 @@ static int choose_way(struct kt *kt, const char *name, const struct kt_attach_fl
     p->gateway_url = p->url;
     p->url = buf_steal(&b);
     if (p->url == NULL) {
-        fprintf(stderr, "kubectl-telo: out of memory\n");
+        kt_say(stderr, "kubectl-telo: out of memory\n");
         return 1;
     }
     return 0;
@@ -866,7 +866,7 @@ static int open_attach(struct kt *kt, const char *name, const struct kt_attach_f
                                     .protocol_token = p->via_proxy ? p->token : NULL};
     struct telo_err err;
     if ((!direct_gw || p->token == NULL) && credentials_ready(kt, &err) != 0) {
-        fprintf(stderr, "kubectl-telo: %s\n", err.msg);
+        kt_say(stderr, "kubectl-telo: %s\n", err.msg);
         return 1;
     }
     if (p->via_gateway && p->token == NULL) {
@@ -888,7 +888,7 @@ static int open_attach(struct kt *kt, const char *name, const struct kt_attach_f
         if (p->via_proxy)
             print_no_way(kt, name, p->gateway_url, p->direct_seen, err.msg);
         else
-            fprintf(stderr, "kubectl-telo: %s\n", err.msg);
+            kt_say(stderr, "kubectl-telo: %s\n", err.msg);
         return 1;
     }
     free(p->url);
@@ -912,17 +912,17 @@ static void run_attach(struct kt *kt, struct session *s)
 static void print_attach_error(const struct session *s)
 {
     if (s->http_status == 401 || s->http_status == 403)
-        fprintf(stderr, "kubectl-telo: %s refused the attach with HTTP %ld (%s)\n",
-                s->via_gateway ? "the gateway" : "the API server", s->http_status,
-                s->http_status == 401 ? "the credential was not accepted"
-                                      : "not allowed to attach to this session");
+        kt_say(stderr, "kubectl-telo: %s refused the attach with HTTP %ld (%s)\n",
+               s->via_gateway ? "the gateway" : "the API server", s->http_status,
+               s->http_status == 401 ? "the credential was not accepted"
+                                     : "not allowed to attach to this session");
     else
-        fprintf(stderr, "kubectl-telo: %s\n", s->err.msg);
+        kt_say(stderr, "kubectl-telo: %s\n", s->err.msg);
     /* A refused certificate is reported only as an SSL error: say what the user can do. */
     if (s->via_gateway && s->http_status == 0 && strstr(s->err.msg, "SSL") != NULL)
-        fprintf(stderr, "kubectl-telo: the gateway's TLS certificate could not be verified: pass "
-                        "--gateway-ca-file with the CA that signed it (or "
-                        "--insecure-skip-tls-verify to skip the check)\n");
+        kt_say(stderr, "kubectl-telo: the gateway's TLS certificate could not be verified: pass "
+                       "--gateway-ca-file with the CA that signed it (or "
+                       "--insecure-skip-tls-verify to skip the check)\n");
 }
 
 /* The exit code of an attach that has ended, having said what the user needs to know. */
@@ -955,8 +955,8 @@ static int attach_result(struct kt *kt, const char *name, const struct attach_pl
     if (s->have_status && s->exit.code == 0 && s->via_gateway)
         return 0;
     if (s->have_status && s->exit.code < 0) {
-        fprintf(stderr, "kubectl-telo: session %s: %s%s%s\n", name, s->exit.reason,
-                s->exit.message[0] ? ": " : "", s->exit.message);
+        kt_say(stderr, "kubectl-telo: session %s: %s%s%s\n", name, s->exit.reason,
+               s->exit.message[0] ? ": " : "", s->exit.message);
         return 1;
     }
     return exit_from_session(kt, name);

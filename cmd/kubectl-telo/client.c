@@ -5,10 +5,13 @@
 #include "kube/status.h"
 #include "util/buf.h"
 #include "util/jget.h"
+#include "util/text.h"
+#include "util/utf8.h"
 
 #include <errno.h>
 #include <ev.h>
 #include <json.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -250,4 +253,18 @@ int kt_int_path(struct json_object *obj, long long *out, const char *const *keys
         return 0;
     *out = v;
     return 1;
+}
+
+void kt_say(FILE *f, const char *fmt, ...)
+{
+    char text[8192], clean[sizeof(text)];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof(text) ? (size_t)n : util_utf8_cut(text, sizeof(text) - 1);
+    size_t shown = util_text_clean(text, len, clean);
+    fwrite(clean, 1, shown, f);
 }

@@ -8,6 +8,8 @@
 #include "kube/transport.h"
 #include "util/err.h"
 
+#include <stdio.h>
+
 struct ev_loop;
 struct json_object;
 
@@ -70,5 +72,11 @@ const char *kt_str_path(struct json_object *obj, const char *const *keys);
 /* The same for an integer: returns 1 and sets *out when present, else 0. */
 #define kt_int(obj, out, ...) kt_int_path((obj), (out), (const char *const[]){__VA_ARGS__, NULL})
 int kt_int_path(struct json_object *obj, long long *out, const char *const *keys);
+
+/* fprintf for what the plugin tells its user: the text is cleaned for a terminal before it is
+ * written (util/text.h), because what it carries (a session's status message, an API error, a
+ * build's progress) may be another tenant's or an app's text, and escape sequences in it would
+ * act on the user's terminal. At most 8 KiB a call; a longer text is cut. */
+void kt_say(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

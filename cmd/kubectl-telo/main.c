@@ -348,10 +348,10 @@ static int cmd_run(struct kt *kt, const struct args *a)
     buf_init(&tgz, BUILD_PACK_CONFIGMAP_MAX);
     int rc = build_pack_dir(a->target, "app", &tgz, &err);
     if (rc != 0) {
-        fprintf(stderr, "kubectl-telo: run: %s%s\n", err.msg,
-                rc == -TELO_ETOOBIG ? "; a ConfigMap holds about 1 MiB: host the bundle and "
-                                      "use spec.bundle.url instead"
-                                    : "");
+        kt_say(stderr, "kubectl-telo: run: %s%s\n", err.msg,
+               rc == -TELO_ETOOBIG ? "; a ConfigMap holds about 1 MiB: host the bundle and "
+                                     "use spec.bundle.url instead"
+                                   : "");
         return 1;
     }
 
@@ -361,17 +361,17 @@ static int cmd_run(struct kt *kt, const struct args *a)
     struct kt_result res;
     kt_get(kt, &ts_ref, &res);
     if (res.rc == 0) {
-        fprintf(stderr,
-                "kubectl-telo: run: telosession \"%s\" already exists in namespace \"%s\"; attach "
-                "to it with kubectl telo attach %s, or delete it first (kubectl delete "
-                "telosession %s) or pick another --name\n",
-                name, kt->namespace, name, name);
+        kt_say(stderr,
+               "kubectl-telo: run: telosession \"%s\" already exists in namespace \"%s\"; attach "
+               "to it with kubectl telo attach %s, or delete it first (kubectl delete "
+               "telosession %s) or pick another --name\n",
+               name, kt->namespace, name, name);
         kt_result_release(&res);
         buf_release(&tgz);
         return 1;
     }
     if (res.code != 404) {
-        fprintf(stderr, "kubectl-telo: run: %s\n", res.err.msg);
+        kt_say(stderr, "kubectl-telo: run: %s\n", res.err.msg);
         buf_release(&tgz);
         return 1;
     }
@@ -389,10 +389,10 @@ static int cmd_run(struct kt *kt, const struct args *a)
         int ours = res.rc == 0 && by && strcmp(by, MANAGER) == 0;
         kt_result_release(&res);
         if (!ours) {
-            fprintf(stderr,
-                    "kubectl-telo: run: ConfigMap \"%s\" already exists in namespace \"%s\" and "
-                    "was not made by kubectl-telo; pick another --name\n",
-                    configmap, kt->namespace);
+            kt_say(stderr,
+                   "kubectl-telo: run: ConfigMap \"%s\" already exists in namespace \"%s\" and "
+                   "was not made by kubectl-telo; pick another --name\n",
+                   configmap, kt->namespace);
             json_object_put(cm);
             return 1;
         }
@@ -403,7 +403,7 @@ static int cmd_run(struct kt *kt, const struct args *a)
     }
     json_object_put(cm);
     if (res.rc != 0) {
-        fprintf(stderr, "kubectl-telo: run: creating ConfigMap %s: %s\n", configmap, res.err.msg);
+        kt_say(stderr, "kubectl-telo: run: creating ConfigMap %s: %s\n", configmap, res.err.msg);
         return 1;
     }
     kt_result_release(&res);
@@ -413,15 +413,15 @@ static int cmd_run(struct kt *kt, const struct args *a)
     kt_create(kt, &ts_ref, ts, &res);
     json_object_put(ts);
     if (res.rc != 0) {
-        fprintf(stderr, "kubectl-telo: run: creating TeloSession %s: %s\n", name, res.err.msg);
+        kt_say(stderr, "kubectl-telo: run: creating TeloSession %s: %s\n", name, res.err.msg);
         /* The bundle was made for this session only: do not leave it behind. */
         kt_delete(kt, &cm_ref, &res);
         kt_result_release(&res);
         return 1;
     }
     const char *uid = kt_str(res.obj, "metadata", "uid");
-    fprintf(stderr, "kubectl-telo: telosession %s created in %s (bundle %zu bytes, entry %s)\n",
-            name, kt->namespace, bundle_bytes, entry);
+    kt_say(stderr, "kubectl-telo: telosession %s created in %s (bundle %zu bytes, entry %s)\n",
+           name, kt->namespace, bundle_bytes, entry);
     /* The bundle goes when the session is deleted. */
     if (uid != NULL) {
         struct json_object *patch = json_object_new_object(), *meta = json_object_new_object(),
@@ -433,8 +433,8 @@ static int cmd_run(struct kt *kt, const struct args *a)
         kt_patch(kt, &cm_ref, json_object_to_json_string_ext(patch, JSON_C_TO_STRING_PLAIN), &pres);
         json_object_put(patch);
         if (pres.rc != 0)
-            fprintf(stderr, "kubectl-telo: warning: ConfigMap %s will outlive the session: %s\n",
-                    configmap, pres.err.msg);
+            kt_say(stderr, "kubectl-telo: warning: ConfigMap %s will outlive the session: %s\n",
+                   configmap, pres.err.msg);
         kt_result_release(&pres);
     }
     kt_result_release(&res);
@@ -444,8 +444,8 @@ static int cmd_run(struct kt *kt, const struct args *a)
         rc = kt_wait_running(kt, name, a->wait_s, &running);
         /* NULL with 0: it already ended with exit code 0, and that was said. */
         if (rc == 0 && running != NULL)
-            fprintf(stderr, "kubectl-telo: session %s is Running; kubectl telo attach %s\n", name,
-                    name);
+            kt_say(stderr, "kubectl-telo: session %s is Running; kubectl telo attach %s\n", name,
+                   name);
         json_object_put(running);
         return rc;
     }
@@ -468,7 +468,7 @@ static const char *or_else(const char *s, const char *fallback)
 static void print_field(const char *label, const char *value)
 {
     if (value != NULL && value[0] != '\0')
-        printf("%-12s %s\n", label, value);
+        kt_say(stdout, "%-12s %s\n", label, value);
 }
 
 /* GETs the TeloSession name into res; on failure says why on stderr (not found, or the
@@ -480,10 +480,10 @@ static int kt_get_session(struct kt *kt, const char *name, struct kt_result *res
     if (res->rc == 0)
         return 0;
     if (res->code == 404)
-        fprintf(stderr, "kubectl-telo: telosession \"%s\" not found in namespace \"%s\"\n", name,
-                kt->namespace);
+        kt_say(stderr, "kubectl-telo: telosession \"%s\" not found in namespace \"%s\"\n", name,
+               kt->namespace);
     else
-        fprintf(stderr, "kubectl-telo: %s\n", res->err.msg);
+        kt_say(stderr, "kubectl-telo: %s\n", res->err.msg);
     kt_result_release(res);
     return -1;
 }
@@ -567,20 +567,20 @@ static void say_no_build(const char *name, struct json_object *ts)
     const char *ref = or_else(kt_str(ts, "status", "image", "ref"), "?");
     const char *phase = or_else(kt_str(ts, "status", "phase"), "none yet");
     if (reason && strcmp(reason, "CacheHit") == 0)
-        fprintf(stderr,
-                "kubectl-telo: session %s had no build: its image %s was in the registry "
-                "already (CacheHit)\n",
-                name, ref);
+        kt_say(stderr,
+               "kubectl-telo: session %s had no build: its image %s was in the registry "
+               "already (CacheHit)\n",
+               name, ref);
     else if (reason && strcmp(reason, "BaseImage") == 0)
-        fprintf(stderr,
-                "kubectl-telo: session %s has no build: its bundle imports nothing, so the base "
-                "image %s runs as it is (BaseImage)\n",
-                name, ref);
+        kt_say(stderr,
+               "kubectl-telo: session %s has no build: its bundle imports nothing, so the base "
+               "image %s runs as it is (BaseImage)\n",
+               name, ref);
     else
-        fprintf(stderr,
-                "kubectl-telo: session %s has no build (phase %s): the operator builds an image "
-                "only for a bundle with imports, when it is configured to (build.repository)\n",
-                name, phase);
+        kt_say(stderr,
+               "kubectl-telo: session %s has no build (phase %s): the operator builds an image "
+               "only for a bundle with imports, when it is configured to (build.repository)\n",
+               name, phase);
 }
 
 /* The container of a build pod whose log to show: the builder once it has started, the
@@ -631,11 +631,11 @@ static int build_logs(struct kt *kt, const char *name, struct json_object *ts)
         struct kt_result res;
         kt_list(kt, &pods, selector, 0, &res);
         if (res.rc != 0) {
-            fprintf(stderr, "kubectl-telo: the pods of build Job %s/%s: %s%s\n", bns, job,
-                    res.err.msg,
-                    res.code == 403 ? " (reading a build's log takes list on pods and get on "
-                                      "pods/log in the build namespace)"
-                                    : "");
+            kt_say(stderr, "kubectl-telo: the pods of build Job %s/%s: %s%s\n", bns, job,
+                   res.err.msg,
+                   res.code == 403 ? " (reading a build's log takes list on pods and get on "
+                                     "pods/log in the build namespace)"
+                                   : "");
             return 1;
         }
         struct json_object *items = jget_array(res.obj, "items");
@@ -658,13 +658,13 @@ static int build_logs(struct kt *kt, const char *name, struct json_object *ts)
         kt_result_release(&sres);
         if (!building) {
             if (pod[0])
-                fprintf(stderr, "kubectl-telo: build pod %s/%s has no log (%s)\n", bns, pod,
-                        waiting ? waiting : "not started");
+                kt_say(stderr, "kubectl-telo: build pod %s/%s has no log (%s)\n", bns, pod,
+                       waiting ? waiting : "not started");
             else
-                fprintf(stderr,
-                        "kubectl-telo: build Job %s/%s has no pod left (a finished Job goes "
-                        "with its pod after the operator's build.ttlSecondsAfterFinished)\n",
-                        bns, job);
+                kt_say(stderr,
+                       "kubectl-telo: build Job %s/%s has no pod left (a finished Job goes "
+                       "with its pod after the operator's build.ttlSecondsAfterFinished)\n",
+                       bns, job);
             return 1;
         }
         char now[1024];
@@ -672,7 +672,7 @@ static int build_logs(struct kt *kt, const char *name, struct json_object *ts)
                  pod[0] ? pod : job, waiting ? " (" : "", waiting ? waiting : "",
                  waiting ? ")" : "");
         if (strcmp(now, said) != 0) {
-            fprintf(stderr, "kubectl-telo: %s\n", now);
+            kt_say(stderr, "kubectl-telo: %s\n", now);
             snprintf(said, sizeof(said), "%s", now);
         }
         kt_sleep(kt, 1.0);
@@ -686,13 +686,13 @@ static int build_logs(struct kt *kt, const char *name, struct json_object *ts)
     buf_append_str(&path, "/log");
     url_query_add(&path, "container", container);
     url_query_add(&path, "follow", "true");
-    fprintf(stderr, "kubectl-telo: build of session %s: pod %s/%s, container %s\n", name, bns, pod,
-            container);
+    kt_say(stderr, "kubectl-telo: build of session %s: pod %s/%s, container %s\n", name, bns, pod,
+           container);
     struct telo_err err;
     int rc = kt_stream(kt, path.data, STDOUT_FILENO, &err);
     buf_release(&path);
     if (rc != 0) {
-        fprintf(stderr, "kubectl-telo: build log of %s: %s\n", name, err.msg);
+        kt_say(stderr, "kubectl-telo: build log of %s: %s\n", name, err.msg);
         return 1;
     }
     return 0;
@@ -713,8 +713,8 @@ static int cmd_logs(struct kt *kt, const struct args *a)
     const char *pod = kt_str(res.obj, "status", "podName");
     if (pod == NULL) {
         const char *phase = kt_str(res.obj, "status", "phase");
-        fprintf(stderr, "kubectl-telo: session %s has no pod yet (phase %s); nothing to show\n",
-                a->target, phase ? phase : "unknown");
+        kt_say(stderr, "kubectl-telo: session %s has no pod yet (phase %s); nothing to show\n",
+               a->target, phase ? phase : "unknown");
         kt_result_release(&res);
         return 1;
     }
@@ -733,7 +733,7 @@ static int cmd_logs(struct kt *kt, const struct args *a)
     int rc = kt_stream(kt, path.data, STDOUT_FILENO, &err);
     buf_release(&path);
     if (rc != 0) {
-        fprintf(stderr, "kubectl-telo: logs of %s: %s\n", a->target, err.msg);
+        kt_say(stderr, "kubectl-telo: logs of %s: %s\n", a->target, err.msg);
         return 1;
     }
     return 0;
@@ -761,8 +761,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     } else {
-        fprintf(stderr, "kubectl-telo: unknown command \"%s\" (run, attach, status, logs)\n",
-                a.command);
+        kt_say(stderr, "kubectl-telo: unknown command \"%s\" (run, attach, status, logs)\n",
+               a.command);
         return 2;
     }
     if (strcmp(a.command, "attach") == 0 && a.target == NULL) {
@@ -778,7 +778,7 @@ int main(int argc, char **argv)
     struct kt kt;
     struct telo_err err;
     if (kt_open(&kt, loop, a.kubeconfig, a.context, a.namespace, &err) != 0) {
-        fprintf(stderr, "kubectl-telo: %s\n", err.msg);
+        kt_say(stderr, "kubectl-telo: %s\n", err.msg);
         return 1;
     }
     int rc;

@@ -8,6 +8,7 @@
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/strmap.h"
+#include "util/text.h"
 #include "util/timefmt.h"
 #include "util/utf8.h"
 
@@ -196,14 +197,15 @@ static const char *str(const char *s)
     return s ? s : "";
 }
 
-/* Copies at most max bytes of src, cutting before a partial UTF-8 sequence. */
-static void copy_utf8(char *dst, const char *src, size_t max)
+/* Copies at most max bytes of src (dst has room for max + 1), cutting before a partial UTF-8
+ * sequence, cleaned for a terminal: a note may carry a tenant's text (an app's termination
+ * message), and `kubectl get events` shows it to others. */
+static void copy_note(char *dst, const char *src, size_t max)
 {
     size_t n = strlen(src);
     if (n > max)
         n = util_utf8_cut(src, max);
-    memcpy(dst, src, n);
-    dst[n] = '\0';
+    util_text_clean(src, n, dst);
 }
 
 /* Takes a token from key's passive token bucket in l (full at first, refilled qps per second up
@@ -256,7 +258,7 @@ int events_correlate(struct events_correlator *c, const struct events_input *in,
     if (n < 0 || (size_t)n >= sizeof(agg))
         return -TELO_EINVAL;
     memset(out, 0, sizeof(*out));
-    copy_utf8(out->note, str(in->note), EVENTS_NOTE_MAX);
+    copy_note(out->note, str(in->note), EVENTS_NOTE_MAX);
     /* The note enters keys as a hash, so a cache entry costs its identity, not up to 1 KiB. */
     unsigned long long note_hash = strmap_hash(out->note);
 
@@ -305,7 +307,7 @@ int events_correlate(struct events_correlator *c, const struct events_input *in,
         snprintf(c->key, sizeof(c->key), "%s", agg);
         char combined[EVENTS_NOTE_MAX + sizeof(COMBINED_PREFIX)];
         snprintf(combined, sizeof(combined), "%s%s", COMBINED_PREFIX, out->note);
-        copy_utf8(out->note, combined, EVENTS_NOTE_MAX);
+        copy_note(out->note, combined, EVENTS_NOTE_MAX);
         out->combined = 1;
     }
     out->key = c->key;

@@ -6,8 +6,8 @@
 #include "util/base64.h"
 #include "util/buf.h"
 #include "util/jget.h"
+#include "util/text.h"
 #include "util/timefmt.h"
-#include "util/utf8.h"
 
 #include <openssl/sha.h>
 
@@ -575,54 +575,6 @@ void build_status_read(const struct json_object *job, const char *job_name, cons
     out->deadline = created > 0 ? deadline : 0;
 }
 
-/* Copies n bytes of in to out (n + 1 bytes) for a terminal, as build_log_tail says; returns the
- * length written. */
-static size_t log_clean(const char *in, size_t n, char *out)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)in[i];
-        if (c == 0x1b) {
-            /* CSI: ESC '[', parameter and intermediate bytes, one final byte; a lone ESC goes
-             * alone. */
-            if (i + 1 < n && in[i + 1] == '[') {
-                i += 2;
-                while (i < n && (unsigned char)in[i] >= 0x20 && (unsigned char)in[i] <= 0x3f)
-                    i++;
-                /* i is on the final byte (or past the end): the loop's i++ steps over it. */
-            }
-            continue;
-        }
-        if (c == '\r')
-            continue;
-        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-            out[o++] = '?';
-            continue;
-        }
-        if (c < 0x80) {
-            out[o++] = (char)c;
-            continue;
-        }
-        /* status.message must be UTF-8 (the API server and kubectl read it so): a byte that
-         * starts no well-formed sequence (a lone 0x9b, the 8-bit CSI, say) is one '?'. */
-        size_t len = util_utf8_len((const unsigned char *)in + i, n - i);
-        if (len == 0) {
-            out[o++] = '?';
-            continue;
-        }
-        if (c == 0xc2 && (unsigned char)in[i + 1] <= 0x9f) {
-            out[o++] = '?'; /* a C1 control (U+0080..U+009F, CSI among them) */
-            i++;
-            continue;
-        }
-        memcpy(out + o, in + i, len);
-        o += len;
-        i += len - 1;
-    }
-    out[o] = '\0';
-    return o;
-}
-
 size_t build_log_tail(const char *log, size_t log_len, int lines, char *out, size_t len)
 {
     if (len == 0)
@@ -651,5 +603,5 @@ size_t build_log_tail(const char *log, size_t log_len, int lines, char *out, siz
             n--;
         }
     }
-    return log_clean(log + start, n, out);
+    return util_text_clean(log + start, n, out);
 }

@@ -195,9 +195,8 @@ void build_status_read(const struct json_object *job, const char *job_name, cons
 /* The last `lines` lines of a build log (trailing blank lines dropped) into out, at most len - 1
  * bytes (the tail is kept when it must be cut). Returns the length written. The text is made
  * safe to show on a terminal (it lands in status.message, and a RUN step's output is the
- * tenant's): ANSI escape sequences (a builder's colours, ESC '[' ... final byte) and carriage
- * returns are dropped, any other control character (C0 but newline and tab, DEL, C1 as UTF-8)
- * becomes '?', and so does each byte that is not part of well-formed UTF-8: the tail is UTF-8. */
+ * tenant's) by util_text_clean: a builder's colours go, other controls become '?', the tail is
+ * UTF-8. */
 size_t build_log_tail(const char *log, size_t log_len, int lines, char *out, size_t len);
 
 #endif

@@ -81,6 +81,22 @@ static int parse_ports(struct json_object *spec, struct session *s, struct telo_
     return 0;
 }
 
+/* The CRD takes an image of printable ASCII without spaces only; a session stored before
+ * that rule (or under a CRD without it) is refused here: the reference reaches the pod and, with
+ * builds off, status.image.ref as it is, which `kubectl telo status` shows on a terminal. */
+static int parse_image(const char *image, struct telo_err *err)
+{
+    for (size_t i = 0; image[i]; i++) {
+        unsigned char c = (unsigned char)image[i];
+        if (c <= 0x20 || c >= 0x7f)
+            return telo_err_set(err, TELO_EINVAL,
+                                "spec.image: a space, control or non-ASCII character at byte %zu; "
+                                "give an image reference like ghcr.io/telorun/node:1",
+                                i);
+    }
+    return 0;
+}
+
 int session_spec_parse(struct json_object *obj, struct session *s, struct telo_err *err)
 {
     memset(s, 0, sizeof(*s));
@@ -109,6 +125,8 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
     if (parse_bundle(spec, s, err) < 0)
         return -TELO_EINVAL;
     s->image = jget_string(spec, "image");
+    if (s->image && parse_image(s->image, err) < 0)
+        return -TELO_EINVAL;
     s->pull_policy = jget_string(spec, "pullPolicy");
     s->registry_url = jget_string(spec, "registryUrl");
     s->env = jget_array(spec, "env");

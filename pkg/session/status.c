@@ -11,9 +11,11 @@
 #include "session/runs.h"
 #include "util/jget.h"
 #include "util/str.h"
+#include "util/text.h"
 #include "util/timefmt.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* --- assembling the status --------------------------------------------------------------- */
@@ -40,6 +42,25 @@ static void put_str(struct json_object *o, const char *key, const char *v)
 {
     if (v)
         json_object_object_add(o, key, json_object_new_string(v));
+}
+
+/* A message a person reads (`kubectl get -o wide`, `describe`, `kubectl telo status`): it may
+ * carry a tenant's text (an app's termination message, a bundle's entry name, a registry's
+ * error), so every message of the status is cleaned for a terminal here (util/text.h). */
+static void put_text(struct json_object *o, const char *key, const char *v)
+{
+    if (!v)
+        return;
+    size_t n = strlen(v);
+    if (util_text_is_clean(v, n)) {
+        put_str(o, key, v);
+        return;
+    }
+    char *clean = malloc(n + 1);
+    if (clean)
+        util_text_clean(v, n, clean);
+    put_str(o, key, clean ? clean : "");
+    free(clean);
 }
 
 /* Keeps a timestamp once written, so recomputing never moves it (and never causes a write). */
@@ -88,7 +109,7 @@ static void add_condition(struct json_object *conds, struct json_object *old_sta
         put_str(c, "lastTransitionTime", text);
     }
     put_str(c, "reason", reason);
-    put_str(c, "message", message ? message : "");
+    put_text(c, "message", message ? message : "");
     json_object_array_add(conds, c);
 }
 
@@ -539,11 +560,11 @@ static void put_phase(struct json_object *status, const struct draft *d)
     if (d->reason[0])
         put_str(status, "reason", d->reason);
     if (d->message[0])
-        put_str(status, "message", d->message);
+        put_text(status, "message", d->message);
     if (d->progress_phase) {
         struct json_object *p = json_object_new_object();
         put_str(p, "phase", d->progress_phase);
-        put_str(p, "message", d->progress_message);
+        put_text(p, "message", d->progress_message);
         json_object_object_add(p, "done", json_object_new_boolean(d->progress_done));
         json_object_object_add(status, "progress", p);
     }

@@ -6,6 +6,7 @@
  * answers, tenants' names, a registry's error text), so quoting is never left to the caller. */
 #include "util/log.h"
 
+#include "util/text.h"
 #include "util/timefmt.h"
 #include "util/utf8.h"
 
@@ -124,9 +125,19 @@ static void puts_(struct line *l, const char *s)
     put(l, s, strlen(s));
 }
 
+/* The code point of the well-formed 2- or 3-byte UTF-8 sequence at p. */
+static unsigned code_point(const unsigned char *p, size_t len)
+{
+    if (len == 2)
+        return (unsigned)(p[0] & 0x1f) << 6 | (p[1] & 0x3f);
+    return (unsigned)(p[0] & 0x0f) << 12 | (unsigned)(p[1] & 0x3f) << 6 | (p[2] & 0x3f);
+}
+
 /* Appends v escaped for a quoted logfmt or JSON string (without the quotes). Control characters
- * are \n, \r, \t or \u00XX; a byte that is not UTF-8 is \xNN in logfmt (Go's strconv reads it
- * back as that byte) and U+FFFD in JSON, which must be UTF-8. */
+ * are \n, \r, \t or \uXXXX, and so are the characters that act on a terminal or reorder a line
+ * unseen (C1, bidirectional overrides: util_text_hidden), which `kubectl logs` would pass on; a
+ * byte that is not UTF-8 is \xNN in logfmt (Go's strconv reads it back as that byte) and U+FFFD
+ * in JSON, which must be UTF-8. */
 static void put_escaped(struct line *l, const char *v, size_t n, enum telo_log_format f)
 {
     const unsigned char *p = (const unsigned char *)v;
@@ -146,6 +157,9 @@ static void put_escaped(struct line *l, const char *v, size_t n, enum telo_log_f
             puts_(l, "\\t");
         } else if (c < 0x20 || c == 0x7f) {
             snprintf(e, sizeof(e), "\\u%04x", c);
+            puts_(l, e);
+        } else if (len > 1 && util_text_hidden(p + i, len)) {
+            snprintf(e, sizeof(e), "\\u%04x", code_point(p + i, len));
             puts_(l, e);
         } else if (len == 0) {
             if (f == TELO_LOG_JSON) {
@@ -170,7 +184,8 @@ static int needs_quotes(const char *v, size_t n)
     const unsigned char *p = (const unsigned char *)v;
     for (size_t i = 0; i < n;) {
         size_t len = util_utf8_len(p + i, n - i);
-        if (len == 0 || p[i] <= ' ' || p[i] == '=' || p[i] == '"' || p[i] == '\\' || p[i] == 0x7f)
+        if (len == 0 || p[i] <= ' ' || p[i] == '=' || p[i] == '"' || p[i] == '\\' || p[i] == 0x7f ||
+            util_text_hidden(p + i, len))
             return 1;
         i += len;
     }

@@ -264,6 +264,57 @@ def test_run_exits_with_the_apps_exit_code(cluster, real, tmp_path, terminal):
     assert "session ends has ended: Failed (AppExited)" in again.stderr, again.stderr
 
 
+# An app's last words as a terminal would act on them: an OSC 8 link, clear the screen, the
+# 8-bit CSI, BEL. They become its termination message (FallbackToLogsOnError).
+HOSTILE = "\x1b]8;;https://evil.example/\x07click\x1b]8;;\x07\x1b[2J\u009b31mred\x07"
+
+
+def assert_terminal_safe(what, text):
+    for ch in ("\x1b", "\x07", "\u009b", "\r"):
+        assert ch not in text, "%s holds %r: %r" % (what, ch, text[-600:])
+
+
+def test_an_apps_escape_sequences_reach_no_ones_terminal(cluster, real, tmp_path):
+    """What a session's app writes is the tenant's: the status message and conditions others
+    read with kubectl, the Event, and what `kubectl telo` prints carry its text with the escape
+    sequences gone and controls shown as '?' (a link, a cleared screen or a recoloured line on
+    another person's terminal otherwise)."""
+    ns, op = real()
+    d = app_dir(tmp_path, "esc", {"telo.yaml": "print %s\nexit 3 1\n" % HOSTILE})
+    run = telo(cluster, ns, "run", str(d), "--name", "esc", "--no-attach")
+    assert_terminal_safe("kubectl telo run's output", run.stdout + run.stderr)
+    ts = wait_phase(cluster, ns, "esc", "Failed", timeout=90)
+    st = ts["status"]
+    assert st["reason"] == "AppExited", st
+    # The words are there to read, the sequences are not.
+    assert "]8;;https://evil.example/?click]8;;??31mred?" in st["message"], st["message"]
+    assert_terminal_safe("status.message", st["message"])
+    for c in st["conditions"]:
+        assert_terminal_safe("condition %s" % c["type"], c.get("message", ""))
+    events = cluster.kubectl_json("get", "events", "-n", ns,
+                                  "--field-selector", "involvedObject.name=esc")["items"]
+    failed = [e for e in events if e["reason"] == "Failed"]
+    assert failed, [(e["reason"], e["message"]) for e in events]
+    for e in events:
+        assert_terminal_safe("Event %s" % e["reason"], e["message"])
+    assert "evil.example" in failed[0]["message"], failed[0]["message"]
+    # The plugin prints what the status says, cleaned again (an older operator, or anyone who
+    # may write status, could have put anything there): the operator stopped, so the status
+    # stays as written.
+    op.stop()
+    cluster.kubectl("patch", "telosession", "esc", "-n", ns, "--subresource=status",
+                    "--type=merge", "-p", json.dumps({"status": {"message": HOSTILE}}))
+    out = telo(cluster, ns, "status", "esc")
+    assert out.returncode == 0, out.stderr
+    assert_terminal_safe("kubectl telo status", out.stdout + out.stderr)
+    assert "]8;;https://evil.example/?click" in out.stdout, out.stdout
+    again = telo(cluster, ns, "attach", "esc")
+    assert again.returncode == 3, again.stderr
+    assert_terminal_safe("kubectl telo attach", again.stdout + again.stderr)
+    assert "session esc has ended: Failed (AppExited)" in again.stderr, again.stderr
+    assert "evil.example" in again.stderr, again.stderr
+
+
 @pytest.mark.parametrize("args,words,code", [
     (["run", "/no/such/dir"], ["run: directory /no/such/dir", "No such file"], 2),
     (["run", "{app}", "--port", "70000"], ['--port "70000"', "1..65535"], 2),

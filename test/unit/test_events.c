@@ -295,6 +295,22 @@ static void notes_are_cut_to_1_kib_on_a_character_boundary(void **state)
     events_correlator_free(c);
 }
 
+/* A note may carry a tenant's text (an app's termination message) and `kubectl get events`
+ * shows it to others: escape sequences go, controls and the 8-bit CSI become '?'. */
+static void notes_are_cleaned_for_a_terminal(void **state)
+{
+    (void)state;
+    struct events_correlator *c = new_correlator(0);
+    struct events_outcome out;
+    struct events_input in = input(&cm, "Failed",
+                                   "exit 1: \x1b[2J\x1b]8;;https://evil.example/\a"
+                                   "x\xc2\x9b"
+                                   "31m\r\n");
+    assert_int_equal(events_correlate(c, &in, T0, &out), 0);
+    assert_string_equal(out.note, "exit 1: ]8;;https://evil.example/?x?31m\n");
+    events_correlator_free(c);
+}
+
 static void bad_input_is_refused(void **state)
 {
     (void)state;
@@ -512,6 +528,7 @@ int main(void)
         cmocka_unit_test(the_spam_filter_allows_a_burst_of_25_then_one_per_5_minutes),
         cmocka_unit_test(a_namespace_budget_holds_back_new_normal_events_only),
         cmocka_unit_test(notes_are_cut_to_1_kib_on_a_character_boundary),
+        cmocka_unit_test(notes_are_cleaned_for_a_terminal),
         cmocka_unit_test(bad_input_is_refused),
         cmocka_unit_test(caches_stay_bounded),
     };

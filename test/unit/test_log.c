@@ -61,6 +61,15 @@ static void hostile_values_are_escaped_in_logfmt(void **state)
         "\xc3\xa9"
         "\xe2\x82");
     assert_string_equal(strstr(line, " name="), " name=\"\\x80a\\xc0\\xaf\xc3\xa9\\xe2\\x82\"");
+    /* Characters that act on a terminal or reorder the line unseen are escaped as code points
+     * (kubectl logs passes the bytes on): the 8-bit CSI, a right-to-left override, a line
+     * separator; a value holding one is quoted. */
+    fmt(TELO_LOG_LOGFMT, "m", "v=%s w=%s",
+        "\xc2\x9b"
+        "31m\xe2\x80\xae",
+        "a\xe2\x80\xa8"
+        "b");
+    assert_string_equal(strstr(line, " v="), " v=\"\\u009b31m\\u202e\" w=\"a\\u2028b\"");
     /* An empty value is quoted, a NULL string is "(null)", the message is escaped too. */
     const char *none = getenv("TELO_TEST_LOG_NO_SUCH_VARIABLE"); /* NULL the compiler can't see */
     fmt(TELO_LOG_LOGFMT, "say \"hi\"\n", "e=%s n=%s", "", none);
@@ -96,6 +105,17 @@ static void json_lines_parse_and_keep_the_values(void **state)
     assert_true(json_object_object_get_ex(o, "x", &v));
     assert_true(json_object_is_type(v, json_type_string));
     assert_string_equal(json_object_get_string(v), "1s");
+    json_object_put(o);
+    /* A C1 control in JSON is written \u0085, which a reader turns back into the character. */
+    fmt(TELO_LOG_JSON, "m", "v=%s",
+        "\xc2\x85"
+        "x");
+    assert_non_null(strstr(line, "\"v\":\"\\u0085x\""));
+    o = json_tokener_parse(line);
+    assert_non_null(o);
+    assert_true(json_object_object_get_ex(o, "v", &v));
+    assert_string_equal(json_object_get_string(v), "\xc2\x85"
+                                                   "x");
     json_object_put(o);
 }
 

@@ -628,6 +628,13 @@ static void spec_errors_name_the_field(void **state)
         test_appendf(many, sizeof(many), "%s{\"port\":%d}", i ? "," : "", 1000 + i);
     test_appendf(many, sizeof(many), "]}");
     expect_spec_error(many, "spec.ports: at most 20 ports");
+    /* An image reaches the pod and status.image.ref as it is (the CRD refuses these too). */
+    expect_spec_error("{\"entry\":\"a.yaml\"," CM ",\"image\":\"x\\u001b]8;;https://e/\\u0007\"}",
+                      "spec.image: a space, control or non-ASCII character at byte 1; give an "
+                      "image reference like ghcr.io/telorun/node:1");
+    expect_spec_error("{\"entry\":\"a.yaml\"," CM ",\"image\":\"a/b:1\\u00e9\"}",
+                      "spec.image: a space, control or non-ASCII character at byte 5; give an "
+                      "image reference like ghcr.io/telorun/node:1");
 
     struct session s;
     struct telo_err err;

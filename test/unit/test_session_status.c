@@ -1003,6 +1003,48 @@ static void failed_app_names_container_and_exit_code(void **state)
     world_free(&w);
 }
 
+/* True when s holds nothing that acts on a terminal: no C0 control but newline and tab, no DEL,
+ * no ESC, no C1 control as UTF-8. */
+static int terminal_safe(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f)
+            return 0;
+        if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+            return 0;
+    }
+    return 1;
+}
+
+/* The app's termination message is the tenant's text, and the status is read by others
+ * (`kubectl get -o wide`, `kubectl telo status`): escape sequences in it (clear the screen, an
+ * OSC 8 link, the 8-bit CSI) reach no message of the status. */
+static void an_apps_escape_sequences_reach_no_status_message(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, hello_json);
+    world_pod(&w, "failed-exit3");
+    struct json_object *term =
+        at(json_object_array_get_idx(at(at(w.pod, "status"), "containerStatuses"), 0), "state");
+    json_object_object_add(at(term, "terminated"), "message",
+                           json_object_new_string("\x1b]8;;https://evil.example/\a"
+                                                  "click\x1b]8;;\a\x1b[2J\xc2\x9b"
+                                                  "31mred\r\x08"));
+    struct session_verdict v;
+    compute(&w, T0 + 400, &v);
+    assert_string_equal(text(v.status, "reason"), "AppExited");
+    const char *message = text(v.status, "message");
+    assert_true(terminal_safe(message));
+    assert_non_null(strstr(message, "]8;;https://evil.example/?click]8;;??31mred ?"));
+    struct json_object *conds = at(v.status, "conditions");
+    for (size_t i = 0; i < json_object_array_length(conds); i++)
+        assert_true(terminal_safe(text(json_object_array_get_idx(conds, i), "message")));
+    assert_non_null(strstr(text(condition(v.status, "Stalled"), "message"), "evil.example"));
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
 static void oom_killed(void **state)
 {
     (void)state;
@@ -2221,6 +2263,7 @@ int main(void)
         cmocka_unit_test(a_running_session_survives_an_unknown_pod_phase),
         cmocka_unit_test(succeeded_pod_records_exit_code_zero),
         cmocka_unit_test(failed_app_names_container_and_exit_code),
+        cmocka_unit_test(an_apps_escape_sequences_reach_no_status_message),
         cmocka_unit_test(oom_killed),
         cmocka_unit_test(bundle_fetch_failed),
         cmocka_unit_test(deadline_exceeded),
