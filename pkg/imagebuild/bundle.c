@@ -18,6 +18,11 @@
 #define DEFAULT_MAX_FILE    ((size_t)16 << 20)
 #define DEFAULT_MAX_ENTRIES ((size_t)10000)
 #define DEFAULT_MAX_PATH    ((size_t)1024)
+/* What one entry may add to the uncompressed tar stream besides its file's data: its ustar
+ * header, a pax or GNU long-name header with a block of records, and the padding of its data to
+ * a whole block. Four blocks; bigger pax headers (macOS tar's xattrs) use what the files leave of
+ * max_total. */
+#define ENTRY_HEADER_ALLOWANCE ((size_t)2048)
 /* The entry check's nesting limit, depkey's default budget: libyaml's stacks grow with it. */
 #define ENTRY_MAX_DEPTH 100
 
@@ -360,6 +365,14 @@ static int check_end(struct raw_stream *r, la_int64_t end, const struct build_bu
     }
 }
 
+/* The most the uncompressed tar stream may hold up to the header of entry number nentries. */
+static size_t stream_cap(const struct build_bundle_limits *lim, size_t nentries)
+{
+    if (nentries > (SIZE_MAX - lim->max_total) / ENTRY_HEADER_ALLOWANCE)
+        return SIZE_MAX;
+    return lim->max_total + nentries * ENTRY_HEADER_ALLOWANCE;
+}
+
 static int read_entries(struct archive *a, struct raw_stream *rs,
                         const struct build_bundle_limits *lim, struct build_bundle *b,
                         const char *source, struct telo_err *err)
@@ -407,7 +420,18 @@ static int read_entries(struct archive *a, struct raw_stream *rs,
             rc = telo_err_set(err, TELO_EINVAL, "%s: entry %zu has no path", source, nentries);
             break;
         }
-        rc = check_header_size(rs, archive_filter_bytes(a, 0), e, raw, source, err);
+        /* The caps on files bound only the data read here; libarchive also inflates headers and
+         * data it skips, and every inflated byte is inflated again by the raw stream. */
+        size_t inflate_cap = stream_cap(lim, nentries);
+        la_int64_t inflated = archive_filter_bytes(a, 0);
+        if (inflated > 0 && (uint64_t)inflated > inflate_cap) {
+            rc = telo_err_set(err, TELO_ETOOBIG,
+                              "%s: %.300s: archive larger than %zu bytes once uncompressed (the "
+                              "files' limit and %zu bytes of headers per entry)",
+                              source, raw, inflate_cap, ENTRY_HEADER_ALLOWANCE);
+            break;
+        }
+        rc = check_header_size(rs, inflated, e, raw, source, err);
         if (rc != 0)
             break;
         struct telo_err perr;
@@ -430,12 +454,30 @@ static int read_entries(struct archive *a, struct raw_stream *rs,
                               source, raw);
             break;
         }
-        if (type == AE_IFDIR || path[0] == '\0')
+        /* libarchive skips the data of an entry that is not read, inflating all of it before
+         * the next header and past every cap: tar czf writes directories without data, and a
+         * file needs a name the build can extract it to. */
+        if (type == AE_IFDIR) {
+            if (archive_entry_size(e) > 0) {
+                rc = telo_err_set(err, TELO_EINVAL,
+                                  "%s: %s: a directory with %lld bytes of data (make the archive "
+                                  "with tar czf)",
+                                  source, raw, (long long)archive_entry_size(e));
+                break;
+            }
             continue;
+        }
         if (type != AE_IFREG) {
             rc = telo_err_set(err, TELO_EINVAL,
                               "%s: %s: %s (bundles hold regular files and directories only)",
                               source, raw, entry_kind(type));
+            break;
+        }
+        if (path[0] == '\0') {
+            rc = telo_err_set(err, TELO_EINVAL,
+                              "%s: %s: a regular file in the place of the bundle's root directory "
+                              "(give the file a name)",
+                              source, raw);
             break;
         }
         if (archive_entry_size_is_set(e) && archive_entry_size(e) > (la_int64_t)lim->max_file) {

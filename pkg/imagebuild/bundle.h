@@ -36,14 +36,17 @@ struct build_bundle_limits {
  * naming the source, the entry and the problem:
  *   -TELO_EINVAL  not gzip, not a tar, a truncated or corrupt archive, an absolute path, a ".."
  *                 or empty segment, a non-UTF-8 path, a path listed twice, an entry that is
- *                 not a regular file or directory (symlink, hard link, device, FIFO), or what
- *                 busybox tar (the build's extractor) would read differently: anything but
- *                 zeros after the first all-zero block, or a pax size that is not the ustar
- *                 header's;
+ *                 not a regular file or directory (symlink, hard link, device, FIFO), a
+ *                 directory with data, a regular file named ".", or what busybox tar
+ *                 (the build's extractor) would read differently: anything but zeros after the
+ *                 first all-zero block, or a pax size that is not the ustar header's;
  *   -TELO_ETOOBIG a cap of lim was reached (the compressed size, a file, the total, the entry
- *                 count or a path's length; zero padding after the archive's end is capped at
+ *                 count, a path's length, or the uncompressed tar stream: max_total plus 2 KiB
+ *                 of headers per entry; zero padding after the archive's end is capped at
  *                 max_total): reading stops at the cap, so a gzip bomb costs at most max_total
- *                 bytes of memory and the time to inflate them (twice: once to check);
+ *                 bytes of memory and the time to inflate the capped stream twice (once to
+ *                 check), plus the special headers libarchive reads before one entry (in 3.6,
+ *                 at most 32 of 1 MiB each);
  *   -TELO_ENOMEM  out of memory. */
 int build_bundle_read(const void *tgz, size_t len, const struct build_bundle_limits *lim,
                       const char *source, struct build_bundle **out, struct telo_err *err);
