@@ -269,10 +269,7 @@ static int image_pattern_check(const char *pattern)
  * PodSpec, they are quantities too (yamljson keeps a number's text). */
 static const char *value_text(const struct key *k, struct json_object *v)
 {
-    if (k->kind == K_QUANTITY &&
-        (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
-        return json_object_get_string(v);
-    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    return k->kind == K_QUANTITY ? jget_number_or_string_of(v) : jget_string_of(v);
 }
 
 /* Whether text is a value of k's kind (a positive quantity, an http(s) URL, a string), and not

@@ -24,6 +24,23 @@ static long long number(struct json_object *obj, const char *key, long long miss
     return jget_int(obj, key, &v) == 0 ? (long long)v : missing;
 }
 
+/* spec.resources.<key> into *out (borrowed text, NULL when unset): a quantity, which the CRD
+ * lets be a string or an integer (x-kubernetes-int-or-string), so 268435456 means 256Mi and is
+ * not unset. Text that is not a quantity is left to the clamp, which gives the ceiling. Returns 0,
+ * or -TELO_EINVAL with err filled for a value of another JSON type. */
+static int quantity(struct json_object *res, const char *key, const char **out,
+                    struct telo_err *err)
+{
+    struct json_object *v = jget(res, key);
+    *out = jget_number_or_string_of(v);
+    if (v && !*out)
+        return telo_err_set(err, TELO_EINVAL,
+                            "spec.resources.%s: want a quantity, a string like \"512Mi\" or a "
+                            "number",
+                            key);
+    return 0;
+}
+
 /* spec.selfContained, spec.entry and spec.bundle into s. Returns 0, or -TELO_EINVAL with err
  * filled (s keeps what was read before the fault). */
 static int parse_bundle(struct json_object *spec, struct session *s, struct telo_err *err)
@@ -132,9 +149,9 @@ int session_spec_parse(struct json_object *obj, struct session *s, struct telo_e
     s->env = jget_array(spec, "env");
     s->inspect = flag(spec, "inspect");
     struct json_object *res = jget(spec, "resources");
-    s->cpu = jget_string(res, "cpu");
-    s->memory = jget_string(res, "memory");
-    s->ephemeral_storage = jget_string(res, "ephemeralStorage");
+    if (quantity(res, "cpu", &s->cpu, err) < 0 || quantity(res, "memory", &s->memory, err) < 0 ||
+        quantity(res, "ephemeralStorage", &s->ephemeral_storage, err) < 0)
+        return -TELO_EINVAL;
     s->ttl_seconds = number(spec, "ttlSeconds", 0);
     s->stopped = flag(spec, "stopped");
     s->attach_token = flag(spec, "attachToken");

@@ -20,6 +20,14 @@ const char *jget_string_of(const struct json_object *v)
                : NULL;
 }
 
+const char *jget_number_or_string_of(const struct json_object *v)
+{
+    return v && (json_object_is_type(v, json_type_string) ||
+                 json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double))
+               ? json_object_get_string((struct json_object *)v)
+               : NULL;
+}
+
 const char *jget_string(const struct json_object *o, const char *key)
 {
     return jget_string_of(jget(o, key));

@@ -23,6 +23,11 @@ struct json_object *jget(const struct json_object *o, const char *key);
  * turned into its text, as json_object_get_string would). */
 const char *jget_string_of(const struct json_object *v);
 
+/* Returns v's text (borrowed from v) when v is a JSON string or a JSON number, which json-c
+ * keeps as written ("268435456", "0.5"), else NULL. For Kubernetes quantities: a CRD field marked
+ * x-kubernetes-int-or-string and a YAML "cpu: 1" are numbers in JSON, and a quantity still. */
+const char *jget_number_or_string_of(const struct json_object *v);
+
 /* The member key when it has the named type, else NULL. The string is borrowed from o. */
 const char *jget_string(const struct json_object *o, const char *key);
 struct json_object *jget_object(const struct json_object *o, const char *key);

@@ -54,6 +54,21 @@ static void non_objects_have_no_members(void **state)
     json_object_put(s);
 }
 
+static void quantities_are_strings_or_numbers(void **state)
+{
+    (void)state;
+    struct json_object *o = parse("{\"s\":\"1Gi\",\"i\":268435456,\"d\":0.50000000000000001,"
+                                  "\"b\":true,\"a\":[1],\"n\":null}");
+    assert_string_equal(jget_number_or_string_of(jget(o, "s")), "1Gi");
+    assert_string_equal(jget_number_or_string_of(jget(o, "i")), "268435456");
+    assert_string_equal(jget_number_or_string_of(jget(o, "d")), "0.50000000000000001");
+    assert_null(jget_number_or_string_of(jget(o, "b")));
+    assert_null(jget_number_or_string_of(jget(o, "a")));
+    assert_null(jget_number_or_string_of(jget(o, "n")));
+    assert_null(jget_number_or_string_of(NULL));
+    json_object_put(o);
+}
+
 static void integers_are_checked(void **state)
 {
     (void)state;
@@ -78,6 +93,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(null_missing_and_mistyped_members_read_as_absent),
         cmocka_unit_test(non_objects_have_no_members),
+        cmocka_unit_test(quantities_are_strings_or_numbers),
         cmocka_unit_test(integers_are_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

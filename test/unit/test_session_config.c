@@ -635,6 +635,11 @@ static void spec_errors_name_the_field(void **state)
     expect_spec_error("{\"entry\":\"a.yaml\"," CM ",\"image\":\"a/b:1\\u00e9\"}",
                       "spec.image: a space, control or non-ASCII character at byte 5; give an "
                       "image reference like ghcr.io/telorun/node:1");
+    expect_spec_error("{\"entry\":\"a.yaml\"," CM ",\"resources\":{\"memory\":true}}",
+                      "spec.resources.memory: want a quantity, a string like \"512Mi\" or a "
+                      "number");
+    expect_spec_error("{\"entry\":\"a.yaml\"," CM ",\"resources\":{\"cpu\":{\"m\":500}}}",
+                      "spec.resources.cpu: want a quantity, a string like \"512Mi\" or a number");
 
     struct session s;
     struct telo_err err;

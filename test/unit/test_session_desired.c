@@ -328,6 +328,26 @@ static void limits_are_clamped_to_the_ceilings(void **state)
     teardown(&f);
 }
 
+/* The CRD marks the quantities x-kubernetes-int-or-string: a JSON integer is the quantity's text,
+ * not an absent field (which got the pod the ceiling, 512Mi, for 256Mi asked). */
+static void integer_quantities_are_quantities(void **state)
+{
+    (void)state;
+    struct fixture f;
+    setup(&f, CM_SPEC ",\"resources\":{\"memory\":268435456,\"ephemeralStorage\":1000}}");
+    struct json_object *pod = session_desired_pod(&f.s, f.cfg, "img");
+    expect_resources(pod, "500m", "268435456", "1000");
+    json_object_put(pod);
+    teardown(&f);
+
+    /* Above the ceiling or not positive: the ceiling, as for the same text in a string. */
+    setup(&f, CM_SPEC ",\"resources\":{\"cpu\":2,\"memory\":-5}}");
+    pod = session_desired_pod(&f.s, f.cfg, "img");
+    expect_resources(pod, "500m", "512Mi", "1Gi");
+    json_object_put(pod);
+    teardown(&f);
+}
+
 static void init_container_gets_the_url_through_env(void **state)
 {
     (void)state;
@@ -712,6 +732,7 @@ int main(void)
         cmocka_unit_test(command_runs_the_entry_without_cache_writes),
         cmocka_unit_test(deadline_is_the_clamped_ttl),
         cmocka_unit_test(limits_are_clamped_to_the_ceilings),
+        cmocka_unit_test(integer_quantities_are_quantities),
         cmocka_unit_test(init_container_gets_the_url_through_env),
         cmocka_unit_test(init_container_reads_the_configmap_read_only),
         cmocka_unit_test(self_contained_runs_the_image_entrypoint),
