@@ -814,11 +814,20 @@ static void quantities_parse_as_the_api_server_does(void **state)
         {"+2", 2000},
         {"-1", -1000},
         {"2e-1", 200},
+        /* Exact, where doubles were not: the API server keeps the rounded-up thousandth. */
+        {"500.0000001m", 501},
+        {"0.50000000000000001Gi", 536870912001LL},
+        {"0.5Ki", 512000},
+        {"0.1m", 1},
+        {"1e-30", 1},
+        {"123456789012345678901234567890e-30", 124},
+        {"9223372036854775.807", 9223372036854775807LL},
+        {"0.000001Ei", 1152921504606847LL},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         long long milli = 0;
         if (strcmp(ok[i].text, "1E") == 0) {
-            /* 1e18 units is beyond 2^53: refused rather than rounded. */
+            /* 1e18 units is 1e21 thousandths, past LLONG_MAX: refused rather than rounded. */
             assert_int_equal(session_quantity_milli("1E", &milli), -TELO_EINVAL);
             continue;
         }
@@ -828,7 +837,8 @@ static void quantities_parse_as_the_api_server_does(void **state)
             fail_msg("%s: %lld, want %lld", ok[i].text, milli, ok[i].milli);
     }
     const char *bad[] = {"",     "lots", "1Gb",  "Gi",       "1.2.3", "1e",
-                         "1e3m", "0x10", "1 Gi", "infinity", "1ee3"};
+                         "1e3m", "0x10", "1 Gi", "infinity", "1ee3",  "1e 3",
+                         "1e+",  " 1",   "1e3 ", "1Ei",      "1e19",  "9223372036854775.808"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         long long milli;
         if (session_quantity_milli(bad[i], &milli) != -TELO_EINVAL)
@@ -851,6 +861,11 @@ static void clamping_never_raises(void **state)
     assert_string_equal(session_quantity_clamp("0", "1Gi"), "1Gi");
     assert_string_equal(session_quantity_clamp("-5", "1Gi"), "1Gi");
     assert_string_equal(session_quantity_clamp("1", "nonsense"), "nonsense");
+    /* One thousandth over, which the API server would have given the pod. */
+    assert_string_equal(session_quantity_clamp("500.0000001m", "500m"), "500m");
+    assert_string_equal(session_quantity_clamp("0.50000000000000001Gi", "512Mi"), "512Mi");
+    assert_string_equal(session_quantity_clamp("0.5Gi", "512Mi"), "0.5Gi");
+    assert_string_equal(session_quantity_clamp("1e 3", "1Gi"), "1Gi");
 }
 
 int main(void)
