@@ -190,8 +190,10 @@ long session_limits_shown_position(long shown, long place)
 {
     if (shown <= 0 || place <= SESSION_LIMITS_EXACT_PLACES || place >= shown)
         return place;
-    /* Moved up by less than a quarter: what the status says stays. */
-    return place * 4 > shown * 3 ? shown : place;
+    /* Moved up by less than a quarter (4 * (shown - place) < shown): what the status says stays.
+     * Rounding the quarter up keeps the comparison exact without multiplying shown, which
+     * comes from the status and may be anything up to LONG_MAX. */
+    return shown - place < shown / 4 + (shown % 4 != 0) ? shown : place;
 }
 
 void session_limits_message(const struct session_limits_place *p, const char *ns, char *out,

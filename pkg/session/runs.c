@@ -7,6 +7,7 @@
 #include "util/timefmt.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,10 @@ struct json_object *session_run_begin(const struct session *s, enum session_rest
     json_object_object_add(last, "finishedAt", json_object_new_string(done));
     json_object_object_add(status, "phase",
                            json_object_new_string(session_phase_name(SESSION_PHASE_PENDING)));
-    json_object_object_add(status, "run", json_object_new_int64(session_run_number(old) + 1));
+    /* status.run is read back from the cache, so it may be anything: the last run number stays
+     * the last rather than overflow. */
+    long long run = session_run_number(old);
+    json_object_object_add(status, "run", json_object_new_int64(run < LLONG_MAX ? run + 1 : run));
     put_restart_generation(s, status);
     json_object_object_add(status, "lastRun", last);
     return status;

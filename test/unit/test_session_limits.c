@@ -12,6 +12,7 @@
 
 #include <json.h>
 
+#include <limits.h>
 #include <string.h>
 
 static enum session_limits_state classify_text(const char *json, int has_pod, int admitted)
@@ -224,6 +225,12 @@ static void the_place_shown_is_exact_at_the_front_and_coarse_behind(void **state
     assert_int_equal(session_limits_shown_position(40, 30), 30);  /* up by a quarter */
     assert_int_equal(session_limits_shown_position(40, 45), 45);  /* moved back: as it is */
     assert_int_equal(session_limits_shown_position(12, 11), 12);
+    /* status.queuePosition comes from a cache: any number, and no overflow (UBSan: 4e18 * 3). */
+    assert_int_equal(session_limits_shown_position(LONG_MAX, 100), 100);
+    assert_int_equal(session_limits_shown_position(4000000000000000000L, 3000000000000000001L),
+                     4000000000000000000L);
+    assert_int_equal(session_limits_shown_position(4000000000000000000L, 3000000000000000000L),
+                     3000000000000000000L);
 }
 
 /* A line of 1,000 drained one slot at a time: every session's status is written when its place

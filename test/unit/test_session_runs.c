@@ -228,6 +228,22 @@ static void resume_starts_run_two_and_keeps_the_stopped_run(void **state)
     world_free(&w);
 }
 
+/* status.run comes from a cache: a restart at the largest run keeps it rather than overflow
+ * (UBSan: 9223372036854775807 + 1). */
+static void a_restart_at_the_last_run_number_keeps_it(void **state)
+{
+    (void)state;
+    struct world w;
+    world_init(&w, NULL,
+               "{\"phase\":\"Stopped\",\"reason\":\"Stopped\",\"run\":9223372036854775807}");
+    struct session_verdict v;
+    compute(&w, T0 + 600, &v);
+    assert_string_equal(text(v.status, "phase"), "Pending");
+    assert_int_equal(num(v.status, "run"), INT64_MAX);
+    session_verdict_release(&v);
+    world_free(&w);
+}
+
 static void a_raised_generation_ends_the_running_pod_and_never_reports_it_again(void **state)
 {
     (void)state;
@@ -400,6 +416,7 @@ int main(void)
         cmocka_unit_test(run_numbers_come_from_status_and_pod_label),
         cmocka_unit_test(restarts_are_due_on_resume_and_a_raised_generation_only),
         cmocka_unit_test(resume_starts_run_two_and_keeps_the_stopped_run),
+        cmocka_unit_test(a_restart_at_the_last_run_number_keeps_it),
         cmocka_unit_test(a_raised_generation_ends_the_running_pod_and_never_reports_it_again),
         cmocka_unit_test(a_finished_session_restarts_and_keeps_its_exit),
         cmocka_unit_test(a_new_runs_pod_carries_its_run_label),
