@@ -11,12 +11,14 @@ cd "$root"
 # Each step says when it started (seconds into the run), so a CI log shows where the time goes.
 step() { printf '\n=== %s (at %ds)\n' "$*" "$SECONDS"; }
 
+# Two test binaries at once on two cores (UNIT_JOBS): none shares a port or a file with another.
+jobs=${UNIT_JOBS:-2}
 step "unit tests"
-ctest --test-dir "$build" --output-on-failure
+ctest --test-dir "$build" --output-on-failure -j "$jobs"
 step "unit tests under valgrind"
-hack/valgrind-unit.sh "$build"
+VALGRIND_JOBS=$jobs hack/valgrind-unit.sh "$build"
 step "unit tests under ASan+UBSan"
-ctest --test-dir "$asan" --output-on-failure
+ctest --test-dir "$asan" --output-on-failure -j "$jobs"
 # Every libFuzzer target of test/fuzz (clang, ASan+UBSan, built in build-fuzz/) for a short smoke
 # pass over its corpus: a crash, a leak, a hang or a failed check is a failed make test, with the
 # input in build-fuzz/crash-<target>-*. 10 s each, two at a time on two cores (FUZZ_JOBS), keeps
