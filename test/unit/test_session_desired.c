@@ -285,47 +285,40 @@ static void expect_resources(struct json_object *pod, const char *cpu, const cha
     }
 }
 
+/* The pod of a session whose spec is CM_SPEC followed by spec_tail has these resources. */
+static void spec_gives_resources(const char *spec_tail, const char *cpu, const char *memory,
+                                 const char *storage)
+{
+    struct fixture f;
+    char spec[512];
+    snprintf(spec, sizeof(spec), "%s%s", CM_SPEC, spec_tail);
+    setup(&f, spec);
+    struct json_object *pod = session_desired_pod(&f.s, f.cfg, "img");
+    expect_resources(pod, cpu, memory, storage);
+    json_object_put(pod);
+    teardown(&f);
+}
+
 static void limits_are_clamped_to_the_ceilings(void **state)
 {
     (void)state;
-    struct fixture f;
     /* Unset: the ceilings. */
-    setup(&f, CM_SPEC "}");
-    struct json_object *pod = session_desired_pod(&f.s, f.cfg, "img");
-    expect_resources(pod, "500m", "512Mi", "1Gi");
-    json_object_put(pod);
-    teardown(&f);
-
+    spec_gives_resources("}", "500m", "512Mi", "1Gi");
     /* Below: kept as written. */
-    setup(&f, CM_SPEC ",\"resources\":{\"cpu\":\"0.25\",\"memory\":\"256M\","
-                      "\"ephemeralStorage\":\"100Mi\"}}");
-    pod = session_desired_pod(&f.s, f.cfg, "img");
-    expect_resources(pod, "0.25", "256M", "100Mi");
-    json_object_put(pod);
-    teardown(&f);
-
+    spec_gives_resources(",\"resources\":{\"cpu\":\"0.25\",\"memory\":\"256M\","
+                         "\"ephemeralStorage\":\"100Mi\"}}",
+                         "0.25", "256M", "100Mi");
     /* Above: the ceiling, never raised. */
-    setup(&f, CM_SPEC ",\"resources\":{\"cpu\":\"2\",\"memory\":\"1Gi\","
-                      "\"ephemeralStorage\":\"10G\"}}");
-    pod = session_desired_pod(&f.s, f.cfg, "img");
-    expect_resources(pod, "500m", "512Mi", "1Gi");
-    json_object_put(pod);
-    teardown(&f);
-
+    spec_gives_resources(",\"resources\":{\"cpu\":\"2\",\"memory\":\"1Gi\","
+                         "\"ephemeralStorage\":\"10G\"}}",
+                         "500m", "512Mi", "1Gi");
     /* Equal: kept. Unparseable: the ceiling. */
-    setup(&f, CM_SPEC ",\"resources\":{\"cpu\":\"500m\",\"memory\":\"lots\","
-                      "\"ephemeralStorage\":\"1Gi\"}}");
-    pod = session_desired_pod(&f.s, f.cfg, "img");
-    expect_resources(pod, "500m", "512Mi", "1Gi");
-    json_object_put(pod);
-    teardown(&f);
-
+    spec_gives_resources(",\"resources\":{\"cpu\":\"500m\",\"memory\":\"lots\","
+                         "\"ephemeralStorage\":\"1Gi\"}}",
+                         "500m", "512Mi", "1Gi");
     /* An exponent is a quantity too: 2e-1 is 200m, 5e8 is 500 MB, under 512Mi. */
-    setup(&f, CM_SPEC ",\"resources\":{\"cpu\":\"2e-1\",\"memory\":\"5e8\"}}");
-    pod = session_desired_pod(&f.s, f.cfg, "img");
-    expect_resources(pod, "2e-1", "5e8", "1Gi");
-    json_object_put(pod);
-    teardown(&f);
+    spec_gives_resources(",\"resources\":{\"cpu\":\"2e-1\",\"memory\":\"5e8\"}}", "2e-1", "5e8",
+                         "1Gi");
 }
 
 /* The CRD marks the quantities x-kubernetes-int-or-string: a JSON integer is the quantity's text,
@@ -333,19 +326,10 @@ static void limits_are_clamped_to_the_ceilings(void **state)
 static void integer_quantities_are_quantities(void **state)
 {
     (void)state;
-    struct fixture f;
-    setup(&f, CM_SPEC ",\"resources\":{\"memory\":268435456,\"ephemeralStorage\":1000}}");
-    struct json_object *pod = session_desired_pod(&f.s, f.cfg, "img");
-    expect_resources(pod, "500m", "268435456", "1000");
-    json_object_put(pod);
-    teardown(&f);
-
+    spec_gives_resources(",\"resources\":{\"memory\":268435456,\"ephemeralStorage\":1000}}", "500m",
+                         "268435456", "1000");
     /* Above the ceiling or not positive: the ceiling, as for the same text in a string. */
-    setup(&f, CM_SPEC ",\"resources\":{\"cpu\":2,\"memory\":-5}}");
-    pod = session_desired_pod(&f.s, f.cfg, "img");
-    expect_resources(pod, "500m", "512Mi", "1Gi");
-    json_object_put(pod);
-    teardown(&f);
+    spec_gives_resources(",\"resources\":{\"cpu\":2,\"memory\":-5}}", "500m", "512Mi", "1Gi");
 }
 
 static void init_container_gets_the_url_through_env(void **state)
