@@ -33,6 +33,9 @@ struct cache_reflector {
      * and kept so for this reflector's life rather than met again at every list. */
     long page_now;
     char *cont; /* the continue token of the page asked for now; NULL: the first page */
+    /* This list asks for everything in one answer: a continue token expired, and paging again
+     * would meet the same wall on a server whose lists outlast etcd's compaction. */
+    int unpaged;
     struct json_object *(*transform)(struct json_object *obj, void *arg);
     void *transform_arg;
     double backoff_initial, backoff_max, backoff_reset;
@@ -44,6 +47,9 @@ struct cache_reflector {
     struct kube_watch *watch;
     double watch_started;
     unsigned long watch_events;
+    /* Watches in a row that ended 410 Expired without an event: the second is not relisted at
+     * once, or a list that outlasts compaction relists back to back forever. */
+    unsigned watch_expiries;
     ev_timer retry;
     int synced;
     int relist_next; /* the next retry lists instead of watching */
@@ -322,15 +328,20 @@ static void on_list_page(const struct kube_result *res, void *ud)
 {
     struct cache_reflector *r = ud;
     r->list_call = NULL;
+    int unpaged = r->unpaged;
+    r->unpaged = 0;
     if (res->rc < 0) {
         r->listing = 0;
-        if (res->status && kube_status_is_expired(res->status)) {
-            /* The continue token outlived its snapshot: start the list over at once. */
+        if (r->cont && res->status && kube_status_is_expired(res->status)) {
+            /* The continue token outlived its snapshot: the pages took longer than compaction,
+             * and so would the next paged list. One unpaged list, as client-go's pager does
+             * (FullListIfExpired); when that fails too, the backoff decides. */
             r->stats.relists_410++;
+            r->unpaged = 1;
             list_page(r, NULL);
             return;
         }
-        if (res->rc == -TELO_ETOOBIG && r->page_now > 1) {
+        if (!unpaged && res->rc == -TELO_ETOOBIG && r->page_now > 1) {
             /* The same page again, half as long: a page of one object always fits. */
             r->page_now /= 2;
             char name[160];
@@ -403,7 +414,7 @@ static void list_page(struct cache_reflector *r, const char *continue_token)
     struct kube_list_opts o = {
         .label_selector = r->label_selector,
         .field_selector = r->field_selector,
-        .limit = r->page_now,
+        .limit = r->unpaged ? 0 : r->page_now,
         .continue_token = continue_token,
         .raw_body = 1,
     };
@@ -453,12 +464,19 @@ static void on_watch_end(struct kube_watch *w, enum kube_watch_end reason,
     err = err ? &saved : NULL;
     kube_watch_free(w);
     r->watch = NULL;
+    if (r->watch_events > 0)
+        r->watch_expiries = 0;
     switch (reason) {
     case KUBE_WATCH_END_EXPIRED:
         /* Our resourceVersion was compacted away: only a fresh list can say what exists. */
         r->stats.relists_410++;
         set_rv(r, "");
-        list_page(r, NULL);
+        if (r->watch_expiries++ == 0) {
+            list_page(r, NULL);
+            return;
+        }
+        r->relist_next = 1;
+        fail(r, "watch", err);
         return;
     case KUBE_WATCH_END_CLOSED:
         if (lasted >= SHORT_WATCH_S || r->watch_events > 0) {
