@@ -374,6 +374,10 @@ struct build_http_call *build_http_submit(struct build_http *h,
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    /* A transfer that ends (timed out, cancelled) while its name is still being resolved would
+     * otherwise wait for the resolver thread's getaddrinfo, stalling the loop for as long as a
+     * tenant's slow DNS takes (curl issues #2975, #4852, #8515); the thread finishes alone. */
+    curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,

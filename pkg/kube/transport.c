@@ -337,6 +337,10 @@ static int call_prepare(struct kube_call *c, struct telo_err *err)
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    /* A request that ends (timed out, cancelled) while the server's name is still being
+     * resolved would otherwise wait for the resolver thread's getaddrinfo, stalling every
+     * reconcile, probe and the leader lease (curl issues #2975, #4852, #8515). */
+    curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     /* Wait for the first connection's ALPN answer rather than racing a second connection:
      * with CURLMOPT_MAX_HOST_CONNECTIONS 1 every request and watch shares one h2 connection. */
