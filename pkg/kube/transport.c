@@ -11,9 +11,12 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #define DEFAULT_MAX_BODY              ((size_t)64 << 20)
 #define DEFAULT_CONNECT_TIMEOUT_MS    5000L
@@ -24,6 +27,11 @@
 #define DEFAULT_MAX_STREAMS           1000L
 /* A non-2xx body on a stream is a metav1.Status: small. */
 #define ERROR_BODY_MAX ((size_t)1 << 20)
+/* Every request and watch shares one HTTP/2 connection. When the API server vanishes without a
+ * reset, Linux sends no keepalive probes while our data waits for an ACK, so the connection
+ * would be given up only after tcp_retries2 (~15 minutes), and a request's timeout resets just
+ * its stream. 30 s without an ACK drops the connection instead; the next request reconnects. */
+#define USER_TIMEOUT_MS 30000U
 
 const double kube_metrics_bucket_bounds[KUBE_METRICS_BUCKETS] = {0.005, 0.025, 0.1, 0.25, 0.5, 1,
                                                                  2,     4,     8,   15,   30,  60};
@@ -295,6 +303,17 @@ static void queue_pending(struct kube_call *c)
     }
 }
 
+/* Every connection to the API server gives up on data unacknowledged for USER_TIMEOUT_MS. */
+static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose)
+{
+    (void)ud;
+    (void)purpose;
+    unsigned timeout = USER_TIMEOUT_MS;
+    /* A socket that refuses it still works: a dead peer is only noticed later. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, sizeof(timeout));
+    return CURL_SOCKOPT_OK;
+}
+
 /* Builds the easy handle for the next attempt. Returns 0 or a negative code with err filled. */
 static int call_prepare(struct kube_call *c, struct telo_err *err)
 {
@@ -353,6 +372,7 @@ static int call_prepare(struct kube_call *c, struct telo_err *err)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 10L);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);

@@ -16,7 +16,12 @@
 
 #include "mock_client.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <ev.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,6 +327,68 @@ static void cancel_means_no_callback(void **state)
     assert_int_equal(o2.done, 1);
 }
 
+/* The TCP_USER_TIMEOUT of this process's connection to port, or -1 when there is none. */
+static int user_timeout_of_connection_to(int port)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return -1;
+    int found = -1;
+    struct dirent *e;
+    while (found < 0 && (e = readdir(d)) != NULL) {
+        int fd = atoi(e->d_name);
+        struct sockaddr_in peer;
+        socklen_t plen = sizeof(peer);
+        unsigned timeout = 0;
+        socklen_t tlen = sizeof(timeout);
+        if (e->d_name[0] != '.' && getpeername(fd, (struct sockaddr *)&peer, &plen) == 0 &&
+            peer.sin_family == AF_INET && ntohs(peer.sin_port) == port &&
+            getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, &tlen) == 0)
+            found = (int)timeout;
+    }
+    closedir(d);
+    return found;
+}
+
+struct probe {
+    int port;
+    int user_timeout_ms;
+};
+
+/* On the stream's first bytes, while its connection is open: reads its TCP_USER_TIMEOUT, then
+ * ends the stream. */
+static int probe_connection(struct kube_call *call, const char *data, size_t len, void *ud)
+{
+    (void)call;
+    (void)data;
+    (void)len;
+    struct probe *p = ud;
+    p->user_timeout_ms = user_timeout_of_connection_to(p->port);
+    return -1;
+}
+
+static void probe_done(struct kube_call *call, const struct kube_response *resp, void *ud)
+{
+    (void)call;
+    (void)resp;
+    (void)ud;
+}
+
+/* A half-open connection to the API server (the peer gone without a reset) with requests
+ * unacknowledged is dropped after TCP_USER_TIMEOUT, not tcp_retries2's ~15 minutes: Linux sends
+ * no keepalive probes while sent data waits for an ACK, and a request's timeout only resets its
+ * HTTP/2 stream. */
+static void connections_give_up_on_unacknowledged_data(void **state)
+{
+    struct mock_client *f = *state;
+    struct probe p = {.port = f->server.port, .user_timeout_ms = -2};
+    struct kube_request req = {.method = "GET", .path = "/stream", .streaming = 1};
+    struct telo_err err;
+    assert_non_null(kube_transport_submit(f->t, &req, probe_done, probe_connection, &p, &err));
+    ev_run(f->loop, 0);
+    assert_int_equal(p.user_timeout_ms, 30000);
+}
+
 static int released;
 
 static void rest_never(const struct kube_result *res, void *ud)
@@ -478,6 +545,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(hangup_retried_for_get_not_for_post, setup, teardown),
         cmocka_unit_test_setup_teardown(streams_body_to_on_data, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_means_no_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(connections_give_up_on_unacknowledged_data, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(a_call_ended_without_on_done_releases_its_data, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_get_answer_nested_past_json_c_default_depth_parses, setup,
