@@ -33,8 +33,15 @@
 #define RECONNECT_S      0.5  /* as the reference's relayDebugStream */
 #define RECONNECT_MAX_S  10.0 /* doubling from RECONNECT_S while the inspector stays away */
 #define REFUSED_LINGER_S 5.0  /* a refused client's last event, then the close in any case */
-#define UP_READ_CHUNK    16384
-#define UP_READ_ROUNDS   16 /* reads per readiness event, as ws/conn.c */
+/* From connect to the answer's head: an inspector that accepts and never answers would freeze the
+ * stream, with no reconnect ever tried. The app's inspector answers at once when it is alive. */
+#define ANSWER_TIMEOUT_S 10.0
+/* A client that took none of its queue for this long has stopped reading (a suspended laptop, a
+ * hostile client): it would hold one of the few debug slots of its namespace for good. Long enough
+ * for a slow link to take a full queue's bytes. */
+#define STALL_TIMEOUT_S 60.0
+#define UP_READ_CHUNK   16384
+#define UP_READ_ROUNDS  16 /* reads per readiness event, as ws/conn.c */
 /* A turn ends once this many events were relayed: the reads bound its bytes, and an app writing
  * tiny events (data:{}) gets about 1,800 to a read, each parsed and framed. */
 #define UP_TURN_EVENTS 256
@@ -64,7 +71,9 @@ struct relay {
     struct gw_sse_parser sse;
     unsigned turn_events; /* relayed in this turn of reads (UP_TURN_EVENTS) */
     ev_timer retry, heartbeat;
-    int up_logged; /* the inspector's absence was logged once */
+    ev_timer answer; /* the inspector's head is due (ANSWER_TIMEOUT_S) */
+    ev_timer stall;  /* the client has taken nothing of its queue since (STALL_TIMEOUT_S) */
+    int up_logged;   /* the inspector's absence was logged once */
 
     char namespace[254], name[254];
     char uid[64];               /* the TeloSession admitted: a successor is another stream */
@@ -84,6 +93,8 @@ struct gw_relays {
     unsigned long frames;
     struct gw_auth *auth;
     double reauth_s;
+    double answer_s, stall_s;
+    unsigned long stalled;
 };
 
 static void relay_free(struct relay *rl)
@@ -95,6 +106,8 @@ static void relay_free(struct relay *rl)
     ev_timer_stop(set->loop, &rl->retry);
     ev_timer_stop(set->loop, &rl->heartbeat);
     ev_timer_stop(set->loop, &rl->reauth);
+    ev_timer_stop(set->loop, &rl->answer);
+    ev_timer_stop(set->loop, &rl->stall);
     gw_admission_cancel(rl->check);
     if (rl->token != NULL) {
         OPENSSL_cleanse(rl->token, strlen(rl->token));
@@ -131,9 +144,11 @@ static void resume_inspector(struct relay *rl)
         ev_io_start(rl->set->loop, &rl->uio);
 }
 
-/* Writes what the client takes. Returns 0, or -1 when the client is gone. */
+/* Writes what the client takes. Returns 0, or -1 when the client is gone. The stall deadline
+ * runs while bytes wait, from the last write that took any. */
 static int flush_client(struct relay *rl)
 {
+    int progress = 0;
     while (rl->out_off < rl->out.len) {
         const char *p = rl->out.data + rl->out_off;
         size_t len = rl->out.len - rl->out_off;
@@ -141,12 +156,15 @@ static int flush_client(struct relay *rl)
                                          : send(rl->cfd, p, len, MSG_NOSIGNAL);
         if (n > 0) {
             rl->out_off += (size_t)n;
+            progress = 1;
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             ev_io_start(rl->set->loop, &rl->cwrite);
+            if (progress || !ev_is_active(&rl->stall))
+                ev_timer_again(rl->set->loop, &rl->stall);
             resume_inspector(rl);
             return 0;
         }
@@ -155,6 +173,7 @@ static int flush_client(struct relay *rl)
     buf_reset(&rl->out);
     rl->out_off = 0;
     ev_io_stop(rl->set->loop, &rl->cwrite);
+    ev_timer_stop(rl->set->loop, &rl->stall);
     resume_inspector(rl);
     return 0;
 }
@@ -180,6 +199,7 @@ static void on_event(const char *event, const char *data, size_t len, void *ud)
 static void up_close(struct relay *rl)
 {
     ev_io_stop(rl->set->loop, &rl->uio);
+    ev_timer_stop(rl->set->loop, &rl->answer);
     if (rl->ufd >= 0)
         close(rl->ufd);
     rl->ufd = -1;
@@ -281,6 +301,7 @@ static void up_cb(struct ev_loop *loop, ev_io *w, int revents)
         rl->up_logged = 0;
         rl->backoff = 0;
         rl->ustate = UP_BODY;
+        ev_timer_stop(rl->set->loop, &rl->answer);
         if (up_body(rl, body, body_len) != 0 ||
             ((size_t)n > take && up_body(rl, chunk + take, (size_t)n - take) != 0))
             return relay_free(rl);
@@ -314,6 +335,27 @@ static void up_connect(struct relay *rl)
     ev_io_init(&rl->uio, up_cb, rl->ufd, EV_WRITE);
     rl->uio.data = rl;
     ev_io_start(rl->set->loop, &rl->uio);
+    ev_timer_set(&rl->answer, rl->set->answer_s, 0.);
+    ev_timer_start(rl->set->loop, &rl->answer);
+}
+
+static void answer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    up_fail(w->data, "no answer in time");
+}
+
+static void stall_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct relay *rl = w->data;
+    telo_log(TELO_LOG_INFO, "debug relay: client stopped reading; closing",
+             "session=%s queued=%zu stalled_s=%g", rl->session, rl->out.len - rl->out_off,
+             rl->set->stall_s);
+    rl->set->stalled++;
+    relay_free(rl);
 }
 
 static void start_check(struct relay *rl);
@@ -381,6 +423,7 @@ static void refuse_client(struct relay *rl, int code, const char *reason, const 
     buf_release(&text);
     rl->refused = 1;
     ev_io_stop(rl->set->loop, &rl->uio);
+    ev_timer_stop(rl->set->loop, &rl->answer);
     if (rl->ufd >= 0)
         close(rl->ufd);
     rl->ufd = -1;
@@ -470,7 +513,15 @@ struct gw_relays *gw_relays_new(struct ev_loop *loop, double heartbeat_s)
         return NULL;
     r->loop = loop;
     r->heartbeat_s = heartbeat_s > 0 ? heartbeat_s : 20;
+    r->answer_s = ANSWER_TIMEOUT_S;
+    r->stall_s = STALL_TIMEOUT_S;
     return r;
+}
+
+void gw_relays_set_deadlines(struct gw_relays *r, double answer_s, double stall_s)
+{
+    r->answer_s = answer_s > 0 ? answer_s : ANSWER_TIMEOUT_S;
+    r->stall_s = stall_s > 0 ? stall_s : STALL_TIMEOUT_S;
 }
 
 void gw_relays_free(struct gw_relays *r)
@@ -514,7 +565,10 @@ int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, cons
     ev_timer_init(&rl->retry, retry_cb, 0., 0.);
     ev_timer_init(&rl->heartbeat, heartbeat_cb, r->heartbeat_s, r->heartbeat_s);
     ev_timer_init(&rl->reauth, reauth_cb, util_spread_first(r->reauth_s), r->reauth_s);
-    rl->cread.data = rl->cwrite.data = rl->retry.data = rl->heartbeat.data = rl->reauth.data = rl;
+    ev_timer_init(&rl->answer, answer_cb, r->answer_s, 0.);
+    ev_timer_init(&rl->stall, stall_cb, 0., r->stall_s);
+    rl->cread.data = rl->cwrite.data = rl->retry.data = rl->heartbeat.data = rl->reauth.data =
+        rl->answer.data = rl->stall.data = rl;
     rl->token = token;
     if (who != NULL) {
         snprintf(rl->namespace, sizeof(rl->namespace), "%s", who->namespace);
@@ -568,4 +622,9 @@ size_t gw_relays_namespace_count(const struct gw_relays *r, const char *namespac
 unsigned long gw_relays_frames(const struct gw_relays *r)
 {
     return r->frames;
+}
+
+unsigned long gw_relays_stalled(const struct gw_relays *r)
+{
+    return r->stalled;
 }

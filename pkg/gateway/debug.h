@@ -28,6 +28,12 @@ struct gw_relay_client {
     const char *namespace, *name, *uid, *token;
 };
 
+/* Replaces the relays' deadlines (0 keeps the default): answer_s from connecting to the inspector
+ * to its answer's head (10 s; then the reconnect's backoff runs), stall_s for a client that takes
+ * none of its queue (60 s; then its relay ends). Call before adding relays. For tests, which
+ * cannot wait that long. */
+void gw_relays_set_deadlines(struct gw_relays *r, double answer_s, double stall_s);
+
 /* Ends every relay (closing its client) and frees r. NULL is a no-op. */
 void gw_relays_free(struct gw_relays *r);
 
@@ -55,5 +61,8 @@ size_t gw_relays_namespace_count(const struct gw_relays *r, const char *namespac
 
 /* Debug frames relayed to clients since the start. */
 unsigned long gw_relays_frames(const struct gw_relays *r);
+
+/* Relays ended since the start because their client took nothing for the stall deadline. */
+unsigned long gw_relays_stalled(const struct gw_relays *r);
 
 #endif

@@ -143,11 +143,15 @@ int gw_front_metrics(struct buf *b, const struct gw_front_stats *s, const struct
                          "# HELP telo_gateway_debug_frames_total Debug frames relayed to clients.\n"
                          "# TYPE telo_gateway_debug_frames_total counter\n"
                          "telo_gateway_debug_frames_total %lu\n"
+                         "# HELP telo_gateway_debug_stalled_closes_total Debug streams ended "
+                         "because their client took none of its queue for 60 s.\n"
+                         "# TYPE telo_gateway_debug_stalled_closes_total counter\n"
+                         "telo_gateway_debug_stalled_closes_total %lu\n"
                          "# HELP telo_gateway_reauth_closes_total Clients closed because their "
                          "credential no longer admitted them.\n"
                          "# TYPE telo_gateway_reauth_closes_total counter\n"
                          "telo_gateway_reauth_closes_total %lu\n",
-                         g->debug_streams, g->debug_frames, m->reauth_closes);
+                         g->debug_streams, g->debug_frames, g->debug_stalled, m->reauth_closes);
     rc = rc ? rc
             : buf_printf(b,
                          "# HELP telo_gateway_pending Connections before admission (head or "

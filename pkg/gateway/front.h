@@ -42,6 +42,7 @@ struct gw_front_gauges {
     const struct gw_gate_metrics *gate;
     size_t debug_streams;
     unsigned long debug_frames;
+    unsigned long debug_stalled; /* debug streams ended: their client stopped reading */
     size_t pending;       /* connections before admission, the /metrics request not counted */
     size_t client_queued; /* bytes queued to attached clients (gw_hub_queued_bytes) */
     double accept_backoff_s;

@@ -484,6 +484,7 @@ static void metrics(struct conn *c)
                                 .gate = gw_gate_metrics(srv->gate),
                                 .debug_streams = gw_relays_count(srv->relays),
                                 .debug_frames = gw_relays_frames(srv->relays),
+                                .debug_stalled = gw_relays_stalled(srv->relays),
                                 .pending = srv->pending - (c->health ? 0 : 1), /* not itself */
                                 .client_queued = gw_hub_queued_bytes(srv->hub),
                                 .accept_backoff_s = ACCEPT_BACKOFF_S,

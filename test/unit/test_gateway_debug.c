@@ -1,5 +1,6 @@
 /* Tests for pkg/gateway/debug.c: the relay against an inspector (a child process) that streams
- * events without pause, as a hostile or busy session app may. */
+ * events without pause, as a hostile or busy session app may, or that never answers; and a client
+ * that stops reading. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -259,6 +260,104 @@ static void relays_are_counted_per_session(void **state)
     ev_loop_destroy(loop);
 }
 
+struct accepts {
+    int n;
+    int fds[8];
+};
+
+/* Accepts, and never reads or writes: an inspector that took the connection and hung. */
+static void accept_and_hang(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)revents;
+    struct accepts *a = w->data;
+    int fd = accept(w->fd, NULL, NULL);
+    if (fd < 0)
+        return;
+    if (a->n < 8)
+        a->fds[a->n] = fd;
+    else
+        close(fd);
+    if (++a->n >= 2)
+        ev_break(loop, EVBREAK_ALL);
+}
+
+/* An inspector that accepts and never answers is given up after the answer deadline and
+ * connected to again after the backoff (0.5 s): before, the stream froze on its first
+ * connection for good. */
+static void an_inspector_that_never_answers_is_connected_to_again(void **state)
+{
+    (void)state;
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(l, 4), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &alen), 0);
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct gw_relays *r = gw_relays_new(loop, 20);
+    assert_non_null(r);
+    gw_relays_set_deadlines(r, 0.2, 0);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    struct telo_err err = {0};
+    assert_int_equal(
+        gw_relays_add(r, sv[0], NULL, "127.0.0.1", ntohs(a.sin_port), "ns/s", NULL, &err), 0);
+    struct accepts acc = {0};
+    ev_io listener;
+    ev_io_init(&listener, accept_and_hang, l, EV_READ);
+    listener.data = &acc;
+    ev_io_start(loop, &listener);
+    ev_io reader;
+    ev_io_init(&reader, drain, sv[1], EV_READ);
+    ev_io_start(loop, &reader);
+    struct ticks t = {.want = 1};
+    ev_timer timer;
+    ev_timer_init(&timer, tick, 3, 0.);
+    timer.data = &t;
+    ev_timer_start(loop, &timer);
+    ev_run(loop, 0);
+    assert_int_equal(acc.n, 2);
+    assert_int_equal(t.n, 0);
+    gw_relays_free(r);
+    for (int i = 0; i < acc.n && i < 8; i++)
+        close(acc.fds[i]);
+    close(l);
+    close(sv[1]);
+    ev_loop_destroy(loop);
+}
+
+/* A client that reads nothing while the inspector streams has its relay ended once the stall
+ * deadline passed without a byte taken, and counted: before, it held its debug slot (one of 8 a
+ * namespace) as long as it stayed connected. */
+static void a_client_that_stops_reading_loses_its_relay(void **state)
+{
+    (void)state;
+    struct inspector in = inspector_start(2);
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct gw_relays *r = gw_relays_new(loop, 20);
+    assert_non_null(r);
+    gw_relays_set_deadlines(r, 0, 0.2);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    struct telo_err err = {0};
+    assert_int_equal(gw_relays_add(r, sv[0], NULL, "127.0.0.1", in.port, "ns/s", NULL, &err), 0);
+    struct ticks t = {.want = 1};
+    ev_timer timer;
+    ev_timer_init(&timer, tick, 0.05, 0.05);
+    timer.data = &t;
+    ev_timer_start(loop, &timer);
+    for (int i = 0; i < 60 && gw_relays_count(r) > 0; i++)
+        ev_run(loop, 0); /* a tick: 3 s in all */
+    ev_timer_stop(loop, &timer);
+    assert_int_equal(gw_relays_count(r), 0);
+    assert_int_equal(gw_relays_stalled(r), 1);
+    assert_true(gw_relays_frames(r) > 0);
+    gw_relays_free(r);
+    inspector_finish(&in);
+    close(sv[1]);
+    ev_loop_destroy(loop);
+}
+
 int main(void)
 {
     /* A relay writing to a client that left must not kill the test. */
@@ -268,6 +367,8 @@ int main(void)
         cmocka_unit_test(a_turn_relays_a_bounded_number_of_tiny_events),
         cmocka_unit_test(a_client_that_does_not_read_holds_the_inspector_back),
         cmocka_unit_test(relays_are_counted_per_session),
+        cmocka_unit_test(an_inspector_that_never_answers_is_connected_to_again),
+        cmocka_unit_test(a_client_that_stops_reading_loses_its_relay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
