@@ -11,12 +11,14 @@
 #include "util/jget.h"
 #include "util/timefmt.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
 #include <json.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <poll.h>
 #include <signal.h>
@@ -174,7 +176,7 @@ int kt_via_parse(const char *s, int *via)
 /* url's host (an IPv6 address without brackets) and port (the scheme's default when none) into
  * host and port. Returns 0, or -1 with why filled. */
 static int host_port(const char *url, char *host, size_t hostlen, char *port, size_t portlen,
-                     char *why, size_t whylen)
+                     int *tls_out, char *why, size_t whylen)
 {
     CURLU *u = curl_url();
     char *h = NULL, *p = NULL, *scheme = NULL;
@@ -193,6 +195,8 @@ static int host_port(const char *url, char *host, size_t hostlen, char *port, si
     }
     snprintf(host, hostlen, "%.*s", (int)n, start);
     int tls = strcasecmp(scheme, "https") == 0 || strcasecmp(scheme, "wss") == 0;
+    if (tls_out != NULL)
+        *tls_out = tls;
     if (curl_url_get(u, CURLUPART_PORT, &p, 0) == CURLUE_OK)
         snprintf(port, portlen, "%s", p);
     else
@@ -213,7 +217,7 @@ out:
 static int probe(const char *url, double timeout_s, char *why, size_t whylen)
 {
     char host[256], port[16];
-    if (host_port(url, host, sizeof(host), port, sizeof(port), why, whylen) != 0)
+    if (host_port(url, host, sizeof(host), port, sizeof(port), NULL, why, whylen) != 0)
         return -1;
     struct addrinfo hints, *addrs = NULL;
     memset(&hints, 0, sizeof(hints));
@@ -264,6 +268,24 @@ static int probe(const char *url, double timeout_s, char *why, size_t whylen)
     }
     freeaddrinfo(addrs);
     return rc;
+}
+
+/* Whether the user's own kubeconfig credential may go to url itself: over TLS, or to this
+ * machine (a port-forward). It opens whatever the user may open in the cluster, and the URL is
+ * the session's status: a name that resolves to another host here (a search domain, a hijacking
+ * resolver, another cluster's gateway under the chart's default name) would get it in clear. */
+static int own_credential_may_go_to(const char *url)
+{
+    char host[256], port[16], why[64];
+    int tls = 0;
+    if (host_port(url, host, sizeof(host), port, sizeof(port), &tls, why, sizeof(why)) != 0)
+        return 0;
+    if (tls || strcasecmp(host, "localhost") == 0)
+        return 1;
+    unsigned char a[16];
+    if (inet_pton(AF_INET, host, a) == 1)
+        return a[0] == 127;
+    return inet_pton(AF_INET6, host, a) == 1 && IN6_IS_ADDR_LOOPBACK((struct in6_addr *)a);
 }
 
 /* Whether the user may get services/proxy with the resource name "SCHEME:NAME:PORT" of svc: 1
@@ -687,6 +709,8 @@ struct attach_plan {
 static void plan_release(struct attach_plan *p)
 {
     free(p->url);
+    if (p->token != NULL)
+        OPENSSL_cleanse(p->token, strlen(p->token));
     free(p->token);
     free(p->gateway_url);
 }
@@ -784,6 +808,24 @@ static int attach_target(struct kt *kt, const char *name, const struct kt_attach
     return 0;
 }
 
+/* The user's own credential for a gateway when the session token could not be read, or NULL;
+ * *bound says whether it is a token for the gateway's audience only. */
+static char *own_token(struct kt *kt, const struct kt_attach_flags *flags, int *bound)
+{
+    /* A gateway run with --token-audience accepts only tokens issued for it. */
+    const char *audience =
+        flags->token_audience != NULL ? flags->token_audience : getenv("TELO_TOKEN_AUDIENCE");
+    char *token = NULL;
+    if (audience != NULL && audience[0] != '\0')
+        token = audience_token(kt, audience);
+    *bound = token != NULL;
+    struct telo_err terr;
+    const char *own = NULL;
+    if (token == NULL && kube_config_token(kt->cfg, &own, &terr) == 0 && own != NULL)
+        token = strdup(own);
+    return token;
+}
+
 /* The way to the gateway: its URL is often an in-cluster Service name, which resolves only
  * inside the cluster; the API server's service proxy reaches the same Service with nothing
  * but the kubeconfig. Sets p->via_proxy and, then, p->url to the proxy's URL for the gateway's
@@ -792,7 +834,36 @@ static int choose_way(struct kt *kt, const char *name, const struct kt_attach_fl
                       struct attach_plan *p, char *why, size_t whylen)
 {
     p->direct_seen = flags->via == KT_VIA_PROXY ? NULL : why;
-    if (p->via_gateway && flags->via != KT_VIA_PROXY && probe(p->url, PROBE_S, why, whylen) != 0) {
+    /* Without the session's token the user's own goes; one bound to the gateway's audience
+     * opens nothing else, the kubeconfig's opens everything the user may. */
+    int own_in_clear = 0;
+    if (p->via_gateway && p->token == NULL) {
+        struct telo_err err;
+        if (credentials_ready(kt, &err) != 0) {
+            kt_say(stderr, "kubectl-telo: %s\n", err.msg);
+            return 1;
+        }
+        int bound = 0;
+        p->token = own_token(kt, flags, &bound);
+        own_in_clear = p->token != NULL && !bound && !own_credential_may_go_to(p->url);
+    }
+    if (own_in_clear && flags->via == KT_VIA_DIRECT) {
+        kt_say(stderr,
+               "kubectl-telo: --via=direct would send your kubeconfig's credential to %s over "
+               "plain HTTP; attach with --via=proxy (the API server's service proxy), give the "
+               "gateway an https URL, or a token for the gateway's audience (--token-audience)\n",
+               p->url);
+        return 1;
+    }
+    if (own_in_clear && flags->via == KT_VIA_AUTO) {
+        kt_say(stderr,
+               "kubectl-telo: not sending your kubeconfig's credential to %s over plain HTTP; "
+               "going through the API server's service proxy\n",
+               p->url);
+        p->direct_seen = NULL;
+        p->via_proxy = 1;
+    } else if (p->via_gateway && flags->via != KT_VIA_PROXY &&
+               probe(p->url, PROBE_S, why, whylen) != 0) {
         if (flags->via == KT_VIA_DIRECT) {
             kt_say(stderr,
                    "kubectl-telo: cannot reach the gateway at %s: %s (--via=direct); from "
@@ -828,22 +899,6 @@ static int choose_way(struct kt *kt, const char *name, const struct kt_attach_fl
     return 0;
 }
 
-/* The user's own credential for a gateway when the session token could not be read, or NULL. */
-static char *own_token(struct kt *kt, const struct kt_attach_flags *flags)
-{
-    /* A gateway run with --token-audience accepts only tokens issued for it. */
-    const char *audience =
-        flags->token_audience != NULL ? flags->token_audience : getenv("TELO_TOKEN_AUDIENCE");
-    char *token = NULL;
-    if (audience != NULL && audience[0] != '\0')
-        token = audience_token(kt, audience);
-    struct telo_err terr;
-    const char *own = NULL;
-    if (token == NULL && kube_config_token(kt->cfg, &own, &terr) == 0 && own != NULL)
-        token = strdup(own);
-    return token;
-}
-
 /* Opens s->attach the way p says. The token is cleansed and freed once the stream is open or
  * refused. Returns 0, or 1 having said why. */
 static int open_attach(struct kt *kt, const char *name, const struct kt_attach_flags *flags,
@@ -868,13 +923,6 @@ static int open_attach(struct kt *kt, const char *name, const struct kt_attach_f
     if ((!direct_gw || p->token == NULL) && credentials_ready(kt, &err) != 0) {
         kt_say(stderr, "kubectl-telo: %s\n", err.msg);
         return 1;
-    }
-    if (p->via_gateway && p->token == NULL) {
-        p->token = own_token(kt, flags);
-        if (p->via_proxy)
-            opts.protocol_token = p->token;
-        else
-            opts.token = p->token;
     }
     struct kube_attach_callbacks cb = {
         .on_open = on_open, .on_output = on_output, .on_end = on_end};

@@ -15,12 +15,15 @@ import os
 import pty
 import select
 import signal
+import socket
 import struct
 import subprocess
 import termios
+import threading
 import time
 
 import pytest
+import yaml
 
 from conftest import OPERATOR_BIN_DIR, ROOT, wait_until
 from test_sessions import get_ts, wait_phase
@@ -313,6 +316,102 @@ def test_an_apps_escape_sequences_reach_no_ones_terminal(cluster, real, tmp_path
     assert_terminal_safe("kubectl telo attach", again.stdout + again.stderr)
     assert "session esc has ended: Failed (AppExited)" in again.stderr, again.stderr
     assert "evil.example" in again.stderr, again.stderr
+
+
+def _host_address():
+    """This machine's address on its default route (not loopback), or None."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("10.255.255.255", 9))
+        addr = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None if addr.startswith("127.") else addr
+
+
+def test_the_users_own_credential_never_goes_to_a_gateway_url_in_clear(cluster, real, tmp_path):
+    """Without the session's token, attach sends the user's own: the kubeconfig's, which opens
+    whatever the user may. status.attach.url is plain HTTP to a host that is not this machine (a
+    Service name a search domain or another cluster resolves here, say): the credential does not
+    go there; auto goes through the API server's service proxy, --via=direct refuses, naming
+    what to do."""
+    addr = _host_address()
+    if addr is None:
+        pytest.skip("this machine has no address but loopback to listen on")
+    ns, op = real()
+    d = app_dir(tmp_path, "own", {"telo.yaml": "print up\nhttp 8081 ok\n"})
+    run = telo(cluster, ns, "run", str(d), "--name", "own", "--port", "8081", "--no-attach")
+    assert run.returncode == 0, run.stderr
+    # A listener where the URL points, recording whatever arrives.
+    got = []
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((addr, 0))
+    srv.listen(8)
+    srv.settimeout(0.5)
+    stop = threading.Event()
+
+    def listen():
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            c.settimeout(2)
+            try:
+                got.append(c.recv(65536))
+            except OSError:
+                pass
+            c.close()
+    th = threading.Thread(target=listen, daemon=True)
+    th.start()
+    url = "http://%s:%d/v1/namespaces/%s/telosessions/own/attach" % (
+        addr, srv.getsockname()[1], ns)
+    # The status as the operator would write it for a gateway without the session's Secret; the
+    # operator stopped, so it stays so.
+    op.stop()
+    cluster.kubectl("patch", "telosession", "own", "-n", ns, "--subresource=status",
+                    "--type=json", "-p", json.dumps([
+                        {"op": "add", "path": "/status/attach", "value": {"url": url}}]))
+    sa = "own-user"
+    cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
+    cluster.kubectl("create", "role", "read-own", "-n", ns, "--verb=get",
+                    "--resource=telosessions.telo.run")
+    cluster.kubectl("create", "rolebinding", "read-own", "-n", ns, "--role=read-own",
+                    "--serviceaccount=%s:%s" % (ns, sa))
+    token = cluster.kubectl("create", "token", sa, "-n", ns, "--duration=10m").stdout.strip()
+    kc = tmp_path / "kubeconfig"
+    with open(cluster.kubeconfig) as f:
+        admin = yaml.safe_load(f)
+    with open(kc, "w") as f:
+        yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "t",
+                        "clusters": [{"name": "t", "cluster": admin["clusters"][0]["cluster"]}],
+                        "users": [{"name": "t", "user": {"token": token}}],
+                        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}]},
+                       f)
+    try:
+        argv = [cluster.kubectl_path, "telo", "--kubeconfig", str(kc), "-n", ns, "attach", "own"]
+        auto = subprocess.run(argv, env=plugin_env(), capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+        assert "not sending your kubeconfig's credential to %s over plain HTTP" % url in \
+            auto.stderr, auto.stderr
+        assert "going through the API server's service proxy" in auto.stderr, auto.stderr
+        direct = subprocess.run(argv + ["--via=direct"], env=plugin_env(), capture_output=True,
+                                text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert direct.returncode == 1, (direct.returncode, direct.stderr)
+        assert "--via=direct would send your kubeconfig's credential" in direct.stderr, \
+            direct.stderr
+        assert "--via=proxy" in direct.stderr, direct.stderr
+        time.sleep(1)
+    finally:
+        stop.set()
+        th.join(timeout=5)
+        srv.close()
+    seen = b"".join(got)
+    assert token.encode() not in seen, "the user's token reached %s: %r" % (url, seen[:400])
+    assert not seen, "the URL was sent a request: %r" % seen[:400]
 
 
 @pytest.mark.parametrize("args,words,code", [
