@@ -10,6 +10,35 @@ stop_pid() {
 	kill -KILL "$p" 2>/dev/null || true
 }
 
+# bench_swap_main_kcm LOG: only one job controller may act on a bench's Jobs, so the cluster's
+# kube-controller-manager is replaced by the same command with every controller but the job
+# controller, on port $sub_kcm_port, its output in LOG; waits until it is healthy. Sets
+# main_kcm_stopped=1 (the caller's cleanup restarts the cluster's with hack/cluster/up.sh) and
+# sub_kcm_pid (the caller stops it). Nothing when the cluster has no KCM running; a substitute
+# already running is kept.
+bench_swap_main_kcm() {
+	local logfile=$1 pid args=()
+	pid=$(component_pid kube-controller-manager)
+	[ -n "$pid" ] || return 0
+	while IFS= read -r -d '' a; do
+		case "$a" in
+		--controllers=*) a="--controllers=*,-job-controller" ;;
+		--secure-port=*) a="--secure-port=$sub_kcm_port" ;;
+		esac
+		args+=("$a")
+	done </proc/"$pid"/cmdline
+	hack/cluster/down.sh kube-controller-manager >/dev/null
+	main_kcm_stopped=1
+	if [ -z "$sub_kcm_pid" ]; then
+		"${args[@]}" >"$logfile" 2>&1 &
+		sub_kcm_pid=$!
+		until curl -fsSk "https://127.0.0.1:$sub_kcm_port/healthz" >/dev/null 2>&1; do
+			kill -0 "$sub_kcm_pid" || { log "substitute KCM died: $logfile"; exit 1; }
+			sleep 0.3
+		done
+	fi
+}
+
 # The kwok nodes a bench adds for its own pods: tainted bench.telo.run/node=ID, so only the
 # bench's pods, which tolerate it, land there, and labelled with it for their nodeSelector.
 

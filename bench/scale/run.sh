@@ -112,28 +112,7 @@ bench_nodes_up "$id" 4000 8Ti 6000 "$out/nodes.yaml" "${nodes[@]}"
 
 # --- kube-controller-managers (as bench/sessions/run.sh) -------------------------------------
 kc="$cluster_dir/kube-controller-manager.kubeconfig"
-swap_main_kcm() {
-	local pid args=()
-	pid=$(component_pid kube-controller-manager)
-	[ -n "$pid" ] || return 0
-	while IFS= read -r -d '' a; do
-		case "$a" in
-		--controllers=*) a="--controllers=*,-job-controller" ;;
-		--secure-port=*) a="--secure-port=$sub_kcm_port" ;;
-		esac
-		args+=("$a")
-	done </proc/"$pid"/cmdline
-	hack/cluster/down.sh kube-controller-manager >/dev/null
-	main_kcm_stopped=1
-	if [ -z "$sub_kcm_pid" ]; then
-		"${args[@]}" >"$out/logs/kcm-substitute.log" 2>&1 &
-		sub_kcm_pid=$!
-		until curl -fsSk "https://127.0.0.1:$sub_kcm_port/healthz" >/dev/null 2>&1; do
-			kill -0 "$sub_kcm_pid" || { log "substitute KCM died: $out/logs/kcm-substitute.log"; exit 1; }
-			sleep 0.3
-		done
-	fi
-}
+swap_main_kcm() { bench_swap_main_kcm "$out/logs/kcm-substitute.log"; }
 start_bench_kcm() { # qps burst: a fresh job-only KCM, so its RSS peak is this run's
 	stop_pid "$bench_kcm_pid"
 	"$k8s_bin/kube-controller-manager" --kubeconfig="$kc" --authentication-kubeconfig="$kc" \

@@ -122,29 +122,7 @@ bench_nodes_up "$id" 2000 4Ti 5000 "$out/nodes.yaml" "${nodes[@]}"
 
 # --- kube-controller-managers -----------------------------------------------------------------
 kc="$cluster_dir/kube-controller-manager.kubeconfig"
-# The cluster's KCM with every controller but the job controller, on its own port.
-swap_main_kcm() {
-	local pid args=()
-	pid=$(component_pid kube-controller-manager)
-	[ -n "$pid" ] || return 0
-	while IFS= read -r -d '' a; do
-		case "$a" in
-		--controllers=*) a="--controllers=*,-job-controller" ;;
-		--secure-port=*) a="--secure-port=$sub_kcm_port" ;;
-		esac
-		args+=("$a")
-	done </proc/"$pid"/cmdline
-	hack/cluster/down.sh kube-controller-manager >/dev/null
-	main_kcm_stopped=1
-	if [ -z "$sub_kcm_pid" ]; then
-		"${args[@]}" >"$out/kcm-substitute.log" 2>&1 &
-		sub_kcm_pid=$!
-		until curl -fsSk "https://127.0.0.1:$sub_kcm_port/healthz" >/dev/null 2>&1; do
-			kill -0 "$sub_kcm_pid" || { log "substitute KCM died: $out/kcm-substitute.log"; exit 1; }
-			sleep 0.3
-		done
-	fi
-}
+swap_main_kcm() { bench_swap_main_kcm "$out/kcm-substitute.log"; }
 # Job controllers other than ours: the cluster's KCM restarted by whoever ran hack/cluster/up.sh
 # meanwhile (e2e runs do: stopped again), or someone's own KCM (reported).
 check_job_controllers() { # label
