@@ -447,6 +447,13 @@ void gw_admission_cancel(struct gw_admission *adm)
     admission_free(adm);
 }
 
+void gw_replaced_refusal(int *code, const char **reason, const char **message)
+{
+    *code = 410;
+    *reason = "Gone";
+    *message = "the session was replaced by another of its name: connect to it again";
+}
+
 int gw_reauth_refusal(const struct gw_admitted *a, int *code, const char **reason,
                       const char **message)
 {

@@ -70,6 +70,11 @@ int gw_auth_set_audience(struct gw_auth *a, const char *audience);
 int gw_reauth_refusal(const struct gw_admitted *a, int *code, const char **reason,
                       const char **message);
 
+/* The refusal (HTTP code, Status reason and message) a client admitted to a TeloSession is closed
+ * with once another TeloSession of its name (another uid) has taken its place: 410 Gone, as for
+ * any resource deleted and created again. Cannot fail. */
+void gw_replaced_refusal(int *code, const char **reason, const char **message);
+
 /* Cancels adm: cb is not called. NULL is a no-op. Not from inside cb. */
 void gw_admission_cancel(struct gw_admission *adm);
 

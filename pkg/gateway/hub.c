@@ -85,6 +85,9 @@ struct session {
     double stdin_lost_at;             /* the last loss (loop time) */
     int exit_code;                    /* S_ENDED: the container's exit code, -1 when unknown */
     char end_message[200];
+    int replaced;                /* another TeloSession of its name took its place: out of the
+                                  * map, its clients closing */
+    struct session *prev, *next; /* replaced: in the hub's list of them */
 };
 
 struct client {
@@ -105,6 +108,8 @@ struct gw_hub {
     struct kube_transport *t;
     struct gw_hub_opts opts;
     struct strmap *sessions;
+    struct session *replaced; /* each until its last client has gone (at most ws_conn's close
+                               * timeout); their clients count in m.clients only */
     struct gw_hub_metrics m;
 };
 
@@ -165,17 +170,14 @@ static void finish_client(struct client *c)
     ws_conn_close(c->ws, WS_CLOSE_NORMAL, reason);
 }
 
-/* Closes a client whose credential no longer admits it: a Status on channel 3 (v4/v5, as the API
- * server ends a stream it refuses) or an error frame (telo.io.v1), then a policy close. */
+/* Closes a client the session is no longer open to (its credential was revoked, or the session
+ * replaced): a Status on channel 3 (v4/v5, as the API server ends a stream it refuses) or an
+ * error frame (telo.io.v1), then a policy close. */
 static void refuse_client(struct client *c, int code, const char *reason, const char *message)
 {
-    struct gw_hub *h = c->s->hub;
     struct buf b;
     buf_init(&b, 4096);
     c->finished = 1;
-    h->m.reauth_closes++;
-    telo_log(TELO_LOG_INFO, "attach client refused on re-authorization",
-             "session=%s subject=\"%s\" code=%d why=\"%s\"", c->s->key, c->subject, code, message);
     if (c->proto == GW_PROTO_IO_V1) {
         if (gw_error_frame_json(&b, code, reason, message) == 0)
             send_text(c, b.data, 1);
@@ -198,8 +200,13 @@ static void reauthorized(const struct gw_admitted *a, void *ud)
         return;
     int code;
     const char *reason, *message;
-    if (gw_reauth_refusal(a, &code, &reason, &message))
+    if (gw_reauth_refusal(a, &code, &reason, &message)) {
+        c->s->hub->m.reauth_closes++;
+        telo_log(TELO_LOG_INFO, "attach client refused on re-authorization",
+                 "session=%s subject=\"%s\" code=%d why=\"%s\"", c->s->key, c->subject, code,
+                 message);
         return refuse_client(c, code, reason, message);
+    }
     if (a->verdict != GW_ALLOW)
         /* The API server could not be asked: the stream stays; the next period asks again. */
         telo_log(TELO_LOG_WARN, "attach re-authorization unavailable; the client stays",
@@ -451,6 +458,11 @@ static void client_closed(struct ws_conn *ws, int code, const char *reason, void
     telo_log(TELO_LOG_INFO, "attach client left", "session=%s subject=\"%s\" code=%d reason=\"%s\"",
              s->key, c->subject, code, reason);
     client_free(c);
+    if (s->replaced) {
+        if (s->clients == NULL)
+            session_free(s);
+        return;
+    }
     if (s->clients == NULL)
         s->alone_since = ev_now(s->hub->loop);
     /* An upstream nobody reads would hold its pods/attach and ring for the session's life. */
@@ -730,6 +742,23 @@ static void expire_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---- sessions ----------------------------------------------------------------------------- */
 
+/* Ends everything of s but its clients: the upstream, the pod read, the timers. */
+static void session_stop(struct session *s)
+{
+    struct gw_hub *h = s->hub;
+    kube_call_cancel(s->pod_call);
+    s->pod_call = NULL;
+    kube_attach_free(s->up);
+    s->up = NULL;
+    kube_execcred_wait_cancel(s->cred_wait);
+    s->cred_wait = NULL;
+    ev_timer_stop(h->loop, &s->retry);
+    ev_timer_stop(h->loop, &s->resize);
+    ev_timer_stop(h->loop, &s->expire);
+    ev_timer_stop(h->loop, &s->fan);
+    ev_timer_stop(h->loop, &s->typed);
+}
+
 static void session_free(struct session *s)
 {
     struct gw_hub *h = s->hub;
@@ -737,19 +766,53 @@ static void session_free(struct session *s)
         next = c->next;
         client_free(c);
     }
-    kube_call_cancel(s->pod_call);
-    kube_attach_free(s->up);
-    kube_execcred_wait_cancel(s->cred_wait);
-    ev_timer_stop(h->loop, &s->retry);
-    ev_timer_stop(h->loop, &s->resize);
-    ev_timer_stop(h->loop, &s->expire);
-    ev_timer_stop(h->loop, &s->fan);
-    ev_timer_stop(h->loop, &s->typed);
-    strmap_remove(h->sessions, s->key);
+    session_stop(s);
+    if (!s->replaced) {
+        strmap_remove(h->sessions, s->key);
+    } else {
+        if (s->prev != NULL)
+            s->prev->next = s->next;
+        else
+            h->replaced = s->next;
+        if (s->next != NULL)
+            s->next->prev = s->prev;
+    }
     gw_ring_free(s->ring);
     buf_release(&s->pending_stdin);
     h->m.sessions--;
     free(s);
+}
+
+/* Another TeloSession of s's name (another uid) takes its place: s leaves the map at once with its
+ * upstream and scrollback, and each client it has not finished is told (410 Gone) and closed, so
+ * nothing of one session reaches the clients of the next. s is freed once its last client has
+ * gone; s may be gone on return. */
+static void session_replace(struct session *s, const char *by_uid)
+{
+    struct gw_hub *h = s->hub;
+    telo_log(TELO_LOG_INFO,
+             "attach session replaced by another of its name: upstream closed, "
+             "scrollback dropped",
+             "session=%s uid=%s new_uid=%s", s->key, s->uid, by_uid);
+    session_stop(s);
+    strmap_remove(h->sessions, s->key);
+    s->replaced = 1;
+    s->state = S_ENDED; /* what its closing clients still send goes nowhere */
+    s->next = h->replaced;
+    if (h->replaced != NULL)
+        h->replaced->prev = s;
+    h->replaced = s;
+    if (s->clients == NULL)
+        return session_free(s);
+    int code;
+    const char *reason, *message;
+    gw_replaced_refusal(&code, &reason, &message);
+    /* A close that fails at once frees its client, and the last one s: s is not read after. */
+    for (struct client *c = s->clients, *next; c != NULL; c = next) {
+        next = c->next;
+        if (!c->finished)
+            refuse_client(c, code, reason, message);
+    }
 }
 
 static struct session *session_new(struct gw_hub *h, const struct gw_attach *req)
@@ -792,17 +855,23 @@ static int running(const struct gw_attach *req)
            req->pod[0] != '\0';
 }
 
-/* Whether req is about a newer run than the ended session s holds: another TeloSession of the
- * same name, another pod, or one that became Ready after s ended (a stopped session started
- * again gets a pod of the same name). A Running status older than the end is only the status
- * catching up with it. Ready's time stamp has whole seconds, and no pod starts within the second
- * its predecessor ended, hence the floor. */
+/* Whether req is about another TeloSession than s: one deleted and created again under its name
+ * (a new uid) is another session, whose clients must get nothing of the old one's. */
+static int other_session(const struct session *s, const struct gw_attach *req)
+{
+    return strcmp(s->uid, req->uid ? req->uid : "") != 0;
+}
+
+/* Whether req is about a newer run of s's TeloSession than the ended s holds: another pod, or
+ * one that became Ready after s ended (a stopped session started again gets a pod of the same
+ * name). A Running status older than the end is only the status catching up with it. Ready's
+ * time stamp has whole seconds, and no pod starts within the second its predecessor ended,
+ * hence the floor. */
 static int new_run(const struct session *s, const struct gw_attach *req)
 {
     if (s->state != S_ENDED || !running(req))
         return 0;
-    return strcmp(s->uid, req->uid ? req->uid : "") != 0 || strcmp(s->pod, req->pod) != 0 ||
-           req->ready_since >= floor(s->ended_at);
+    return strcmp(s->pod, req->pod) != 0 || req->ready_since >= floor(s->ended_at);
 }
 
 /* The session a new one may take the place of when a cap is reached: of those without a client
@@ -846,12 +915,17 @@ int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char
 {
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", req->namespace, req->name);
-    if (strmap_get(h->sessions, key) != NULL)
+    const struct session *s = strmap_get(h->sessions, key);
+    if (s != NULL && !other_session(s, req))
         return 0;
+    /* Held for another session of the name: this one is judged as if nothing were held, but
+     * takes that one's place rather than a new one (gw_hub_attach replaces it). */
     if (!running(req) && !terminal_phase(req->phase)) {
         *why = "the session is not running yet; attach once its phase is Running";
         return 409;
     }
+    if (s != NULL)
+        return 0;
     size_t held;
     if (strmap_len(h->sessions) >= h->opts.max_sessions && make_room_from(h, NULL, &held) == NULL) {
         *why = full_why;
@@ -890,7 +964,10 @@ int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const v
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", req->namespace, req->name);
     struct session *s = strmap_get(h->sessions, key);
-    if (s != NULL && new_run(s, req)) {
+    if (s != NULL && other_session(s, req)) {
+        session_replace(s, req->uid ? req->uid : "");
+        s = NULL;
+    } else if (s != NULL && new_run(s, req)) {
         session_free(s);
         s = NULL;
     }
@@ -1048,6 +1125,10 @@ void gw_hub_free(struct gw_hub *h)
     void *v;
     while (strmap_next(h->sessions, &it, &key, &v))
         session_free(v);
+    for (struct session *s = h->replaced, *next; s != NULL; s = next) {
+        next = s->next;
+        session_free(s);
+    }
     strmap_free(h->sessions);
     free(h);
 }

@@ -86,7 +86,8 @@ struct gw_hub *gw_hub_new(struct ev_loop *loop, struct kube_transport *t,
 void gw_hub_free(struct gw_hub *h);
 
 /* Whether a client may be attached for req: returns 0, or an HTTP status with *why set: 409
- * when the session is neither running with a pod, nor ended, nor held in memory; 429 when it is
+ * when the session is neither running with a pod, nor ended, nor held in memory for its uid
+ * (what is held for another TeloSession of the name counts as nothing held); 429 when it is
  * not held and its namespace holds max_sessions_per_namespace, each with a client attached; 503
  * when it is not held and max_sessions are, each with a client attached. */
 int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char **why);
@@ -94,7 +95,9 @@ int gw_hub_check(const struct gw_hub *h, const struct gw_attach *req, const char
 /* Takes the upgraded socket fd and how to read and write it (io: plain or TLS; NULL for plain),
  * both closed by the hub from now on, also on failure, and the bytes already read past the
  * handshake, and attaches the client: the hello, the scrollback, then live output; the exit
- * Status at the end. Returns 0, or a negative code with err filled (the client is then gone). */
+ * Status at the end. What is held for another TeloSession of the name (another uid) is dropped
+ * first, its clients closed with 410 Gone. Returns 0, or a negative code with err filled (the
+ * client is then gone). */
 int gw_hub_attach(struct gw_hub *h, int fd, const struct ws_conn_io *io, const void *extra,
                   size_t extra_len, const struct gw_attach *req, struct telo_err *err);
 
