@@ -454,11 +454,15 @@ void gw_replaced_refusal(int *code, const char **reason, const char **message)
     *message = "the session was replaced by another of its name: connect to it again";
 }
 
-int gw_reauth_refusal(const struct gw_admitted *a, int *code, const char **reason,
+int gw_reauth_refusal(const struct gw_admitted *a, const char *uid, int *code, const char **reason,
                       const char **message)
 {
     switch (a->verdict) {
     case GW_ALLOW:
+        if (uid == NULL || uid[0] == '\0' || strcmp(a->uid, uid) == 0)
+            return 0;
+        gw_replaced_refusal(code, reason, message);
+        return 1;
     case GW_TOO_MANY: /* only the admission gate says so, and re-authorization skips it */
     case GW_UNAVAILABLE:
         return 0;

@@ -63,11 +63,12 @@ struct gw_admission *gw_reauthorize(struct gw_auth *a, const char *namespace, co
  * "": none (the API server's own audiences, any token valid for it). Returns 0 or -TELO_ENOMEM. */
 int gw_auth_set_audience(struct gw_auth *a, const char *audience);
 
-/* What a re-authorization's verdict means for a client already attached: the refusal (HTTP code,
- * Status reason and message) it is closed with. Returns 1 with the three filled for a refusal; 0
- * when the client stays (allowed, or the API server could not be asked: the next period asks
- * again). */
-int gw_reauth_refusal(const struct gw_admitted *a, int *code, const char **reason,
+/* What a re-authorization's verdict means for a client already attached to the TeloSession with
+ * uid (NULL or "": not known, not compared): the refusal (HTTP code, Status reason and message)
+ * it is closed with, gw_replaced_refusal's when the name now holds another session (an attach
+ * token is scoped to one uid). Returns 1 with the three filled for a refusal; 0 when the client
+ * stays (allowed, or the API server could not be asked: the next period asks again). */
+int gw_reauth_refusal(const struct gw_admitted *a, const char *uid, int *code, const char **reason,
                       const char **message);
 
 /* The refusal (HTTP code, Status reason and message) a client admitted to a TeloSession is closed

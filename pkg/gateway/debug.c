@@ -443,7 +443,7 @@ static void reauthorized(const struct gw_admitted *a, void *ud)
     rl->check = NULL;
     int code;
     const char *reason, *message;
-    if (gw_reauth_refusal(a, &code, &reason, &message))
+    if (gw_reauth_refusal(a, rl->uid, &code, &reason, &message))
         return refuse_client(rl, code, reason, message);
     if (a->verdict != GW_ALLOW) {
         telo_log(TELO_LOG_WARN, "debug re-authorization unavailable; the client stays",
@@ -452,10 +452,6 @@ static void reauthorized(const struct gw_admitted *a, void *ud)
             up_close(rl);
         return;
     }
-    if (rl->uid[0] && strcmp(a->uid, rl->uid) != 0)
-        return refuse_client(rl, 410, "Gone",
-                             "the session was replaced by another of its name: open its debug "
-                             "stream again");
     if (session_phase_parse(a->phase) != SESSION_PHASE_RUNNING || !a->pod_ip[0])
         return refuse_client(rl, 409, "Conflict",
                              "the session is not running; its debug stream ended: open it again "

@@ -200,7 +200,7 @@ static void reauthorized(const struct gw_admitted *a, void *ud)
         return;
     int code;
     const char *reason, *message;
-    if (gw_reauth_refusal(a, &code, &reason, &message)) {
+    if (gw_reauth_refusal(a, c->s->uid, &code, &reason, &message)) {
         c->s->hub->m.reauth_closes++;
         telo_log(TELO_LOG_INFO, "attach client refused on re-authorization",
                  "session=%s subject=\"%s\" code=%d why=\"%s\"", c->s->key, c->subject, code,

@@ -9,6 +9,7 @@
 /* Its own block so include sorting keeps it after the headers it needs. */
 #include <cmocka.h>
 
+#include "gateway/auth.h"
 #include "gateway/hub.h"
 #include "mock_client.h"
 #include "ws/frame.h"
@@ -25,12 +26,23 @@
 #define NAME "ci"
 #define POD  "telo-run-ci"
 
-/* Who the mock API server says the pod belongs to, set before it forks. */
+/* What the mock API server says, set before it forks: whose the pod is, and the uid of the
+ * TeloSession the name holds (its attach token is "T1" either way). */
 static const char *pod_owner = "uid-1";
+static const char *session_uid = "uid-1";
 
 static void route(int fd, const struct mock_req *req)
 {
     char body[1024];
+    if (strcmp(req->path, "/apis/telo.run/v1alpha1/namespaces/" NS "/telosessions/" NAME) == 0) {
+        snprintf(body, sizeof(body),
+                 "{\"metadata\":{\"name\":\"" NAME "\",\"uid\":\"%s\"},\"status\":{\"phase\":"
+                 "\"Running\",\"podName\":\"" POD "\",\"attach\":{\"secretName\":\"ci-attach\"}}}",
+                 session_uid);
+        return mock_reply(fd, 200, NULL, body);
+    }
+    if (strcmp(req->path, "/api/v1/namespaces/" NS "/secrets/ci-attach") == 0)
+        return mock_reply(fd, 200, NULL, "{\"data\":{\"token\":\"VDE=\"}}");
     if (strcmp(req->path, "/api/v1/namespaces/" NS "/pods/" POD) == 0) {
         /* The session container still runs: only its owner says whose it is. */
         snprintf(body, sizeof(body),
@@ -53,28 +65,52 @@ struct peer {
 
 struct fixture {
     struct mock_client *api;
+    struct gw_auth *auth;
     struct gw_hub *hub;
     struct peer peers[4];
     size_t npeers;
 };
 
-static int setup(void **state)
+static int teardown(void **state);
+
+/* The mock API server and a hub on it; with reauth, every client's credential is checked again
+ * within 0.1 to 0.2 s of attaching. */
+static int start(void **state, int reauth)
 {
     struct fixture *f = calloc(1, sizeof(*f));
     if (f == NULL || (f->api = mock_client_new("hub", route, "gw", NULL)) == NULL) {
         free(f);
         return -1;
     }
-    struct gw_hub_opts opts = {.ended_keep_s = 60};
-    f->hub = gw_hub_new(f->api->loop, f->api->t, &opts);
     *state = f;
-    return f->hub != NULL ? 0 : -1;
+    struct gw_hub_opts opts = {.ended_keep_s = 60};
+    if (reauth && (opts.auth = f->auth = gw_auth_new(f->api->t, 0)) != NULL)
+        opts.reauth_s = 0.2;
+    if ((reauth && f->auth == NULL) ||
+        (f->hub = gw_hub_new(f->api->loop, f->api->t, &opts)) == NULL) {
+        teardown(state); /* cmocka runs none after a failed setup */
+        return -1;
+    }
+    return 0;
+}
+
+static int setup(void **state)
+{
+    return start(state, 0);
+}
+
+/* The name holds uid-2 by the time the clients' credentials are checked again. */
+static int setup_replaced(void **state)
+{
+    session_uid = "uid-2";
+    return start(state, 1);
 }
 
 static int teardown(void **state)
 {
     struct fixture *f = *state;
     gw_hub_free(f->hub);
+    gw_auth_free(f->auth);
     for (size_t i = 0; i < f->npeers; i++)
         close(f->peers[i].fd);
     mock_client_free(f->api);
@@ -204,6 +240,19 @@ static void test_the_old_clients_are_closed_as_replaced(void **state)
     assert_int_equal(gw_hub_metrics(f->hub)->clients, 1);
 }
 
+/* The bug: re-authorization asked only whether the token still admits to namespace/name, and
+ * the token of a session created again under the name does: a client of the old session stayed
+ * on, and a reconnect could give it the new one's terminal. */
+static void test_reauthorization_finding_another_uid_closes_the_client(void **state)
+{
+    struct fixture *f = *state;
+    struct peer *old = attach(f, "uid-1", "Running", -1);
+    run(f, 0.5);
+    assert_true(text_has(old, "\"code\":410"));
+    assert_true(text_has(old, "replaced by another of its name"));
+    assert_int_equal(gw_hub_metrics(f->hub)->reauth_closes, 1);
+}
+
 int main(void)
 {
     (void)mock_stream_start; /* the shared mock's streaming helper is not needed here */
@@ -212,6 +261,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_the_old_clients_are_closed_as_replaced, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_reauthorization_finding_another_uid_closes_the_client,
+                                        setup_replaced, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
