@@ -11,6 +11,7 @@
 #include "kube/execcred.h"
 #include "kube/rest.h"
 #include "kube/transport.h"
+#include "session/owner.h"
 #include "session/phase.h"
 #include "util/buf.h"
 #include "util/jget.h"
@@ -85,6 +86,7 @@ struct session {
     double stdin_lost_at;             /* the last loss (loop time) */
     int exit_code;                    /* S_ENDED: the container's exit code, -1 when unknown */
     char end_message[200];
+    int reopen;                  /* S_CHECKING: the pod is read before a reconnect */
     int replaced;                /* another TeloSession of its name took its place: out of the
                                   * map, its clients closing */
     struct session *prev, *next; /* replaced: in the hub's list of them */
@@ -476,7 +478,7 @@ static void client_closed(struct ws_conn *ws, int code, const char *reason, void
 /* ---- the upstream ------------------------------------------------------------------------- */
 
 static void open_upstream(struct session *s);
-static void check_pod(struct session *s);
+static void check_pod(struct session *s, int reopen);
 static void fan_out(struct session *s);
 
 static void end_session(struct session *s, int exit_code, const char *message)
@@ -544,20 +546,33 @@ static void on_pod(const struct kube_result *res, void *ud)
                  s->key, res->err ? res->err->msg : "");
         return schedule_retry(s);
     }
+    /* The pod's name is the session's name's: once the session is deleted and created again
+     * (another uid), the pod of that name is the new session's, and attaching to it would give
+     * the old session's clients the new one's terminal. Only the controller reference says. */
+    if (session_child_owner(res->object, s->name, s->uid) != SESSION_OWNER_OWN)
+        return end_session(s, -1,
+                           "the session's pod is gone; the pod of its name is another session's");
     int ended = container_ended(res->object, &code);
     if (ended > 0)
         return end_session(s, code, NULL);
     if (ended < 0)
         return end_session(s, -1, "the session's pod ended without an exit code");
-    schedule_retry(s);
+    if (s->reopen)
+        open_upstream(s);
+    else
+        schedule_retry(s);
 }
 
-static void check_pod(struct session *s)
+/* Reads the session's pod: whether its container ended (after the upstream closed), or, with
+ * reopen, whether it is still the session's before the upstream is opened again (the backoff
+ * since the last read leaves time for the session to be created again). */
+static void check_pod(struct session *s, int reopen)
 {
     struct kube_ref ref = {
         .version = "v1", .resource = "pods", .namespace = s->namespace, .name = s->pod};
     struct telo_err err = {0};
     s->state = S_CHECKING;
+    s->reopen = reopen;
     s->pod_call = kube_rest_get(s->hub->t, &ref, on_pod, s, &err);
     if (s->pod_call == NULL)
         schedule_retry(s);
@@ -628,7 +643,7 @@ static void up_end(struct kube_attach *a, const struct kube_attach_end *end, voi
     s->up = NULL;
     /* Whether the container ended or the stream merely dropped, the pod says (an attach stream
      * carries no exit code). */
-    check_pod(s);
+    check_pod(s, 0);
 }
 
 static void upstream_failed(struct session *s, const char *why)
@@ -691,7 +706,7 @@ static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    open_upstream(w->data);
+    check_pod(w->data, 1);
 }
 
 static void send_resize(struct session *s)

@@ -26,10 +26,12 @@
 #define NAME "ci"
 #define POD  "telo-run-ci"
 
-/* What the mock API server says, set before it forks: whose the pod is, and the uid of the
- * TeloSession the name holds (its attach token is "T1" either way). */
+/* What the mock API server says, set before it forks: whose the pod is from its second read on
+ * (the first says uid-1), and the uid of the TeloSession the name holds (its attach token is
+ * "T1" either way). It writes a byte to attach_seen[1], when open, for each pods/attach. */
 static const char *pod_owner = "uid-1";
 static const char *session_uid = "uid-1";
+static int attach_seen[2] = {-1, -1};
 
 static void route(int fd, const struct mock_req *req)
 {
@@ -50,10 +52,12 @@ static void route(int fd, const struct mock_req *req)
                  "\"telo.run/v1alpha1\",\"kind\":\"TeloSession\",\"name\":\"" NAME "\","
                  "\"uid\":\"%s\",\"controller\":true}]},\"status\":{\"phase\":\"Running\","
                  "\"containerStatuses\":[{\"name\":\"session\",\"state\":{\"running\":{}}}]}}",
-                 pod_owner);
+                 req->hit == 1 ? "uid-1" : pod_owner);
         return mock_reply(fd, 200, NULL, body);
     }
     /* pods/attach: refused, so a live session keeps retrying and its clients wait. */
+    if (attach_seen[1] >= 0 && write(attach_seen[1], "a", 1) != 1)
+        _exit(1); /* the test would count wrong: let it see no server instead */
     mock_reply(fd, 500, NULL, "{\"kind\":\"Status\",\"code\":500}");
 }
 
@@ -111,6 +115,11 @@ static int teardown(void **state)
     struct fixture *f = *state;
     gw_hub_free(f->hub);
     gw_auth_free(f->auth);
+    for (size_t i = 0; i < 2; i++) {
+        if (attach_seen[i] >= 0)
+            close(attach_seen[i]);
+        attach_seen[i] = -1;
+    }
     for (size_t i = 0; i < f->npeers; i++)
         close(f->peers[i].fd);
     mock_client_free(f->api);
@@ -253,6 +262,32 @@ static void test_reauthorization_finding_another_uid_closes_the_client(void **st
     assert_int_equal(gw_hub_metrics(f->hub)->reauth_closes, 1);
 }
 
+/* The pod of the session's name is uid-2's from its second read on. */
+static int setup_pod_replaced(void **state)
+{
+    pod_owner = "uid-2";
+    if (pipe(attach_seen) != 0)
+        return -1;
+    fcntl(attach_seen[0], F_SETFL, O_NONBLOCK);
+    return start(state, 0);
+}
+
+/* The bug: an upstream that dropped was opened again to whatever pod had the session's name,
+ * after a read that looked only at its container: a session created again under the name
+ * (another uid) has a pod of that name, and the old session's clients got its terminal. */
+static void test_a_reconnect_goes_only_to_the_sessions_own_pod(void **state)
+{
+    struct fixture *f = *state;
+    /* The first attach fails and the pod is read: still uid-1's, so it is tried again after the
+     * backoff (0.5 s), by when the pod of the name is uid-2's. */
+    struct peer *old = attach(f, "uid-1", "Running", -1);
+    run(f, 1.5);
+    char seen[16];
+    assert_int_equal(read(attach_seen[0], seen, sizeof(seen)), 1);
+    assert_true(text_has(old, "{\"kind\":\"failed\""));
+    assert_true(text_has(old, "exit -1"));
+}
+
 int main(void)
 {
     (void)mock_stream_start; /* the shared mock's streaming helper is not needed here */
@@ -263,6 +298,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reauthorization_finding_another_uid_closes_the_client,
                                         setup_replaced, teardown),
+        cmocka_unit_test_setup_teardown(test_a_reconnect_goes_only_to_the_sessions_own_pod,
+                                        setup_pod_replaced, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
