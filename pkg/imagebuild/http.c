@@ -389,6 +389,10 @@ struct build_http_call *build_http_submit(struct build_http *h,
     if (req->restrict_addresses) {
         curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_opensocket);
         curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c);
+        /* Through a proxy (curl takes one from http_proxy, HTTPS_PROXY, ALL_PROXY) the address
+         * checked would be the proxy's and the proxy would reach any destination for us: "" turns
+         * proxies off, so the destination itself is connected to and checked. */
+        curl_easy_setopt(e, CURLOPT_PROXY, "");
     }
     /* Registries redirect blob reads to storage; manifests and tokens answer directly, and an
      * Authorization header must not follow a redirect to another host. A download without

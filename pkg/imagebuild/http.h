@@ -45,7 +45,9 @@ struct build_http_request {
     int insecure_tls;           /* 1: do not verify the server's certificate */
     /* A tenant's URL: 1 checks every address connected to (each try of each resolved address,
      * after every redirect) with build_address_allowed against allow, so a name that resolves,
-     * or rebinds, to a refused address is never connected to. */
+     * or rebinds, to a refused address is never connected to; and never through a proxy (curl's
+     * http_proxy and kin from the environment are ignored), so the address checked is the
+     * destination's. */
     int restrict_addresses;
     const struct build_cidr *allow; /* borrowed; must outlive the call */
     size_t nallow;

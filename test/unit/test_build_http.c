@@ -1,6 +1,7 @@
 /* Tests for pkg/imagebuild/http.c: the address policy of tenant URLs (CIDRs, the refused classes),
- * enforced on the address actually connected to, redirects included, and summaries that carry
- * no remote text; and a name that resolves slowly does not stall the loop. */
+ * enforced on the address actually connected to, redirects included and never through a proxy
+ * from the environment, and summaries that carry no remote text; and a name that resolves slowly
+ * does not stall the loop. */
 #define _GNU_SOURCE /* unshare, struct ifreq */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int allowed(const char *addr, const struct build_cidr *allow, size_t n, char *why,
@@ -132,6 +134,7 @@ struct result {
     long code;
     char summary[256];
     char msg[512];
+    char body[64];
 };
 
 static void on_done(struct build_http_call *call, const struct build_http_response *resp, void *ud)
@@ -144,6 +147,8 @@ static void on_done(struct build_http_call *call, const struct build_http_respon
     r->code = resp->code;
     snprintf(r->summary, sizeof(r->summary), "%s", resp->summary ? resp->summary : "");
     snprintf(r->msg, sizeof(r->msg), "%s", resp->rc != 0 ? resp->err->msg : "");
+    snprintf(r->body, sizeof(r->body), "%.*s", (int)resp->body->len,
+             resp->body->data != NULL ? resp->body->data : "");
 }
 
 static void get(const char *url, const struct build_cidr *allow, size_t nallow, struct result *r)
@@ -276,6 +281,77 @@ static void redirects_are_checked_too(void **state)
     get(url, &allow, 1, &r);
     assert_int_equal(r.refused, 1);
     assert_string_equal(r.summary, "refused: the address 127.0.0.2 is loopback");
+    mock_stop(&m);
+}
+
+/* A forward proxy: answers every proxied request (absolute-form target) itself, and says on
+ * /proxied how many it has answered. */
+static void proxy_route(int fd, const struct mock_req *r)
+{
+    static int proxied;
+    char count[16];
+    if (strcmp(r->path, "/proxied") == 0) {
+        snprintf(count, sizeof(count), "%d", proxied);
+        mock_reply(fd, 200, NULL, count);
+    } else {
+        proxied++;
+        mock_reply(fd, 200, NULL, "from the proxy");
+    }
+}
+
+/* Sets (value) or unsets (NULL) the environment variable name; returns its previous value
+ * (malloc'd, or NULL when it was unset) for env_restore. */
+static char *env_swap(const char *name, const char *value)
+{
+    const char *was = getenv(name);
+    char *saved = was != NULL ? strdup(was) : NULL;
+    if (value != NULL)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+    return saved;
+}
+
+static void env_restore(const char *name, char *saved)
+{
+    if (saved != NULL)
+        setenv(name, saved, 1);
+    else
+        unsetenv(name);
+    free(saved);
+}
+
+/* With a proxy from the environment, curl connects to the proxy, so the policy would judge the
+ * proxy's address and the proxy would fetch any destination for us: a tenant's URL must ignore
+ * http_proxy and its kin and connect, checked, to the destination itself. */
+static void environment_proxy_is_not_used(void **state)
+{
+    (void)state;
+    struct mock_server m = {0};
+    assert_int_equal(mock_start(&m, proxy_route), 0);
+    char proxy[64];
+    snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", m.port);
+    static const char *const names[] = {"http_proxy", "no_proxy", "NO_PROXY"};
+    char *saved[3];
+    for (size_t i = 0; i < 3; i++)
+        saved[i] = env_swap(names[i], i == 0 ? proxy : NULL);
+    struct build_cidr allow;
+    struct telo_err err;
+    assert_int_equal(build_cidr_parse("127.0.0.1/32", &allow, &err), 0);
+    struct result r;
+    get("http://169.254.169.254/x", &allow, 1, &r);
+    for (size_t i = 0; i < 3; i++)
+        env_restore(names[i], saved[i]);
+    assert_int_equal(r.code, 0);
+    assert_int_equal(r.refused, 1);
+    assert_string_equal(
+        r.summary,
+        "refused: the address 169.254.169.254 is the cloud metadata service (link-local)");
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/proxied", m.port);
+    get(url, &allow, 1, &r);
+    assert_int_equal(r.code, 200);
+    assert_string_equal(r.body, "0");
     mock_stop(&m);
 }
 
@@ -467,6 +543,7 @@ int main(void)
         cmocka_unit_test(refused_classes),
         cmocka_unit_test(refused_before_connecting),
         cmocka_unit_test(redirects_are_checked_too),
+        cmocka_unit_test(environment_proxy_is_not_used),
         cmocka_unit_test(slow_name_does_not_stall_the_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
