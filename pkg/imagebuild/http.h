@@ -24,15 +24,47 @@ struct build_cidr {
  * or -TELO_EINVAL with err saying what is wrong. */
 int build_cidr_parse(const char *text, struct build_cidr *out, struct telo_err *err);
 
-/* Whether the operator may connect to sa (AF_INET or AF_INET6) on a tenant's behalf: public
- * addresses may be reached; loopback, link-local (cloud metadata 169.254.169.254 among them),
- * private (RFC 1918, unique local fc00::/7, carrier-grade NAT 100.64.0.0/10), "this network"
- * 0.0.0.0/8 and the unspecified address, multicast, broadcast and reserved 240.0.0.0/4 only when
- * a network of allow (nallow entries) holds them. IPv4 addresses mapped into IPv6 (::ffff:a.b.c.d,
- * 64:ff9b::/96) are judged as IPv4. Returns 1, or 0 with why (len bytes) saying which class
- * refused it ("the address 127.0.0.1 is loopback"). */
-int build_address_allowed(const struct sockaddr *sa, const struct build_cidr *allow, size_t nallow,
-                          char *why, size_t len);
+/* A network (on one port, or all) a tenant's URL may not reach whatever the allow list says, and
+ * what it is ("the Kubernetes API server", "in bundle.deniedUrlCidrs"). */
+struct build_denied {
+    struct build_cidr net;
+    unsigned port;    /* 0: every port */
+    const char *what; /* borrowed */
+};
+
+/* Where a tenant's URL may connect beyond the public addresses: deny is looked at first, then
+ * allow, then the refused classes. Arrays borrowed. */
+struct build_address_policy {
+    const struct build_denied *deny;
+    size_t ndeny;
+    const struct build_cidr *allow;
+    size_t nallow;
+};
+
+/* Why an address was refused. */
+struct build_refusal {
+    char why[160]; /* "the address 127.0.0.1 is loopback" */
+    int denied;    /* 1: by policy->deny, which the allow list does not open */
+};
+
+/* Whether the operator may connect to sa (AF_INET or AF_INET6) on a tenant's behalf, under
+ * policy (NULL: the refused classes alone): an address in a network of policy->deny (on its port,
+ * when it names one) is refused;
+ * else one in a network of policy->allow is allowed; else one of these classes is refused:
+ * loopback, link-local (cloud metadata 169.254.169.254 among them), private (RFC 1918, unique
+ * local fc00::/7, carrier-grade NAT 100.64.0.0/10), "this network" 0.0.0.0/8 and the unspecified
+ * address, IETF protocol assignments 192.0.0.0/24, benchmarking 198.18.0.0/15, multicast,
+ * broadcast and reserved 240.0.0.0/4, and the IPv6 forms that carry an IPv4 address we do not
+ * judge (IPv4-compatible ::/96, SIIT ::ffff:0:0:0/96, local-use NAT64 64:ff9b:1::/48, 6to4
+ * 2002::/16, Teredo 2001::/32); every other address is allowed. IPv4 addresses mapped into IPv6
+ * (::ffff:a.b.c.d, 64:ff9b::/96) are judged as IPv4. Returns 1, or 0 with *out saying why. */
+int build_address_allowed(const struct sockaddr *sa, const struct build_address_policy *policy,
+                          struct build_refusal *out);
+
+/* The endpoint url names (its host's address as a /32 or /128, and its port, the scheme's when
+ * none is written) into *out, labelled what (borrowed). Returns 1, or 0 when url does not parse
+ * or its host is a name. */
+int build_url_denied(const char *url, const char *what, struct build_denied *out);
 
 /* One request. Pointers are borrowed and only read during build_http_submit. pkg/kube's
  * transport talks to one API server with its credentials; this one goes wherever url says. */
@@ -44,13 +76,12 @@ struct build_http_request {
     size_t max_body;            /* response body cap; 0: 1 MiB */
     int insecure_tls;           /* 1: do not verify the server's certificate */
     /* A tenant's URL: 1 checks every address connected to (each try of each resolved address,
-     * after every redirect) with build_address_allowed against allow, so a name that resolves,
+     * after every redirect) with build_address_allowed under policy, so a name that resolves,
      * or rebinds, to a refused address is never connected to; and never through a proxy (curl's
      * http_proxy and kin from the environment are ignored), so the address checked is the
      * destination's. */
     int restrict_addresses;
-    const struct build_cidr *allow; /* borrowed; must outlive the call */
-    size_t nallow;
+    const struct build_address_policy *policy; /* borrowed; must outlive the call; or NULL */
     int follow_redirects; /* up to 5, http(s) only; never with credentials in headers */
 };
 
@@ -67,6 +98,7 @@ struct build_http_response {
      * status; err->msg has the detail for the log. */
     const char *summary;
     int refused; /* a connection was refused by the address policy */
+    int denied;  /* ... by its deny list, which the allow list does not open */
 };
 
 /* Called once per call that was not cancelled; the call is freed when it returns. It may submit

@@ -8,6 +8,7 @@
 #include "imagebuild/bundle.h"
 #include "imagebuild/http.h"
 #include "imagebuild/registry.h"
+#include "kube/config.h"
 #include "kube/rest.h"
 #include "session/baselookup.h"
 #include "session/buildlog.h"
@@ -118,6 +119,8 @@ struct session_builds {
     struct session_build_logs *logs;         /* failed builds' log tails */
     struct session_base_lookups *base;       /* base-image freshness */
     struct session_build_progress *progress; /* running builds' steps */
+    struct build_denied *deny;               /* owned; policy's */
+    struct build_address_policy policy;      /* of spec.bundle.url */
 };
 
 static double now_of(const struct session_builds *b)
@@ -158,6 +161,40 @@ void session_builds_job_config(const struct session_config *cfg, struct build_co
     out->tolerations = cfg->build_tolerations;
 }
 
+/* The URL policy: bundle.allowedUrlCidrs, and refused first bundle.deniedUrlCidrs and the API
+ * server, which a tenant has no business fetching from and whose address may look public (GKE's
+ * Services are in 34.118.224.0/20): the transport's server when it is an address, and the
+ * in-cluster Service when the operator runs in a pod but talks through a kubeconfig. A server
+ * known by name is not resolved: what it resolves to is judged like any address. Returns 0, or -1
+ * when out of memory. */
+static int url_policy(struct session_builds *b)
+{
+    static const char api_server[] = "the Kubernetes API server";
+    const struct session_cidrs *denied = &b->cfg->bundle_denied_cidrs;
+    if (!(b->deny = calloc(denied->n + 2, sizeof(*b->deny))))
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < denied->n; i++)
+        b->deny[n++] =
+            (struct build_denied){.net = denied->items[i], .what = "in bundle.deniedUrlCidrs"};
+    const struct kube_config *kc = kube_transport_config(b->t);
+    if (kc && build_url_denied(kc->server, api_server, &b->deny[n]))
+        n++;
+    const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+    char url[128];
+    int v6 = host && strchr(host, ':');
+    if (host && port &&
+        (size_t)snprintf(url, sizeof(url), "https://%s%s%s:%s/", v6 ? "[" : "", host, v6 ? "]" : "",
+                         port) < sizeof(url) &&
+        build_url_denied(url, api_server, &b->deny[n]))
+        n++;
+    b->policy = (struct build_address_policy){.deny = b->deny,
+                                              .ndeny = n,
+                                              .allow = b->cfg->bundle_allowed_cidrs.items,
+                                              .nallow = b->cfg->bundle_allowed_cidrs.n};
+    return 0;
+}
+
 struct session_builds *session_builds_new(struct kube_transport *t,
                                           const struct session_config *cfg,
                                           session_builds_requeue_fn *requeue, void *ud,
@@ -178,7 +215,8 @@ struct session_builds *session_builds_new(struct kube_transport *t,
         !(b->registry = build_registry_new(kube_transport_loop(t), NULL, err)) ||
         !(b->base = session_base_lookups_new(t, cfg, requeue, ud, err)) ||
         !(b->http = build_http_new(kube_transport_loop(t), err)) ||
-        !(b->progress = session_build_progress_new(t, cfg, requeue, ud, err))) {
+        !(b->progress = session_build_progress_new(t, cfg, requeue, ud, err)) ||
+        url_policy(b) < 0) {
         session_builds_free(b);
         telo_err_set(err, TELO_ENOMEM, "image builds: out of memory");
         return NULL;
@@ -308,6 +346,7 @@ void session_builds_free(struct session_builds *b)
     session_build_logs_free(b->logs);
     strmap_free(b->memo);
     build_registry_free(b->registry);
+    free(b->deny);
     free(b);
 }
 
@@ -455,9 +494,9 @@ static void downloaded(struct fetch *f, const struct build_http_response *resp, 
 {
     /* Only our own words and the HTTP code: what the remote said stays in the log. */
     if (resp->refused) {
-        snprintf(detail, len,
-                 "download of spec.bundle.url refused: %s; allow it with bundle.allowedUrlCidrs",
-                 resp->summary + strlen("refused: "));
+        snprintf(detail, len, "download of spec.bundle.url refused: %s%s",
+                 resp->summary + strlen("refused: "),
+                 resp->denied ? "" : "; allow it with bundle.allowedUrlCidrs");
         return;
     }
     if (resp->rc < 0) {
@@ -531,14 +570,12 @@ static void on_download(struct build_http_call *call, const struct build_http_re
 static int start_download(struct fetch *f)
 {
     struct session_builds *b = f->b;
-    const struct session_cidrs *allow = &b->cfg->bundle_allowed_cidrs;
     struct build_http_request req = {.method = "GET",
                                      .url = f->url,
                                      .timeout_ms = BUILD_DOWNLOAD_TIMEOUT_S * 1000L,
                                      .max_body = BUILD_DOWNLOAD_MAX,
                                      .restrict_addresses = 1,
-                                     .allow = allow->items,
-                                     .nallow = allow->n,
+                                     .policy = &b->policy,
                                      .follow_redirects = 1};
     struct telo_err err;
     telo_err_clear(&err);

@@ -24,8 +24,10 @@ struct session_builds;
 typedef void session_builds_requeue_fn(void *ud, const char *key);
 
 /* Creates the edge on t's loop for cfg (both borrowed; they must outlive it). requeue is called
- * with the keys of sessions whose answer arrived. Returns NULL with err filled when out of
- * memory. */
+ * with the keys of sessions whose answer arrived. spec.bundle.url's address policy is made here,
+ * once: bundle.allowedUrlCidrs, bundle.deniedUrlCidrs, and the API server's address and port
+ * (t's server and the in-cluster Service, when given as addresses) refused whatever is allowed.
+ * Returns NULL with err filled when out of memory. */
 struct session_builds *session_builds_new(struct kube_transport *t,
                                           const struct session_config *cfg,
                                           session_builds_requeue_fn *requeue, void *ud,

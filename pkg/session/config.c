@@ -92,6 +92,10 @@ static const struct key keys[] = {
      "namespace holding more gives up its newest waiting one, or the session asks again later"},
     {"bundle.allowedUrlCidrs", K_CIDRLIST, AT(bundle_allowed_cidrs),
      "networks spec.bundle.url may reach although private, loopback or link-local"},
+    {"bundle.deniedUrlCidrs", K_CIDRLIST, AT(bundle_denied_cidrs),
+     "networks spec.bundle.url may never reach, even when bundle.allowedUrlCidrs holds them "
+     "(public-looking cluster addresses, e.g. GKE Services 34.118.224.0/20); the API server's "
+     "address is always refused"},
     {"reachability.enabled", K_BOOL, AT(reach_enabled),
      "probe the TCP ports of Running sessions; Ready waits until they accept connections"},
     {"reachability.timeoutSeconds", K_POSINT, AT(reach_timeout_seconds),

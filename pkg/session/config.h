@@ -63,6 +63,9 @@ struct session_config {
         size_t n;
     } bundle_allowed_cidrs; /* bundle.allowedUrlCidrs: none (no private, loopback or link-local
                              * destination for spec.bundle.url) */
+    /* bundle.deniedUrlCidrs: none. Networks spec.bundle.url may never reach, allowed or not: the
+     * cluster's own addresses that look public (GKE's Service range 34.118.224.0/20). */
+    struct session_cidrs bundle_denied_cidrs;
 
     /* App reachability (reachability.*, issue 17): the TCP ports of a Running session are
      * probed from the operator, and Ready waits for them. */

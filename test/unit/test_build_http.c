@@ -1,7 +1,7 @@
-/* Tests for pkg/imagebuild/http.c: the address policy of tenant URLs (CIDRs, the refused classes),
- * enforced on the address actually connected to, redirects included and never through a proxy
- * from the environment, and summaries that carry no remote text; and a name that resolves slowly
- * does not stall the loop. */
+/* Tests for pkg/imagebuild/http.c: the address policy of tenant URLs (CIDRs, the refused classes,
+ * the deny list), enforced on the address actually connected to, redirects included and never
+ * through a proxy from the environment, and summaries that carry no remote text; and a name that
+ * resolves slowly does not stall the loop. */
 #define _GNU_SOURCE /* unshare, struct ifreq */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,21 +31,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int allowed(const char *addr, const struct build_cidr *allow, size_t n, char *why,
-                   size_t len)
+/* build_address_allowed for addr (text) on port under p. */
+static int allowed_under(const char *addr, unsigned port, const struct build_address_policy *p,
+                         struct build_refusal *r)
 {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1)
+    if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
         v4->sin_family = AF_INET;
-    else if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1)
+        v4->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) {
         v6->sin6_family = AF_INET6;
-    else
+        v6->sin6_port = htons((uint16_t)port);
+    } else {
         fail_msg("bad test address %s", addr);
-    why[0] = '\0';
-    return build_address_allowed((struct sockaddr *)&ss, allow, n, why, len);
+    }
+    memset(r, 0, sizeof(*r));
+    return build_address_allowed((struct sockaddr *)&ss, p, r);
+}
+
+/* Whether addr is allowed with only an allow list (n entries); why (len bytes) says why not. */
+static int allowed(const char *addr, const struct build_cidr *allow, size_t n, char *why,
+                   size_t len)
+{
+    struct build_address_policy p = {.allow = allow, .nallow = n};
+    struct build_refusal r;
+    int ok = allowed_under(addr, 0, &p, &r);
+    snprintf(why, len, "%s", r.why);
+    return ok;
 }
 
 static void cidrs(void **state)
@@ -99,6 +114,18 @@ static void refused_classes(void **state)
         {"::ffff:169.254.169.254",
          "the address ::ffff:169.254.169.254 is the cloud metadata service (link-local)"},
         {"64:ff9b::a00:1", "the address 64:ff9b::a00:1 is private (RFC 1918)"},
+        {"192.0.0.170", "the address 192.0.0.170 is IETF protocol assignments (192.0.0.0/24)"},
+        {"198.18.0.1", "the address 198.18.0.1 is benchmarking (198.18.0.0/15)"},
+        {"198.19.255.255", "the address 198.19.255.255 is benchmarking (198.18.0.0/15)"},
+        /* IPv6 forms that carry the metadata service's address. */
+        {"::a9fe:a9fe", "the address ::169.254.169.254 is IPv4-compatible (deprecated, ::/96)"},
+        {"::8.8.8.8", "the address ::8.8.8.8 is IPv4-compatible (deprecated, ::/96)"},
+        {"::ffff:0:a9fe:a9fe",
+         "the address ::ffff:0:a9fe:a9fe is IPv4-translated (SIIT, ::ffff:0:0:0/96)"},
+        {"64:ff9b:1::a9fe:a9fe",
+         "the address 64:ff9b:1::a9fe:a9fe is local-use NAT64 (64:ff9b:1::/48)"},
+        {"2002:a9fe:a9fe::1", "the address 2002:a9fe:a9fe::1 is 6to4 (2002::/16)"},
+        {"2001:0:a9fe:a9fe::1", "the address 2001:0:a9fe:a9fe::1 is Teredo (2001::/32)"},
     };
     char why[160];
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
@@ -106,9 +133,10 @@ static void refused_classes(void **state)
             fail_msg("%s was allowed", refused[i].addr);
         assert_string_equal(why, refused[i].why);
     }
-    static const char *const public[] = {"8.8.8.8",         "172.32.0.1",    "172.15.255.255",
-                                         "100.128.0.1",     "192.169.0.1",   "1.1.1.1",
-                                         "2606:4700::1111", "::ffff:8.8.8.8"};
+    static const char *const public[] = {"8.8.8.8",         "172.32.0.1",          "172.15.255.255",
+                                         "100.128.0.1",     "192.169.0.1",         "1.1.1.1",
+                                         "2606:4700::1111", "::ffff:8.8.8.8",      "192.0.1.1",
+                                         "198.20.0.1",      "2001:4860:4860::8888"};
     for (size_t i = 0; i < sizeof(public) / sizeof(public[0]); i++)
         if (!allowed(public[i], NULL, 0, why, sizeof(why)))
             fail_msg("%s was refused: %s", public[i], why);
@@ -124,6 +152,51 @@ static void refused_classes(void **state)
     assert_false(allowed("fc00::1", allow, 2, why, sizeof(why)));
     assert_false(allowed("::1", allow, 2, why, sizeof(why)));
     assert_false(allowed("169.254.169.254", allow, 2, why, sizeof(why)));
+}
+
+/* bundle.deniedUrlCidrs and the API server: refused before the allow list is looked at. */
+static void denied_networks(void **state)
+{
+    (void)state;
+    struct build_denied deny[2];
+    struct build_cidr allow;
+    struct telo_err err;
+    assert_int_equal(build_cidr_parse("34.118.224.0/20", &deny[0].net, &err), 0);
+    deny[0].port = 0;
+    deny[0].what = "in bundle.deniedUrlCidrs";
+    assert_int_equal(build_cidr_parse("34.0.0.0/8", &allow, &err), 0);
+    assert_int_equal(
+        build_url_denied("https://104.154.0.1:443", "the Kubernetes API server", &deny[1]), 1);
+    struct build_address_policy p = {.deny = deny, .ndeny = 2, .allow = &allow, .nallow = 1};
+    struct build_refusal r;
+    assert_false(allowed_under("34.118.230.5", 443, &p, &r));
+    assert_string_equal(r.why, "the address 34.118.230.5 is in bundle.deniedUrlCidrs");
+    assert_int_equal(r.denied, 1);
+    assert_false(allowed_under("::ffff:34.118.224.1", 80, &p, &r));
+    assert_int_equal(r.denied, 1);
+    assert_true(allowed_under("34.118.240.1", 443, &p, &r));
+    assert_true(allowed_under("35.1.2.3", 443, &p, &r));
+    /* The API server on its port; the same address on another port is judged like any. */
+    assert_false(allowed_under("104.154.0.1", 443, &p, &r));
+    assert_string_equal(r.why, "the address 104.154.0.1 is the Kubernetes API server");
+    assert_int_equal(r.denied, 1);
+    assert_true(allowed_under("104.154.0.1", 80, &p, &r));
+    /* Refused by class, not denied: the allow list could open it. */
+    assert_false(allowed_under("10.0.0.1", 443, &p, &r));
+    assert_int_equal(r.denied, 0);
+
+    /* The endpoint of a server URL: the scheme's port when none is written; names are not. */
+    struct build_denied d;
+    assert_int_equal(build_url_denied("https://[fd00::1]:6443/", "api", &d), 1);
+    assert_int_equal(d.net.family, AF_INET6);
+    assert_int_equal(d.net.prefix, 128);
+    assert_int_equal(d.port, 6443);
+    assert_string_equal(d.what, "api");
+    assert_int_equal(build_url_denied("https://10.96.0.1", "api", &d), 1);
+    assert_int_equal(d.net.prefix, 32);
+    assert_int_equal(d.port, 443);
+    assert_int_equal(build_url_denied("https://kubernetes.default.svc:443", "api", &d), 0);
+    assert_int_equal(build_url_denied("not a url", "api", &d), 0);
 }
 
 /* ---- the policy on real connections ---- */
@@ -153,6 +226,7 @@ static void on_done(struct build_http_call *call, const struct build_http_respon
 
 static void get(const char *url, const struct build_cidr *allow, size_t nallow, struct result *r)
 {
+    struct build_address_policy policy = {.allow = allow, .nallow = nallow};
     memset(r, 0, sizeof(*r));
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     struct telo_err err;
@@ -162,8 +236,7 @@ static void get(const char *url, const struct build_cidr *allow, size_t nallow, 
                                      .url = url,
                                      .timeout_ms = 3000,
                                      .restrict_addresses = 1,
-                                     .allow = allow,
-                                     .nallow = nallow,
+                                     .policy = &policy,
                                      .follow_redirects = 1};
     assert_non_null(build_http_submit(h, &req, on_done, r, &err));
     for (int i = 0; i < 2000 && r->called == 0; i++)
@@ -222,14 +295,11 @@ static void refused_before_connecting(void **state)
     struct telo_err err;
     assert_int_equal(build_cidr_parse("127.0.0.1/32", &allow, &err), 0);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/app.tgz", port);
+    struct build_address_policy policy = {.allow = &allow, .nallow = 1};
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     struct build_http *h = build_http_new(loop, &err);
-    struct build_http_request req = {.method = "GET",
-                                     .url = url,
-                                     .timeout_ms = 300,
-                                     .restrict_addresses = 1,
-                                     .allow = &allow,
-                                     .nallow = 1};
+    struct build_http_request req = {
+        .method = "GET", .url = url, .timeout_ms = 300, .restrict_addresses = 1, .policy = &policy};
     memset(&r, 0, sizeof(r));
     assert_non_null(build_http_submit(h, &req, on_done, &r, &err));
     for (int i = 0; i < 2000 && r.called == 0; i++)
@@ -541,6 +611,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cidrs),
         cmocka_unit_test(refused_classes),
+        cmocka_unit_test(denied_networks),
         cmocka_unit_test(refused_before_connecting),
         cmocka_unit_test(redirects_are_checked_too),
         cmocka_unit_test(environment_proxy_is_not_used),

@@ -159,6 +159,44 @@ static void test_a_full_memo_forgets_the_least_recently_used(void **state)
     free(tgz);
 }
 
+/* The key of a session whose bundle is url, once its download has ended. */
+static void url_key(struct fixture *f, const char *url, struct session_bundle_key *k)
+{
+    struct session s = cm_session(NULL);
+    s.bundle_configmap = NULL;
+    s.bundle_url = url;
+    s.bundle_sha256 = "0000000000000000000000000000000000000000000000000000000000000000";
+    const char *wait = NULL;
+    assert_int_equal(session_builds_url_key(f->b, &s, "team/app", k, &wait), 0);
+    size_t running = 1, waiting = 1;
+    for (int i = 0; i < 2000 && running + waiting > 0; i++) {
+        ev_run(f->c->loop, EVRUN_ONCE);
+        session_builds_downloads(f->b, &running, &waiting);
+    }
+    assert_int_equal(session_builds_url_key(f->b, &s, "team/app", k, &wait), 1);
+}
+
+/* spec.bundle.url at the API server's own address and port (the mock's, on 127.0.0.1) is refused
+ * though bundle.allowedUrlCidrs allows the address, and without advice to allow it; another port
+ * of that address is not the API server. */
+static void test_the_api_server_is_no_bundle_url(void **state)
+{
+    struct fixture *f = *state;
+    struct telo_err err;
+    assert_int_equal(session_config_set(f->cfg, "bundle.allowedUrlCidrs=127.0.0.0/8", &err), 0);
+    session_builds_free(f->b);
+    assert_non_null(f->b = session_builds_new(f->c->t, f->cfg, requeue, NULL, &err));
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/app.tgz", f->c->server.port);
+    struct session_bundle_key k;
+    url_key(f, url, &k);
+    assert_string_equal(k.error, "download of spec.bundle.url refused: the address 127.0.0.1 is "
+                                 "the Kubernetes API server");
+    assert_string_equal(k.reason, "BundleFetchFailed");
+    url_key(f, "http://127.0.0.1:1/app.tgz", &k);
+    assert_string_equal(k.error, "download of spec.bundle.url failed: cannot connect");
+}
+
 int main(void)
 {
     (void)mock_stream_start; /* the shared mock's streaming helper is not needed here */
@@ -167,6 +205,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_memo_refuses_overlong_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_full_memo_forgets_the_least_recently_used, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_the_api_server_is_no_bundle_url, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* --- config ------------------------------------------------------------------------------ */
@@ -216,6 +217,18 @@ static void bundle_keys(void **state)
     assert_int_equal(c->bundle_max_queued, 16);
     assert_int_equal(session_config_set(c, "bundle.allowedUrlCidrs=", &err), 0);
     assert_int_equal(c->bundle_allowed_cidrs.n, 0);
+    assert_int_equal(c->bundle_denied_cidrs.n, 0);
+    assert_int_equal(session_config_set(c, "bundle.deniedUrlCidrs=34.118.224.0/20", &err), 0);
+    assert_int_equal(c->bundle_denied_cidrs.n, 1);
+    assert_int_equal(c->bundle_denied_cidrs.items[0].prefix, 20);
+    session_config_free(c);
+    expect_set_error("bundle.deniedUrlCidrs=gke",
+                     "--set: bundle.deniedUrlCidrs[0]: \"gke\" is not a CIDR (e.g. 10.0.0.0/8)");
+    assert_int_equal(
+        load_text("bundle:\n  deniedUrlCidrs: [34.118.224.0/20, \"2600:1900::/28\"]\n", &c, &err),
+        0);
+    assert_int_equal(c->bundle_denied_cidrs.n, 2);
+    assert_int_equal(c->bundle_denied_cidrs.items[1].family, AF_INET6);
     session_config_free(c);
     expect_set_error("bundle.allowedUrlCidrs=10.0.0.0/8,10.0.0.0/40",
                      "--set: bundle.allowedUrlCidrs[1]: \"10.0.0.0/40\": the prefix length must "
