@@ -34,6 +34,13 @@ enum session_owner session_child_owner(const struct json_object *child, const ch
     const char *owner_uid = jget_string(ref, "uid");
     if (!owner_uid || !uid || !*uid)
         return SESSION_OWNER_FOREIGN;
+    /* The operator never writes spec.hostNetwork (and a pod's is immutable): a pod on the host's
+     * network was planted by someone with pods/create in the namespace, who may set a controller
+     * reference to the session (without blockOwnerDeletion no permission on the session is
+     * needed). Taken for ours, its address, the node's, would be probed and relayed to. */
+    int host_network = 0;
+    if (jget_bool(jget_object(child, "spec"), "hostNetwork", &host_network) == 0 && host_network)
+        return SESSION_OWNER_FOREIGN;
     if (strcmp(owner_uid, uid) == 0)
         return SESSION_OWNER_OWN;
     /* Another TeloSession of this very name: the name now holds this session, so that one is

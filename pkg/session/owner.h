@@ -11,10 +11,12 @@
  * the name a session wants; only the controller owner reference says whose a child is. */
 enum session_owner {
     SESSION_OWNER_NONE,        /* no child */
-    SESSION_OWNER_OWN,         /* its controller reference carries the session's uid */
+    SESSION_OWNER_OWN,         /* its controller reference carries the session's uid, and it is
+                                * not a pod on the host's network (never the operator's) */
     SESSION_OWNER_PREDECESSOR, /* controlled by a TeloSession of the same name and another uid:
                                 * a deleted predecessor (a name holds one object at a time) */
-    SESSION_OWNER_FOREIGN,     /* anything else: no controller, another kind, another name */
+    SESSION_OWNER_FOREIGN,     /* anything else: no controller, another kind, another name, or
+                                * spec.hostNetwork */
 };
 
 /* Classifies child (NULL: none) for the session named name with uid. A predecessor is only

@@ -107,6 +107,21 @@ static void anything_else_is_foreign(void **state)
     }
 }
 
+/* The operator never creates a pod on the host's network: one that claims the session as its
+ * controller was made by someone with pods/create in the namespace (the API server lets anyone
+ * set an ownerReference without blockOwnerDeletion), and its address is the node's. */
+static void a_host_network_pod_is_never_own(void **state)
+{
+    (void)state;
+    struct json_object *o =
+        child("v1", "Pod", "telo-run-hello", session_ref("hello", SESSION_UID, 1));
+    json_object_object_add(o, "spec", json_tokener_parse("{\"hostNetwork\":true}"));
+    assert_int_equal(session_child_owner(o, "hello", SESSION_UID), SESSION_OWNER_FOREIGN);
+    json_object_object_add(o, "spec", json_tokener_parse("{\"hostNetwork\":false}"));
+    assert_int_equal(session_child_owner(o, "hello", SESSION_UID), SESSION_OWNER_OWN);
+    json_object_put(o);
+}
+
 static void no_child_is_none(void **state)
 {
     (void)state;
@@ -171,6 +186,7 @@ int main(void)
         cmocka_unit_test(own_children_carry_the_sessions_uid),
         cmocka_unit_test(a_predecessors_children_are_predecessors),
         cmocka_unit_test(anything_else_is_foreign),
+        cmocka_unit_test(a_host_network_pod_is_never_own),
         cmocka_unit_test(no_child_is_none),
         cmocka_unit_test(the_controller_uid_is_read_from_the_controller_reference),
         cmocka_unit_test(a_build_context_is_its_jobs_only_by_the_jobs_uid),

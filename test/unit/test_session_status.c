@@ -1148,6 +1148,7 @@ static void pod_disappeared(void **state)
 /* --- ownership (issue 21) ------------------------------------------------------------------ */
 
 #define PREDECESSOR_UID "9a9a9a9a-0000-4000-8000-000000000001"
+#define SESSION_UID     "0b6f2d7a-6a44-4c84-8a55-2d9b3c0e1f00"
 
 /* Gives w's pod another controller: a TeloSession of name with uid, or none (uid NULL). */
 static void world_pod_owner(struct world *w, const char *name, const char *uid)
@@ -1265,16 +1266,22 @@ static void pod_disappeared_needs_the_sessions_own_pod(void **state)
     world_free(&w);
 }
 
-/* Someone else's pod holds the name: the session says so, and is stalled until it goes. */
+/* Someone else's pod holds the name: the session says so, and is stalled until it goes. The
+ * third is a tenant's pod dressed as the session's (its controller reference carries the
+ * session's uid) on the host's network, which the operator never asks for: reported Running, its
+ * podIP (the node's) would be probed and relayed to. */
 static void a_foreign_pod_is_a_name_conflict(void **state)
 {
     (void)state;
-    static const char *const owners[][2] = {{"hello", NULL}, {"another", PREDECESSOR_UID}};
-    for (size_t i = 0; i < 2; i++) {
+    static const char *const owners[][2] = {
+        {"hello", NULL}, {"another", PREDECESSOR_UID}, {"hello", SESSION_UID}};
+    for (size_t i = 0; i < 3; i++) {
         struct world w;
         world_init(&w, hello_json);
         world_pod(&w, "running");
         world_pod_owner(&w, owners[i][0], owners[i][1]);
+        if (i == 2)
+            json_object_object_add(at(w.pod, "spec"), "hostNetwork", json_object_new_boolean(1));
         struct session_verdict v;
         compute(&w, T0 + 10, &v);
         assert_string_equal(text(v.status, "phase"), "Pending");
@@ -1283,6 +1290,7 @@ static void a_foreign_pod_is_a_name_conflict(void **state)
                                 "pod demo/telo-run-hello exists and is not owned by this session; "
                                 "delete or rename it"));
         assert_null(at(v.status, "podName"));
+        assert_null(at(v.status, "podIP")); /* the gateway's relay connects to it */
         assert_string_equal(cond_status(v.status, "Stalled"), "True");
         assert_string_equal(cond_status(v.status, "Reconciling"), "False");
         assert_false(v.delete_pod);
