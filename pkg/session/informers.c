@@ -19,6 +19,8 @@
 static const char *const pod_paths[] = {
     "metadata.labels",
     "metadata.creationTimestamp",
+    /* Never set on a pod the operator writes: a planted pod is told by it (owner.c). */
+    "spec.hostNetwork",
     "status.phase",
     "status.reason",
     "status.message",

@@ -604,6 +604,47 @@ def test_a_foreign_pod_of_the_sessions_name_is_a_name_conflict_and_left_alone(
     assert ts["status"]["podUID"] == pod["metadata"]["uid"], ts["status"]
 
 
+def test_a_planted_pod_on_the_hosts_network_is_never_the_sessions(
+        cluster, start, pod_namespace, session_node):
+    """Someone who may create pods plants one under the session's pod name before the operator
+    looks, labelled as the operator's and with a controller reference to the session (that needs
+    no permission on the session), on the host's network: its address is the node's. Taken for
+    the session's, that address would be written as status.podIP, probed on the session's ports
+    and relayed to by the gateway's debug stream. The operator never writes hostNetwork: the
+    session is Pending/NameConflict, no address is written, the pod is left alone."""
+    ns = pod_namespace
+    apply(cluster, ns, hello_bundle(), session("planted"))
+    uid = get_ts(cluster, ns, "planted")["metadata"]["uid"]
+    planted = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "telo-run-planted",
+                            "labels": {"app.kubernetes.io/managed-by": "telo-operator",
+                                       "telo.run/session": "planted"},
+                            "ownerReferences": [{"apiVersion": "telo.run/v1alpha1",
+                                                 "kind": "TeloSession", "name": "planted",
+                                                 "uid": uid, "controller": True}]},
+               "spec": {"hostNetwork": True,
+                        "nodeSelector": {SESSION_NODE_KEY: session_node},
+                        "tolerations": [{"key": SESSION_NODE_KEY, "operator": "Exists",
+                                         "effect": "NoSchedule"}],
+                        "containers": [{"name": "session", "image": "busybox"}]}}
+    apply(cluster, ns, planted)
+    wait_until(lambda: (get(cluster, ns, "pod", "telo-run-planted") or {}).get(
+        "status", {}).get("phase") == "Running", timeout=60, what="the planted pod Running")
+    before = get(cluster, ns, "pod", "telo-run-planted")
+    start()
+    ts = wait_phase(cluster, ns, "planted", "Pending", reason="NameConflict", timeout=30)
+    st = ts["status"]
+    assert "pod %s/telo-run-planted exists and is not owned by this session" % ns in \
+        st["message"], st
+    assert "podIP" not in st and "podName" not in st, st
+    time.sleep(2)
+    st = get_ts(cluster, ns, "planted")["status"]
+    assert st.get("reason") == "NameConflict" and "podIP" not in st, st
+    after = get(cluster, ns, "pod", "telo-run-planted")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], (
+        "the planted pod was written to")
+
+
 @pytest.mark.disruptive
 def test_a_session_created_again_under_its_name_never_inherits_its_predecessors_children(
         cluster, start, pod_namespace):
