@@ -142,6 +142,40 @@ def test_one_session_namespace_gets_role_bindings_there(helm):
                    for d in render(helm, "admissionPolicy.enabled=false"))
 
 
+def test_several_session_namespaces_grant_no_write_cluster_wide(helm):
+    """With two session namespaces the operator's informers watch every namespace, so list and
+    watch are granted cluster-wide; every write (pods, Secrets, Services, Ingresses, Events,
+    status) and the gateway's reads and attach are bound in the listed namespaces only. Bound
+    cluster-wide, a compromised operator could create a pod under any ServiceAccount of
+    kube-system, and the gateway attach to any pod of the cluster."""
+    docs = render(helm, "config.namespaces={team-a,team-b}")
+    roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
+    bindings = {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")): d
+                for d in docs if d["kind"].endswith("Binding") and
+                d["apiVersion"].startswith("rbac.")}
+    assert set(bindings) == {("ClusterRoleBinding", "telo-operator-manager-watch", None),
+                             ("RoleBinding", "telo-operator-manager", "team-a"),
+                             ("RoleBinding", "telo-operator-manager", "team-b"),
+                             ("RoleBinding", "telo-operator-gateway", "team-a"),
+                             ("RoleBinding", "telo-operator-gateway", "team-b"),
+                             ("ClusterRoleBinding", "telo-operator-auth", None),
+                             ("RoleBinding", "telo-operator-leader-election", "telo-system"),
+                             ("RoleBinding", "telo-operator-builds", "telo-builds"),
+                             ("RoleBinding", "telo-operator-gateway-proxy", "telo-system")}, \
+        sorted(bindings)
+    cluster_wide = [bindings[k]["roleRef"]["name"] for k in bindings
+                    if k[0] == "ClusterRoleBinding"]
+    granted = {verb for name in cluster_wide for rule in roles[name] for verb in rule["verbs"]
+               if name != "telo-operator-auth"}
+    assert granted == {"list", "watch"}, granted
+    # The watch role is the manager's list and watch, nothing left out: the informers need them.
+    manager = {(g, r) for rule in roles["telo-operator-manager"] for g in rule["apiGroups"]
+               for r in rule["resources"] if {"list", "watch"} & set(rule["verbs"])}
+    watch = {(g, r) for rule in roles["telo-operator-manager-watch"] for g in rule["apiGroups"]
+             for r in rule["resources"]}
+    assert watch == manager, (watch, manager)
+
+
 def config_keys_from_help():
     out = subprocess.run([os.path.join(OPERATOR_BIN_DIR, "telo-operator"), "run", "--help"],
                          capture_output=True, text=True).stdout + subprocess.run(
