@@ -263,6 +263,30 @@ def test_the_operators_own_pod_is_closed_but_for_its_metrics_port(helm):
                    for d in render(helm, "networkPolicy.operator.enabled=false"))
 
 
+def test_the_gateways_pod_takes_clients_on_its_client_port_only(helm):
+    """The gateway's probes have a listener of their own that takes a few connections at a
+    time; open to other pods, a tenant holding them would fail the kubelet's probes and get the
+    gateway, every terminal with it, restarted. The chart's policy opens the client port alone
+    (the kubelet comes from the node)."""
+    docs = render(helm)
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy"
+                  and d["metadata"]["name"] == "telo-operator-gateway")
+    deployment = next(d for d in docs if d["kind"] == "Deployment"
+                      and d["metadata"]["name"].endswith("-gateway"))
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= \
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{"ports": [{"port": ports["gateway"],
+                                                     "protocol": "TCP"}]}]
+    assert ports["health"] != ports["gateway"], ports
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] in ("health", ports["health"]), container[probe]
+    assert not any(d["kind"] == "NetworkPolicy" and d["metadata"]["name"].endswith("-gateway")
+                   for d in render(helm, "networkPolicy.gateway.enabled=false"))
+
+
 @pytest.fixture
 def chart_namespaces(cluster):
     """The release's namespace and a session namespace, unique to the test."""

@@ -117,8 +117,9 @@ def chart(helm, ns, sessions_ns):  # noqa: F811
                   "networkPolicy.ingressControllerNamespace=" + ns["ingress"],
                   "json:networkPolicy.ingressControllerPodLabels=" + json.dumps(INGRESS_LABELS),
                   "networkPolicy.dnsNamespace=" + ns["dns"],
-                  # The operator's own policy (test_chart.py) is about the operator's pod.
-                  "networkPolicy.operator.enabled=false",
+                  # The operator's and the gateway's own policies (test_chart.py) are about
+                  # their pods.
+                  "networkPolicy.operator.enabled=false", "networkPolicy.gateway.enabled=false",
                   "namespaces.createBuildNamespace=false", release=RELEASE, namespace=ns["ops"])
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
     assert [p["metadata"]["namespace"] for p in policies] == [sessions_ns], policies
@@ -332,6 +333,16 @@ def test_the_operator_reaches_a_session_on_its_declared_ports_only(cluster, net,
     ok, body = fetch_from(cluster, net, "operator", "session-a")
     assert ok and body == "hello from session-a", "operator -> declared port: %s" % body
     assert_refused(cluster, net, "operator", "session-a:%d" % UNDECLARED, policies)
+
+
+def test_the_ingress_controller_reaches_a_session_on_its_declared_ports_only(cluster, net,
+                                                                             policies):
+    """The ingress controller serves tenants' own Ingresses, which a tenant may point at any
+    Service, another tenant's included: the chart lets it in on the session container's
+    declared TCP ports only, never on another port (an inspector's, say)."""
+    ok, body = fetch_from(cluster, net, "ingress", "session-a")
+    assert ok and body == "hello from session-a", "ingress -> declared port: %s" % body
+    assert_refused(cluster, net, "ingress", "session-a:%d" % UNDECLARED, policies)
 
 
 def test_the_operator_reaches_the_declared_port_of_a_session_it_made(cluster, helm, net,  # noqa: F811

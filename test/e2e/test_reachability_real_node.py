@@ -36,6 +36,7 @@ def policies_on(cluster, helm, ns):  # noqa: F811
     suite's in-cluster operator runs in (a process operator connects from the node, which
     policies never police, as the kubelet's probes), applied and checked to exist."""
     docs = render(helm, "config.namespaces={%s}" % ns, "networkPolicy.operator.enabled=false",
+                  "networkPolicy.gateway.enabled=false",
                   "namespaces.createBuildNamespace=false", "namespaces.createSessionNamespaces=false",
                   release=RELEASE, namespace=SA_NAMESPACE)
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
