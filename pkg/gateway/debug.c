@@ -5,8 +5,11 @@
 #include "gateway/auth.h"
 #include "gateway/proto.h"
 #include "gateway/sse.h"
+#include "kube/rest.h"
+#include "session/owner.h"
 #include "session/phase.h"
 #include "util/buf.h"
+#include "util/jget.h"
 #include "util/jitter.h"
 #include "util/log.h"
 #include "ws/http.h"
@@ -77,6 +80,8 @@ struct relay {
 
     char namespace[254], name[254];
     char uid[64];               /* the TeloSession admitted: a successor is another stream */
+    char pod[254];              /* status.podName: read before each connect */
+    struct kube_call *pod_call; /* that read, in flight */
     double backoff;             /* until the next reconnect while the inspector stays away */
     int reconnect;              /* the inspector is away: connect once the session is read */
     char *token;                /* the admitted credential; NULL: never re-checked */
@@ -87,6 +92,7 @@ struct relay {
 
 struct gw_relays {
     struct ev_loop *loop;
+    struct kube_transport *t; /* NULL: relays without a client's session, never checked */
     double heartbeat_s;
     struct relay *list;
     size_t count;
@@ -109,6 +115,7 @@ static void relay_free(struct relay *rl)
     ev_timer_stop(set->loop, &rl->answer);
     ev_timer_stop(set->loop, &rl->stall);
     gw_admission_cancel(rl->check);
+    kube_call_cancel(rl->pod_call);
     if (rl->token != NULL) {
         OPENSSL_cleanse(rl->token, strlen(rl->token));
         free(rl->token);
@@ -308,7 +315,7 @@ static void up_cb(struct ev_loop *loop, ev_io *w, int revents)
     }
 }
 
-static void up_connect(struct relay *rl)
+static void connect_inspector(struct relay *rl)
 {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
@@ -359,6 +366,7 @@ static void stall_cb(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 static void start_check(struct relay *rl);
+static void up_connect(struct relay *rl);
 
 /* The inspector is away. Its address is not trusted again unread: the session's pod may have
  * been replaced and the address given to another tenant's pod. The session is read again first
@@ -422,6 +430,8 @@ static void refuse_client(struct relay *rl, int code, const char *reason, const 
         buf_printf(&rl->out, "event: error\ndata: %s\n\n", text.data);
     buf_release(&text);
     rl->refused = 1;
+    kube_call_cancel(rl->pod_call);
+    rl->pod_call = NULL;
     ev_io_stop(rl->set->loop, &rl->uio);
     ev_timer_stop(rl->set->loop, &rl->answer);
     if (rl->ufd >= 0)
@@ -435,6 +445,61 @@ static void refuse_client(struct relay *rl, int code, const char *reason, const 
     ev_timer_start(rl->set->loop, &rl->retry);
     if (flush_client(rl) != 0 || rl->out_off == rl->out.len)
         relay_free(rl);
+}
+
+/* Why pod, read as the session's pod, must not be connected to at rl->pod_ip; NULL when it may.
+ * The session's status is the operator's word, which lags (the operator is slow or down) and
+ * outlives the pod it names: a pod deleted gives its address back to the node, which may give it
+ * to another tenant's pod with an inspector before the status is rewritten. Only the pod itself,
+ * read now, says whose the address is. */
+static const char *pod_refusal(const struct relay *rl, const struct json_object *pod)
+{
+    if (session_child_owner(pod, rl->name, rl->uid) != SESSION_OWNER_OWN)
+        return "the pod of the session's pod name is not the session's";
+    if (jget(jget(pod, "metadata"), "deletionTimestamp") != NULL)
+        return "the session's pod is being deleted";
+    if (!jget_string_is(jget(pod, "status"), "podIP", rl->pod_ip))
+        return "the session's pod has another address than its status names";
+    return NULL;
+}
+
+static void on_pod(const struct kube_result *res, void *ud)
+{
+    struct relay *rl = ud;
+    rl->pod_call = NULL;
+    if (res->rc != 0)
+        return up_fail(rl, res->code == 404   ? "the session's pod is gone"
+                           : res->err != NULL ? res->err->msg
+                                              : "the session's pod could not be read");
+    /* The session's status named this pod while it ran, so a pod of its name controlled by
+     * another TeloSession of its name is a successor's: the session was replaced. */
+    if (session_child_owner(res->object, rl->name, rl->uid) == SESSION_OWNER_PREDECESSOR) {
+        int code;
+        const char *reason, *message;
+        gw_replaced_refusal(&code, &reason, &message);
+        return refuse_client(rl, code, reason, message);
+    }
+    const char *why = pod_refusal(rl, res->object);
+    if (why != NULL)
+        return up_fail(rl, why);
+    connect_inspector(rl);
+}
+
+/* Connects to the inspector, the first time and after each absence, once the session's pod was
+ * read and is at rl->pod_ip: a failed read or another pod is the inspector's absence (the
+ * backoff, then the session and its pod are read again). */
+static void up_connect(struct relay *rl)
+{
+    if (rl->set->t == NULL)
+        return connect_inspector(rl);
+    if (rl->pod[0] == '\0')
+        return up_fail(rl, "the session names no pod");
+    struct kube_ref ref = {
+        .version = "v1", .resource = "pods", .namespace = rl->namespace, .name = rl->pod};
+    struct telo_err err = {0};
+    rl->pod_call = kube_rest_get(rl->set->t, &ref, on_pod, rl, &err);
+    if (rl->pod_call == NULL)
+        up_fail(rl, err.msg);
 }
 
 static void reauthorized(const struct gw_admitted *a, void *ud)
@@ -456,6 +521,7 @@ static void reauthorized(const struct gw_admitted *a, void *ud)
         return refuse_client(rl, 409, "Conflict",
                              "the session is not running; its debug stream ended: open it again "
                              "once it runs");
+    snprintf(rl->pod, sizeof(rl->pod), "%s", a->pod);
     if (strcmp(a->pod_ip, rl->pod_ip) != 0) {
         telo_log(TELO_LOG_INFO, "debug relay follows the session's new pod",
                  "session=%s inspector=%s:%d", rl->session, a->pod_ip, rl->port);
@@ -502,12 +568,13 @@ void gw_relays_set_auth(struct gw_relays *r, struct gw_auth *auth, double reauth
     r->reauth_s = reauth_s > 0 ? reauth_s : 60;
 }
 
-struct gw_relays *gw_relays_new(struct ev_loop *loop, double heartbeat_s)
+struct gw_relays *gw_relays_new(struct ev_loop *loop, struct kube_transport *t, double heartbeat_s)
 {
     struct gw_relays *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return NULL;
     r->loop = loop;
+    r->t = t;
     r->heartbeat_s = heartbeat_s > 0 ? heartbeat_s : 20;
     r->answer_s = ANSWER_TIMEOUT_S;
     r->stall_s = STALL_TIMEOUT_S;
@@ -531,18 +598,31 @@ void gw_relays_free(struct gw_relays *r)
     free(r);
 }
 
+/* Closes a client that no relay took. */
+static void close_client(int fd, const struct ws_conn_io *io)
+{
+    if (io != NULL && io->close != NULL)
+        io->close(io->io_ud);
+    close(fd);
+}
+
 int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, const char *pod_ip,
                   int port, const char *session, const struct gw_relay_client *who,
                   struct telo_err *err)
 {
+    /* A session's pod is checked by its name and uid: a relay of a known client is never
+     * connected unchecked, and one of nobody's cannot be checked. */
+    if ((who != NULL) != (r->t != NULL)) {
+        close_client(fd, io);
+        return telo_err_set(err, TELO_EINVAL,
+                            "debug relay: a client's session needs the API server, and only it");
+    }
     struct relay *rl = calloc(1, sizeof(*rl));
     char *token = who != NULL && who->token != NULL && r->auth != NULL ? strdup(who->token) : NULL;
     if (rl == NULL || (who != NULL && who->token != NULL && r->auth != NULL && token == NULL)) {
         free(rl);
         free(token);
-        if (io != NULL && io->close != NULL)
-            io->close(io->io_ud);
-        close(fd);
+        close_client(fd, io);
         return telo_err_set(err, TELO_ENOMEM, "debug relay: out of memory");
     }
     rl->set = r;
@@ -570,6 +650,7 @@ int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, cons
         snprintf(rl->namespace, sizeof(rl->namespace), "%s", who->namespace);
         snprintf(rl->name, sizeof(rl->name), "%s", who->name);
         snprintf(rl->uid, sizeof(rl->uid), "%s", who->uid ? who->uid : "");
+        snprintf(rl->pod, sizeof(rl->pod), "%s", who->pod ? who->pod : "");
     }
     rl->next = r->list;
     if (r->list != NULL)

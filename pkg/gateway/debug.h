@@ -11,21 +11,25 @@
 struct ev_loop;
 struct gw_auth;
 struct gw_relays;
+struct kube_transport;
 
 #define GW_INSPECT_PORT 9230
 
-/* Creates the set of relays on loop (borrowed; must outlive it). heartbeat_s: a comment line this
- * often so proxies keep idle streams (0: 20 s). Returns NULL when out of memory. */
-struct gw_relays *gw_relays_new(struct ev_loop *loop, double heartbeat_s);
+/* Creates the set of relays on loop (borrowed; must outlive it). t (borrowed; must outlive it)
+ * reads each relay's session pod before each connect; NULL only for relays added without a
+ * client (tests of the stream alone). heartbeat_s: a comment line this often so proxies keep idle
+ * streams (0: 20 s). Returns NULL when out of memory. */
+struct gw_relays *gw_relays_new(struct ev_loop *loop, struct kube_transport *t, double heartbeat_s);
 
 /* Re-authorizes every relay's client with auth (borrowed) every reauth_s seconds (0: 60 s), as
  * attach clients are: one refused gets `event: error` with a Status-like JSON and is closed. */
 void gw_relays_set_auth(struct gw_relays *r, struct gw_auth *auth, double reauth_s);
 
 /* Who a relay's client is, for its re-authorization: the session's namespace, name and uid (a
- * successor of the same name ends the stream) and the credential admitted (copied). */
+ * successor of the same name ends the stream), its status.podName (the pod read before each
+ * connect) and the credential admitted (copied). */
 struct gw_relay_client {
-    const char *namespace, *name, *uid, *token;
+    const char *namespace, *name, *uid, *pod, *token;
 };
 
 /* Replaces the relays' deadlines (0 keeps the default): answer_s from connecting to the inspector
@@ -43,9 +47,13 @@ void gw_relays_free(struct gw_relays *r);
  * relays the inspector at pod_ip:port until the client leaves. When the inspector is away it
  * reconnects (after 0.5 s, doubling to 10 s), each time to the address the session names then,
  * read again with the client's credential: a stream follows its session's new pod, ends when the
- * session no longer runs or was replaced, and never reaches an address the session gave up. session
- * names the session for the log; who (NULL: never re-checked) lets the relay re-authorize its
- * client. Returns 0, or a negative code with err filled (fd closed). */
+ * session no longer runs or was replaced, and never reaches an address the session gave up. Before
+ * each connect the pod the session names is read with r's transport: it is connected to only when
+ * the session controls it, it is not being deleted and its podIP is the address (else the
+ * inspector is away; a pod of a successor of the session's name ends the stream with 410). session
+ * names the session for the log; who (NULL: never re-checked; given exactly when r has a
+ * transport) lets the relay re-authorize its client and check its pod. Returns 0, or a negative
+ * code with err filled (fd closed). */
 int gw_relays_add(struct gw_relays *r, int fd, const struct ws_conn_io *io, const char *pod_ip,
                   int port, const char *session, const struct gw_relay_client *who,
                   struct telo_err *err);

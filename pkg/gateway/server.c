@@ -432,8 +432,11 @@ static void relay(struct conn *c, const struct gw_admitted *a)
     struct ws_conn_io io;
     int fd = take_socket(c, &io);
     struct telo_err err = {0};
-    struct gw_relay_client who = {
-        .namespace = c->target.namespace, .name = c->target.name, .uid = a->uid, .token = c->token};
+    struct gw_relay_client who = {.namespace = c->target.namespace,
+                                  .name = c->target.name,
+                                  .uid = a->uid,
+                                  .pod = a->pod,
+                                  .token = c->token};
     if (gw_relays_add(srv->relays, fd, &io, a->pod_ip, GW_INSPECT_PORT, session, &who, &err) != 0)
         telo_log(TELO_LOG_WARN, "debug relay failed", "session=%s error=\"%s\"", session, err.msg);
     conn_free(c);
@@ -1030,7 +1033,7 @@ struct gw_server *gw_server_new(struct ev_loop *loop, struct kube_transport *t,
     srv->hub = srv->auth != NULL ? gw_hub_new(loop, t, &hub) : NULL;
     if (srv->auth != NULL && gw_auth_set_audience(srv->auth, cfg->token_audience) != 0)
         goto nomem;
-    srv->relays = gw_relays_new(loop, cfg->hub.ping_interval_s);
+    srv->relays = gw_relays_new(loop, t, cfg->hub.ping_interval_s);
     srv->lingering = gw_lingering_new(loop, LINGER_MAX, LINGER_S);
     if (srv->auth == NULL || srv->lingering == NULL || srv->gate == NULL ||
         srv->pending_by_source == NULL || srv->pending_by_proxy == NULL || srv->hub == NULL ||

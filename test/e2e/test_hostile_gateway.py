@@ -104,9 +104,24 @@ def test_binary_stdin_is_typed_never_parsed_as_control(env, sessions):
     assert_serves(env, "paste", token, "another-client-after-the-paste")
 
 
+def fake_pod(cluster, ns, session, pod, pod_ip):
+    """A pod the TeloSession session controls, never scheduled (no node matches), whose status
+    says pod_ip: the gateway reads the pod before it connects to a debug stream's inspector."""
+    uid = cluster.kubectl_json("get", "telosession", session, "-n", ns)["metadata"]["uid"]
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod, "ownerReferences": [{
+            "apiVersion": "telo.run/v1alpha1", "kind": "TeloSession", "name": session,
+            "uid": uid, "controller": True}]},
+        "spec": {"nodeSelector": {"telo.run/e2e": "nowhere"},
+                 "containers": [{"name": "session", "image": "registry.invalid/none"}]}}))
+    cluster.kubectl("patch", "pod", pod, "-n", ns, "--subresource=status", "--type=merge", "-p",
+                    json.dumps({"status": {"podIP": pod_ip, "podIPs": [{"ip": pod_ip}]}}))
+
+
 def fake_session(cluster, ns, name, token, pod_ip="127.0.0.1", inspect=False):
     """A TeloSession that looks Running (status written here, no operator involved), its attach
-    Secret holding token."""
+    Secret holding token, and its pod at pod_ip."""
     cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps({
         "apiVersion": "v1", "kind": "List", "items": [
             {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name + "-attach"},
@@ -114,6 +129,7 @@ def fake_session(cluster, ns, name, token, pod_ip="127.0.0.1", inspect=False):
             {"apiVersion": "telo.run/v1alpha1", "kind": "TeloSession",
              "metadata": {"name": name},
              "spec": {"entry": "main.telo", "bundle": {"configMap": {"name": name}}}}]}))
+    fake_pod(cluster, ns, name, name + "-pod", pod_ip)
     status = {"phase": "Running", "podName": name + "-pod", "podIP": pod_ip,
               "attach": {"secretName": name + "-attach", "url": "http://gateway.invalid"}}
     if inspect:
@@ -391,6 +407,9 @@ def test_a_debug_stream_follows_its_session_and_never_reads_an_address_it_gave_u
         conn, resp = debug_stream(gw, namespace, "moved", token)
         assert resp.status == 200
         assert "old-pod" in read_stream(resp, "old-pod", 20)[-1]
+        cluster.kubectl("delete", "pod", "moved-pod", "-n", namespace, "--grace-period=0",
+                        "--force")
+        fake_pod(cluster, namespace, "moved", "moved-pod-2", "127.0.0.3")
         cluster.kubectl("patch", "telosession", "moved", "-n", namespace, "--subresource=status",
                         "--type=merge", "-p", json.dumps({"status": {
                             "podName": "moved-pod-2", "podIP": "127.0.0.3"}}))

@@ -1,6 +1,6 @@
 /* Tests for pkg/gateway/debug.c: the relay against an inspector (a child process) that streams
- * events without pause, as a hostile or busy session app may, or that never answers; and a client
- * that stops reading. */
+ * events without pause, as a hostile or busy session app may, or that never answers; a client
+ * that stops reading; and the session's pod, read from a mock_http API server before a connect. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +10,8 @@
 #include <cmocka.h>
 
 #include "gateway/debug.h"
+#include "mock_client.h"
+#include "util/buf.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -135,7 +137,7 @@ static void drain(struct ev_loop *loop, ev_io *w, int revents)
 
 static struct gw_relays *relay_to(struct ev_loop *loop, const struct inspector *in, int sv[2])
 {
-    struct gw_relays *r = gw_relays_new(loop, 20);
+    struct gw_relays *r = gw_relays_new(loop, NULL, 20);
     assert_non_null(r);
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
     struct telo_err err = {0};
@@ -234,7 +236,7 @@ static void relays_are_counted_per_session(void **state)
 {
     (void)state;
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    struct gw_relays *r = gw_relays_new(loop, 20);
+    struct gw_relays *r = gw_relays_new(loop, NULL, 20);
     assert_non_null(r);
     static const char *const sessions[] = {"ns/a", "ns/a", "ns/b"};
     int clients[3];
@@ -294,7 +296,7 @@ static void an_inspector_that_never_answers_is_connected_to_again(void **state)
     assert_int_equal(listen(l, 4), 0);
     assert_int_equal(getsockname(l, (struct sockaddr *)&a, &alen), 0);
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    struct gw_relays *r = gw_relays_new(loop, 20);
+    struct gw_relays *r = gw_relays_new(loop, NULL, 20);
     assert_non_null(r);
     gw_relays_set_deadlines(r, 0.2, 0);
     int sv[2];
@@ -334,7 +336,7 @@ static void a_client_that_stops_reading_loses_its_relay(void **state)
     (void)state;
     struct inspector in = inspector_start(2);
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    struct gw_relays *r = gw_relays_new(loop, 20);
+    struct gw_relays *r = gw_relays_new(loop, NULL, 20);
     assert_non_null(r);
     gw_relays_set_deadlines(r, 0, 0.2);
     int sv[2];
@@ -358,8 +360,175 @@ static void a_client_that_stops_reading_loses_its_relay(void **state)
     ev_loop_destroy(loop);
 }
 
+/* What the mock API server says of the session's pod (ns/s-pod), set before it forks: the uid
+ * and name of its controller, and its podIP. */
+static const char *pod_owner_uid = "uid-1";
+static const char *pod_owner_name = "s";
+static const char *pod_address = "127.0.0.1";
+
+static void route(int fd, const struct mock_req *req)
+{
+    if (strcmp(req->path, "/api/v1/namespaces/ns/pods/s-pod") != 0)
+        return mock_reply(fd, 404, NULL, "{\"kind\":\"Status\",\"code\":404}");
+    char body[1024];
+    snprintf(body, sizeof(body),
+             "{\"metadata\":{\"name\":\"s-pod\",\"ownerReferences\":[{\"apiVersion\":"
+             "\"telo.run/v1alpha1\",\"kind\":\"TeloSession\",\"name\":\"%s\",\"uid\":\"%s\","
+             "\"controller\":true}]},\"status\":{\"phase\":\"Running\",\"podIP\":\"%s\"}}",
+             pod_owner_name, pod_owner_uid, pod_address);
+    mock_reply(fd, 200, NULL, body);
+}
+
+/* Accepts and closes at once, counting: a stranger's inspector, which must never be reached. */
+static void count_accept(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    int fd = accept(w->fd, NULL, NULL);
+    if (fd < 0)
+        return;
+    (*(int *)w->data)++;
+    close(fd);
+}
+
+/* Appends what the client is sent to the struct buf in w->data. */
+static void collect(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    char chunk[4096];
+    ssize_t n;
+    while ((n = read(w->fd, chunk, sizeof(chunk))) > 0)
+        buf_append(w->data, chunk, (size_t)n);
+}
+
+/* Runs loop for seconds. */
+static void run_for(struct ev_loop *loop, double seconds)
+{
+    struct ticks t = {.want = 1};
+    ev_timer timer;
+    ev_timer_init(&timer, tick, seconds, 0.);
+    timer.data = &t;
+    ev_timer_start(loop, &timer);
+    ev_run(loop, 0);
+    ev_timer_stop(loop, &timer);
+}
+
+/* A relay of session ns/s (uid-1, status.podName s-pod, status.podIP 127.0.0.1) run for a second
+ * against a listener on 127.0.0.1 that counts connections, with the pod the mock API server
+ * describes. Returns the connections; what the client was sent is in sent. */
+static int connections_to_the_pod_address(struct buf *sent)
+{
+    struct mock_client *api = mock_client_new("debug", route, "gw", NULL);
+    assert_non_null(api);
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(l, 8), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &alen), 0);
+    int accepted = 0;
+    ev_io listener;
+    ev_io_init(&listener, count_accept, l, EV_READ);
+    listener.data = &accepted;
+    ev_io_start(api->loop, &listener);
+    struct gw_relays *r = gw_relays_new(api->loop, api->t, 20);
+    assert_non_null(r);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    ev_io reader;
+    ev_io_init(&reader, collect, sv[1], EV_READ);
+    reader.data = sent;
+    ev_io_start(api->loop, &reader);
+    struct gw_relay_client who = {.namespace = "ns", .name = "s", .uid = "uid-1", .pod = "s-pod"};
+    struct telo_err err = {0};
+    assert_int_equal(
+        gw_relays_add(r, sv[0], NULL, "127.0.0.1", ntohs(a.sin_port), "ns/s", &who, &err), 0);
+    run_for(api->loop, 1);
+    ev_io_stop(api->loop, &listener);
+    ev_io_stop(api->loop, &reader);
+    gw_relays_free(r);
+    close(l);
+    close(sv[1]);
+    mock_client_free(api);
+    return accepted;
+}
+
+/* The session's status still names the address of its deleted pod, which another tenant's pod
+ * with an inspector now has; the pod of the session's pod name is a stranger's. Before, the relay
+ * connected to the address (1 connection, the stranger's events relayed). */
+static void a_pod_another_session_controls_is_not_connected_to(void **state)
+{
+    (void)state;
+    pod_owner_uid = "uid-b";
+    pod_owner_name = "b";
+    struct buf sent;
+    buf_init(&sent, 1 << 16);
+    assert_int_equal(connections_to_the_pod_address(&sent), 0);
+    buf_release(&sent);
+    pod_owner_uid = "uid-1";
+    pod_owner_name = "s";
+}
+
+/* The session's own pod, at another address than the status names (the pod was made again and
+ * the status not yet rewritten): the old address may be another tenant's now. Before, the relay
+ * connected to it. */
+static void a_pod_at_another_address_is_not_connected_to(void **state)
+{
+    (void)state;
+    pod_address = "127.0.0.2";
+    struct buf sent;
+    buf_init(&sent, 1 << 16);
+    assert_int_equal(connections_to_the_pod_address(&sent), 0);
+    buf_release(&sent);
+    pod_address = "127.0.0.1";
+}
+
+/* The pod of the session's pod name is controlled by another TeloSession of its name: the
+ * session was replaced, and its stream ends with 410 as on re-authorization. Before, the relay
+ * connected to the address. */
+static void a_successor_s_pod_ends_the_stream_with_410(void **state)
+{
+    (void)state;
+    pod_owner_uid = "uid-2";
+    struct buf sent;
+    buf_init(&sent, 1 << 16);
+    assert_int_equal(connections_to_the_pod_address(&sent), 0);
+    assert_non_null(strstr(sent.data, "event: error\ndata: "));
+    assert_non_null(strstr(sent.data, "\"code\":410"));
+    buf_release(&sent);
+    pod_owner_uid = "uid-1";
+}
+
+/* The session's own pod at the status's address: the inspector's events are relayed. */
+static void the_session_s_own_pod_is_relayed(void **state)
+{
+    (void)state;
+    struct mock_client *api = mock_client_new("debug", route, "gw", NULL);
+    assert_non_null(api);
+    struct inspector in = inspector_start_sized(1.5, 0);
+    struct gw_relays *r = gw_relays_new(api->loop, api->t, 20);
+    assert_non_null(r);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    ev_io reader;
+    ev_io_init(&reader, drain, sv[1], EV_READ);
+    ev_io_start(api->loop, &reader);
+    struct gw_relay_client who = {.namespace = "ns", .name = "s", .uid = "uid-1", .pod = "s-pod"};
+    struct telo_err err = {0};
+    assert_int_equal(gw_relays_add(r, sv[0], NULL, "127.0.0.1", in.port, "ns/s", &who, &err), 0);
+    run_for(api->loop, 1);
+    assert_true(gw_relays_frames(r) > 0);
+    ev_io_stop(api->loop, &reader);
+    gw_relays_free(r);
+    inspector_finish(&in);
+    close(sv[1]);
+    mock_client_free(api);
+}
+
 int main(void)
 {
+    (void)mock_stream_start; /* the shared mock's streaming helper is not needed here */
     /* A relay writing to a client that left must not kill the test. */
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -369,6 +538,10 @@ int main(void)
         cmocka_unit_test(relays_are_counted_per_session),
         cmocka_unit_test(an_inspector_that_never_answers_is_connected_to_again),
         cmocka_unit_test(a_client_that_stops_reading_loses_its_relay),
+        cmocka_unit_test(a_pod_another_session_controls_is_not_connected_to),
+        cmocka_unit_test(a_pod_at_another_address_is_not_connected_to),
+        cmocka_unit_test(a_successor_s_pod_ends_the_stream_with_410),
+        cmocka_unit_test(the_session_s_own_pod_is_relayed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
